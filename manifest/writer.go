@@ -1,0 +1,180 @@
+package manifest
+
+import (
+	"bufio"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// Writer streams a ResourceSync document to an io.Writer: NewWriter writes
+// the XML declaration, the root element and the header's rs:ln and rs:md;
+// each Write adds one entry; Close ends the document and flushes. Nothing is
+// held in memory beyond a small buffer. Writers of index documents write
+// <sitemap> entries, others <url> entries.
+type Writer struct {
+	bw    *bufio.Writer
+	root  Root
+	err   error
+	close bool
+}
+
+// NewWriter starts a document with header h on w. h.Root must be URLSet or
+// SitemapIndex and h.Metadata.Capability must be set.
+func NewWriter(w io.Writer, h Header) (*Writer, error) {
+	if h.Root != URLSet && h.Root != SitemapIndex {
+		return nil, errors.New("manifest: writer needs a root (URLSet or SitemapIndex)")
+	}
+	if h.Metadata.Capability == "" {
+		return nil, errors.New("manifest: writer needs a capability")
+	}
+	mw := &Writer{bw: bufio.NewWriterSize(w, 64<<10), root: h.Root}
+	mw.str(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
+	mw.str("<" + h.Root.String() + ` xmlns="` + SitemapNS + `" xmlns:rs="` + RSNS + `">` + "\n")
+	mw.writeMetadata("  ", h.Metadata)
+	for _, l := range h.Links {
+		mw.writeLink("  ", l)
+	}
+	return mw, mw.err
+}
+
+// Write appends one entry. The entry's Loc must not be empty.
+func (w *Writer) Write(e *Entry) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.close {
+		return errors.New("manifest: write after close")
+	}
+	if e.Loc == "" {
+		return errors.New("manifest: entry without loc")
+	}
+	el := "url"
+	if w.root == SitemapIndex {
+		el = "sitemap"
+	}
+	w.str("  <" + el + "><loc>")
+	w.text(e.Loc)
+	w.str("</loc>")
+	if !e.Lastmod.IsZero() {
+		w.str("<lastmod>" + FormatDatetime(e.Lastmod) + "</lastmod>")
+	}
+	if e.ChangeFreq != "" {
+		w.str("<changefreq>")
+		w.text(e.ChangeFreq)
+		w.str("</changefreq>")
+	}
+	w.writeMetadata("", e.Metadata)
+	for _, l := range e.Links {
+		w.writeLink("", l)
+	}
+	w.str("</" + el + ">\n")
+	return w.err
+}
+
+// Close ends the document and flushes the buffer. It does not close the
+// underlying writer.
+func (w *Writer) Close() error {
+	if w.err != nil {
+		return w.err
+	}
+	if !w.close {
+		w.close = true
+		w.str("</" + w.root.String() + ">\n")
+	}
+	if w.err != nil {
+		return w.err
+	}
+	return w.bw.Flush()
+}
+
+// FormatDatetime renders t as a W3C Datetime in UTC with the precision
+// needed (seconds, or fractional seconds when t has them).
+func FormatDatetime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.999999999Z07:00")
+}
+
+func (w *Writer) str(s string) {
+	if w.err == nil {
+		_, w.err = w.bw.WriteString(s)
+	}
+}
+
+func (w *Writer) text(s string) {
+	if w.err == nil {
+		w.err = xml.EscapeText(w.bw, []byte(s))
+	}
+}
+
+func (w *Writer) attr(name, value string) {
+	if value == "" {
+		return
+	}
+	w.str(" " + name + `="`)
+	w.text(value)
+	w.str(`"`)
+}
+
+func (w *Writer) timeAttr(name string, t time.Time) {
+	if !t.IsZero() {
+		w.attr(name, FormatDatetime(t))
+	}
+}
+
+func (w *Writer) writeMetadata(indent string, m Metadata) {
+	if m.isEmpty() {
+		return
+	}
+	w.str(indent + "<rs:md")
+	w.attr("capability", string(m.Capability))
+	w.timeAttr("at", m.At)
+	w.timeAttr("completed", m.Completed)
+	w.timeAttr("from", m.From)
+	w.timeAttr("until", m.Until)
+	w.timeAttr("datetime", m.Datetime)
+	w.attr("change", string(m.Change))
+	w.attr("encoding", m.Encoding)
+	w.attr("hash", m.Hashes.String())
+	if m.Length >= 0 {
+		w.attr("length", strconv.FormatInt(m.Length, 10))
+	}
+	w.attr("path", m.Path)
+	w.attr("type", m.Type)
+	w.str("/>")
+	if indent != "" {
+		w.str("\n")
+	}
+}
+
+func (w *Writer) writeLink(indent string, l Link) {
+	w.str(indent + "<rs:ln")
+	w.attr("rel", l.Rel)
+	w.attr("href", l.Href)
+	w.attr("type", l.Type)
+	w.attr("encoding", l.Encoding)
+	w.attr("hash", l.Hashes.String())
+	if l.Length >= 0 {
+		w.attr("length", strconv.FormatInt(l.Length, 10))
+	}
+	w.timeAttr("modified", l.Modified)
+	w.attr("path", l.Path)
+	if l.Pri > 0 && l.Pri != DefaultPri {
+		w.attr("pri", strconv.Itoa(l.Pri))
+	}
+	w.str("/>")
+	if indent != "" {
+		w.str("\n")
+	}
+}
+
+// String names the writer's root for debugging.
+func (w *Writer) String() string { return fmt.Sprintf("manifest.Writer(%s)", w.root) }
+
+func (m *Metadata) isEmpty() bool {
+	return m.Capability == "" && m.At.IsZero() && m.Completed.IsZero() && m.From.IsZero() &&
+		m.Until.IsZero() && m.Datetime.IsZero() && m.Change == "" && m.Encoding == "" &&
+		m.Hashes.IsZero() && len(m.Hashes.Unknown) == 0 && m.Length < 0 && m.Path == "" && m.Type == ""
+}
