@@ -268,3 +268,7 @@ func (r *Reader) N() int64 { return r.v.N() }
 // Sum returns the digests computed over the bytes read so far; after the
 // reader returned io.EOF they are the digests of the whole representation.
 func (r *Reader) Sum() Hashes { return r.v.Sum() }
+
+// Verified reports whether the reader reached the end of its input and the
+// bytes matched the expectation, that is whether it has returned io.EOF.
+func (r *Reader) Verified() bool { return r.done == io.EOF }
