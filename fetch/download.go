@@ -1,0 +1,117 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fixity"
+)
+
+// downloadBuffer is the copy buffer size of Download.
+const downloadBuffer = 256 << 10
+
+// Result reports what Download did.
+type Result struct {
+	// Bytes is the number of bytes dst holds: on success the length of
+	// the representation.
+	Bytes int64
+	// Hashes are the digests of those bytes computed in the copy pass:
+	// the ones want asks for plus those selected by Options.Compute.
+	Hashes fixity.Hashes
+	// Attempts counts the requests sent (redirect hops not counted),
+	// across restarts.
+	Attempts int
+	// Resumes counts interrupted transfers continued with a Range request.
+	Resumes int
+	// Restarts counts transfers begun again from byte 0: after ErrChanged
+	// (dst truncated), or when a server answered a resume with the whole
+	// representation (its prefix discarded, dst untouched).
+	Restarts int
+	// ContentType and ETag are those of the response finally used.
+	ContentType, ETag string
+}
+
+// Download streams url into dst, which must be open for writing (and
+// seeking): dst is truncated and written from offset 0, so on success it
+// holds exactly the representation. The digests want expects (and those in
+// Options.Compute) are computed in the same pass. When the representation
+// changes mid-transfer (ErrChanged), dst is truncated and the download
+// starts over, at most Retries times; after that the retryable ErrChanged
+// error is returned.
+//
+// At the end the length and hashes are checked against want: a mismatch is a
+// permanent error wrapping fixity.ErrMismatch. A Content-Length that
+// contradicts want.Length fails before the body is read, and a body that
+// grows past want.Length fails as soon as it does. Failing to write dst is a
+// fatal error. Other errors are those of Open and Body.Read. Download does
+// not close or sync dst. The Result describes the work done even on error.
+func (c *Client) Download(ctx context.Context, url string, dst *os.File, want fixity.Expect) (Result, error) {
+	var res Result
+	buf := make([]byte, downloadBuffer)
+	for changes := 0; ; changes++ {
+		err := c.downloadOnce(ctx, url, dst, want, buf, &res)
+		if err == nil || !errors.Is(err, ErrChanged) || changes >= c.retries {
+			return res, err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return res, cerr
+		}
+		res.Restarts++
+		c.restarts.Add(1)
+		c.log.Info("representation changed, downloading again", "url", url, "err", err)
+	}
+}
+
+// downloadOnce makes one pass of Download from byte 0.
+func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, want fixity.Expect, buf []byte, res *Result) error {
+	if err := dst.Truncate(0); err != nil {
+		return errclass.Fatalf("download %s: truncate %s: %w", url, dst.Name(), err)
+	}
+	if _, err := dst.Seek(0, io.SeekStart); err != nil {
+		return errclass.Fatalf("download %s: seek %s: %w", url, dst.Name(), err)
+	}
+	b, err := c.newBody(ctx, url)
+	if err != nil {
+		return err
+	}
+	v := fixity.NewVerifier(want, c.opts.Compute)
+	defer func() {
+		b.Close()
+		res.Bytes, res.Hashes = v.N(), v.Sum()
+		res.Attempts += b.attempts
+		res.Resumes += b.resumes
+		res.Restarts += b.restarts
+	}()
+	if err := b.connect(0); err != nil {
+		return err
+	}
+	res.ContentType, res.ETag = b.ContentType, b.ETag
+	if want.Length >= 0 && b.ContentLength >= 0 && b.ContentLength != want.Length {
+		return errclass.Permanentf("download %s: %w: Content-Length %d, expected %d", b.URL, fixity.ErrMismatch, b.ContentLength, want.Length)
+	}
+	for {
+		n, rerr := b.Read(buf)
+		if n > 0 {
+			if want.Length >= 0 && v.N()+int64(n) > want.Length {
+				return errclass.Permanentf("download %s: %w: more than the expected %d bytes", b.URL, fixity.ErrMismatch, want.Length)
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return errclass.Fatalf("download %s: write %s: %w", url, dst.Name(), err)
+			}
+			v.Write(buf[:n])
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	if err := v.Check(); err != nil {
+		return errclass.Permanentf("download %s: %w", b.URL, err)
+	}
+	return nil
+}

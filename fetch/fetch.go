@@ -1,0 +1,364 @@
+// Package fetch is rsharvest's one HTTP client: it GETs capability documents,
+// Resource Dump packages and resources, politely and robustly.
+//
+// Every request waits on a per-host token bucket, carries the configured
+// User-Agent and extra headers, and is retried with exponential backoff and
+// jitter on temporary failures (timeouts, connection errors, HTTP 408, 425,
+// 429 and 5xx), honouring Retry-After. Bodies are streamed: an interrupted
+// transfer (reset, unexpected EOF, stall) is resumed with a Range request
+// guarded by If-Range, and a representation that changed under the transfer
+// is reported as ErrChanged instead of splicing mismatched bytes.
+//
+// Every error is classified where it is born with package errclass:
+// retryable (temporary), permanent (the item is wrong) or, for local write
+// failures in Download, fatal. Context cancellation is returned as ctx.Err()
+// itself, unclassified.
+package fetch
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/time/rate"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fixity"
+)
+
+// Defaults used by New for zero Options fields.
+const (
+	DefaultUserAgent      = "rsharvest/dev"
+	DefaultRetries        = 5
+	DefaultMaxResumes     = 32
+	DefaultBackoffInitial = 500 * time.Millisecond
+	DefaultBackoffMax     = 30 * time.Second
+	DefaultMaxRetryAfter  = 120 * time.Second
+	DefaultStallTimeout   = 30 * time.Second
+	DefaultTimeout        = 60 * time.Second
+	// MaxRedirects is the number of redirects followed per request; one
+	// more is a permanent error.
+	MaxRedirects = 10
+)
+
+// Options configures a Client. The zero value is usable: every zero field
+// takes the default named in its comment.
+type Options struct {
+	// UserAgent is sent on every request. Default DefaultUserAgent.
+	UserAgent string
+	// Header holds extra headers sent on every request, redirects, retries
+	// and resumes included. Authorization is dropped when a redirect leaves
+	// the original host (or downgrades https to http); the standard library
+	// additionally drops Cookie and WWW-Authenticate on such redirects.
+	// Everything else is forwarded. New copies the map.
+	Header http.Header
+	// Rate is the number of requests per second allowed per host (the
+	// host[:port] of the URL). <= 0 means unlimited.
+	Rate float64
+	// Burst is the token bucket size. Default max(1, int(Rate)).
+	Burst int
+	// Retries is the number of consecutive failed attempts tolerated after
+	// the first one before giving up. Zero means DefaultRetries; a
+	// negative value means no retries at all. The counter restarts after an
+	// attempt that delivered body bytes. Download also allows at most
+	// Retries restarts after ErrChanged.
+	Retries int
+	// MaxResumes bounds how often one Body reconnects after an interrupted
+	// transfer. Zero means DefaultMaxResumes; negative means never resume.
+	MaxResumes int
+	// BackoffInitial and BackoffMax shape the exponential backoff (with
+	// jitter) between attempts. Defaults DefaultBackoffInitial and
+	// DefaultBackoffMax.
+	BackoffInitial, BackoffMax time.Duration
+	// MaxRetryAfter caps an honoured Retry-After. Default
+	// DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
+	// StallTimeout fails an attempt (retryably, so it is resumed) when a
+	// body Read receives no bytes for this long. Time the caller spends
+	// between Reads does not count. Default DefaultStallTimeout.
+	StallTimeout time.Duration
+	// Timeout bounds connecting and receiving the response headers of one
+	// attempt, redirects included. It does not bound the body. Default
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Transport performs the requests. Default: a clone of
+	// http.DefaultTransport with MaxIdleConnsPerHost 16.
+	Transport http.RoundTripper
+	// Compute selects digests Download computes (and reports in
+	// Result.Hashes) even when want does not ask for them.
+	Compute fixity.Compute
+	// Logger receives debug and info records about retries, resumes and
+	// restarts. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Stats are cumulative counters of a Client.
+type Stats struct {
+	// Requests counts HTTP requests sent, redirect hops included.
+	Requests int64
+	// Retries counts attempts repeated after a failed attempt.
+	Retries int64
+	// Resumes counts interrupted transfers continued with a Range request.
+	Resumes int64
+	// Restarts counts transfers that began again from byte 0: the server
+	// answered a resume with the whole representation (its prefix is
+	// discarded), or Download started over after ErrChanged.
+	Restarts int64
+	// BytesDownloaded counts body bytes received, discarded ones included.
+	BytesDownloaded int64
+}
+
+// Client is an HTTP client for documents, packages and resources. It is safe
+// for concurrent use; create one per run and share it.
+type Client struct {
+	opts       Options
+	retries    int
+	maxResumes int
+	hc         *http.Client
+	log        *slog.Logger
+
+	// sleep waits for d or until ctx is done; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
+
+	requests, retried, resumes, restarts, bytes atomic.Int64
+}
+
+// New returns a Client configured by opts (see Options for the defaults).
+func New(opts Options) *Client {
+	if opts.UserAgent == "" {
+		opts.UserAgent = DefaultUserAgent
+	}
+	opts.Header = opts.Header.Clone()
+	if opts.Burst <= 0 {
+		opts.Burst = max(1, int(opts.Rate))
+	}
+	if opts.BackoffInitial <= 0 {
+		opts.BackoffInitial = DefaultBackoffInitial
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = DefaultBackoffMax
+	}
+	opts.BackoffMax = max(opts.BackoffMax, opts.BackoffInitial)
+	if opts.MaxRetryAfter <= 0 {
+		opts.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 16
+		opts.Transport = t
+	}
+	c := &Client{
+		opts:       opts,
+		retries:    budget(opts.Retries, DefaultRetries),
+		maxResumes: budget(opts.MaxResumes, DefaultMaxResumes),
+		log:        opts.Logger,
+		sleep:      sleepCtx,
+		limiters:   make(map[string]*rate.Limiter),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.hc = &http.Client{Transport: opts.Transport, CheckRedirect: c.checkRedirect}
+	return c
+}
+
+// budget maps a configured count to an effective one: 0 is the default,
+// negative is none.
+func budget(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
+// Stats returns the cumulative counters. It is safe for concurrent use.
+func (c *Client) Stats() Stats {
+	return Stats{
+		Requests:        c.requests.Load(),
+		Retries:         c.retried.Load(),
+		Resumes:         c.resumes.Load(),
+		Restarts:        c.restarts.Load(),
+		BytesDownloaded: c.bytes.Load(),
+	}
+}
+
+// setHeaders puts the configured headers on req.
+func (c *Client) setHeaders(req *http.Request) {
+	for k, vs := range c.opts.Header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	req.Header.Set("User-Agent", c.opts.UserAgent)
+	// Ranges refer to the bytes on the wire: ask for them unencoded so the
+	// transport does not decompress (and hide the length) behind our back.
+	if req.Header.Get("Accept-Encoding") == "" {
+		req.Header.Set("Accept-Encoding", "identity")
+	}
+}
+
+// checkRedirect bounds redirects, keeps Authorization on the original host
+// and rate-limits every hop.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > MaxRedirects {
+		return errclass.Permanentf("stopped after %d redirects", MaxRedirects)
+	}
+	orig := via[0].URL
+	for _, r := range append(via[1:], req) {
+		if !strings.EqualFold(r.URL.Host, orig.Host) || (orig.Scheme == "https" && r.URL.Scheme != "https") {
+			req.Header.Del("Authorization")
+			break
+		}
+	}
+	if err := c.wait(req.Context(), req.URL.Host); err != nil {
+		return err
+	}
+	c.requests.Add(1)
+	return nil
+}
+
+// limiter returns the token bucket of host, creating it on first use.
+func (c *Client) limiter(host string) *rate.Limiter {
+	host = strings.ToLower(host)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.limiters[host]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(c.opts.Rate), c.opts.Burst)
+		c.limiters[host] = l
+	}
+	return l
+}
+
+// wait blocks until host's bucket allows a request. It returns ctx.Err()
+// when ctx ends first, and an error wrapping context.DeadlineExceeded when
+// the wait would outlast ctx's deadline.
+func (c *Client) wait(ctx context.Context, host string) error {
+	if c.opts.Rate <= 0 {
+		return ctx.Err()
+	}
+	if err := c.limiter(host).Wait(ctx); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		return fmt.Errorf("%w: waiting for the rate limit of %s would pass the deadline", context.DeadlineExceeded, host)
+	}
+	return nil
+}
+
+// newBackOff returns the backoff policy of one transfer.
+func (c *Client) newBackOff() *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(c.opts.BackoffInitial),
+		backoff.WithMaxInterval(c.opts.BackoffMax),
+		backoff.WithMaxElapsedTime(0), // attempts are counted, not timed
+	)
+}
+
+// retryWait is how long to wait before retrying after err: the next
+// backoff, or the server's Retry-After (capped) when that is longer.
+func (c *Client) retryWait(bo backoff.BackOff, err error) time.Duration {
+	d := bo.NextBackOff()
+	if d == backoff.Stop {
+		d = c.opts.BackoffMax
+	}
+	var se *StatusError
+	if errors.As(err, &se) && se.RetryAfter > 0 {
+		d = max(d, min(se.RetryAfter, c.opts.MaxRetryAfter))
+	}
+	return d
+}
+
+// sleepCtx waits for d or until ctx is done, whichever comes first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ErrChanged is wrapped (in a retryable error) when the representation
+// changed during a transfer: a resume found a different validator, length
+// or Content-Range. Bytes already returned are stale; the caller must start
+// over (Download does).
+var ErrChanged = errors.New("representation changed during transfer")
+
+// StatusError reports an HTTP response with an unusable status. It is
+// wrapped in a retryable error for 408, 425, 429 and 5xx, in a permanent one
+// otherwise.
+type StatusError struct {
+	// URL is the URL that answered (after redirects).
+	URL string
+	// StatusCode is the HTTP status code.
+	StatusCode int
+	// RetryAfter is the delay the server asked for with Retry-After, as
+	// sent (0 when absent or invalid); the client waits at most
+	// Options.MaxRetryAfter.
+	RetryAfter time.Duration
+}
+
+// Error names the URL and status.
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("GET %s: HTTP %d %s", e.URL, e.StatusCode, http.StatusText(e.StatusCode))
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (Retry-After %v)", e.RetryAfter)
+	}
+	return s
+}
+
+var _ error = (*StatusError)(nil)
+
+// retryableStatus reports whether a request answered with code may succeed
+// later.
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return code >= 500 && code <= 599
+}
+
+// statusError builds the classified error for an unusable response.
+func statusError(resp *http.Response, now time.Time) error {
+	se := &StatusError{URL: resp.Request.URL.String(), StatusCode: resp.StatusCode}
+	if retryableStatus(resp.StatusCode) {
+		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+			se.RetryAfter = d
+		}
+		return errclass.NewRetryable(se)
+	}
+	return errclass.NewPermanent(se)
+}
+
+// isCertError reports whether err is a TLS certificate verification
+// failure, which retrying will not fix.
+func isCertError(err error) bool {
+	var cve *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &cve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
+}
