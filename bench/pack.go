@@ -1,0 +1,303 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/zip"
+
+	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/manifest"
+)
+
+// hashRecordLen is the size of one resource's record in the side file of
+// digests used for the Resource List: md5 then sha-256.
+const hashRecordLen = md5.Size + sha256.Size
+
+// pkgInfo is what the Resource Dump says about one package.
+type pkgInfo struct {
+	length  int64
+	hashes  fixity.Hashes
+	payload int64
+}
+
+// counter counts bytes written to it.
+type counter struct{ n int64 }
+
+func (c *counter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// packer writes packages. It holds the per-worker buffers and hashers; one
+// packer must not be used by two goroutines at once.
+type packer struct {
+	p      *plan
+	side   *os.File // digests for the Resource List, or nil
+	body   *bodyReader
+	md5    hash.Hash
+	sha256 hash.Hash
+	crc    hash.Hash32
+	copy   []byte
+}
+
+func newPacker(p *plan, side *os.File) *packer {
+	return &packer{
+		p: p, side: side, body: newBodyReader(p.words),
+		md5: md5.New(), sha256: sha256.New(), crc: crc32.NewIEEE(),
+		copy: make([]byte, 64<<10),
+	}
+}
+
+// writePackage writes package k in two streaming passes. The first
+// generates every body to hash it (and, with WriteResources, to write it as
+// a file) and writes the manifest copy; the second writes the ZIP: the
+// manifest first, then every body again, hashing the ZIP as it goes.
+func (pk *packer) writePackage(ctx context.Context, k int) (pkgInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return pkgInfo{}, err
+	}
+	name := pk.p.partName(k)
+	dir := filepath.Join(pk.p.o.Dir, "packages")
+	manPath := filepath.Join(dir, name+".manifest.xml")
+	m, err := pk.writeManifest(ctx, k, manPath)
+	if err != nil {
+		return pkgInfo{}, err
+	}
+	info, err := pk.writeZip(ctx, k, filepath.Join(dir, name+".zip"), manPath, m)
+	info.payload = m.payload
+	if err != nil {
+		return pkgInfo{}, err
+	}
+	pk.p.o.Logger.DebugContext(ctx, "bench: package written", "package", name, "bytes", info.length, "payload", m.payload)
+	return info, nil
+}
+
+// pass1 is what the first pass learns for the second.
+type pass1 struct {
+	manCRC  uint32   // CRC-32 of the manifest
+	manLen  int64    // length of the manifest
+	payload int64    // sum of the bodies' lengths
+	crcs    []uint32 // CRC-32 of the stored bodies, by index in the package
+}
+
+// writeManifest is the first pass: it generates and hashes every body of
+// package k and writes the manifest copy to path. It keeps one CRC-32 per
+// entry (the ZIP writer keeps far more per entry anyway).
+func (pk *packer) writeManifest(ctx context.Context, k int, path string) (m pass1, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return pass1{}, fmt.Errorf("bench: manifest: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("bench: manifest: %w", cerr)
+		}
+	}()
+	mcrc, n := crc32.NewIEEE(), &counter{}
+	md := manifest.NewMetadata()
+	md.Capability, md.At, md.Completed = manifest.ResourceDumpManifest, pk.p.o.At, pk.p.o.At
+	mw, err := manifest.NewWriter(io.MultiWriter(f, mcrc, n), manifest.Header{
+		Root: manifest.URLSet, Metadata: md,
+		Links: []manifest.Link{manifest.NewLink("up", pk.p.url("capabilitylist.xml"))},
+	})
+	if err != nil {
+		return pass1{}, fmt.Errorf("bench: manifest %s: %w", path, err)
+	}
+	lo, hi := pk.p.packageRange(k)
+	m.crcs = make([]uint32, hi-lo)
+	for i := lo; i < hi; i++ {
+		if err := ctx.Err(); err != nil {
+			return pass1{}, err
+		}
+		r := pk.p.resource(i)
+		h, err := pk.hashBody(&r)
+		if err != nil {
+			return pass1{}, err
+		}
+		m.crcs[i-lo] = pk.crc.Sum32()
+		m.payload += r.size
+		md := manifest.NewMetadata()
+		md.Hashes, md.Length, md.Type, md.Path = h, r.size, r.typ, "/"+r.zipPath
+		if err := mw.Write(&manifest.Entry{Loc: r.uri, Lastmod: r.lastmod, Metadata: md}); err != nil {
+			return pass1{}, fmt.Errorf("bench: manifest %s: %w", path, err)
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return pass1{}, fmt.Errorf("bench: manifest %s: %w", path, err)
+	}
+	m.manCRC, m.manLen = mcrc.Sum32(), n.n
+	return m, nil
+}
+
+// hashBody generates r's body once, returning its md5 and sha-256 and
+// leaving its CRC-32 in pk.crc when the entry is stored. With
+// WriteResources it also writes the body to its file (when it has one) and
+// records the digests in the side file.
+func (pk *packer) hashBody(r *resource) (fixity.Hashes, error) {
+	pk.md5.Reset()
+	pk.sha256.Reset()
+	pk.crc.Reset()
+	pk.body.reset(pk.p.o.Seed, r.index, r.size, r.text)
+	var dst io.Writer = io.MultiWriter(pk.md5, pk.sha256)
+	if r.stored {
+		dst = io.MultiWriter(pk.md5, pk.sha256, pk.crc)
+	}
+	var f *os.File
+	if pk.side != nil && r.rel != "" {
+		path := filepath.Join(pk.p.o.Dir, "resources", filepath.FromSlash(r.rel))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fixity.Hashes{}, fmt.Errorf("bench: resource file: %w", err)
+		}
+		var err error
+		if f, err = os.Create(path); err != nil {
+			return fixity.Hashes{}, fmt.Errorf("bench: resource file: %w", err)
+		}
+		dst = io.MultiWriter(dst, f)
+	}
+	_, err := pk.body.WriteTo(dst)
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fixity.Hashes{}, fmt.Errorf("bench: body of %s: %w", r.uri, err)
+	}
+	h := fixity.Hashes{MD5: pk.md5.Sum(nil), SHA256: pk.sha256.Sum(nil)}
+	if pk.side != nil {
+		var rec [hashRecordLen]byte
+		copy(rec[:], h.MD5)
+		copy(rec[md5.Size:], h.SHA256)
+		if _, err := pk.side.WriteAt(rec[:], int64(r.index)*hashRecordLen); err != nil {
+			return fixity.Hashes{}, fmt.Errorf("bench: digest record: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// writeZip is the second pass: it writes package k to path, the manifest
+// (stored, sizes in the local header) first, and returns the package's
+// length and digests.
+func (pk *packer) writeZip(ctx context.Context, k int, path, manPath string, m pass1) (info pkgInfo, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return pkgInfo{}, fmt.Errorf("bench: package: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("bench: package %s: %w", path, cerr)
+		}
+	}()
+	zmd5, zsha, n := md5.New(), sha256.New(), &counter{}
+	bw := bufio.NewWriterSize(io.MultiWriter(f, zmd5, zsha, n), 256<<10)
+	zw := zip.NewWriter(bw)
+	var fw *flate.Writer
+	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) {
+		// Entries are written one after the other: one flate writer serves
+		// them all.
+		if fw == nil {
+			var err error
+			fw, err = flate.NewWriter(w, flate.BestSpeed)
+			return fw, err
+		}
+		fw.Reset(w)
+		return fw, nil
+	})
+
+	if err := pk.copyManifest(zw, manPath, m.manCRC, m.manLen); err != nil {
+		return pkgInfo{}, fmt.Errorf("bench: package %s: %w", path, err)
+	}
+	lo, hi := pk.p.packageRange(k)
+	for i := lo; i < hi; i++ {
+		if err := ctx.Err(); err != nil {
+			return pkgInfo{}, err
+		}
+		r := pk.p.resource(i)
+		var w io.Writer
+		if r.stored {
+			w, err = zw.CreateRaw(storedHeader(r.zipPath, r.lastmod, m.crcs[i-lo], r.size))
+		} else {
+			w, err = zw.CreateHeader(&zip.FileHeader{Name: r.zipPath, Method: zip.Deflate, Modified: r.lastmod})
+		}
+		if err != nil {
+			return pkgInfo{}, fmt.Errorf("bench: package %s: entry %s: %w", path, r.zipPath, err)
+		}
+		pk.body.reset(pk.p.o.Seed, i, r.size, r.text)
+		if _, err := pk.body.WriteTo(w); err != nil {
+			return pkgInfo{}, fmt.Errorf("bench: package %s: entry %s: %w", path, r.zipPath, err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return pkgInfo{}, fmt.Errorf("bench: package %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return pkgInfo{}, fmt.Errorf("bench: package %s: %w", path, err)
+	}
+	return pkgInfo{length: n.n, hashes: fixity.Hashes{MD5: zmd5.Sum(nil), SHA256: zsha.Sum(nil)}}, nil
+}
+
+// copyManifest adds the manifest copy at manPath as the stored entry
+// manifest.xml.
+func (pk *packer) copyManifest(zw *zip.Writer, manPath string, crc uint32, length int64) error {
+	w, err := zw.CreateRaw(storedHeader("manifest.xml", pk.p.o.At, crc, length))
+	if err != nil {
+		return err
+	}
+	mf, err := os.Open(manPath)
+	if err != nil {
+		return err
+	}
+	defer mf.Close()
+	n, err := io.CopyBuffer(w, mf, pk.copy)
+	if err != nil {
+		return err
+	}
+	if n != length {
+		return fmt.Errorf("manifest copy changed: %d bytes, wrote %d", n, length)
+	}
+	return nil
+}
+
+// storedHeader returns the header of a stored entry whose CRC-32 and size
+// are known, so that they go in the local header and no data descriptor
+// follows: a reader that reads the archive as it arrives can find where
+// each stored entry ends. It carries the same times as the headers that
+// zip.Writer.CreateHeader writes.
+func storedHeader(name string, mod time.Time, crc uint32, size int64) *zip.FileHeader {
+	const zipVersion20 = 20
+	mod = mod.UTC()
+	fh := &zip.FileHeader{
+		Name:               name,
+		Method:             zip.Store,
+		CRC32:              crc,
+		CompressedSize64:   uint64(size),
+		UncompressedSize64: uint64(size),
+		CreatorVersion:     zipVersion20,
+		ReaderVersion:      zipVersion20,
+		Modified:           mod,
+	}
+	//lint:ignore SA1019 CreateRaw does not derive the MS-DOS time from Modified.
+	fh.ModifiedDate = uint16(mod.Day() + int(mod.Month())<<5 + (mod.Year()-1980)<<9)
+	//lint:ignore SA1019 CreateRaw does not derive the MS-DOS time from Modified.
+	fh.ModifiedTime = uint16(mod.Second()/2 + mod.Minute()<<5 + mod.Hour()<<11)
+	// Extended timestamp extra field (0x5455), modification time only.
+	var extra [9]byte
+	binary.LittleEndian.PutUint16(extra[0:], 0x5455)
+	binary.LittleEndian.PutUint16(extra[2:], 5)
+	extra[4] = 1
+	binary.LittleEndian.PutUint32(extra[5:], uint32(mod.Unix()))
+	fh.Extra = extra[:]
+	return fh
+}
