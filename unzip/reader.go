@@ -1,0 +1,246 @@
+package unzip
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/zip"
+	"github.com/rsharvest/rsharvest/errclass"
+)
+
+// sourceReaderAt wraps the caller's ReaderAt so that its own errors (I/O
+// failures, possibly retryable) can be told apart from what the ZIP code
+// makes of the bytes. It also keeps reads within [0, size), whatever offsets
+// a hostile archive leads to: a negative offset is a format error, and past
+// the end it answers io.EOF itself, as the ZIP code expects, without asking
+// the caller's ReaderAt. io.EOF passes through unchanged.
+type sourceReaderAt struct {
+	ra   io.ReaderAt
+	size int64
+}
+
+// errOffset reports an offset before the start of the archive.
+var errOffset = errors.New("unzip: offset before the start of the archive")
+
+func (s *sourceReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errOffset
+	}
+	if off >= s.size {
+		return 0, io.EOF
+	}
+	short := false
+	if int64(len(p)) > s.size-off {
+		p = p[:s.size-off]
+		short = true
+	}
+	n, err := s.ra.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		return n, &sourceError{err: err}
+	}
+	if short && n == len(p) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// sourceError marks an error returned by the caller's ReaderAt.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// inflaterBufSize is the read-ahead on compressed data. Large enough to keep
+// ReadAt calls few; the ratio check subtracts what is buffered.
+const inflaterBufSize = 32 << 10
+
+// inflater is a reusable DEFLATE decoder with its input buffer.
+type inflater struct {
+	br *bufio.Reader
+	fr io.ReadCloser // implements flate.Resetter
+}
+
+func (a *Archive) getInflater(src io.Reader) *inflater {
+	if in, ok := a.pool.Get().(*inflater); ok {
+		in.br.Reset(src)
+		if err := in.fr.(flate.Resetter).Reset(in.br, nil); err == nil {
+			return in
+		}
+	}
+	br := bufio.NewReaderSize(src, inflaterBufSize)
+	return &inflater{br: br, fr: flate.NewReader(br)}
+}
+
+func (a *Archive) putInflater(in *inflater) {
+	in.br.Reset(nil)
+	a.pool.Put(in)
+}
+
+// Open streams the entry's bytes, inflated. The reader fails with a
+// permanent error wrapping ErrSizeMismatch as soon as the data would run past
+// the declared size (it never yields more than Size bytes), or at the end if
+// it is shorter; with ErrRatio as soon as, past RatioExemptSize bytes, the
+// bytes yielded exceed MaxRatio times the compressed bytes consumed; with
+// ErrChecksum at the end if the CRC-32 differs; with ErrCorrupt if the
+// compressed data is corrupt or truncated. io.EOF is returned only after
+// every check has passed. Errors from the archive's ReaderAt are passed on
+// wrapped, keeping their class.
+//
+// Open itself fails (permanently, wrapping ErrFormat) when the entry's local
+// header is missing or its data extends past the end of the archive.
+//
+// Several Files of one Archive, or one File several times, may be open and
+// read concurrently; each reader is for one goroutine. Close releases the
+// reader's buffers; it is safe to call more than once.
+func (f *File) Open() (io.ReadCloser, error) {
+	a := f.a
+	off, err := f.zf.DataOffset()
+	if err != nil {
+		var se *sourceError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("unzip: entry %q: reading local header: %w", f.Name, se.err)
+		}
+		return nil, errclass.Permanentf("unzip: entry %q: local header: %w: %w", f.Name, ErrFormat, err)
+	}
+	if off > a.size || f.CompressedSize > a.size-off {
+		return nil, errclass.Permanentf("unzip: entry %q: %w: data extends past the end of the archive", f.Name, ErrFormat)
+	}
+	sr := io.NewSectionReader(a.ra, off, f.CompressedSize)
+	r := &entryReader{f: f, section: sr}
+	switch f.Method {
+	case zip.Store:
+		r.src = sr
+	case zip.Deflate:
+		r.in = a.getInflater(sr)
+		r.src = r.in.fr
+	default: // unreachable: such entries are rejected by Open
+		return nil, errclass.Permanentf("unzip: entry %q: %w: method %d", f.Name, ErrMethod, f.Method)
+	}
+	return r, nil
+}
+
+// entryReader enforces the declared size, the ratio cap and the CRC-32 on an
+// entry's data.
+type entryReader struct {
+	f       *File
+	section *io.SectionReader // compressed bytes
+	in      *inflater         // nil for stored entries
+	src     io.Reader         // uncompressed bytes
+	n       int64             // bytes yielded
+	crc     uint32
+	err     error // sticky: io.EOF after success, or the failure
+	closed  bool
+}
+
+func (r *entryReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	remaining := r.f.Size - r.n
+	if remaining == 0 {
+		r.err = r.finish()
+		return 0, r.err
+	}
+	if int64(len(p)) > remaining {
+		p = p[:remaining]
+	}
+	n, err := r.src.Read(p)
+	r.n += int64(n)
+	r.crc = crc32.Update(r.crc, crc32.IEEETable, p[:n])
+	if rerr := r.checkRatio(); rerr != nil {
+		r.err = rerr
+		return n, r.err
+	}
+	switch {
+	case err == nil:
+		return n, nil
+	case err == io.EOF:
+		if r.n < r.f.Size {
+			r.err = errclass.Permanentf("unzip: entry %q: %w: %d bytes, %d declared", r.f.Name, ErrSizeMismatch, r.n, r.f.Size)
+		} else {
+			r.err = r.verify()
+		}
+	default:
+		r.err = r.dataError(err)
+	}
+	return n, r.err
+}
+
+// finish is called once the declared size has been yielded: the data must
+// end here, and its CRC-32 must match.
+func (r *entryReader) finish() error {
+	var b [1]byte
+	for range 100 {
+		n, err := r.src.Read(b[:])
+		if n > 0 {
+			return errclass.Permanentf("unzip: entry %q: %w: more than the %d bytes declared", r.f.Name, ErrSizeMismatch, r.f.Size)
+		}
+		if err == io.EOF {
+			return r.verify()
+		}
+		if err != nil {
+			return r.dataError(err)
+		}
+	}
+	return errclass.Permanentf("unzip: entry %q: %w: decoder makes no progress", r.f.Name, ErrCorrupt)
+}
+
+func (r *entryReader) verify() error {
+	if r.crc != r.f.CRC32 {
+		return errclass.Permanentf("unzip: entry %q: %w: got %08x, declared %08x", r.f.Name, ErrChecksum, r.crc, r.f.CRC32)
+	}
+	return io.EOF
+}
+
+// checkRatio fails once the bytes yielded, past RatioExemptSize, exceed
+// MaxRatio times the compressed bytes the decoder has consumed.
+func (r *entryReader) checkRatio() error {
+	if r.in == nil || r.n < RatioExemptSize {
+		return nil
+	}
+	pos, _ := r.section.Seek(0, io.SeekCurrent)
+	consumed := pos - int64(r.in.br.Buffered())
+	limit := r.f.a.lim.MaxRatio
+	if float64(r.n) > limit*float64(consumed) {
+		return errclass.Permanentf("unzip: entry %q: %w: %d bytes from %d while inflating, limit %g",
+			r.f.Name, ErrRatio, r.n, consumed, limit)
+	}
+	return nil
+}
+
+// dataError classifies an error from the decoder or the section reader.
+func (r *entryReader) dataError(err error) error {
+	var se *sourceError
+	if errors.As(err, &se) {
+		return fmt.Errorf("unzip: entry %q: reading archive: %w", r.f.Name, se.err)
+	}
+	if err == io.ErrUnexpectedEOF {
+		return errclass.Permanentf("unzip: entry %q: %w: compressed data truncated", r.f.Name, ErrCorrupt)
+	}
+	return errclass.Permanentf("unzip: entry %q: %w: %w", r.f.Name, ErrCorrupt, err)
+}
+
+// Close releases the reader. It does not report a failed read: callers must
+// look at Read's errors.
+func (r *entryReader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if r.err == nil {
+		r.err = errors.New("unzip: read after close")
+	}
+	if r.in != nil {
+		r.f.a.putInflater(r.in)
+		r.in = nil
+		r.src = nil
+	}
+	return nil
+}
