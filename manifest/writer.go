@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
 )
 
 // Writer streams a ResourceSync document to an io.Writer: NewWriter writes
@@ -23,13 +26,17 @@ type Writer struct {
 }
 
 // NewWriter starts a document with header h on w. h.Root must be URLSet or
-// SitemapIndex and h.Metadata.Capability must be set.
+// SitemapIndex, h.Metadata.Capability must be set and h.Links must follow
+// the rules of Write; otherwise the error is permanent (errclass).
 func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	if h.Root != URLSet && h.Root != SitemapIndex {
-		return nil, errors.New("manifest: writer needs a root (URLSet or SitemapIndex)")
+		return nil, errclass.NewPermanent(errors.New("manifest: writer needs a root (URLSet or SitemapIndex)"))
 	}
 	if h.Metadata.Capability == "" {
-		return nil, errors.New("manifest: writer needs a capability")
+		return nil, errclass.NewPermanent(errors.New("manifest: writer needs a capability"))
+	}
+	if err := checkLinks(h.Links); err != nil {
+		return nil, err
 	}
 	mw := &Writer{bw: bufio.NewWriterSize(w, 64<<10), root: h.Root}
 	mw.str(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
@@ -41,16 +48,22 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	return mw, mw.err
 }
 
-// Write appends one entry. The entry's Loc must not be empty.
+// Write appends one entry. The entry's Loc must not be blank, and each
+// link needs a rel and an href and a Pri of 0 (absent) to 999999; an entry
+// that breaks these rules is refused (a permanent error) and nothing of it
+// is written.
 func (w *Writer) Write(e *Entry) error {
 	if w.err != nil {
 		return w.err
 	}
 	if w.close {
-		return errors.New("manifest: write after close")
+		return errclass.NewPermanent(errors.New("manifest: write after close"))
 	}
-	if e.Loc == "" {
-		return errors.New("manifest: entry without loc")
+	if strings.TrimSpace(e.Loc) == "" {
+		return errclass.NewPermanent(errors.New("manifest: entry without loc"))
+	}
+	if err := checkLinks(e.Links); err != nil {
+		return err
 	}
 	el := "url"
 	if w.root == SitemapIndex {
@@ -168,6 +181,20 @@ func (w *Writer) writeLink(indent string, l Link) {
 	if indent != "" {
 		w.str("\n")
 	}
+}
+
+// checkLinks rejects links a Reader would reject: without rel or href, or
+// with a pri outside 1-999999 (0 stands for "absent").
+func checkLinks(ls []Link) error {
+	for _, l := range ls {
+		if strings.TrimSpace(l.Rel) == "" || strings.TrimSpace(l.Href) == "" {
+			return errclass.NewPermanent(errors.New("manifest: link without rel or href"))
+		}
+		if l.Pri < 0 || l.Pri > DefaultPri {
+			return errclass.Permanentf("manifest: link pri %d outside 1-%d", l.Pri, DefaultPri)
+		}
+	}
+	return nil
 }
 
 // String names the writer's root for debugging.

@@ -1,0 +1,99 @@
+package manifest
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/rsharvest/rsharvest/errclass"
+)
+
+func FuzzReader(f *testing.F) {
+	for _, d := range fixtures {
+		f.Add([]byte(d))
+	}
+	for _, d := range specSeeds(f) {
+		f.Add(d)
+	}
+	for _, d := range []string{
+		doc(`<rs:md capability="resourcelist"/><url><loc>http://x/1</loc><lastmod>2013-02-30</lastmod></url><url><loc>http://x/2</loc></url>`),
+		doc(`<rs:md capability="resourcelist"/><url><rs:md length="1"/><rs:md length="2"/></url>`),
+		doc(`<rs:md capability="changelist"/><url><loc>a</loc><rs:ln rel="r" href="h" pri="5" hash="md5:DMF1ucDxtqgxw5niaXcmYQ=="/></url>`),
+		`<!DOCTYPE x [<!ENTITY a "aaaa">]><urlset/>`,
+		`<urlset xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="x"/><sitemap><loc>y</loc></sitemap></urlset><!-- c -->`,
+		"\uFEFF<?xml version='1.0' encoding='us-ascii'?><sitemapindex><rs:md xmlns:rs=\"http://www.openarchives.org/rs/terms/\" capability=\"x\"/></sitemapindex>",
+		doc(`<rs:md capability="resourcelist"/>`) + "junk",
+	} {
+		f.Add([]byte(d))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, opts := range []Options{{}, {MaxTokenSize: 64, MaxDepth: 4, MaxEntries: 3}} {
+			checkReader(t, data, opts)
+		}
+	})
+}
+
+// checkReader reads data to the end and checks the Reader's contract.
+func checkReader(t *testing.T, data []byte, opts Options) {
+	rd, err := NewReader(bytes.NewReader(data), opts)
+	if err != nil {
+		if !errors.Is(err, ErrMalformed) || !errclass.IsPermanent(err) {
+			t.Fatalf("NewReader: error %v is not a permanent ErrMalformed", err)
+		}
+		return
+	}
+	h := rd.Header()
+	if h.Metadata.Capability == "" || (h.Root != URLSet && h.Root != SitemapIndex) {
+		t.Fatalf("header without capability or root: %+v", h)
+	}
+	var good, next int64
+	// Every entry takes at least a few bytes, so this bound is never
+	// reached unless Next fails to make progress.
+	for calls := 0; ; calls++ {
+		if calls > len(data) {
+			t.Fatalf("%d calls of Next on %d bytes", calls, len(data))
+		}
+		e, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		var ee *EntryError
+		if errors.As(err, &ee) {
+			if e != nil || ee.Index != next || errclass.Of(err) != errclass.Permanent || errors.Is(err, ErrMalformed) {
+				t.Fatalf("bad entry error %v (index %d, want %d)", err, ee.Index, next)
+			}
+			next++
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) || !errclass.IsPermanent(err) {
+				t.Fatalf("terminal error %v is not a permanent ErrMalformed", err)
+			}
+			if _, again := rd.Next(); again != err {
+				t.Fatalf("terminal error not sticky: %v then %v", err, again)
+			}
+			break
+		}
+		if e == nil || e.Loc == "" || e.Loc != strings.TrimSpace(e.Loc) {
+			t.Fatalf("entry without a trimmed loc: %+v", e)
+		}
+		if e.Metadata.Length < -1 || e.Lastmod.Location().String() != "UTC" {
+			t.Fatalf("entry with bad length or lastmod: %+v", e)
+		}
+		for _, l := range e.Links {
+			if l.Rel == "" || l.Href == "" || l.Pri < 1 || l.Pri > DefaultPri {
+				t.Fatalf("bad link %+v", l)
+			}
+		}
+		good++
+		next++
+	}
+	if rd.Count() != good {
+		t.Fatalf("Count() = %d, want %d", rd.Count(), good)
+	}
+	if opts.MaxEntries > 0 && next > opts.MaxEntries {
+		t.Fatalf("%d entries read with MaxEntries %d", next, opts.MaxEntries)
+	}
+}
