@@ -1,0 +1,81 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func benchResources(b *testing.B, prefix string, n int, run int64) []Resource {
+	b.Helper()
+	h := hashesOf(b, md5Hex+" "+sha256Hex)
+	now := time.Now()
+	rs := make([]Resource, n)
+	for i := range rs {
+		rs[i] = Resource{
+			URI: fmt.Sprintf("http://example.com/%s/resource/%08d", prefix, i), Source: "http://example.com/",
+			ResourceSet: "http://example.com/capabilitylist.xml", Length: 51200, Hashes: h,
+			Type: "application/octet-stream", Lastmod: now, ChangeTime: now,
+			Package: "http://example.com/dump/part-0001.zip", Outcome: OutcomeWritten, RunID: run,
+		}
+	}
+	return rs
+}
+
+// BenchmarkPutResources measures upserts of new resources in batches of
+// 500, one transaction each; it reports records/s.
+func BenchmarkPutResources(b *testing.B) {
+	const batch = 500
+	ctx := context.Background()
+	s, _ := openTemp(b)
+	run := mustRun(b, s)
+	rs := benchResources(b, "put", batch, run)
+	n := 0
+	for b.Loop() {
+		for i := range rs {
+			rs[i].URI = fmt.Sprintf("http://example.com/put/resource/%010d", n)
+			n++
+		}
+		if err := s.PutResources(ctx, rs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkLookup measures Resource lookups by URI from parallel goroutines
+// in a store of 50,000 resources, half of them hits.
+func BenchmarkLookup(b *testing.B) {
+	const total = 50_000
+	ctx := context.Background()
+	s, _ := openTemp(b)
+	run := mustRun(b, s)
+	rs := benchResources(b, "lookup", total, run)
+	for i := 0; i < total; i += 5000 {
+		if err := s.PutResources(ctx, rs[i:i+5000]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			uri := rs[(i*7919)%total].URI
+			if i%2 == 1 {
+				uri += "/absent"
+			}
+			_, ok, err := s.Resource(ctx, uri)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if ok == (i%2 == 1) {
+				b.Errorf("lookup %s: found = %v", uri, ok)
+				return
+			}
+			i++
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
+}

@@ -1,0 +1,346 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Failure is one entry of a run's detail log: an item that failed.
+type Failure struct {
+	// RunID is the run the failure belongs to; it must exist.
+	RunID int64
+	// URI is the resource that failed, or "" when the failure is about a
+	// whole package or document.
+	URI string
+	// Package is the URL of the package involved, or "".
+	Package string
+	// Stage is the pipeline stage where it failed ("fetch", "verify", …).
+	Stage string
+	// Error is the error message.
+	Error string
+	// Permanent is set for failures that retrying will not fix; temporary
+	// failures hold a checkpoint back at their ChangeTime.
+	Permanent bool
+	// ChangeTime is the datetime of the change that failed, or zero.
+	ChangeTime time.Time
+	// At is when it failed; Commit fills a zero value with the current time.
+	At time.Time
+}
+
+// The change types a ChangeRecord records (ResourceSync's rs:md change).
+const (
+	ChangeCreated = "created"
+	ChangeUpdated = "updated"
+	ChangeDeleted = "deleted"
+)
+
+// ChangeRecord is one entry of the append-only change log: a change the
+// destination applied.
+type ChangeRecord struct {
+	// URI is the changed resource; it must not be empty.
+	URI string
+	// Change is one of the Change constants.
+	Change string
+	// Datetime is when the change happened at the source, or zero if unknown.
+	Datetime time.Time
+	// RunID is the run that applied it (0 for none; otherwise it must exist).
+	RunID int64
+	// Package is the URL of the package it came from, or "".
+	Package string
+}
+
+// Checkpoint records, per source and capability list (resource set), where
+// the next incremental run starts.
+type Checkpoint struct {
+	// Source is the source URL; it must not be empty.
+	Source string
+	// CapabilityList is the capability list URL, or "" for the whole source.
+	CapabilityList string
+	// Next is where the next incremental run starts.
+	Next time.Time
+	// Baseline is the Resource Dump's at datetime, or zero.
+	Baseline time.Time
+	// Open is set when the last change document seen was open (no until).
+	Open bool
+	// RunID is the run that set it (0 for none; otherwise it must exist).
+	RunID int64
+	// Updated is when it was set; Commit fills a zero value with the
+	// current time.
+	Updated time.Time
+}
+
+// Batch is what the pipeline's commit stage records at once.
+type Batch struct {
+	// Resources are upserted by URI, in order (a later entry for the same
+	// URI wins).
+	Resources []Resource
+	// Failures are appended to the detail log.
+	Failures []Failure
+	// Changes are appended to the change log.
+	Changes []ChangeRecord
+	// Checkpoint, if not nil, is set last.
+	Checkpoint *Checkpoint
+}
+
+func (b *Batch) empty() bool {
+	return len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && b.Checkpoint == nil
+}
+
+// Commit records a batch in one SQLite transaction: resources are upserted
+// (as PutResources), failures and changes appended, and the checkpoint, if
+// any, set (as SetCheckpoint). It is atomic: on any error — an invalid item,
+// a constraint violation such as an unknown run id, a cancelled ctx — none
+// of the batch is stored, and a process killed during Commit leaves the file
+// consistent, with none of the batch. Once Commit returns nil the batch
+// survives a crash of the process (with synchronous=NORMAL, not necessarily
+// a power loss). An empty batch is a no-op.
+func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
+	if b.empty() {
+		return nil
+	}
+	now := time.Now()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fatal("commit", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := s.commitTx(ctx, tx, &b, now); err != nil {
+		return fatal("commit", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fatal("commit", err)
+	}
+	return nil
+}
+
+func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) error {
+	if len(b.Resources) > 0 {
+		st := tx.StmtContext(ctx, s.upsertResource)
+		defer st.Close()
+		for i := range b.Resources {
+			r := &b.Resources[i]
+			args, err := resourceArgs(r, now)
+			if err == nil {
+				_, err = st.ExecContext(ctx, args...)
+			}
+			if err != nil {
+				return fmt.Errorf("resource %d (%q): %w", i, r.URI, err)
+			}
+		}
+	}
+	if len(b.Failures) > 0 {
+		st := tx.StmtContext(ctx, s.insertFailure)
+		defer st.Close()
+		for i := range b.Failures {
+			f := &b.Failures[i]
+			args, err := failureArgs(f, now)
+			if err == nil {
+				_, err = st.ExecContext(ctx, args...)
+			}
+			if err != nil {
+				return fmt.Errorf("failure %d (run %d, %q): %w", i, f.RunID, f.URI, err)
+			}
+		}
+	}
+	if len(b.Changes) > 0 {
+		st := tx.StmtContext(ctx, s.insertChange)
+		defer st.Close()
+		for i := range b.Changes {
+			c := &b.Changes[i]
+			args, err := changeArgs(c)
+			if err == nil {
+				_, err = st.ExecContext(ctx, args...)
+			}
+			if err != nil {
+				return fmt.Errorf("change %d (%q): %w", i, c.URI, err)
+			}
+		}
+	}
+	if c := b.Checkpoint; c != nil {
+		args, err := checkpointArgs(c, now)
+		if err == nil {
+			_, err = tx.StmtContext(ctx, s.upsertCheckpoint).ExecContext(ctx, args...)
+		}
+		if err != nil {
+			return fmt.Errorf("checkpoint (%q, %q): %w", c.Source, c.CapabilityList, err)
+		}
+	}
+	return nil
+}
+
+// AddFailures appends fs to the detail log in one transaction (all or
+// none). Each failure's RunID must name an existing run; a zero At is
+// recorded as the current time.
+func (s *Store) AddFailures(ctx context.Context, fs []Failure) error {
+	return s.Commit(ctx, Batch{Failures: fs})
+}
+
+// AddChanges appends cs to the change log in one transaction (all or
+// none). Each record needs a URI and a valid Change.
+func (s *Store) AddChanges(ctx context.Context, cs []ChangeRecord) error {
+	return s.Commit(ctx, Batch{Changes: cs})
+}
+
+// SetCheckpoint inserts or overwrites the checkpoint of (c.Source,
+// c.CapabilityList). A zero Updated is recorded as the current time.
+func (s *Store) SetCheckpoint(ctx context.Context, c Checkpoint) error {
+	return s.Commit(ctx, Batch{Checkpoint: &c})
+}
+
+const insertFailureSQL = `INSERT INTO failures (run_id, uri, package, stage, error, permanent, change_time, at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
+func failureArgs(f *Failure, now time.Time) ([]any, error) {
+	if f.RunID <= 0 {
+		return nil, fmt.Errorf("run id %d (a failure belongs to an existing run)", f.RunID)
+	}
+	at := f.At
+	if at.IsZero() {
+		at = now
+	}
+	ts, err := timeCols([]string{"change time", "at"}, f.ChangeTime, at)
+	if err != nil {
+		return nil, err
+	}
+	return []any{f.RunID, f.URI, f.Package, f.Stage, f.Error, boolInt(f.Permanent), ts[0], ts[1]}, nil
+}
+
+// Failures returns the detail log of run runID in the order it was
+// recorded (empty, not an error, for an unknown run).
+func (s *Store) Failures(ctx context.Context, runID int64) ([]Failure, error) {
+	rows, err := s.r.QueryContext(ctx,
+		"SELECT run_id, uri, package, stage, error, permanent, change_time, at FROM failures WHERE run_id = ? ORDER BY id", runID)
+	if err != nil {
+		return nil, fatal("failures", err)
+	}
+	defer rows.Close()
+	var out []Failure
+	for rows.Next() {
+		var (
+			f             Failure
+			permanent     int
+			changeTime, a sql.NullString
+		)
+		if err := rows.Scan(&f.RunID, &f.URI, &f.Package, &f.Stage, &f.Error, &permanent, &changeTime, &a); err != nil {
+			return nil, fatal("failures", err)
+		}
+		f.Permanent = permanent != 0
+		if f.ChangeTime, err = decodeTime("change_time", changeTime); err != nil {
+			return nil, fatal("failures", err)
+		}
+		if f.At, err = decodeTime("at", a); err != nil {
+			return nil, fatal("failures", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("failures", err)
+	}
+	return out, nil
+}
+
+const insertChangeSQL = `INSERT INTO changes (uri, change, datetime, run_id, package) VALUES (?, ?, ?, ?, ?)`
+
+func changeArgs(c *ChangeRecord) ([]any, error) {
+	switch {
+	case c.URI == "":
+		return nil, errors.New("empty URI")
+	case c.Change != ChangeCreated && c.Change != ChangeUpdated && c.Change != ChangeDeleted:
+		return nil, fmt.Errorf("change %q (want created, updated or deleted)", c.Change)
+	}
+	dt, err := encodeTime(c.Datetime)
+	if err != nil {
+		return nil, fmt.Errorf("datetime: %w", err)
+	}
+	return []any{c.URI, c.Change, dt, nullID(c.RunID), c.Package}, nil
+}
+
+// Changes returns the change records of run runID in the order they were
+// recorded (empty for an unknown run; records without a run are not
+// returned).
+func (s *Store) Changes(ctx context.Context, runID int64) ([]ChangeRecord, error) {
+	rows, err := s.r.QueryContext(ctx,
+		"SELECT uri, change, datetime, run_id, package FROM changes WHERE run_id = ? ORDER BY id", runID)
+	if err != nil {
+		return nil, fatal("changes", err)
+	}
+	defer rows.Close()
+	var out []ChangeRecord
+	for rows.Next() {
+		var (
+			c  ChangeRecord
+			dt sql.NullString
+		)
+		if err := rows.Scan(&c.URI, &c.Change, &dt, &c.RunID, &c.Package); err != nil {
+			return nil, fatal("changes", err)
+		}
+		if c.Datetime, err = decodeTime("datetime", dt); err != nil {
+			return nil, fatal("changes", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("changes", err)
+	}
+	return out, nil
+}
+
+const upsertCheckpointSQL = `INSERT INTO checkpoints (source, capability_list, next, baseline, open, run_id, updated)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (source, capability_list) DO UPDATE SET
+	next = excluded.next, baseline = excluded.baseline, open = excluded.open,
+	run_id = excluded.run_id, updated = excluded.updated`
+
+func checkpointArgs(c *Checkpoint, now time.Time) ([]any, error) {
+	if c.Source == "" {
+		return nil, errors.New("empty source")
+	}
+	updated := c.Updated
+	if updated.IsZero() {
+		updated = now
+	}
+	ts, err := timeCols([]string{"next", "baseline", "updated"}, c.Next, c.Baseline, updated)
+	if err != nil {
+		return nil, err
+	}
+	return []any{c.Source, c.CapabilityList, ts[0], ts[1], boolInt(c.Open), nullID(c.RunID), ts[2]}, nil
+}
+
+// Checkpoint returns the checkpoint of (source, capList), and false when
+// none has been set.
+func (s *Store) Checkpoint(ctx context.Context, source, capList string) (Checkpoint, bool, error) {
+	var (
+		c                   Checkpoint
+		next, baseline, upd sql.NullString
+		open                int
+		runID               sql.NullInt64
+	)
+	err := s.r.QueryRowContext(ctx,
+		"SELECT source, capability_list, next, baseline, open, run_id, updated FROM checkpoints WHERE source = ? AND capability_list = ?",
+		source, capList).Scan(&c.Source, &c.CapabilityList, &next, &baseline, &open, &runID, &upd)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Checkpoint{}, false, nil
+	}
+	if err != nil {
+		return Checkpoint{}, false, fatal("checkpoint", err)
+	}
+	c.Open = open != 0
+	c.RunID = runID.Int64
+	for _, f := range []struct {
+		col string
+		v   sql.NullString
+		dst *time.Time
+	}{{"next", next, &c.Next}, {"baseline", baseline, &c.Baseline}, {"updated", upd, &c.Updated}} {
+		if *f.dst, err = decodeTime(f.col, f.v); err != nil {
+			return Checkpoint{}, false, fatal("checkpoint", err)
+		}
+	}
+	return c, true, nil
+}

@@ -1,0 +1,115 @@
+package state
+
+import (
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rsharvest/rsharvest/fixity"
+)
+
+// timeLayout is RFC 3339 with exactly nine fractional digits: fixed width
+// for years 0000–9999, so text order is time order.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// encodeTime gives the column value for t: NULL for the zero time, else
+// fixed-width UTC text.
+func encodeTime(t time.Time) (any, error) {
+	if t.IsZero() {
+		return nil, nil
+	}
+	u := t.UTC()
+	if y := u.Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("time %s is outside the years 0000-9999", t.Format(time.RFC3339Nano))
+	}
+	return u.Format(timeLayout), nil
+}
+
+// decodeTime reverses encodeTime.
+func decodeTime(col string, v sql.NullString) (time.Time, error) {
+	if !v.Valid {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(timeLayout, v.String)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("column %s: %w", col, err)
+	}
+	return t, nil
+}
+
+// timeCols encodes several times at once, naming the field that fails.
+func timeCols(names []string, ts ...time.Time) ([]any, error) {
+	out := make([]any, len(ts))
+	for i, t := range ts {
+		v, err := encodeTime(t)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", names[i], err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// encodeDigest gives the column value for a digest: NULL when absent, else
+// lower-case hex.
+func encodeDigest(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return hex.EncodeToString(b)
+}
+
+func decodeDigest(col string, v sql.NullString) ([]byte, error) {
+	if !v.Valid {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(v.String)
+	if err != nil {
+		return nil, fmt.Errorf("column %s: %w", col, err)
+	}
+	return b, nil
+}
+
+// encodeOther stores the digests of algorithms fixity does not verify,
+// space-separated; NULL when there are none.
+func encodeOther(tokens []string) any {
+	if len(tokens) == 0 {
+		return nil
+	}
+	return strings.Join(tokens, " ")
+}
+
+func decodeHashes(md5, sha1, sha256, other sql.NullString) (fixity.Hashes, error) {
+	var h fixity.Hashes
+	var err error
+	if h.MD5, err = decodeDigest("md5", md5); err != nil {
+		return fixity.Hashes{}, err
+	}
+	if h.SHA1, err = decodeDigest("sha1", sha1); err != nil {
+		return fixity.Hashes{}, err
+	}
+	if h.SHA256, err = decodeDigest("sha256", sha256); err != nil {
+		return fixity.Hashes{}, err
+	}
+	if other.Valid {
+		h.Unknown = strings.Fields(other.String)
+	}
+	return h, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// nullID stores the id 0 ("no run") as NULL, so that foreign keys accept it.
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}

@@ -1,0 +1,203 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rsharvest/rsharvest/fixity"
+)
+
+// The outcomes a Resource records: what the run that last touched the
+// resource did with it.
+const (
+	OutcomeWritten   = "written"   // delivered to every sink
+	OutcomeUnchanged = "unchanged" // already held with the same fixity; not rewritten
+	OutcomeDeleted   = "deleted"   // removed from every sink
+	OutcomeFailed    = "failed"    // the last attempt failed (see Failures)
+)
+
+// Resource is the current state of one resource URI at the destination.
+type Resource struct {
+	// URI identifies the resource; it must not be empty.
+	URI string
+	// Source is the source URL the resource came from.
+	Source string
+	// ResourceSet is the capability list URL of its resource set, or "".
+	ResourceSet string
+	// Length is the length in bytes, or -1 when unknown.
+	Length int64
+	// Hashes are its digests; nil digests are stored as NULL.
+	Hashes fixity.Hashes
+	// Type is the media type, or "".
+	Type string
+	// Lastmod is the source's last modification time, or zero.
+	Lastmod time.Time
+	// ChangeTime is the datetime of the change that produced this state
+	// (zero for a baseline), so that an older change never overwrites a
+	// newer one.
+	ChangeTime time.Time
+	// Package is the URL of the dump package it came from ("" when fetched
+	// from a list).
+	Package string
+	// Outcome is one of the Outcome constants.
+	Outcome string
+	// Deleted marks a tombstone: the resource was deleted at the source.
+	// The row is kept, with ChangeTime.
+	Deleted bool
+	// RunID is the run that produced this state (0 for none; otherwise it
+	// must be an existing run).
+	RunID int64
+	// Updated is when this state was recorded; Commit fills a zero value
+	// with the current time.
+	Updated time.Time
+	// ETag and LastModified are HTTP validators for conditional GETs, or "".
+	ETag, LastModified string
+}
+
+func validOutcome(o string) bool {
+	switch o {
+	case OutcomeWritten, OutcomeUnchanged, OutcomeDeleted, OutcomeFailed:
+		return true
+	}
+	return false
+}
+
+const resourceCols = `uri, source, resource_set, length, md5, sha1, sha256, hash_other, type,
+	lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified`
+
+const selectResource = "SELECT " + resourceCols + " FROM resources"
+
+const upsertResourceSQL = "INSERT INTO resources (" + resourceCols + `)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (uri) DO UPDATE SET
+	source = excluded.source, resource_set = excluded.resource_set, length = excluded.length,
+	md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, hash_other = excluded.hash_other,
+	type = excluded.type, lastmod = excluded.lastmod, change_time = excluded.change_time,
+	package = excluded.package, outcome = excluded.outcome, deleted = excluded.deleted,
+	run_id = excluded.run_id, updated = excluded.updated, etag = excluded.etag,
+	last_modified = excluded.last_modified`
+
+// resourceArgs validates r and gives the upsert's arguments. A zero Updated
+// becomes now.
+func resourceArgs(r *Resource, now time.Time) ([]any, error) {
+	switch {
+	case r.URI == "":
+		return nil, errors.New("empty URI")
+	case r.Length < -1:
+		return nil, fmt.Errorf("length %d (want >= 0, or -1 for unknown)", r.Length)
+	case !validOutcome(r.Outcome):
+		return nil, fmt.Errorf("outcome %q (want written, unchanged, deleted or failed)", r.Outcome)
+	}
+	updated := r.Updated
+	if updated.IsZero() {
+		updated = now
+	}
+	ts, err := timeCols([]string{"lastmod", "change time", "updated"}, r.Lastmod, r.ChangeTime, updated)
+	if err != nil {
+		return nil, err
+	}
+	return []any{
+		r.URI, r.Source, r.ResourceSet, r.Length,
+		encodeDigest(r.Hashes.MD5), encodeDigest(r.Hashes.SHA1), encodeDigest(r.Hashes.SHA256), encodeOther(r.Hashes.Unknown),
+		r.Type, ts[0], ts[1], r.Package, r.Outcome, boolInt(r.Deleted), nullID(r.RunID), ts[2],
+		r.ETag, r.LastModified,
+	}, nil
+}
+
+func scanResource(sc scanner) (Resource, error) {
+	var (
+		r                            Resource
+		md5, sha1, sha256, other     sql.NullString
+		lastmod, changeTime, updated sql.NullString
+		runID                        sql.NullInt64
+		deleted                      int
+	)
+	if err := sc.Scan(&r.URI, &r.Source, &r.ResourceSet, &r.Length, &md5, &sha1, &sha256, &other, &r.Type,
+		&lastmod, &changeTime, &r.Package, &r.Outcome, &deleted, &runID, &updated, &r.ETag, &r.LastModified); err != nil {
+		return Resource{}, err
+	}
+	var err error
+	if r.Hashes, err = decodeHashes(md5, sha1, sha256, other); err != nil {
+		return Resource{}, fmt.Errorf("resource %q: %w", r.URI, err)
+	}
+	if r.Lastmod, err = decodeTime("lastmod", lastmod); err != nil {
+		return Resource{}, fmt.Errorf("resource %q: %w", r.URI, err)
+	}
+	if r.ChangeTime, err = decodeTime("change_time", changeTime); err != nil {
+		return Resource{}, fmt.Errorf("resource %q: %w", r.URI, err)
+	}
+	if r.Updated, err = decodeTime("updated", updated); err != nil {
+		return Resource{}, fmt.Errorf("resource %q: %w", r.URI, err)
+	}
+	r.Deleted = deleted != 0
+	r.RunID = runID.Int64
+	return r, nil
+}
+
+// Resource returns the recorded state of uri, and false when there is none
+// (a deleted resource's tombstone is returned, with Deleted set). It is a
+// primary-key lookup through a prepared statement on the read pool, safe to
+// call from many goroutines while another commits; it sees every Commit that
+// returned before it was called.
+func (s *Store) Resource(ctx context.Context, uri string) (Resource, bool, error) {
+	r, err := scanResource(s.getResource.QueryRowContext(ctx, uri))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Resource{}, false, nil
+	}
+	if err != nil {
+		return Resource{}, false, fatal("resource", err)
+	}
+	return r, true, nil
+}
+
+// PutResources inserts or overwrites (by URI) the state of every resource
+// in rs, in one transaction: all or none are stored. The last write wins;
+// keeping older changes from overwriting newer ones (ChangeTime) is the
+// caller's decision. Each resource must have a URI, a Length >= -1 and a
+// valid Outcome; a zero Updated is recorded as the current time.
+func (s *Store) PutResources(ctx context.Context, rs []Resource) error {
+	return s.Commit(ctx, Batch{Resources: rs})
+}
+
+// CountResources returns the number of resources recorded, counting
+// tombstones (Deleted) only when includeDeleted is set.
+func (s *Store) CountResources(ctx context.Context, includeDeleted bool) (int64, error) {
+	q := "SELECT count(*) FROM resources"
+	if !includeDeleted {
+		q += " WHERE deleted = 0"
+	}
+	var n int64
+	if err := s.r.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return 0, fatal("count resources", err)
+	}
+	return n, nil
+}
+
+// WalkResources calls fn for every recorded resource, tombstones included,
+// in URI order, streaming rows from one read transaction (a consistent
+// snapshot; commits made meanwhile are not seen). If fn returns an error the
+// walk stops and WalkResources returns that error unchanged. fn may call
+// the Store's other methods.
+func (s *Store) WalkResources(ctx context.Context, fn func(Resource) error) error {
+	rows, err := s.r.QueryContext(ctx, selectResource+" ORDER BY uri")
+	if err != nil {
+		return fatal("walk resources", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanResource(rows)
+		if err != nil {
+			return fatal("walk resources", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fatal("walk resources", err)
+	}
+	return nil
+}

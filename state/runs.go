@@ -1,0 +1,167 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// StatusRunning is the status BeginRun records when Run.Status is empty.
+const StatusRunning = "running"
+
+// Run is one entry of the harvest log: a run of the harvester against one
+// source.
+type Run struct {
+	// ID is assigned by BeginRun; ids are never reused.
+	ID int64
+	// Mode is what the run did ("baseline", "incremental", …); free text.
+	Mode string
+	// Source is the source URL the run harvested.
+	Source string
+	// Status is StatusRunning until FinishRun sets the final status.
+	Status string
+	// Started and Finished bound the run; Finished is zero until FinishRun.
+	Started, Finished time.Time
+	// Report is the run's JSON report, or nil.
+	Report []byte
+}
+
+// BeginRun records the start of a run and returns its id. r.ID is ignored;
+// an empty r.Status is recorded as StatusRunning and a zero r.Started as the
+// current time. r.Report, if not nil, must be valid JSON.
+func (s *Store) BeginRun(ctx context.Context, r Run) (int64, error) {
+	if r.Status == "" {
+		r.Status = StatusRunning
+	}
+	if r.Started.IsZero() {
+		r.Started = time.Now()
+	}
+	report, err := reportArg(r.Report)
+	if err != nil {
+		return 0, fatal("begin run", err)
+	}
+	ts, err := timeCols([]string{"started", "finished"}, r.Started, r.Finished)
+	if err != nil {
+		return 0, fatal("begin run", err)
+	}
+	res, err := s.w.ExecContext(ctx,
+		"INSERT INTO runs (mode, source, status, started, finished, report) VALUES (?, ?, ?, ?, ?, ?)",
+		r.Mode, r.Source, r.Status, ts[0], ts[1], report)
+	if err != nil {
+		return 0, fatal("begin run", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fatal("begin run", err)
+	}
+	return id, nil
+}
+
+// FinishRun records the end of run id: when it finished, its final status
+// (not empty) and its JSON report (nil for none; otherwise it must be valid
+// JSON). A run id that does not exist gives an error wrapping ErrNotFound.
+// Calling it again overwrites the earlier values.
+func (s *Store) FinishRun(ctx context.Context, id int64, finished time.Time, status string, report []byte) error {
+	if status == "" {
+		return fatal("finish run", errors.New("empty status"))
+	}
+	rep, err := reportArg(report)
+	if err != nil {
+		return fatal("finish run", err)
+	}
+	fin, err := encodeTime(finished)
+	if err != nil {
+		return fatal("finish run", fmt.Errorf("finished: %w", err))
+	}
+	res, err := s.w.ExecContext(ctx, "UPDATE runs SET finished = ?, status = ?, report = ? WHERE id = ?", fin, status, rep, id)
+	if err != nil {
+		return fatal("finish run", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fatal("finish run", err)
+	}
+	if n == 0 {
+		return fatal("finish run", fmt.Errorf("run %d: %w", id, ErrNotFound))
+	}
+	return nil
+}
+
+func reportArg(report []byte) (any, error) {
+	if report == nil {
+		return nil, nil
+	}
+	if !json.Valid(report) {
+		return nil, errors.New("report is not valid JSON")
+	}
+	return string(report), nil
+}
+
+const selectRun = "SELECT id, mode, source, status, started, finished, report FROM runs"
+
+// Run returns run id, or an error wrapping ErrNotFound.
+func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, selectRun+" WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fatal("run", fmt.Errorf("run %d: %w", id, ErrNotFound))
+	}
+	if err != nil {
+		return Run{}, fatal("run", err)
+	}
+	return r, nil
+}
+
+// Runs returns up to limit runs, newest (highest id) first; limit <= 0
+// means all.
+func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.r.QueryContext(ctx, selectRun+" ORDER BY id DESC LIMIT ?", limit)
+	if err != nil {
+		return nil, fatal("runs", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fatal("runs", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("runs", err)
+	}
+	return out, nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+func scanRun(sc scanner) (Run, error) {
+	var (
+		r                 Run
+		started, finished sql.NullString
+		report            sql.NullString
+	)
+	if err := sc.Scan(&r.ID, &r.Mode, &r.Source, &r.Status, &started, &finished, &report); err != nil {
+		return Run{}, err
+	}
+	var err error
+	if r.Started, err = decodeTime("started", started); err != nil {
+		return Run{}, err
+	}
+	if r.Finished, err = decodeTime("finished", finished); err != nil {
+		return Run{}, err
+	}
+	if report.Valid {
+		r.Report = []byte(report.String)
+	}
+	return r, nil
+}

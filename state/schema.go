@@ -1,0 +1,135 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// migrations returns the schema migrations in order; migration i (0-based)
+// brings the schema to version i+1. Applied migrations are never edited:
+// a change to the schema is a new migration appended here.
+func migrations() []string {
+	return []string{
+		// 1: the initial schema.
+		`
+CREATE TABLE runs (
+	id       INTEGER PRIMARY KEY AUTOINCREMENT,
+	mode     TEXT NOT NULL,
+	source   TEXT NOT NULL,
+	status   TEXT NOT NULL,
+	started  TEXT,
+	finished TEXT,
+	report   TEXT
+);
+
+CREATE TABLE resources (
+	uri           TEXT NOT NULL PRIMARY KEY CHECK (uri <> ''),
+	source        TEXT NOT NULL,
+	resource_set  TEXT NOT NULL,
+	length        INTEGER NOT NULL CHECK (length >= -1),
+	md5           TEXT,
+	sha1          TEXT,
+	sha256        TEXT,
+	hash_other    TEXT,
+	type          TEXT NOT NULL,
+	lastmod       TEXT,
+	change_time   TEXT,
+	package       TEXT NOT NULL,
+	outcome       TEXT NOT NULL CHECK (outcome IN ('written', 'unchanged', 'deleted', 'failed')),
+	deleted       INTEGER NOT NULL CHECK (deleted IN (0, 1)),
+	run_id        INTEGER REFERENCES runs (id),
+	updated       TEXT,
+	etag          TEXT NOT NULL,
+	last_modified TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE failures (
+	id          INTEGER PRIMARY KEY,
+	run_id      INTEGER NOT NULL REFERENCES runs (id),
+	uri         TEXT NOT NULL,
+	package     TEXT NOT NULL,
+	stage       TEXT NOT NULL,
+	error       TEXT NOT NULL,
+	permanent   INTEGER NOT NULL CHECK (permanent IN (0, 1)),
+	change_time TEXT,
+	at          TEXT
+);
+CREATE INDEX failures_run ON failures (run_id, id);
+
+CREATE TABLE changes (
+	id       INTEGER PRIMARY KEY,
+	uri      TEXT NOT NULL CHECK (uri <> ''),
+	change   TEXT NOT NULL CHECK (change IN ('created', 'updated', 'deleted')),
+	datetime TEXT,
+	run_id   INTEGER REFERENCES runs (id),
+	package  TEXT NOT NULL
+);
+CREATE INDEX changes_uri ON changes (uri, datetime);
+CREATE INDEX changes_run ON changes (run_id, id);
+
+CREATE TABLE checkpoints (
+	source          TEXT NOT NULL CHECK (source <> ''),
+	capability_list TEXT NOT NULL,
+	next            TEXT,
+	baseline        TEXT,
+	open            INTEGER NOT NULL CHECK (open IN (0, 1)),
+	run_id          INTEGER REFERENCES runs (id),
+	updated         TEXT,
+	PRIMARY KEY (source, capability_list)
+) WITHOUT ROWID;
+`,
+	}
+}
+
+// migrate brings the schema up to date in one write transaction. Running it
+// concurrently from two processes is safe: the second waits for the first
+// and then finds nothing to do.
+func (s *Store) migrate(ctx context.Context) (err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", notStateFile(err))
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+
+	var id int64
+	if err := tx.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
+		return fmt.Errorf("migrate: %w", notStateFile(err))
+	}
+	if id == 0 {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
+			return fmt.Errorf("migrate: set application id: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+	version INTEGER PRIMARY KEY,
+	applied TEXT NOT NULL
+)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_version").Scan(&have); err != nil {
+		return fmt.Errorf("migrate: read schema version: %w", err)
+	}
+	migs := migrations()
+	if have > len(migs) {
+		return fmt.Errorf("%w: file has version %d, this program knows up to %d", ErrSchemaNewer, have, len(migs))
+	}
+	now := time.Now().UTC().Format(timeLayout)
+	for v := have + 1; v <= len(migs); v++ {
+		if _, err := tx.ExecContext(ctx, migs[v-1]); err != nil {
+			return fmt.Errorf("migrate to version %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_version (version, applied) VALUES (?, ?)", v, now); err != nil {
+			return fmt.Errorf("migrate to version %d: %w", v, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+// Package state is rsharvest's state store: a single SQLite file that
+// records what the destination holds and how it got there.
+//
+// It keeps
+//   - runs: one row per harvest run (the harvest log), with its final status
+//     and a JSON report;
+//   - resources: the current state of every resource URI (fixity, type,
+//     lastmod, the datetime of the change that produced it, a tombstone when
+//     it was deleted at the source, HTTP validators);
+//   - failures: the detail log of per-item failures of a run, temporary or
+//     permanent;
+//   - checkpoints: per source and capability list, where the next incremental
+//     run starts;
+//   - changes: an append-only log of the changes the destination applied.
+//
+// Writes go through one connection and are transactions: Commit (and every
+// method built on it) is atomic, so a process killed mid-commit leaves either
+// the whole batch or none of it. Reads use a separate pool of read-only
+// connections and, thanks to SQLite's WAL mode, neither block nor are
+// blocked by the writer. A Store is safe for concurrent use.
+//
+// Every error this package returns is classified fatal (errclass): a state
+// store that cannot read or write stops the run. The one exception is an
+// error returned by a WalkResources callback, which is passed through as is.
+//
+// Times are stored as fixed-width UTC RFC 3339 text with nanoseconds
+// ("2006-01-02T15:04:05.000000000Z"), which sorts chronologically; the zero
+// time is stored as NULL. Times come back in UTC, equal (time.Time.Equal) to
+// what was stored. Times outside the years 0000–9999 are rejected.
+package state
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"runtime"
+
+	"modernc.org/sqlite"
+
+	"github.com/rsharvest/rsharvest/errclass"
+)
+
+// ErrNotFound is wrapped by the error of a lookup that names a row that does
+// not exist (Run, FinishRun).
+var ErrNotFound = errors.New("not found")
+
+// ErrNotStateFile is wrapped by Open's error when the file is not an
+// rsharvest state store: not an SQLite database, a damaged one, or an SQLite
+// database of another application.
+var ErrNotStateFile = errors.New("not an rsharvest state store")
+
+// ErrSchemaNewer is wrapped by Open's error when the file was written by a
+// newer rsharvest whose schema this version does not know.
+var ErrSchemaNewer = errors.New("state store schema is newer than this program")
+
+// applicationID marks an SQLite file as an rsharvest state store ("rshv").
+const applicationID = 0x72736876
+
+// Store is an open state store. Its methods are safe for concurrent use.
+// No method may be called after Close.
+type Store struct {
+	path string
+	w    *sql.DB // one connection: every write, serialised
+	r    *sql.DB // read-only connections: lookups, lists, walks
+
+	getResource      *sql.Stmt // on r
+	upsertResource   *sql.Stmt // on w
+	insertFailure    *sql.Stmt // on w
+	insertChange     *sql.Stmt // on w
+	upsertCheckpoint *sql.Stmt // on w
+}
+
+// Open opens the state store at path, creating the file if it does not
+// exist, and brings its schema up to date (migrations are applied in order,
+// in one transaction). The database is put in WAL mode; connections use
+// synchronous=NORMAL, a 10 s busy timeout and foreign keys.
+//
+// A file that is not an SQLite database, is damaged, or belongs to another
+// application gives an error wrapping ErrNotStateFile; a file with a newer
+// schema gives one wrapping ErrSchemaNewer. Such files are not modified. All
+// errors are fatal and name the file. The directory must exist; in-memory
+// databases are not supported.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" || path == ":memory:" {
+		return nil, errclass.Fatalf("state: open %q: a file path is required", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, errclass.Fatalf("state: open %s: %w", path, err)
+	}
+	s := &Store{path: path}
+	if err := s.open(ctx, abs); err != nil {
+		s.closeAll()
+		return nil, errclass.Fatalf("state: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// dsn builds a file: URI for abs with the given driver parameters.
+func dsn(abs string, params url.Values) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: params.Encode()}
+	return u.String()
+}
+
+func (s *Store) open(ctx context.Context, abs string) error {
+	// journal_mode is deliberately not a DSN parameter: it is persistent, and
+	// a foreign or damaged file must be rejected before anything changes it.
+	wp := url.Values{
+		"_pragma": {"busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(1)"},
+		"_txlock": {"immediate"},
+	}
+	w, err := sql.Open("sqlite", dsn(abs, wp))
+	if err != nil {
+		return err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s.w = w
+
+	if err := s.checkIdentity(ctx); err != nil {
+		return notStateFile(err)
+	}
+	var mode string
+	if err := w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("set WAL mode: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("set WAL mode: journal mode is %q", mode)
+	}
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+
+	n := max(4, runtime.GOMAXPROCS(0))
+	rp := url.Values{"_pragma": {"busy_timeout(10000)", "query_only(1)"}}
+	r, err := sql.Open("sqlite", dsn(abs, rp))
+	if err != nil {
+		return err
+	}
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	r.SetConnMaxLifetime(0)
+	r.SetConnMaxIdleTime(0)
+	s.r = r
+	if err := r.PingContext(ctx); err != nil {
+		return fmt.Errorf("open readers: %w", err)
+	}
+	return s.prepare(ctx)
+}
+
+// checkIdentity rejects files that are not SQLite databases or that belong
+// to another application, reading only.
+func (s *Store) checkIdentity(ctx context.Context) error {
+	var id int64
+	if err := s.w.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
+		return err
+	}
+	var objects int64
+	if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&objects); err != nil {
+		return err
+	}
+	if id == applicationID || (id == 0 && objects == 0) {
+		return nil
+	}
+	return fmt.Errorf("%w (application id %#x, %d schema objects)", ErrNotStateFile, id, objects)
+}
+
+// notStateFile adds ErrNotStateFile to the errors SQLite gives for a file
+// that is not a database or is damaged.
+func notStateFile(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case 26, 11: // SQLITE_NOTADB, SQLITE_CORRUPT
+			return fmt.Errorf("%w: %w", ErrNotStateFile, err)
+		}
+	}
+	return err
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		db    *sql.DB
+		dst   **sql.Stmt
+		query string
+	}{
+		{s.r, &s.getResource, selectResource + " WHERE uri = ?"},
+		{s.w, &s.upsertResource, upsertResourceSQL},
+		{s.w, &s.insertFailure, insertFailureSQL},
+		{s.w, &s.insertChange, insertChangeSQL},
+		{s.w, &s.upsertCheckpoint, upsertCheckpointSQL},
+	} {
+		st, err := p.db.PrepareContext(ctx, p.query)
+		if err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+// Close releases the store's connections. With WAL mode, closing the last
+// connection checkpoints the log into the database file. Close must be
+// called once, after every other call has returned.
+func (s *Store) Close() error {
+	if err := s.closeAll(); err != nil {
+		return errclass.Fatalf("state: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *Store) closeAll() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.getResource, s.upsertResource, s.insertFailure, s.insertChange, s.upsertCheckpoint} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	if s.w != nil {
+		errs = append(errs, s.w.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// fatal wraps err from operation op as a fatal state store error.
+func fatal(op string, err error) error {
+	return errclass.Fatalf("state: %s: %w", op, err)
+}
