@@ -1,0 +1,562 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/sink"
+)
+
+var (
+	_ sink.Sink      = (*FS)(nil)
+	_ sink.Inventory = (*FS)(nil)
+	_ sink.Limiter   = (*FS)(nil)
+	_ sink.Opener    = Open
+)
+
+const (
+	copyBufferSize = 256 << 10
+	// commitAttempts bounds the MkdirAll+Rename attempts of one Put: a
+	// concurrent Delete may prune the file's directory between the two.
+	commitAttempts = 4
+	dirPerm        = 0o755
+	filePerm       = 0o644
+)
+
+// Options configure an FS. The zero value is ready to use.
+type Options struct {
+	// Fsync syncs each file before it is renamed into place and its
+	// directory after, so committed files survive a power loss. Without it
+	// (the default) a commit is still atomic against process crashes, at
+	// several times the speed.
+	Fsync bool
+	// Concurrency is the number of writes the sink takes at once (see
+	// sink.Limiter); 0 means 2*GOMAXPROCS.
+	Concurrency int
+	// Logger receives the sink's warnings and notes; nil discards them.
+	Logger *slog.Logger
+}
+
+// FS is the filesystem sink: it holds each resource as a file under one
+// directory, laid out as the package documentation describes. Its methods
+// are safe for concurrent use. Within one process, concurrent operations on
+// one URI take effect in some order; more than one process on one directory
+// is not supported.
+type FS struct {
+	dir    string // absolute, cleaned
+	root   *os.Root
+	opts   Options
+	log    *slog.Logger
+	bufs   sync.Pool // *[]byte of copyBufferSize
+	seq    atomic.Uint64
+	closed atomic.Bool
+	// pruning is held for reading while a Put creates directories and
+	// renames into them, and for writing while a Delete prunes empty
+	// directories, so that a prune never removes a directory between its
+	// creation and the rename that fills it.
+	pruning sync.RWMutex
+}
+
+// New opens the sink rooted at dir, creating dir (and its parents) when it
+// does not exist. It removes temporary files left by an earlier process
+// and checks that dir is writable by creating and removing one. Any failure
+// is a fatal error.
+func New(dir string, opts Options) (*FS, error) {
+	if dir == "" {
+		return nil, errclass.Fatalf("fs sink: empty directory")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, errclass.Fatalf("fs sink %q: %w", dir, err)
+	}
+	if opts.Concurrency < 0 {
+		return nil, errclass.Fatalf("fs sink %q: negative concurrency %d", dir, opts.Concurrency)
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = 2 * runtime.GOMAXPROCS(0)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(abs, dirPerm); err != nil {
+		return nil, errclass.Fatalf("fs sink: %w", err)
+	}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, errclass.Fatalf("fs sink: %w", err)
+	}
+	s := &FS{dir: abs, root: root, opts: opts, log: logger.With("sink", "fs:"+abs)}
+	s.bufs.New = func() any {
+		b := make([]byte, copyBufferSize)
+		return &b
+	}
+	if err := s.resetTmp(); err != nil {
+		_ = root.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// resetTmp empties the temporary directory and proves it writable.
+func (s *FS) resetTmp() error {
+	if entries, err := iofs.ReadDir(s.root.FS(), tmpDir); err == nil && len(entries) > 0 {
+		s.log.Info("removing temporary files left by an earlier run", "count", len(entries))
+	}
+	if err := s.root.RemoveAll(tmpDir); err != nil {
+		return errclass.Fatalf("fs sink %s: removing stale temporary files: %w", s.dir, err)
+	}
+	if err := s.root.Mkdir(tmpDir, 0o700); err != nil {
+		return errclass.Fatalf("fs sink %s: %w", s.dir, err)
+	}
+	name, f, err := s.createTemp()
+	if err == nil {
+		_, err = f.Write([]byte("rsharvest write check\n"))
+		err = errors.Join(err, f.Close(), s.root.Remove(name))
+	}
+	if err != nil {
+		return errclass.Fatalf("fs sink %s: directory is not writable: %w", s.dir, err)
+	}
+	return nil
+}
+
+// Open is the sink.Opener for "fs:DIR". The argument is DIR, optionally
+// followed by "?" and URL-style options: "fsync=1" (or any strconv.ParseBool
+// value) sets Options.Fsync and "concurrency=N" sets Options.Concurrency.
+// DIR therefore cannot contain "?". Errors are fatal.
+func Open(ctx context.Context, arg string) (sink.Sink, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, errclass.Fatalf("fs sink: %w", err)
+	}
+	dir, query, _ := strings.Cut(arg, "?")
+	values, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, errclass.Fatalf("fs sink %q: options: %w", arg, err)
+	}
+	var opts Options
+	for key, vals := range values {
+		val := vals[len(vals)-1]
+		switch key {
+		case "fsync":
+			if opts.Fsync, err = strconv.ParseBool(val); err != nil {
+				return nil, errclass.Fatalf("fs sink %q: fsync: %w", arg, err)
+			}
+		case "concurrency":
+			if opts.Concurrency, err = strconv.Atoi(val); err != nil || opts.Concurrency < 1 {
+				return nil, errclass.Fatalf("fs sink %q: concurrency %q: want a positive integer", arg, val)
+			}
+		default:
+			return nil, errclass.Fatalf("fs sink %q: unknown option %q (want fsync, concurrency)", arg, key)
+		}
+	}
+	return New(dir, opts)
+}
+
+// Concurrency returns Options.Concurrency (by default 2*GOMAXPROCS).
+func (s *FS) Concurrency() int { return s.opts.Concurrency }
+
+// Dir returns the sink's directory as an absolute path.
+func (s *FS) Dir() string { return s.dir }
+
+// Path returns the file that uri maps to, whether or not the sink holds it.
+func (s *FS) Path(uri string) string {
+	return filepath.Join(s.dir, filepath.FromSlash(Encode(uri)))
+}
+
+// Put writes body as the file of r.URI, replacing any earlier one. It reads
+// body to io.EOF into a temporary file and then renames that into place, so
+// the new state appears whole or not at all: after a body error, a ctx
+// that ends, or a filesystem error, the previous file (or none) is left and
+// the temporary file removed. A body error is returned wrapped; a ctx error
+// is retryable; a filesystem error is fatal, or permanent when only this
+// URI's name is at fault (too long or rejected by the filesystem).
+func (s *FS) Put(ctx context.Context, r *sink.Resource, body io.Reader) (err error) {
+	if r == nil {
+		return errclass.Permanentf("fs: put: nil resource")
+	}
+	if err := ctx.Err(); err != nil {
+		return errclass.Retryablef("fs: put %s: %w", short(r.URI), err)
+	}
+	tmp, f, err := s.createTemp()
+	if err != nil {
+		return s.fsError("put", r.URI, err)
+	}
+	defer func() {
+		if err != nil {
+			if f != nil {
+				_ = f.Close()
+			}
+			if rmErr := s.root.Remove(tmp); rmErr != nil && !errors.Is(rmErr, iofs.ErrNotExist) {
+				s.log.Warn("cannot remove temporary file", "file", tmp, "err", rmErr)
+			}
+		}
+	}()
+
+	src := &ctxReader{ctx: ctx, r: body}
+	bufp := s.bufs.Get().(*[]byte)
+	_, err = io.CopyBuffer(writerOnly{f}, src, *bufp)
+	s.bufs.Put(bufp)
+	switch {
+	case src.err != nil && errors.Is(err, src.err) && errors.Is(err, ctx.Err()):
+		return errclass.Retryablef("fs: put %s: %w", short(r.URI), err)
+	case src.err != nil && errors.Is(err, src.err):
+		return fmt.Errorf("fs: put %s: reading body: %w", short(r.URI), err)
+	case err != nil:
+		return s.fsError("put", r.URI, err)
+	}
+	if s.opts.Fsync {
+		if err = f.Sync(); err != nil {
+			return s.fsError("put", r.URI, err)
+		}
+	}
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return s.fsError("put", r.URI, err)
+	}
+	if !r.Lastmod.IsZero() {
+		if err = s.root.Chtimes(tmp, r.Lastmod, r.Lastmod); err != nil {
+			return s.fsError("put", r.URI, err)
+		}
+	}
+	if err = ctx.Err(); err != nil {
+		return errclass.Retryablef("fs: put %s: %w", short(r.URI), err)
+	}
+	rel := Encode(r.URI)
+	if err = s.commit(tmp, rel); err != nil {
+		return s.fsError("put", r.URI, err)
+	}
+	if s.opts.Fsync {
+		if err := s.syncDir(path.Dir(rel)); err != nil {
+			// The file is in place; only its durability is in doubt.
+			return s.fsError("put", r.URI, err)
+		}
+	}
+	return nil
+}
+
+// commit renames tmp onto rel, creating rel's directories when the rename
+// finds them missing. Should a directory still vanish between its creation
+// and the rename (only another process could do that), both are tried
+// again.
+func (s *FS) commit(tmp, rel string) error {
+	s.pruning.RLock()
+	defer s.pruning.RUnlock()
+	var err error
+	for range commitAttempts {
+		if err = s.root.Rename(tmp, rel); !errors.Is(err, iofs.ErrNotExist) {
+			return err
+		}
+		if err = s.mkdirAll(path.Dir(rel)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+// mkdirAll creates dir and its missing parents. Unlike os.Root.MkdirAll it
+// takes a directory that another goroutine creates at the same time for
+// one that exists. It makes one call when only dir is missing and walks
+// down level by level otherwise, so that its cost grows linearly with the
+// depth (every call through s.root resolves the whole path again).
+func (s *FS) mkdirAll(dir string) error {
+	if err := s.root.Mkdir(dir, dirPerm); !errors.Is(err, iofs.ErrNotExist) {
+		return ignoreExist(err)
+	}
+	r := s.root
+	defer func() { s.closeSub(r) }()
+	for elem := range strings.SplitSeq(dir, "/") {
+		sub, err := r.OpenRoot(elem)
+		if errors.Is(err, iofs.ErrNotExist) {
+			if err := ignoreExist(r.Mkdir(elem, dirPerm)); err != nil {
+				return err
+			}
+			sub, err = r.OpenRoot(elem)
+		}
+		if err != nil {
+			return err
+		}
+		s.closeSub(r)
+		r = sub
+	}
+	return nil
+}
+
+// pruneWindow bounds the directory handles prune holds open at once.
+const pruneWindow = 64
+
+// prune removes dir and then its parents, deepest first, while they are
+// empty, never the sink's directory. It stops at the first that cannot be
+// removed (not empty, or already gone). It works through handles on the
+// parents, at most pruneWindow at a time, so that its cost grows linearly
+// with the depth.
+func (s *FS) prune(dir string) {
+	elems := strings.Split(dir, "/")
+	for n := len(elems); n > 0; {
+		lo := max(0, n-pruneWindow)
+		// parents[k] is the directory elems[:lo+k].
+		parents := []*os.Root{s.root}
+		if lo > 0 {
+			base, err := s.root.OpenRoot(strings.Join(elems[:lo], "/"))
+			if err != nil {
+				return
+			}
+			parents[0] = base
+		}
+		done := false
+		for i := lo; i < n-1 && !done; i++ {
+			sub, err := parents[len(parents)-1].OpenRoot(elems[i])
+			if err != nil {
+				done = true
+				break
+			}
+			parents = append(parents, sub)
+		}
+		for i := n - 1; i >= lo && !done; i-- {
+			if k := i + 1 - lo; k < len(parents) {
+				s.closeSub(parents[k])
+				parents = parents[:k]
+			}
+			done = parents[i-lo].Remove(elems[i]) != nil
+		}
+		for _, p := range parents {
+			s.closeSub(p)
+		}
+		if done {
+			return
+		}
+		n = lo
+	}
+}
+
+// closeSub closes a handle opened below s.root.
+func (s *FS) closeSub(r *os.Root) {
+	if r != nil && r != s.root {
+		_ = r.Close()
+	}
+}
+
+func ignoreExist(err error) error {
+	if errors.Is(err, iofs.ErrExist) {
+		return nil
+	}
+	return err
+}
+
+// syncDir syncs a directory. One that a concurrent Delete has pruned
+// already needs no sync.
+func (s *FS) syncDir(dir string) error {
+	d, err := s.root.Open(dir)
+	if err != nil {
+		if isNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// Delete removes the file of uri, and then each parent directory that is
+// left empty, up to but not including the sink's directory. Deleting a URI
+// that is not held is not an error. A ctx that has ended is a retryable
+// error; a filesystem error is fatal.
+func (s *FS) Delete(ctx context.Context, uri string) error {
+	if err := ctx.Err(); err != nil {
+		return errclass.Retryablef("fs: delete %s: %w", short(uri), err)
+	}
+	rel := Encode(uri)
+	if err := s.root.Remove(rel); err != nil {
+		if isNotExist(err) {
+			return nil
+		}
+		return s.fsError("delete", uri, err)
+	}
+	s.pruning.Lock()
+	defer s.pruning.Unlock()
+	s.prune(path.Dir(rel))
+	return nil
+}
+
+// Get opens the file of uri for reading. When the sink does not hold uri
+// the error satisfies errors.Is(err, fs.ErrNotExist).
+func (s *FS) Get(ctx context.Context, uri string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, errclass.Retryablef("fs: get %s: %w", short(uri), err)
+	}
+	f, err := s.root.Open(Encode(uri))
+	if err != nil {
+		if isNotExist(err) {
+			return nil, fmt.Errorf("fs: get %s: %w", short(uri), iofs.ErrNotExist)
+		}
+		return nil, s.fsError("get", uri, err)
+	}
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		_ = f.Close()
+		if err != nil {
+			return nil, s.fsError("get", uri, err)
+		}
+		return nil, fmt.Errorf("fs: get %s: not a regular file: %w", short(uri), iofs.ErrNotExist)
+	}
+	return f, nil
+}
+
+// Walk calls fn with the URI of every file the sink holds, directory by
+// directory in order of the names. It skips the temporary directory, and logs and skips files
+// whose paths Decode rejects (put there by something else) and anything
+// that is not a regular file or a directory. Directories removed while the
+// walk runs are skipped. An error from fn stops the walk and is returned as
+// it is. Walk holds one open directory per level of the path it is in.
+func (s *FS) Walk(ctx context.Context, fn func(uri string) error) error {
+	return s.walkDir(ctx, s.root, "", fn)
+}
+
+func (s *FS) walkDir(ctx context.Context, r *os.Root, rel string, fn func(uri string) error) error {
+	if err := ctx.Err(); err != nil {
+		return errclass.Retryablef("fs: walk: %w", err)
+	}
+	f, err := r.Open(".")
+	if err != nil {
+		if rel != "" && isNotExist(err) {
+			return nil
+		}
+		return s.fsError("walk", rel, err)
+	}
+	entries, err := f.ReadDir(-1)
+	_ = f.Close()
+	if err != nil && !(rel != "" && isNotExist(err)) {
+		return s.fsError("walk", rel, err)
+	}
+	slices.SortFunc(entries, func(a, b iofs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, e := range entries {
+		p := e.Name()
+		if rel != "" {
+			p = rel + "/" + p
+		}
+		switch {
+		case e.IsDir():
+			if p == tmpDir {
+				continue
+			}
+			sub, err := r.OpenRoot(e.Name())
+			if err != nil {
+				if isNotExist(err) {
+					continue
+				}
+				return s.fsError("walk", p, err)
+			}
+			err = s.walkDir(ctx, sub, p, fn)
+			_ = sub.Close()
+			if err != nil {
+				return err
+			}
+		case e.Type().IsRegular():
+			uri, err := Decode(p)
+			if err != nil {
+				s.log.Warn("skipping a file that is not part of the mirror", "file", p, "err", err)
+				continue
+			}
+			if err := fn(uri); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close releases the sink's directory handle. Every Put has committed or
+// cleaned up by the time it returns, so there is nothing to flush. Calling
+// it again is a no-op.
+func (s *FS) Close(context.Context) error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if err := s.root.Close(); err != nil {
+		return errclass.Fatalf("fs sink %s: close: %w", s.dir, err)
+	}
+	return nil
+}
+
+// createTemp creates a new, empty temporary file and returns its name
+// relative to the root.
+func (s *FS) createTemp() (string, *os.File, error) {
+	for {
+		name := tmpDir + "/" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(s.seq.Add(1), 10)
+		f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+		if errors.Is(err, iofs.ErrExist) {
+			continue
+		}
+		return name, f, err
+	}
+}
+
+// fsError classifies a filesystem error: permanent when the name of this
+// one URI is at fault (too long, rejected by the filesystem, or something
+// foreign in the way of its path), fatal (the sink cannot go on) otherwise.
+func (s *FS) fsError(op, uri string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EILSEQ),
+		errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENOTDIR),
+		errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTEMPTY),
+		errors.Is(err, iofs.ErrExist):
+		return errclass.Permanentf("fs sink %s: %s %s: %w", s.dir, op, short(uri), err)
+	}
+	return errclass.Fatalf("fs sink %s: %s %s: %w", s.dir, op, short(uri), err)
+}
+
+// isNotExist reports whether err means a path is absent, also when a file
+// stands where a directory of the path would be.
+func isNotExist(err error) bool {
+	return errors.Is(err, iofs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// short shortens a URI for messages.
+func short(uri string) string {
+	const shown = 200
+	if len(uri) > shown {
+		return strconv.Quote(uri[:shown]) + "…"
+	}
+	return strconv.Quote(uri)
+}
+
+// ctxReader stops a copy when ctx ends, and remembers the error that
+// stopped it so that Put can tell body errors from write errors.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+	err error
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		c.err = err
+		return 0, err
+	}
+	n, err := c.r.Read(p)
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
+	return n, err
+}
+
+// writerOnly hides the ReaderFrom of *os.File, so that io.CopyBuffer uses
+// the pooled buffer.
+type writerOnly struct{ w io.Writer }
+
+func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
