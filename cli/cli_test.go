@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/testdata/hostile"
+)
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// headerLog records, for every request, the header named.
+type headerLog struct {
+	mu     sync.Mutex
+	values map[string][]string // path → values seen
+}
+
+func (h *headerLog) wrap(name string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.mu.Lock()
+			h.values[r.URL.Path] = append(h.values[r.URL.Path], r.Header.Get(name)+"|"+r.Header.Get("User-Agent"))
+			h.mu.Unlock()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func TestBaselineCommand(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	if _, err := bench.Generate(ctx, bench.GenOptions{Dir: src, Resources: 200, Packages: 3, Seed: 5, MeanSize: 2 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	hl := &headerLog{values: map[string][]string{}}
+	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{Wrap: hl.wrap("X-Api-Key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	report := filepath.Join(dir, "report.json")
+	code, out, stderr := run(t, "baseline", "--source", srv.URL, "--sink", "fs:"+filepath.Join(dir, "mirror"),
+		"--state", filepath.Join(dir, "state.db"), "--report", report, "--header", "X-Api-Key: s3cret", "--progress", "log", "--rate", "1000")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	if strings.Contains(stderr, "s3cret") || strings.Contains(out, "s3cret") {
+		t.Error("a header value (credential) appeared in the output")
+	}
+	var rep map[string]any
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"mode", "source", "started", "finished", "packages", "resources", "bytes", "failures"} {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("report lacks %q", k)
+		}
+	}
+	if rep["resources"].(map[string]any)["written"].(float64) != 200 {
+		t.Errorf("report: %s", b)
+	}
+	// The extra header and the User-Agent went with every request, packages included.
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	sawPackage := false
+	for p, vs := range hl.values {
+		sawPackage = sawPackage || strings.HasSuffix(p, ".zip")
+		for _, v := range vs {
+			if v != "s3cret|"+UserAgent() {
+				t.Errorf("%s: request with header|agent %q", p, v)
+			}
+		}
+	}
+	if !sawPackage {
+		t.Error("no package request seen")
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	hs, err := hostile.Build(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	sinkFlag := "fs:" + filepath.Join(dir, "mirror")
+	state := filepath.Join(dir, "state.db")
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"partial", []string{"baseline", "--source", strings.Replace(hs.Dump, hostile.Base, srv.URL, 1), "--sink", sinkFlag, "--state", state, "--retries", "0"}, ExitPartial},
+		{"no source", []string{"baseline", "--sink", sinkFlag}, ExitUsage},
+		{"no sink", []string{"baseline", "--source", srv.URL}, ExitUsage},
+		{"unknown sink", []string{"baseline", "--source", srv.URL, "--sink", "ftp:x", "--state", state}, ExitUsage},
+		{"bad header", []string{"baseline", "--source", srv.URL, "--sink", sinkFlag, "--header", "no colon"}, ExitUsage},
+		{"unknown flag", []string{"baseline", "--bogus"}, ExitUsage},
+		{"unknown command", []string{"frobnicate"}, ExitUsage},
+		{"state not writable", []string{"baseline", "--source", srv.URL, "--sink", sinkFlag, "--state", filepath.Join(dir, "no", "such", "dir", "s.db")}, ExitUsage},
+		{"source missing", []string{"baseline", "--source", srv.URL + "nothing.xml", "--sink", sinkFlag, "--state", state, "--retries", "0"}, ExitSource},
+		{"source not resourcesync", []string{"baseline", "--source", srv.URL + "packages/truncated.zip", "--sink", sinkFlag, "--state", state}, ExitSource},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errb := run(t, tt.args...)
+			if code != tt.want {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, tt.want, out, errb)
+			}
+		})
+	}
+}

@@ -1,0 +1,345 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/state"
+	"github.com/rsharvest/rsharvest/testdata/hostile"
+	"github.com/rsharvest/rsharvest/unzip"
+)
+
+// harness is one destination: an fs sink and a state store in a temp dir.
+type harness struct {
+	t     *testing.T
+	dir   string
+	sink  *fs.FS
+	store *state.Store
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := fs.New(filepath.Join(dir, "mirror"), fs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(context.Background(), filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &harness{t: t, dir: dir, sink: s, store: st}
+}
+
+func (h *harness) baseline(ctx context.Context, source string, mod func(*pipeline.Options)) *pipeline.Report {
+	h.t.Helper()
+	opts := pipeline.Options{
+		Source:      source,
+		Sinks:       []sink.Sink{h.sink},
+		Store:       h.store,
+		Client:      fetch.New(fetch.Options{Retries: 2, BackoffInitial: time.Millisecond, BackoffMax: 10 * time.Millisecond, StallTimeout: 5 * time.Second}),
+		Concurrency: 3,
+		Workers:     3,
+		SpoolDir:    h.t.TempDir(),
+		Logger:      slog.New(slog.DiscardHandler),
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	rep, err := pipeline.Baseline(ctx, opts)
+	if err != nil {
+		h.t.Fatalf("baseline: %v", err)
+	}
+	return rep
+}
+
+// held returns every URI the sink holds with its body.
+func (h *harness) held(ctx context.Context) map[string][]byte {
+	h.t.Helper()
+	out := map[string][]byte{}
+	err := h.sink.Walk(ctx, func(uri string) error {
+		rc, err := h.sink.Get(ctx, uri)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		out[uri] = b
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func serve(t *testing.T, dir string) *bench.Server {
+	t.Helper()
+	srv, err := bench.Serve(context.Background(), dir, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func TestBaselineEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	gen := bench.GenOptions{Dir: src, Resources: 700, Packages: 7, Seed: 7, MeanSize: 4 << 10, IndexThreshold: 3}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, src)
+	want := map[string][]byte{}
+	if err := bench.Truth(ctx, gen, func(uri string, body io.Reader) error {
+		b, err := io.ReadAll(body)
+		want[uri] = b
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	h := newHarness(t)
+	rep := h.baseline(ctx, srv.URL, nil)
+	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(want)) || rep.Packages.Done != 7 || rep.Packages.Total != 7 {
+		t.Fatalf("first run: %s", rep.Summary())
+	}
+	if rep.At == nil || !rep.At.Equal(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("report at = %v", rep.At)
+	}
+	got := h.held(ctx)
+	if len(got) != len(want) {
+		t.Fatalf("sink holds %d resources, want %d", len(got), len(want))
+	}
+	for uri, b := range want {
+		if !bytes.Equal(got[uri], b) {
+			t.Fatalf("%s: body differs (%d vs %d bytes)", uri, len(got[uri]), len(b))
+		}
+	}
+	n, err := h.store.CountResources(ctx, false)
+	if err != nil || n != int64(len(want)) {
+		t.Fatalf("state holds %d resources (%v)", n, err)
+	}
+
+	// A repeated baseline rewrites nothing and reports everything unchanged.
+	before := mtimes(t, filepath.Join(h.dir, "mirror"))
+	rep2 := h.baseline(ctx, srv.URL+".well-known/resourcesync", nil)
+	if rep2.Status != pipeline.StatusOK || rep2.Resources.Written != 0 || rep2.Resources.Skipped != 0 || rep2.Resources.Unchanged != int64(len(want)) {
+		t.Fatalf("second run: %s", rep2.Summary())
+	}
+	after := mtimes(t, filepath.Join(h.dir, "mirror"))
+	for p, m := range before {
+		if !after[p].Equal(m) {
+			t.Fatalf("%s was rewritten", p)
+		}
+	}
+}
+
+func mtimes(t *testing.T, root string) map[string]time.Time {
+	t.Helper()
+	out := map[string]time.Time{}
+	err := filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = fi.ModTime()
+		// Make a rewrite visible even within the filesystem's time granularity.
+		return os.Chtimes(p, time.Unix(1, 0), time.Unix(1, 0))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range out {
+		out[p] = time.Unix(1, 0)
+	}
+	return out
+}
+
+// TestBaselineStartingPoints starts from each kind of document.
+func TestBaselineStartingPoints(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	gen := bench.GenOptions{Dir: src, Resources: 120, Packages: 4, Seed: 3, MeanSize: 1 << 10, IndexThreshold: 2}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, src)
+	for _, start := range []string{"", ".well-known/resourcesync", "capabilitylist.xml", "resourcedump.xml", "resourcedump-0002.xml"} {
+		t.Run("from /"+start, func(t *testing.T) {
+			h := newHarness(t)
+			rep := h.baseline(ctx, srv.URL+start, nil)
+			want := int64(120)
+			if start == "resourcedump-0002.xml" {
+				want = 60 // one of the two dumps the index lists
+			}
+			if rep.Status != pipeline.StatusOK || rep.Resources.Written != want {
+				t.Fatalf("%s", rep.Summary())
+			}
+		})
+	}
+}
+
+func TestBaselineSourceErrors(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "page.html"), []byte("<html><body>not resourcesync</body></html>"), 0o644)
+	os.WriteFile(filepath.Join(src, "sitemap.xml"), []byte(`<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://example.org/</loc></url></urlset>`), 0o644)
+	os.WriteFile(filepath.Join(src, "truncated.xml"), []byte(`<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="resourcedump"/><url><loc>http://127.0.0.1:PORTX/x.zip`), 0o644)
+	srv := serve(t, src)
+	for _, doc := range []string{"missing.xml", "page.html", "sitemap.xml", "truncated.xml"} {
+		t.Run(doc, func(t *testing.T) {
+			h := newHarness(t)
+			_, err := pipeline.Baseline(ctx, pipeline.Options{Source: srv.URL + doc, Sinks: []sink.Sink{h.sink}, Store: h.store,
+				Client: fetch.New(fetch.Options{Retries: 1, BackoffInitial: time.Millisecond})})
+			var se *pipeline.SourceError
+			if doc == "truncated.xml" {
+				// The dump's header was read; its broken body fails the run's discovery too.
+				if !errors.As(err, &se) {
+					t.Fatalf("err = %v, want a SourceError", err)
+				}
+				return
+			}
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), doc) {
+				t.Fatalf("err = %v, want a SourceError naming %s", err, doc)
+			}
+		})
+	}
+}
+
+// TestBaselineHostile runs one package per item of the hostile-input
+// checklist: each item fails alone with a clear error naming it, nothing
+// is written outside the sink, nothing unverified is in the sink, and
+// everything else is delivered.
+func TestBaselineHostile(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	hs, err := hostile.Build(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, src)
+	h := newHarness(t)
+	dump := strings.Replace(hs.Dump, hostile.Base, srv.URL, 1)
+	rep := h.baseline(ctx, dump, func(o *pipeline.Options) {
+		o.Limits = unzip.Limits{MaxEntries: hostile.MaxEntries, MaxRatio: hostile.MaxRatio}
+	})
+	if rep.Status != pipeline.StatusPartial {
+		t.Fatalf("status %s, want partial:\n%s", rep.Status, rep.Summary())
+	}
+	failures := map[string]pipeline.Failure{}
+	for _, f := range rep.Failures {
+		failures[f.URI] = f
+	}
+	got := h.held(ctx)
+	wantHeld := 0
+	for _, c := range hs.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			pkgURL := strings.Replace(c.Package, hostile.Base, srv.URL, 1)
+			if c.PackageError != "" {
+				f, ok := failures[pkgURL]
+				if !ok {
+					t.Fatalf("no failure recorded for package %s", pkgURL)
+				}
+				if !strings.Contains(strings.ToLower(f.Error), strings.ToLower(c.PackageError)) || !f.Permanent {
+					t.Errorf("package failure %q (permanent=%v), want it to mention %q", f.Error, f.Permanent, c.PackageError)
+				}
+			} else if f, ok := failures[pkgURL]; ok {
+				t.Errorf("package failed: %s", f.Error)
+			}
+			for uri, reason := range c.Failed {
+				f, ok := failures[uri]
+				if !ok {
+					t.Errorf("no failure recorded for %s", uri)
+					continue
+				}
+				if f.Package != pkgURL || !strings.Contains(strings.ToLower(f.Error), strings.ToLower(reason)) {
+					t.Errorf("%s: failure %q in package %q, want %q in %s", uri, f.Error, f.Package, reason, pkgURL)
+				}
+				if _, held := got[uri]; held {
+					t.Errorf("%s: failed but the sink holds it", uri)
+				}
+			}
+			for uri, body := range c.Good {
+				if !bytes.Equal(got[uri], body) {
+					t.Errorf("%s: not delivered intact", uri)
+				}
+			}
+			for _, name := range c.Unreferenced {
+				found := false
+				for _, s := range rep.Skips {
+					found = found || (s.Package == pkgURL && s.Entry == name)
+				}
+				if !found {
+					t.Errorf("unreferenced entry %s not reported (skips: %v)", name, rep.Skips)
+				}
+			}
+		})
+		wantHeld += len(c.Good)
+	}
+	if len(got) != wantHeld {
+		t.Errorf("sink holds %d resources, want exactly the %d good ones", len(got), wantHeld)
+	}
+	// Nothing outside the sink: the harness dir holds only the mirror and the state.
+	entries, _ := os.ReadDir(h.dir)
+	for _, e := range entries {
+		if e.Name() != "mirror" && !strings.HasPrefix(e.Name(), "state.db") {
+			t.Errorf("unexpected %s next to the sink", e.Name())
+		}
+	}
+	// The failures are in the state store too.
+	fs, err := h.store.Failures(ctx, rep.RunID)
+	if err != nil || len(fs) < len(rep.Failures) {
+		t.Errorf("state has %d failures (%v), report %d", len(fs), err, len(rep.Failures))
+	}
+}
+
+// TestBaselineInterop syncs the source written by the resync reference
+// library (../shared/interop): manifest first, paths without a leading
+// slash, raw spaces and non-ASCII in URIs, microsecond lastmods.
+func TestBaselineInterop(t *testing.T) {
+	orig := filepath.Join("..", "..", "shared", "interop", "resync-2.0.1")
+	if _, err := os.Stat(orig); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("shared interop sample missing: %v", err)
+		}
+		t.Skip("../shared/interop not present")
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(orig)); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, dir)
+	h := newHarness(t)
+	rep := h.baseline(context.Background(), srv.URL, nil)
+	if rep.Status != pipeline.StatusOK || rep.Resources.Written < 100 {
+		t.Fatalf("%s", rep.Summary())
+	}
+	got := h.held(context.Background())
+	want, err := os.ReadFile(filepath.Join(orig, "resources", "sub dir", "café über.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := got["http://127.0.0.1:PORTX/resources/sub dir/café über.txt"]; !ok || !bytes.Equal(b, want) {
+		t.Errorf("non-ASCII resource not delivered intact")
+	}
+}

@@ -1,0 +1,234 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// outcome of one entry.
+type outcome int
+
+const (
+	outWritten outcome = iota + 1
+	outUnchanged
+	outFailed
+)
+
+// result is what the commit stage receives: a resource's outcome, or a
+// failure recorded elsewhere (failure set, resource empty).
+type result struct {
+	outcome    outcome
+	resource   state.Resource
+	hadRecord  bool
+	failure    *Failure
+	changeTime time.Time
+	fatal      error
+}
+
+// deliver verifies one manifest entry and writes it to every sink, unless
+// the state store says the destination already holds these exact bytes.
+func (r *run) deliver(ctx context.Context, j entryJob) result {
+	e := j.entry
+	md := e.Metadata
+	rec := state.Resource{
+		URI: e.Loc, Source: r.opts.Source, ResourceSet: j.pkg.ResourceSet,
+		Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod,
+		ChangeTime: e.ChangeTime(), Package: j.pkg.URL, RunID: r.runID,
+	}
+	prev, had, err := r.opts.Store.Resource(ctx, e.Loc)
+	if err != nil {
+		return result{fatal: err}
+	}
+	failed := func(stage string, err error) result {
+		if errclass.IsFatal(err) {
+			return result{fatal: fmt.Errorf("%s: %w", e.Loc, err)}
+		}
+		r.counts.Failed.Add(1)
+		f := Failure{URI: e.Loc, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}
+		r.log.Warn("resource failed", "uri", e.Loc, "package", j.pkg.URL, "stage", stage, "error", err)
+		r.rec.fail(f)
+		rec.Outcome = "failed"
+		return result{outcome: outFailed, resource: rec, hadRecord: had, failure: &f, changeTime: rec.ChangeTime}
+	}
+	if err := absoluteURI(e.Loc); err != nil {
+		return failed("manifest", err)
+	}
+	want := fixity.Expect{Length: md.Length, Hashes: md.Hashes}
+	if want.Hashes.IsZero() && !r.opts.AllowMissingHash {
+		return failed("verify", errclass.Permanentf("manifest gives no md5, sha-1 or sha-256 hash to verify against (use --allow-missing-hash to accept length and CRC-32 only)"))
+	}
+	if md.Path == "" {
+		return failed("manifest", errclass.Permanentf("manifest entry has no path"))
+	}
+	// Look the entry up even when unchanged: it marks the entry as listed
+	// and checks the manifest against the package's inventory.
+	f, err := j.arch.Lookup(md.Path)
+	if err != nil {
+		return failed("unzip", fmt.Errorf("manifest path %q: %w", md.Path, err))
+	}
+	if had && holds(prev, want) {
+		r.counts.Unchanged.Add(1)
+		rec.Outcome = "unchanged"
+		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
+		return result{outcome: outUnchanged, resource: rec, hadRecord: true}
+	}
+	if want.Length >= 0 && f.Size != want.Length {
+		return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), md.Path, f.Size, want.Length))
+	}
+	res := &sink.Resource{URI: e.Loc, Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod}
+	for _, s := range r.sinks {
+		n, err := r.put(ctx, s, res, f, want)
+		if err != nil {
+			return failed("deliver", err)
+		}
+		rec.Length = n
+	}
+	r.counts.Written.Add(1)
+	r.counts.BytesWritten.Add(rec.Length)
+	rec.Outcome = "written"
+	return result{outcome: outWritten, resource: rec, hadRecord: had}
+}
+
+// entryOpener is what deliver needs of a ZIP entry.
+type entryOpener interface {
+	Open() (io.ReadCloser, error)
+}
+
+// put streams one entry into one sink through a verifying reader, so the
+// sink commits only bytes that matched the manifest.
+func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, error) {
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case s.sem <- struct{}{}:
+	}
+	defer func() { <-s.sem }()
+	rc, err := f.Open()
+	if err != nil {
+		return 0, fmt.Errorf("open ZIP entry: %w", err)
+	}
+	defer rc.Close()
+	vr := fixity.NewReader(rc, want, fixity.Compute{})
+	if err := s.Put(ctx, res, vr); err != nil {
+		// A sink reports the body's error (fixity, ZIP) wrapped; keep its
+		// class when it has one, else the sink's failure is retryable.
+		if errclass.Of(err) == errclass.Unclassified {
+			err = errclass.NewRetryable(err)
+		}
+		return 0, err
+	}
+	if !vr.Verified() {
+		return 0, errclass.Fatalf("sink returned before reading the whole body: a sink bug; nothing unverified may be committed")
+	}
+	return vr.N(), nil
+}
+
+// holds reports whether a state record shows the destination holding a
+// representation with the expected length and hashes.
+func holds(prev state.Resource, want fixity.Expect) bool {
+	if prev.Deleted || (prev.Outcome != "written" && prev.Outcome != "unchanged") {
+		return false
+	}
+	if want.Length >= 0 && prev.Length != want.Length {
+		return false
+	}
+	common := 0
+	for _, c := range [][2][]byte{{prev.Hashes.MD5, want.Hashes.MD5}, {prev.Hashes.SHA1, want.Hashes.SHA1}, {prev.Hashes.SHA256, want.Hashes.SHA256}} {
+		if c[0] == nil || c[1] == nil {
+			continue
+		}
+		if string(c[0]) != string(c[1]) {
+			return false
+		}
+		common++
+	}
+	return common > 0
+}
+
+// absoluteURI checks that a resource's <loc> is usable as an identity.
+func absoluteURI(loc string) error {
+	if loc == "" {
+		return errclass.Permanentf("empty loc")
+	}
+	return nil
+}
+
+// commit is the only writer of the state store during a run: it batches
+// outcomes and failures into transactions.
+func (r *run) commit(ctx context.Context) error {
+	const maxBatch = 500
+	var b state.Batch
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	flush := func() error {
+		if len(b.Resources) == 0 && len(b.Failures) == 0 {
+			return nil
+		}
+		// Commit even while the run is being cancelled: outcomes that
+		// reached a sink must be recorded.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		err := r.opts.Store.Commit(cctx, b)
+		b = state.Batch{}
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			// Drain what is already here, then stop.
+			for {
+				select {
+				case res, ok := <-r.results:
+					if !ok {
+						return errors.Join(ctx.Err(), flush())
+					}
+					r.add(&b, res)
+				default:
+					return errors.Join(ctx.Err(), flush())
+				}
+			}
+		case <-tick.C:
+			if err := flush(); err != nil {
+				return err
+			}
+		case res, ok := <-r.results:
+			if !ok {
+				return flush()
+			}
+			r.add(&b, res)
+			if len(b.Resources)+len(b.Failures) >= maxBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+func (r *run) add(b *state.Batch, res result) {
+	now := time.Now().UTC()
+	if res.failure != nil {
+		f := res.failure
+		b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: f.URI, Package: f.Package, Stage: f.Stage, Error: f.Error, Permanent: f.Permanent, ChangeTime: res.changeTime, At: now})
+	}
+	switch res.outcome {
+	case outWritten, outUnchanged:
+		res.resource.Updated = now
+		b.Resources = append(b.Resources, res.resource)
+	case outFailed:
+		// Keep the record of what the destination still holds; only a
+		// resource never held gets a "failed" record.
+		if !res.hadRecord {
+			res.resource.Updated = now
+			b.Resources = append(b.Resources, res.resource)
+		}
+	}
+}

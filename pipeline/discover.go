@@ -1,0 +1,168 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/manifest"
+)
+
+// maxDocDepth bounds how deeply documents may point at further documents
+// (description → capability list → dump index → … → dump).
+const maxDocDepth = 10
+
+// packageJob is one package to download and unpack.
+type packageJob struct {
+	URL         string
+	Expect      fixity.Expect
+	Dump        string // the Resource Dump document listing it
+	ResourceSet string // the Capability List it comes from, or ""
+	At          time.Time
+}
+
+// WellKnownURL returns the Source Description location of a site:
+// scheme://host/.well-known/resourcesync (spec §6.2).
+func WellKnownURL(site string) (string, error) {
+	u, err := url.Parse(site)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "", errclass.Fatalf("source %q: not an absolute URL", site)
+	}
+	return u.Scheme + "://" + u.Host + "/.well-known/resourcesync", nil
+}
+
+// isBareSite reports whether a source URL names a site rather than a document.
+func isBareSite(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == ""
+}
+
+// discoverer walks from a source URL to its Resource Dump packages, reading
+// index documents lazily: a child document is only fetched when the walk
+// reaches it, so nothing but the current path of documents is open.
+type discoverer struct {
+	r       *run
+	visited map[string]bool
+	emit    func(ctx context.Context, j packageJob) error
+	dumps   int
+}
+
+func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth int) error {
+	if depth > maxDocDepth {
+		return errclass.Permanentf("%s: documents nested more than %d deep", docURL, maxDocDepth)
+	}
+	if d.visited[docURL] {
+		return errclass.Permanentf("%s: link loop: the document was already read in this run", docURL)
+	}
+	d.visited[docURL] = true
+	rd, closeDoc, err := d.r.openDocument(ctx, docURL)
+	if err != nil {
+		return err
+	}
+	defer closeDoc()
+	h := rd.Header()
+	switch h.Metadata.Capability {
+	case manifest.Description:
+		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+			if c := e.Metadata.Capability; c != "" && c != manifest.CapabilityList {
+				d.r.log.Warn("source description entry is not a capability list; skipped", "document", docURL, "entry", e.Loc, "capability", c)
+				return nil
+			}
+			return d.walk(ctx, e.Loc, e.Loc, depth+1)
+		})
+	case manifest.CapabilityList:
+		found := false
+		err := d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+			if e.Metadata.Capability != manifest.ResourceDump {
+				return nil
+			}
+			found = true
+			return d.walk(ctx, e.Loc, docURL, depth+1)
+		})
+		if err == nil && !found {
+			return errclass.Permanentf("%s: the capability list offers no Resource Dump", docURL)
+		}
+		return err
+	case manifest.ResourceDump:
+		d.dumps++
+		if h.IsIndex() {
+			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+				return d.walk(ctx, e.Loc, resourceSet, depth+1)
+			})
+		}
+		at := h.Metadata.At
+		if !at.IsZero() {
+			d.r.noteAt(at)
+		}
+		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+			j := packageJob{
+				URL:         e.Loc,
+				Expect:      fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes},
+				Dump:        docURL,
+				ResourceSet: resourceSet,
+				At:          at,
+			}
+			if !e.Metadata.At.IsZero() {
+				j.At = e.Metadata.At
+			}
+			return d.emit(ctx, j)
+		})
+	default:
+		return errclass.Permanentf("%s: a %s %q document, expected a Source Description, Capability List, Resource Dump or Resource Dump Index",
+			docURL, h.Root, h.Metadata.Capability)
+	}
+}
+
+// eachEntry calls fn for every entry of rd. A malformed entry is recorded
+// as a failure and skipped; a broken document ends the walk of that document
+// with an error.
+func (d *discoverer) eachEntry(ctx context.Context, docURL string, rd *manifest.Reader, fn func(*manifest.Entry) error) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e, err := rd.Next()
+		if err != nil {
+			if isEOF(err) {
+				return nil
+			}
+			var ee *manifest.EntryError
+			if asEntryError(err, &ee) {
+				d.r.fail(ctx, Failure{URI: orDefault(ee.Loc, docURL), Stage: "document", Error: fmt.Sprintf("%s: %v", docURL, err), Permanent: true}, time.Time{})
+				continue
+			}
+			return fmt.Errorf("%s: %w", docURL, err)
+		}
+		if err := absoluteHTTP(e.Loc); err != nil {
+			d.r.fail(ctx, Failure{URI: e.Loc, Stage: "document", Error: fmt.Sprintf("%s: %v", docURL, err), Permanent: true}, time.Time{})
+			continue
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+}
+
+// absoluteHTTP checks that a document's <loc> is an absolute http(s) URL,
+// the only kind rsharvest fetches.
+func absoluteHTTP(loc string) error {
+	u, err := url.Parse(loc)
+	if err != nil {
+		return errclass.Permanentf("loc %q: %w", loc, err)
+	}
+	if s := strings.ToLower(u.Scheme); (s != "http" && s != "https") || u.Host == "" {
+		return errclass.Permanentf("loc %q: not an absolute http(s) URL", loc)
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

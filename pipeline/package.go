@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/unzip"
+)
+
+// entryJob is one manifest entry of an unpacked package, to verify and deliver.
+type entryJob struct {
+	pkg   *packageJob
+	entry *manifest.Entry
+	arch  *unzip.Archive
+	done  func()
+}
+
+// processPackage downloads one package to a spool file, checks it against
+// the Resource Dump's length and hashes, opens it safely, streams its
+// manifest, and hands each entry to the workers. It returns only when every
+// entry it handed out is done (or ctx ends), then removes the spool file.
+// Failures of the package are recorded; only a cancelled run is returned.
+func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entryJob) error {
+	log := r.log.With("package", j.URL)
+	pkgFail := func(stage string, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.counts.PackagesFailed.Add(1)
+		r.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, j.At)
+		return nil
+	}
+	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-pkg-*.zip")
+	if err != nil {
+		return errclass.Fatalf("spool: %w", err)
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+	started := time.Now()
+	res, err := r.opts.Client.Download(ctx, j.URL, f, j.Expect)
+	r.counts.BytesDownloaded.Add(res.Bytes)
+	if err != nil {
+		return pkgFail("download", err)
+	}
+	log.Debug("package downloaded", "bytes", res.Bytes, "took", time.Since(started))
+	arch, err := unzip.Open(f, res.Bytes, r.opts.Limits)
+	if err != nil {
+		return pkgFail("unzip", err)
+	}
+	mrc, err := arch.Manifest()
+	if err != nil {
+		return pkgFail("manifest", err)
+	}
+	defer mrc.Close()
+	rd, err := manifest.NewReader(mrc, r.opts.Document)
+	if err != nil {
+		return pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err))
+	}
+	if c := rd.Header().Metadata.Capability; c != manifest.ResourceDumpManifest {
+		return pkgFail("manifest", errclass.Permanentf("manifest.xml: capability %q, expected %q", c, manifest.ResourceDumpManifest))
+	}
+
+	var wg sync.WaitGroup
+	var broken atomic.Bool
+	for {
+		e, err := rd.Next()
+		if err != nil {
+			if isEOF(err) {
+				break
+			}
+			var ee *manifest.EntryError
+			if asEntryError(err, &ee) {
+				r.counts.Failed.Add(1)
+				r.fail(ctx, Failure{URI: orDefault(ee.Loc, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, j.At)
+				continue
+			}
+			// The rest of the manifest cannot be read: the entries already
+			// handed out go on, the package counts as failed.
+			broken.Store(true)
+			if perr := pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err)); perr != nil {
+				return perr
+			}
+			break
+		}
+		wg.Add(1)
+		select {
+		case <-ctx.Done():
+			wg.Done()
+			return ctx.Err()
+		case out <- entryJob{pkg: &j, entry: e, arch: arch, done: wg.Done}:
+		}
+	}
+	// Wait for the workers to finish this package's entries.
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-allDone:
+	}
+	if !broken.Load() {
+		for _, name := range arch.Unreferenced() {
+			r.counts.Skipped.Add(1)
+			r.rec.skip(Skip{Package: j.URL, Entry: name, Reason: "entry not listed in manifest.xml"})
+			log.Warn("package entry not in its manifest; skipped", "entry", name)
+		}
+		r.counts.PackagesDone.Add(1)
+	}
+	return nil
+}

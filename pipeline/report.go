@@ -1,0 +1,195 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Counts are the live counters of a run. Every field is updated atomically,
+// so a progress display may read them while the run goes on.
+type Counts struct {
+	PackagesTotal   atomic.Int64
+	PackagesDone    atomic.Int64
+	PackagesFailed  atomic.Int64
+	Written         atomic.Int64
+	Deleted         atomic.Int64
+	Unchanged       atomic.Int64
+	Failed          atomic.Int64
+	Skipped         atomic.Int64
+	BytesDownloaded atomic.Int64
+	BytesWritten    atomic.Int64
+}
+
+// Failure is one failed item of a run, as written to the report.
+type Failure struct {
+	URI       string `json:"uri"`
+	Package   string `json:"package,omitempty"`
+	Stage     string `json:"stage"`
+	Error     string `json:"error"`
+	Permanent bool   `json:"permanent"`
+}
+
+// Skip is an entry of a package that the run did not deliver without it
+// being a failure: a ZIP entry that the package's manifest does not list.
+type Skip struct {
+	Package string `json:"package"`
+	Entry   string `json:"entry"`
+	Reason  string `json:"reason"`
+}
+
+// MaxReportedFailures caps how many failures a Report lists; the state
+// store keeps every one of them.
+const MaxReportedFailures = 1000
+
+// Report is the outcome of a run, as written by --report.
+type Report struct {
+	Mode     string    `json:"mode"`
+	Source   string    `json:"source"`
+	RunID    int64     `json:"run_id"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Status   string    `json:"status"`
+	// At is the snapshot time of the Resource Dump(s) the run read.
+	At       *time.Time `json:"at,omitempty"`
+	Packages struct {
+		Total  int64 `json:"total"`
+		Done   int64 `json:"done"`
+		Failed int64 `json:"failed"`
+	} `json:"packages"`
+	Resources struct {
+		Written   int64 `json:"written"`
+		Deleted   int64 `json:"deleted"`
+		Unchanged int64 `json:"unchanged"`
+		Failed    int64 `json:"failed"`
+		Skipped   int64 `json:"skipped"`
+	} `json:"resources"`
+	Bytes struct {
+		Downloaded int64 `json:"downloaded"`
+		Written    int64 `json:"written"`
+	} `json:"bytes"`
+	Fetch             FetchStats `json:"fetch"`
+	Failures          []Failure  `json:"failures"`
+	FailuresTruncated int64      `json:"failures_truncated,omitempty"`
+	Skips             []Skip     `json:"skips,omitempty"`
+	// Error is the fatal error that ended the run early, if any.
+	Error string `json:"error,omitempty"`
+}
+
+// FetchStats are the HTTP client's counters for the run.
+type FetchStats struct {
+	Requests int64 `json:"requests"`
+	Retries  int64 `json:"retries"`
+	Resumes  int64 `json:"resumes"`
+	Restarts int64 `json:"restarts"`
+}
+
+// Run statuses.
+const (
+	StatusOK      = "ok"      // every resource synced
+	StatusPartial = "partial" // the run finished, some items failed
+	StatusFailed  = "failed"  // a fatal error ended the run
+)
+
+// recorder collects failures and skips from many goroutines.
+type recorder struct {
+	mu        sync.Mutex
+	failures  []Failure
+	truncated int64
+	skips     []Skip
+}
+
+func (r *recorder) fail(f Failure) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.failures) < MaxReportedFailures {
+		r.failures = append(r.failures, f)
+	} else {
+		r.truncated++
+	}
+}
+
+func (r *recorder) skip(s Skip) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.skips) < MaxReportedFailures {
+		r.skips = append(r.skips, s)
+	}
+}
+
+// fill copies the counters and lists into rep.
+func (r *recorder) fill(rep *Report, c *Counts) {
+	rep.Packages.Total = c.PackagesTotal.Load()
+	rep.Packages.Done = c.PackagesDone.Load()
+	rep.Packages.Failed = c.PackagesFailed.Load()
+	rep.Resources.Written = c.Written.Load()
+	rep.Resources.Deleted = c.Deleted.Load()
+	rep.Resources.Unchanged = c.Unchanged.Load()
+	rep.Resources.Failed = c.Failed.Load()
+	rep.Resources.Skipped = c.Skipped.Load()
+	rep.Bytes.Downloaded = c.BytesDownloaded.Load()
+	rep.Bytes.Written = c.BytesWritten.Load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rep.Failures = append([]Failure{}, r.failures...)
+	rep.FailuresTruncated = r.truncated
+	rep.Skips = append([]Skip(nil), r.skips...)
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteFile writes the report as JSON to path atomically (temp file and
+// rename), so a reader never sees half a report.
+func (rep *Report) WriteFile(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.json")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := rep.WriteJSON(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// Summary renders the report in a few human-readable lines.
+func (rep *Report) Summary() string {
+	d := rep.Finished.Sub(rep.Started)
+	mbps := 0.0
+	if d > 0 {
+		mbps = float64(rep.Bytes.Written) / 1e6 / d.Seconds()
+	}
+	s := fmt.Sprintf("%s of %s: %s in %s\n", rep.Mode, rep.Source, rep.Status, d.Round(time.Millisecond))
+	s += fmt.Sprintf("  packages:  %d total, %d done, %d failed\n", rep.Packages.Total, rep.Packages.Done, rep.Packages.Failed)
+	s += fmt.Sprintf("  resources: %d written, %d deleted, %d unchanged, %d failed, %d skipped\n",
+		rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed, rep.Resources.Skipped)
+	s += fmt.Sprintf("  bytes:     %d downloaded, %d written (%.1f MB/s)\n", rep.Bytes.Downloaded, rep.Bytes.Written, mbps)
+	if rep.Error != "" {
+		s += "  error:     " + rep.Error + "\n"
+	}
+	for i, f := range rep.Failures {
+		if i == 10 {
+			s += fmt.Sprintf("  … and %d more failures (see the report or the state store)\n", int64(len(rep.Failures)-10)+rep.FailuresTruncated)
+			break
+		}
+		s += fmt.Sprintf("  failed: %s: %s\n", f.URI, f.Error)
+	}
+	return s
+}

@@ -1,0 +1,382 @@
+// Package pipeline runs rsharvest's synchronisations: it plans what to
+// fetch from a source, and drives the stages
+//
+//	discover → fetch → unpack → verify → deliver → commit
+//
+// as a concurrent streaming pipeline. One errgroup owns a run; every stage
+// owns and closes its output channel; every send and wait selects on the
+// run's context; pools have fixed sizes and channels are bounded, so memory
+// does not grow with the size of a dump. A fatal error cancels the run; an
+// error of one package or resource is recorded and the run goes on.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/state"
+	"github.com/rsharvest/rsharvest/unzip"
+)
+
+// Options configure a run.
+type Options struct {
+	// Source is where to start: a Source Description, Capability List,
+	// Resource Dump or Resource Dump Index, or a bare site URL (then
+	// /.well-known/resourcesync is read).
+	Source string
+	// Sinks receive every verified resource. At least one is required.
+	Sinks []sink.Sink
+	// Store is the state store. Required.
+	Store *state.Store
+	// Client fetches documents and packages. Required.
+	Client *fetch.Client
+	// Concurrency is the number of packages in flight (default 4).
+	Concurrency int
+	// Workers is the number of entries verified and delivered in parallel
+	// (default: the number of CPUs).
+	Workers int
+	// SpoolDir holds downloaded packages while they are unpacked (default:
+	// the system's temporary directory). Each package's file is removed
+	// when the package is done.
+	SpoolDir string
+	// Limits are the safety caps for ZIP packages.
+	Limits unzip.Limits
+	// Document caps for every XML document and manifest read.
+	Document manifest.Options
+	// AllowMissingHash accepts manifest entries that give no md5, sha-1 or
+	// sha-256, verifying only their length and the ZIP's CRC-32. By default
+	// such entries fail: rsharvest never writes a byte it could not verify.
+	AllowMissingHash bool
+	// Counts, when set, receives the live counters (for progress display).
+	Counts *Counts
+	// Logger receives the run's log; nil discards it.
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Source == "" {
+		return errclass.Fatalf("no source given")
+	}
+	if len(o.Sinks) == 0 {
+		return errclass.Fatalf("no sink given")
+	}
+	if o.Store == nil || o.Client == nil {
+		return errclass.Fatalf("pipeline: a state store and a fetch client are required")
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.NumCPU()
+	}
+	if o.SpoolDir == "" {
+		o.SpoolDir = os.TempDir()
+	}
+	if o.Counts == nil {
+		o.Counts = &Counts{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Document.Logger == nil {
+		o.Document.Logger = o.Logger
+	}
+	if o.Limits.Logger == nil {
+		o.Limits.Logger = o.Logger
+	}
+	return nil
+}
+
+// run is the state of one synchronisation.
+type run struct {
+	opts    Options
+	log     *slog.Logger
+	counts  *Counts
+	rec     recorder
+	runID   int64
+	results chan result
+	sinks   []boundSink
+
+	atMu sync.Mutex
+	at   time.Time // the earliest Resource Dump "at" seen
+	sets map[string]time.Time
+}
+
+// boundSink is a sink with a semaphore of its declared concurrency.
+type boundSink struct {
+	sink.Sink
+	sem chan struct{}
+}
+
+func (r *run) noteAt(t time.Time) {
+	r.atMu.Lock()
+	defer r.atMu.Unlock()
+	if r.at.IsZero() || t.Before(r.at) {
+		r.at = t
+	}
+}
+
+func (r *run) noteSet(set string, at time.Time) {
+	r.atMu.Lock()
+	defer r.atMu.Unlock()
+	if prev, ok := r.sets[set]; !ok || (!at.IsZero() && (prev.IsZero() || at.Before(prev))) {
+		r.sets[set] = at
+	}
+}
+
+// Baseline copies every resource of the source's Resource Dump(s) into the
+// sinks, verified. It returns the run's report; the error is non-nil only
+// for a fatal condition that ended the run early (the report then has
+// status "failed"). Failures of single packages or resources are recorded
+// in the report and the state store, and the run goes on.
+func Baseline(ctx context.Context, opts Options) (*Report, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, sets: map[string]time.Time{}}
+	for _, s := range opts.Sinks {
+		n := opts.Workers
+		if l, ok := s.(sink.Limiter); ok && l.Concurrency() > 0 {
+			n = l.Concurrency()
+		}
+		r.sinks = append(r.sinks, boundSink{Sink: s, sem: make(chan struct{}, n)})
+	}
+	rep := &Report{Mode: "baseline", Source: opts.Source, Started: time.Now().UTC()}
+	id, err := opts.Store.BeginRun(ctx, state.Run{Mode: rep.Mode, Source: opts.Source, Started: rep.Started})
+	if err != nil {
+		return nil, err
+	}
+	r.runID, rep.RunID = id, id
+	runErr := r.baseline(ctx)
+	return r.finish(ctx, rep, runErr)
+}
+
+func (r *run) baseline(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	pkgs := make(chan packageJob, r.opts.Concurrency)
+	entries := make(chan entryJob, 4*r.opts.Workers)
+	r.results = make(chan result, 256)
+
+	// discover: the source's documents, walked lazily, into pkgs.
+	g.Go(func() error {
+		defer close(pkgs)
+		return r.discover(ctx, pkgs)
+	})
+	// fetch + unpack: packages in parallel, their entries into entries.
+	var pkgWG sync.WaitGroup
+	for range r.opts.Concurrency {
+		pkgWG.Add(1)
+		g.Go(func() error {
+			defer pkgWG.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case j, ok := <-pkgs:
+					if !ok {
+						return nil
+					}
+					if err := r.processPackage(ctx, j, entries); err != nil {
+						return err
+					}
+				}
+			}
+		})
+	}
+	g.Go(func() error {
+		pkgWG.Wait()
+		close(entries)
+		return nil
+	})
+	// verify + deliver: entries in parallel, outcomes into results.
+	var workWG sync.WaitGroup
+	for range r.opts.Workers {
+		workWG.Add(1)
+		g.Go(func() error {
+			defer workWG.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case j, ok := <-entries:
+					if !ok {
+						return nil
+					}
+					res := r.deliver(ctx, j)
+					j.done()
+					if res.fatal != nil {
+						return res.fatal
+					}
+					if err := r.send(ctx, res); err != nil {
+						return err
+					}
+				}
+			}
+		})
+	}
+	g.Go(func() error {
+		workWG.Wait()
+		pkgWG.Wait()
+		close(r.results)
+		return nil
+	})
+	// commit: one goroutine owns the state store's writes.
+	g.Go(func() error { return r.commit(ctx) })
+	return g.Wait()
+}
+
+// discover walks from the source to its packages.
+func (r *run) discover(ctx context.Context, out chan<- packageJob) error {
+	start := r.opts.Source
+	if isBareSite(start) {
+		wk, err := WellKnownURL(start)
+		if err != nil {
+			return err
+		}
+		r.log.Info("bare site URL: reading its source description", "url", wk)
+		start = wk
+	}
+	d := &discoverer{r: r, visited: map[string]bool{}, emit: func(ctx context.Context, j packageJob) error {
+		r.counts.PackagesTotal.Add(1)
+		r.noteSet(j.ResourceSet, j.At)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case out <- j:
+			return nil
+		}
+	}}
+	if err := d.walk(ctx, start, "", 0); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errclass.IsFatal(err) {
+			return err
+		}
+		// The source itself could not be read: nothing can be synced.
+		return &SourceError{URL: start, Err: err}
+	}
+	return nil
+}
+
+// SourceError reports that the source's documents could not be read, so the
+// run could not even find what to sync.
+type SourceError struct {
+	URL string
+	Err error
+}
+
+func (e *SourceError) Error() string { return fmt.Sprintf("source %s: %v", e.URL, e.Err) }
+
+// Unwrap returns the cause.
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// openDocument fetches and starts parsing a ResourceSync document.
+func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader, func(), error) {
+	body, err := r.opts.Client.Open(ctx, docURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
+	}
+	rd, err := manifest.NewReader(body, r.opts.Document)
+	if err != nil {
+		body.Close()
+		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
+	}
+	return rd, func() { body.Close() }, nil
+}
+
+// fail records a failure: in the report now, in the state store through the
+// commit stage.
+func (r *run) fail(ctx context.Context, f Failure, changeTime time.Time) {
+	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
+	r.rec.fail(f)
+	_ = r.send(ctx, result{failure: &f, changeTime: changeTime})
+}
+
+func (r *run) send(ctx context.Context, res result) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case r.results <- res:
+		return nil
+	}
+}
+
+// finish closes the run: status, state, report.
+func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, error) {
+	rep.Finished = time.Now().UTC()
+	r.rec.fill(rep, r.counts)
+	st := r.opts.Client.Stats()
+	rep.Fetch = FetchStats{Requests: st.Requests, Retries: st.Retries, Resumes: st.Resumes, Restarts: st.Restarts}
+	if !r.at.IsZero() {
+		at := r.at
+		rep.At = &at
+	}
+	switch {
+	case runErr != nil:
+		rep.Status = StatusFailed
+		rep.Error = runErr.Error()
+	case rep.Resources.Failed > 0 || rep.Packages.Failed > 0 || len(rep.Failures) > 0:
+		rep.Status = StatusPartial
+	default:
+		rep.Status = StatusOK
+	}
+	// The state store must record the run even when ctx was cancelled.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if runErr == nil {
+		if err := r.setBaselineCheckpoints(cctx, rep); err != nil {
+			runErr = err
+			rep.Status, rep.Error = StatusFailed, err.Error()
+		}
+	}
+	js, _ := json.Marshal(rep)
+	if err := r.opts.Store.FinishRun(cctx, r.runID, rep.Finished, rep.Status, js); err != nil && runErr == nil {
+		runErr = err
+		rep.Status, rep.Error = StatusFailed, err.Error()
+	}
+	return rep, runErr
+}
+
+// setBaselineCheckpoints records, per resource set, the Resource Dump's
+// "at" as the point incremental sync continues from — unless a temporary
+// failure means part of the snapshot is still missing (seed 003).
+func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
+	for _, f := range rep.Failures {
+		if !f.Permanent {
+			return nil
+		}
+	}
+	if rep.Packages.Total == 0 {
+		return nil
+	}
+	now := time.Now().UTC()
+	for set, at := range r.sets {
+		if at.IsZero() {
+			continue
+		}
+		cp := state.Checkpoint{Source: r.opts.Source, CapabilityList: set, Next: at, Baseline: at, RunID: r.runID, Updated: now}
+		if err := r.opts.Store.SetCheckpoint(ctx, cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+func asEntryError(err error, target **manifest.EntryError) bool { return errors.As(err, target) }
