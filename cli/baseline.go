@@ -204,4 +204,3 @@ func openSinks(ctx context.Context, specs []string) ([]sink.Sink, func(context.C
 	}
 	return out, closeAll, nil
 }
-
