@@ -1,0 +1,194 @@
+// Package config reads rsharvest's YAML configuration file (--config FILE),
+// which can set every sync flag, and merges it with the command line: a flag
+// given on the command line always wins over the file.
+//
+// The file is one YAML mapping; every key is optional:
+//
+//	source: https://example.org/          # alias: capability_list_url
+//	sinks: [fs:./mirror, "s3://bucket/prefix?endpoint=…"]  # alias: sink; a single string is one sink
+//	state: rsharvest.db
+//	report: run.json
+//	concurrency: 4                        # at least 1
+//	workers: 8                            # at least 1
+//	rate: 10                              # requests per second per host, >= 0
+//	retries: 5                            # >= 0
+//	headers:                              # or a list: ["Authorization: Bearer …"]
+//	  Authorization: Bearer …
+//	from: 2024-01-01T00:00:00Z            # W3C datetimes; from must not be after until
+//	until: 2024-02-01
+//	spool_dir: /var/tmp/rsharvest
+//	stall_timeout: 30s                    # a Go duration, or a number of seconds
+//	allow_missing_hash: false
+//	progress: auto                        # auto, bars, log, none
+//	log_level: info                       # debug, info, warn, error
+//
+// Decoding is strict: an unknown key (with the closest known key suggested),
+// a duplicate key, a value of the wrong type or out of range, and a second
+// YAML document are errors that name the file, line and column. A key whose
+// value is null (`key:` or `key: ~`) counts as absent. An empty file, or one
+// holding only comments, is an empty configuration.
+//
+// Relative paths in state, report, spool_dir and in fs: sinks (fs:DIR, with
+// any ?options kept) are resolved against the directory of the config file,
+// so a config file means the same whatever the working directory; absolute
+// paths, other sink kinds and URLs are kept as written. No ~ expansion is
+// done.
+//
+// Header values are credentials: they never appear in error messages.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rsharvest/rsharvest/manifest"
+)
+
+// MaxSize is the largest config file Decode and Load accept, in bytes.
+const MaxSize = 1 << 20
+
+// File is a decoded config file. A field that is the zero value (empty
+// string, nil pointer, nil slice or map) was absent from the file, so a
+// caller can tell "set in the file" from "absent". Values were validated
+// by Decode: numbers are in range, From and Until are W3C datetimes with
+// From not after Until, Progress and LogLevel are known names, and relative
+// paths are already resolved against the config file's directory. The yaml
+// tags name the keys, so yaml.Marshal of a File writes a config file that
+// Decode reads back as an equal File; decoding itself does not use them.
+type File struct {
+	// Source is the URL to sync from (key source, or capability_list_url).
+	Source string `yaml:"source,omitempty"`
+	// Sinks are sink specs such as "fs:/abs/mirror" (key sinks, or sink).
+	Sinks []string `yaml:"sinks,omitempty"`
+	// State is the state store file.
+	State string `yaml:"state,omitempty"`
+	// Report is the JSON report file.
+	Report string `yaml:"report,omitempty"`
+	// Concurrency is the number of packages processed at once (>= 1).
+	Concurrency *int `yaml:"concurrency,omitempty"`
+	// Workers is the number of entries verified in parallel (>= 1).
+	Workers *int `yaml:"workers,omitempty"`
+	// Rate is requests per second per host (>= 0, 0 = unlimited).
+	Rate *float64 `yaml:"rate,omitempty"`
+	// Retries is the number of retries of a failed request (>= 0).
+	Retries *int `yaml:"retries,omitempty"`
+	// Headers maps header names, as written, to values. No two names are
+	// equal ignoring case.
+	Headers map[string]string `yaml:"headers,omitempty"`
+	// From and Until bound an incremental sync: W3C datetimes as written.
+	// FromTime and UntilTime parse them.
+	From  string `yaml:"from,omitempty"`
+	Until string `yaml:"until,omitempty"`
+	// SpoolDir is the directory for packages being unpacked.
+	SpoolDir string `yaml:"spool_dir,omitempty"`
+	// StallTimeout cuts a download receiving nothing for this long (>= 0).
+	StallTimeout *Duration `yaml:"stall_timeout,omitempty"`
+	// AllowMissingHash accepts manifest entries without a usable hash.
+	AllowMissingHash *bool `yaml:"allow_missing_hash,omitempty"`
+	// Progress is the progress display: auto, bars, log or none.
+	Progress string `yaml:"progress,omitempty"`
+	// LogLevel is the log level: debug, info, warn or error.
+	LogLevel string `yaml:"log_level,omitempty"`
+}
+
+// Duration is a time.Duration read from YAML as a Go duration string
+// ("30s", "2m") or a number of seconds.
+type Duration time.Duration
+
+// String formats d like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalYAML writes d as a duration string ("1m30s"), which Decode reads
+// back, so a File encoded with yaml.Marshal decodes to an equal File.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// Error is a problem at a place in a config file. Err is the problem;
+// Line and Column are 1-based.
+type Error struct {
+	File   string
+	Line   int
+	Column int
+	Err    error
+}
+
+// Error returns "file:line:column: problem".
+func (e *Error) Error() string {
+	if e.File == "" {
+		return fmt.Sprintf("%d:%d: %v", e.Line, e.Column, e.Err)
+	}
+	return fmt.Sprintf("%s:%d:%d: %v", e.File, e.Line, e.Column, e.Err)
+}
+
+// Unwrap returns the problem.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Load reads and strictly decodes the config file at path (see Decode);
+// relative paths in it are resolved against the directory of path.
+func Load(path string) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer fh.Close()
+	return Decode(fh, path)
+}
+
+// Decode strictly decodes a config file from r. name is the file's path: it
+// prefixes error messages, and relative paths in the file are resolved
+// against filepath.Dir(name) (so a name without a directory, or "", leaves
+// them relative to the working directory). Problems in the content are
+// returned as *Error; a syntax error wraps the YAML parser's error. An empty
+// input yields an empty File.
+func Decode(r io.Reader, name string) (*File, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading: %w", name, err)
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &File{}, nil
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return nil, &Error{File: name, Line: next.Line, Column: next.Column,
+			Err: errors.New("a second YAML document: want exactly one")}
+	case !errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	d := newDecoder(name)
+	if err := d.document(&doc); err != nil {
+		return nil, err
+	}
+	return d.f, nil
+}
+
+// FromTime parses From. ok is false, with no error, when From is empty.
+func (f *File) FromTime() (t time.Time, ok bool, err error) { return parseTime(f.From) }
+
+// UntilTime parses Until. ok is false, with no error, when Until is empty.
+func (f *File) UntilTime() (t time.Time, ok bool, err error) { return parseTime(f.Until) }
+
+func parseTime(s string) (time.Time, bool, error) {
+	if s == "" {
+		return time.Time{}, false, nil
+	}
+	t, err := manifest.ParseDatetime(s)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("config: %w", err)
+	}
+	return t, true, nil
+}

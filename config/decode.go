@@ -1,0 +1,495 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rsharvest/rsharvest/manifest"
+)
+
+// knownKeys returns every key a config file may hold, sorted.
+func knownKeys() []string {
+	return []string{
+		"allow_missing_hash", "capability_list_url", "concurrency", "from",
+		"headers", "log_level", "progress", "rate", "report", "retries",
+		"sink", "sinks", "source", "spool_dir", "stall_timeout", "state",
+		"until", "workers",
+	}
+}
+
+// decoder walks the document node of one config file into a File.
+type decoder struct {
+	name string
+	base string // directory relative paths are resolved against
+	f    *File
+}
+
+func newDecoder(name string) *decoder {
+	return &decoder{name: name, base: filepath.Dir(name), f: &File{}}
+}
+
+// errorf returns an *Error at n's position.
+func (d *decoder) errorf(n *yaml.Node, format string, a ...any) error {
+	return &Error{File: d.name, Line: n.Line, Column: n.Column, Err: fmt.Errorf(format, a...)}
+}
+
+func (d *decoder) document(doc *yaml.Node) error {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil
+	}
+	root := resolve(doc.Content[0])
+	if isNull(root) {
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return d.errorf(root, "want a mapping of keys to values, not %s", describe(root))
+	}
+	return d.mapping(root)
+}
+
+// keyed is a value node with the key node naming it.
+type keyed struct{ key, value *yaml.Node }
+
+func (d *decoder) mapping(root *yaml.Node) error {
+	seen := map[string]*yaml.Node{}
+	var source, capURL, sink, sinks, from, until keyed
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := resolve(root.Content[i]), resolve(root.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			return d.errorf(k, "a key must be a string, not %s", describe(k))
+		}
+		key := k.Value
+		if k.Tag == "!!merge" {
+			return d.errorf(k, "merge keys (<<) are not supported")
+		}
+		if first, dup := seen[key]; dup {
+			return d.errorf(k, "duplicate key %q (first at line %d)", key, first.Line)
+		}
+		seen[key] = k
+		if isNull(v) {
+			continue
+		}
+		var err error
+		switch key {
+		case "source":
+			source = keyed{k, v}
+			d.f.Source, err = d.str(key, v)
+		case "capability_list_url":
+			capURL = keyed{k, v}
+		case "sink":
+			sink = keyed{k, v}
+		case "sinks":
+			sinks = keyed{k, v}
+		case "state":
+			d.f.State, err = d.path(key, v)
+		case "report":
+			d.f.Report, err = d.path(key, v)
+		case "spool_dir":
+			d.f.SpoolDir, err = d.path(key, v)
+		case "concurrency":
+			d.f.Concurrency, err = d.integer(key, v, 1)
+		case "workers":
+			d.f.Workers, err = d.integer(key, v, 1)
+		case "retries":
+			d.f.Retries, err = d.integer(key, v, 0)
+		case "rate":
+			d.f.Rate, err = d.rate(key, v)
+		case "headers":
+			d.f.Headers, err = d.headers(key, v)
+		case "from":
+			from = keyed{k, v}
+			d.f.From, err = d.datetime(key, v)
+		case "until":
+			until = keyed{k, v}
+			d.f.Until, err = d.datetime(key, v)
+		case "stall_timeout":
+			d.f.StallTimeout, err = d.duration(key, v)
+		case "allow_missing_hash":
+			d.f.AllowMissingHash, err = d.boolean(key, v)
+		case "progress":
+			d.f.Progress, err = d.oneOf(key, v, "auto", "bars", "log", "none")
+		case "log_level":
+			d.f.LogLevel, err = d.oneOf(key, v, "debug", "info", "warn", "error")
+		default:
+			err = d.unknown(k)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.source(source, capURL); err != nil {
+		return err
+	}
+	if err := d.sinks(sink, sinks); err != nil {
+		return err
+	}
+	return d.period(from, until)
+}
+
+// unknown reports an unknown key, suggesting the closest known one.
+func (d *decoder) unknown(k *yaml.Node) error {
+	if s := suggest(k.Value, knownKeys()); s != "" {
+		return d.errorf(k, "unknown key %q (did you mean %q?)", k.Value, s)
+	}
+	return d.errorf(k, "unknown key %q (known keys: %s)", k.Value, strings.Join(knownKeys(), ", "))
+}
+
+// source reconciles source with its alias capability_list_url.
+func (d *decoder) source(source, capURL keyed) error {
+	if capURL.value == nil {
+		return nil
+	}
+	u, err := d.str("capability_list_url", capURL.value)
+	if err != nil {
+		return err
+	}
+	if source.value != nil && d.f.Source != u {
+		return d.errorf(capURL.key, "capability_list_url and source (line %d) differ: give one", source.key.Line)
+	}
+	d.f.Source = u
+	return nil
+}
+
+// sinks reads sink or sinks (not both): one spec or a list of them.
+func (d *decoder) sinks(sink, sinks keyed) error {
+	kv, key := sinks, "sinks"
+	switch {
+	case sink.value != nil && sinks.value != nil:
+		later := sink.key
+		if sinks.key.Line > later.Line || (sinks.key.Line == later.Line && sinks.key.Column > later.Column) {
+			later = sinks.key
+		}
+		return d.errorf(later, "both sink and sinks given: use one")
+	case sink.value != nil:
+		kv, key = sink, "sink"
+	case sinks.value == nil:
+		return nil
+	}
+	var specs []string
+	switch v := kv.value; v.Kind {
+	case yaml.ScalarNode:
+		s, err := d.sinkSpec(key, v)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, s)
+	case yaml.SequenceNode:
+		if len(v.Content) == 0 {
+			return d.errorf(v, "%s: empty list: want at least one sink", key)
+		}
+		for i, item := range v.Content {
+			s, err := d.sinkSpec(fmt.Sprintf("%s[%d]", key, i), resolve(item))
+			if err != nil {
+				return err
+			}
+			specs = append(specs, s)
+		}
+	default:
+		return d.errorf(v, "%s: want a sink spec or a list of them, not %s", key, describe(v))
+	}
+	d.f.Sinks = specs
+	return nil
+}
+
+// sinkSpec reads one sink spec, resolving the directory of an fs: sink.
+func (d *decoder) sinkSpec(key string, v *yaml.Node) (string, error) {
+	s, err := d.str(key, v)
+	if err != nil {
+		return "", err
+	}
+	if s == "" {
+		return "", d.errorf(v, "%s: empty sink spec", key)
+	}
+	dir, ok := strings.CutPrefix(s, "fs:")
+	if !ok {
+		return s, nil
+	}
+	dir, query, hasQuery := strings.Cut(dir, "?")
+	if dir == "" || filepath.IsAbs(dir) {
+		return s, nil
+	}
+	out := "fs:" + filepath.Join(d.base, dir)
+	if hasQuery {
+		out += "?" + query
+	}
+	return out, nil
+}
+
+// period checks that from is not after until.
+func (d *decoder) period(from, until keyed) error {
+	if from.value == nil || until.value == nil {
+		return nil
+	}
+	f, _, errF := d.f.FromTime()
+	u, _, errU := d.f.UntilTime()
+	if err := errors.Join(errF, errU); err != nil {
+		return d.errorf(until.value, "%w", err)
+	}
+	if f.After(u) {
+		return d.errorf(until.value, "until %s is before from %s (line %d)", d.f.Until, d.f.From, from.key.Line)
+	}
+	return nil
+}
+
+// str reads a scalar as a string, whatever YAML type it resolves to (so
+// `state: 2024` is the file "2024").
+func (d *decoder) str(key string, v *yaml.Node) (string, error) {
+	if v.Kind != yaml.ScalarNode {
+		return "", d.errorf(v, "%s: want a string, not %s", key, describe(v))
+	}
+	return v.Value, nil
+}
+
+// path reads a file or directory path, resolving a relative one.
+func (d *decoder) path(key string, v *yaml.Node) (string, error) {
+	s, err := d.str(key, v)
+	if err != nil || s == "" || filepath.IsAbs(s) {
+		return s, err
+	}
+	return filepath.Join(d.base, s), nil
+}
+
+func (d *decoder) integer(key string, v *yaml.Node, least int) (*int, error) {
+	var n int
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Decode(&n) != nil {
+		return nil, d.errorf(v, "%s: want an integer, not %s", key, describe(v))
+	}
+	if n < 0 {
+		return nil, d.errorf(v, "%s: %d is negative", key, n)
+	}
+	if n < least {
+		return nil, d.errorf(v, "%s: %d: want at least %d", key, n, least)
+	}
+	return &n, nil
+}
+
+func (d *decoder) rate(key string, v *yaml.Node) (*float64, error) {
+	var r float64
+	if v.Kind != yaml.ScalarNode || (v.Tag != "!!int" && v.Tag != "!!float") || v.Decode(&r) != nil ||
+		math.IsNaN(r) || math.IsInf(r, 0) {
+		return nil, d.errorf(v, "%s: want a number, not %s", key, describe(v))
+	}
+	if r < 0 {
+		return nil, d.errorf(v, "%s: %v is negative", key, r)
+	}
+	return &r, nil
+}
+
+func (d *decoder) boolean(key string, v *yaml.Node) (*bool, error) {
+	var b bool
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Decode(&b) != nil {
+		return nil, d.errorf(v, "%s: want true or false, not %s", key, describe(v))
+	}
+	return &b, nil
+}
+
+// duration reads a Go duration string or a number of seconds.
+func (d *decoder) duration(key string, v *yaml.Node) (*Duration, error) {
+	bad := func() error {
+		return d.errorf(v, "%s: want a duration such as 30s or 2m, or a number of seconds, not %s", key, describe(v))
+	}
+	if v.Kind != yaml.ScalarNode {
+		return nil, bad()
+	}
+	var dur time.Duration
+	switch v.Tag {
+	case "!!int", "!!float":
+		var secs float64
+		if v.Decode(&secs) != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+			return nil, bad()
+		}
+		dur = time.Duration(secs * float64(time.Second))
+	case "!!str":
+		var err error
+		if dur, err = time.ParseDuration(v.Value); err != nil {
+			return nil, bad()
+		}
+	default:
+		return nil, bad()
+	}
+	if dur < 0 {
+		return nil, d.errorf(v, "%s: %v is negative", key, dur)
+	}
+	out := Duration(dur)
+	return &out, nil
+}
+
+func (d *decoder) datetime(key string, v *yaml.Node) (string, error) {
+	s, err := d.str(key, v)
+	if err != nil {
+		return "", err
+	}
+	if _, err := manifest.ParseDatetime(s); err != nil {
+		return "", d.errorf(v, "%s: %w", key, err)
+	}
+	return s, nil
+}
+
+func (d *decoder) oneOf(key string, v *yaml.Node, allowed ...string) (string, error) {
+	s, err := d.str(key, v)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range allowed {
+		if s == a {
+			return s, nil
+		}
+	}
+	return "", d.errorf(v, "%s: want one of %s, not %s", key, strings.Join(allowed, ", "), describe(v))
+}
+
+// headers reads a mapping of names to values, or a list of "Name: value"
+// strings. No message ever includes a value.
+func (d *decoder) headers(key string, v *yaml.Node) (map[string]string, error) {
+	out := map[string]string{}
+	lines := map[string]int{} // lower-cased name → line
+	add := func(at *yaml.Node, name, value string) error {
+		if !isToken(name) {
+			return d.errorf(at, "%s: %q is not a valid header name", key, trunc(name))
+		}
+		if strings.ContainsAny(value, "\r\n\x00") {
+			return d.errorf(at, "%s: the value of %s holds a line break or NUL", key, name)
+		}
+		lower := strings.ToLower(name)
+		if first, dup := lines[lower]; dup {
+			return d.errorf(at, "%s: duplicate header %s (first at line %d)", key, name, first)
+		}
+		lines[lower] = at.Line
+		out[name] = value
+		return nil
+	}
+	switch v.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			k, val := resolve(v.Content[i]), resolve(v.Content[i+1])
+			if k.Kind != yaml.ScalarNode {
+				return nil, d.errorf(k, "%s: a header name must be a string, not %s", key, describe(k))
+			}
+			if val.Kind != yaml.ScalarNode {
+				return nil, d.errorf(val, "%s: the value of %s must be a string", key, trunc(k.Value))
+			}
+			value := val.Value
+			if isNull(val) {
+				value = ""
+			}
+			if err := add(k, k.Value, value); err != nil {
+				return nil, err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, item := range v.Content {
+			item = resolve(item)
+			if item.Kind != yaml.ScalarNode {
+				return nil, d.errorf(item, "%s[%d]: want a string 'Name: value', not %s", key, i, kindName(item))
+			}
+			name, value, ok := strings.Cut(item.Value, ":")
+			if !ok {
+				return nil, d.errorf(item, "%s[%d]: want 'Name: value'", key, i)
+			}
+			if err := add(item, strings.TrimSpace(name), strings.TrimSpace(value)); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, d.errorf(v, "%s: want a mapping of names to values or a list of 'Name: value', not %s", key, kindName(v))
+	}
+	return out, nil
+}
+
+// resolve follows an alias to the node it names.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// describe names a node for a message: a scalar's value (truncated), or its kind.
+func describe(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return fmt.Sprintf("%q", trunc(n.Value))
+	}
+	return kindName(n)
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return "a scalar"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	default:
+		return "a YAML node of another kind"
+	}
+}
+
+// trunc shortens s for a message.
+func trunc(s string) string {
+	const max = 40
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110), as header names are.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// suggest returns the candidate closest to key by edit distance (ignoring
+// case, with '-' taken as '_'), or "" when none is close.
+func suggest(key string, candidates []string) string {
+	norm := strings.ReplaceAll(strings.ToLower(key), "-", "_")
+	best, bestDist := "", 3 // suggest only within distance 2
+	for _, c := range candidates {
+		dist := editDistance(norm, c)
+		if dist < bestDist && dist < len([]rune(norm)) {
+			best, bestDist = c, dist
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
