@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/state"
@@ -32,6 +33,8 @@ type syncFlags struct {
 	stallTimeout     time.Duration
 	allowMissingHash bool
 	progress         string
+	from, until      string
+	config           string
 }
 
 func (f *syncFlags) register(c *cobra.Command) {
@@ -51,6 +54,32 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bars on a terminal, log lines otherwise), bars, log, none")
 }
 
+// registerRange adds --from and --until (incremental and sync).
+func (f *syncFlags) registerRange(c *cobra.Command) {
+	c.Flags().StringVar(&f.from, "from", "", "start of the range, W3C datetime, inclusive (default: the checkpoint)")
+	c.Flags().StringVar(&f.until, "until", "", "end of the range, W3C datetime, inclusive (default: now)")
+}
+
+// rangeOf parses --from and --until.
+func (f *syncFlags) rangeOf() (pipeline.Range, error) {
+	var rng pipeline.Range
+	var err error
+	if f.from != "" {
+		if rng.From, err = manifest.ParseDatetime(f.from); err != nil {
+			return rng, usagef("--from: %v", err)
+		}
+	}
+	if f.until != "" {
+		if rng.Until, err = manifest.ParseDatetime(f.until); err != nil {
+			return rng, usagef("--until: %v", err)
+		}
+	}
+	if !rng.From.IsZero() && !rng.Until.IsZero() && rng.From.After(rng.Until) {
+		return rng, usagef("--from %s is later than --until %s", f.from, f.until)
+	}
+	return rng, nil
+}
+
 func (f *syncFlags) validate() error {
 	if f.source == "" {
 		return usagef("--source is required")
@@ -68,6 +97,9 @@ func (f *syncFlags) validate() error {
 	case "auto", "bars", "log", "none":
 	default:
 		return usagef("--progress: want auto, bars, log or none")
+	}
+	if _, err := f.rangeOf(); err != nil {
+		return err
 	}
 	_, err := parseHeaders(f.headers)
 	return err
@@ -96,17 +128,39 @@ func redactHeader(s string) string {
 	return k + ": …"
 }
 
+// Sync modes.
+const (
+	modeBaseline    = "baseline"
+	modeIncremental = "incremental"
+	modeSync        = "sync"
+)
+
 func (a *app) baselineCommand() *cobra.Command {
+	return a.syncCommand(modeBaseline, "Copy every resource of a source from its Resource Dump(s) into sinks")
+}
+
+func (a *app) incrementalCommand() *cobra.Command {
+	return a.syncCommand(modeIncremental, "Apply a source's changes in [--from, --until] from its Change Dump(s): latest change per resource, deletes included")
+}
+
+func (a *app) syncEverydayCommand() *cobra.Command {
+	return a.syncCommand(modeSync, "The everyday command: a baseline when the state has no checkpoint for the source, else an incremental run from the checkpoint")
+}
+
+func (a *app) syncCommand(mode, short string) *cobra.Command {
 	var f syncFlags
 	c := &cobra.Command{
-		Use:   "baseline",
-		Short: "Copy every resource of a source from its Resource Dump(s) into sinks",
+		Use:   mode,
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := a.applyConfig(c, &f); err != nil {
+				return err
+			}
 			if err := f.validate(); err != nil {
 				return err
 			}
-			rep, err := a.runBaseline(c.Context(), f)
+			rep, err := a.runSync(c.Context(), mode, f)
 			if rep != nil {
 				fmt.Fprint(a.stdout, rep.Summary())
 			}
@@ -118,6 +172,10 @@ func (a *app) baselineCommand() *cobra.Command {
 		},
 	}
 	f.register(c)
+	if mode != modeBaseline {
+		f.registerRange(c)
+	}
+	c.Flags().StringVar(&f.config, "config", "", "YAML config file; flags given on the command line override it")
 	return c
 }
 
@@ -129,8 +187,8 @@ func codeOf(rep *pipeline.Report) int {
 	return ExitPartial
 }
 
-// runBaseline wires the client, sinks and store and runs a baseline.
-func (a *app) runBaseline(ctx context.Context, f syncFlags) (*pipeline.Report, error) {
+// runSync wires the client, sinks and store and runs a sync of the mode.
+func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.Report, error) {
 	log := a.logger()
 	headers, err := parseHeaders(f.headers)
 	if err != nil {
@@ -156,7 +214,7 @@ func (a *app) runBaseline(ctx context.Context, f syncFlags) (*pipeline.Report, e
 	})
 	counts := &pipeline.Counts{}
 	stopProgress := a.startProgress(ctx, f.progress, counts, log)
-	rep, runErr := pipeline.Baseline(ctx, pipeline.Options{
+	opts := pipeline.Options{
 		Source:           f.source,
 		Sinks:            sinks,
 		Store:            store,
@@ -167,7 +225,28 @@ func (a *app) runBaseline(ctx context.Context, f syncFlags) (*pipeline.Report, e
 		AllowMissingHash: f.allowMissingHash,
 		Counts:           counts,
 		Logger:           log,
-	})
+	}
+	rng, _ := f.rangeOf()
+	if mode == modeSync {
+		has, err := store.HasCheckpoint(ctx, f.source)
+		if err != nil {
+			stopProgress()
+			closeSinks(ctx)
+			return nil, err
+		}
+		mode = modeBaseline
+		if has || !rng.From.IsZero() {
+			mode = modeIncremental
+		}
+		log.Info("sync", "mode", mode)
+	}
+	var rep *pipeline.Report
+	var runErr error
+	if mode == modeBaseline {
+		rep, runErr = pipeline.Baseline(ctx, opts)
+	} else {
+		rep, runErr = pipeline.Incremental(ctx, opts, rng)
+	}
 	stopProgress()
 	if cerr := closeSinks(context.WithoutCancel(ctx)); cerr != nil && runErr == nil {
 		runErr = fmt.Errorf("closing sinks: %w", cerr)

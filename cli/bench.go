@@ -117,7 +117,7 @@ func (a *app) demo(ctx context.Context, resources int) error {
 	}
 	f.stallTimeout = 30e9
 	fmt.Fprintf(a.stdout, "serving it at %s; baseline into %s (state %s) …\n", srv.URL, f.sinks[0], f.state)
-	rep, err := a.runBaseline(ctx, f)
+	rep, err := a.runSync(ctx, modeBaseline, f)
 	if rep != nil {
 		fmt.Fprint(a.stdout, rep.Summary())
 		fmt.Fprintf(a.stdout, "report: %s — run the demo again: everything is unchanged and nothing is rewritten.\n", f.report)

@@ -94,6 +94,8 @@ func exitCode(ctx context.Context, err error) int {
 		return ExitInterrupted
 	case errors.As(err, &se):
 		return ExitSource
+	case errors.Is(err, pipeline.ErrNoCheckpoint):
+		return ExitUsage
 	case strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown flag"),
 		strings.Contains(err.Error(), "flag needs an argument"), strings.Contains(err.Error(), "invalid argument"),
 		strings.Contains(err.Error(), "required flag"):
@@ -142,7 +144,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
 	root.PersistentPostRun = func(*cobra.Command, []string) { a.stopProfile() }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.baselineCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
+	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
 	return root
 }
 

@@ -122,6 +122,8 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", []string{"baseline", "--bogus"}, ExitUsage},
 		{"unknown command", []string{"frobnicate"}, ExitUsage},
 		{"state not writable", []string{"baseline", "--source", srv.URL, "--sink", sinkFlag, "--state", filepath.Join(dir, "no", "such", "dir", "s.db")}, ExitUsage},
+		{"from after until", []string{"incremental", "--source", srv.URL, "--sink", sinkFlag, "--state", state, "--from", "2020-01-02", "--until", "2020-01-01"}, ExitUsage},
+		{"bad from", []string{"incremental", "--source", srv.URL, "--sink", sinkFlag, "--state", state, "--from", "yesterday"}, ExitUsage},
 		{"source missing", []string{"baseline", "--source", srv.URL + "nothing.xml", "--sink", sinkFlag, "--state", state, "--retries", "0"}, ExitSource},
 		{"source not resourcesync", []string{"baseline", "--source", srv.URL + "packages/truncated.zip", "--sink", sinkFlag, "--state", state}, ExitSource},
 	}
@@ -132,5 +134,44 @@ func TestExitCodes(t *testing.T) {
 				t.Fatalf("exit %d, want %d\n%s\n%s", code, tt.want, out, errb)
 			}
 		})
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	if _, err := bench.Generate(ctx, bench.GenOptions{Dir: src, Resources: 50, Packages: 1, Seed: 9, MeanSize: 1 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	// Seed 000's key works as written there; relative paths are the file's.
+	cfg := filepath.Join(dir, "rsharvest.yaml")
+	os.WriteFile(cfg, []byte("capability_list_url: "+srv.URL+"capabilitylist.xml\nsinks: [\"fs:mirror\"]\nstate: state.db\nworkers: 2\nprogress: none\n"), 0o644)
+	code, out, errb := run(t, "baseline", "--config", cfg)
+	if code != ExitOK || !strings.Contains(out, "50 written") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errb)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.db")); err != nil {
+		t.Errorf("state not next to the config file: %v", err)
+	}
+	// Flags override the file.
+	code, out, errb = run(t, "baseline", "--config", cfg, "--state", filepath.Join(dir, "other.db"))
+	if code != ExitOK || !strings.Contains(out, "50 written") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errb)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other.db")); err != nil {
+		t.Errorf("--state did not override the file: %v", err)
+	}
+	// An unknown key is an error naming its line.
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("source: "+srv.URL+"\nsinks: [\"fs:mirror\"]\nconcurency: 3\n"), 0o644)
+	code, _, errb = run(t, "baseline", "--config", bad)
+	if code != ExitUsage || !strings.Contains(errb, ":3:") || !strings.Contains(errb, "concurency") {
+		t.Fatalf("exit %d: %s", code, errb)
 	}
 }

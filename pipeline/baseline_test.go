@@ -46,9 +46,9 @@ func newHarness(t *testing.T) *harness {
 	return &harness{t: t, dir: dir, sink: s, store: st}
 }
 
-func (h *harness) baseline(ctx context.Context, source string, mod func(*pipeline.Options)) *pipeline.Report {
-	h.t.Helper()
-	opts := pipeline.Options{
+// options returns the harness's pipeline options for a source.
+func (h *harness) options(source string) pipeline.Options {
+	return pipeline.Options{
 		Source:      source,
 		Sinks:       []sink.Sink{h.sink},
 		Store:       h.store,
@@ -58,6 +58,15 @@ func (h *harness) baseline(ctx context.Context, source string, mod func(*pipelin
 		SpoolDir:    h.t.TempDir(),
 		Logger:      slog.New(slog.DiscardHandler),
 	}
+}
+
+func sinkResource(uri, body string) *sink.Resource {
+	return &sink.Resource{URI: uri, Length: int64(len(body)), Hashes: sums([]byte(body))}
+}
+
+func (h *harness) baseline(ctx context.Context, source string, mod func(*pipeline.Options)) *pipeline.Report {
+	h.t.Helper()
+	opts := h.options(source)
 	if mod != nil {
 		mod(&opts)
 	}

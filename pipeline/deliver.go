@@ -19,6 +19,8 @@ type outcome int
 const (
 	outWritten outcome = iota + 1
 	outUnchanged
+	outDeleted
+	outSuperseded // an older change than the one the state holds; nothing to do
 	outFailed
 )
 
@@ -31,6 +33,8 @@ type result struct {
 	failure    *Failure
 	changeTime time.Time
 	fatal      error
+	// change is the change type applied (incremental runs), or "".
+	change string
 }
 
 // deliver verifies one manifest entry and writes it to every sink, unless
@@ -55,6 +59,9 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		f := Failure{URI: e.Loc, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}
 		r.log.Warn("resource failed", "uri", e.Loc, "package", j.pkg.URL, "stage", stage, "error", err)
 		r.rec.fail(f)
+		if !f.Permanent {
+			r.noteHold(rec.ChangeTime)
+		}
 		rec.Outcome = "failed"
 		return result{outcome: outFailed, resource: rec, hadRecord: had, failure: &f, changeTime: rec.ChangeTime}
 	}
@@ -73,6 +80,12 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 	f, err := j.arch.Lookup(md.Path)
 	if err != nil {
 		return failed("unzip", fmt.Errorf("manifest path %q: %w", md.Path, err))
+	}
+	if had && !prev.ChangeTime.IsZero() && prev.ChangeTime.After(rec.ChangeTime) {
+		// A newer change is already applied (an earlier run covered a
+		// later range): never let an older change overwrite it.
+		r.counts.Unchanged.Add(1)
+		return result{outcome: outSuperseded}
 	}
 	if had && holds(prev, want) {
 		r.counts.Unchanged.Add(1)
@@ -94,7 +107,7 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 	r.counts.Written.Add(1)
 	r.counts.BytesWritten.Add(rec.Length)
 	rec.Outcome = "written"
-	return result{outcome: outWritten, resource: rec, hadRecord: had}
+	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(md.Change)}
 }
 
 // entryOpener is what deliver needs of a ZIP entry.
@@ -169,7 +182,7 @@ func (r *run) commit(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	flush := func() error {
-		if len(b.Resources) == 0 && len(b.Failures) == 0 {
+		if len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 {
 			return nil
 		}
 		// Commit even while the run is being cancelled: outcomes that
@@ -219,8 +232,11 @@ func (r *run) add(b *state.Batch, res result) {
 		f := res.failure
 		b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: f.URI, Package: f.Package, Stage: f.Stage, Error: f.Error, Permanent: f.Permanent, ChangeTime: res.changeTime, At: now})
 	}
+	if res.change != "" && (res.outcome == outWritten || res.outcome == outDeleted) {
+		b.Changes = append(b.Changes, state.ChangeRecord{URI: res.resource.URI, Change: res.change, Datetime: res.resource.ChangeTime, RunID: r.runID, Package: res.resource.Package})
+	}
 	switch res.outcome {
-	case outWritten, outUnchanged:
+	case outWritten, outUnchanged, outDeleted:
 		res.resource.Updated = now
 		b.Resources = append(b.Resources, res.resource)
 	case outFailed:

@@ -20,9 +20,13 @@ const maxDocDepth = 10
 type packageJob struct {
 	URL         string
 	Expect      fixity.Expect
-	Dump        string // the Resource Dump document listing it
+	Dump        string // the Resource or Change Dump document listing it
 	ResourceSet string // the Capability List it comes from, or ""
 	At          time.Time
+	// From and Until are a change package's interval (Until zero: open).
+	From, Until time.Time
+	// Contents is the URL of a copy of the package's manifest, or "".
+	Contents string
 }
 
 // WellKnownURL returns the Source Description location of a site:
@@ -46,9 +50,13 @@ func isBareSite(s string) bool {
 // reaches it, so nothing but the current path of documents is open.
 type discoverer struct {
 	r       *run
+	want    manifest.Capability // ResourceDump or ChangeDump
 	visited map[string]bool
 	emit    func(ctx context.Context, j packageJob) error
-	dumps   int
+	// onDump, when set, is called with the header of every dump document
+	// (not index) read.
+	onDump func(docURL, resourceSet string, h *manifest.Header)
+	dumps  int
 }
 
 func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth int) error {
@@ -77,17 +85,20 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 	case manifest.CapabilityList:
 		found := false
 		err := d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-			if e.Metadata.Capability != manifest.ResourceDump {
+			if e.Metadata.Capability != d.want {
 				return nil
 			}
 			found = true
 			return d.walk(ctx, e.Loc, docURL, depth+1)
 		})
 		if err == nil && !found {
-			return errclass.Permanentf("%s: the capability list offers no Resource Dump", docURL)
+			return errclass.Permanentf("%s: the capability list offers no %s", docURL, capName(d.want))
 		}
 		return err
-	case manifest.ResourceDump:
+	case manifest.ResourceDump, manifest.ChangeDump:
+		if h.Metadata.Capability != d.want {
+			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.want))
+		}
 		d.dumps++
 		if h.IsIndex() {
 			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
@@ -97,6 +108,9 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 		at := h.Metadata.At
 		if !at.IsZero() {
 			d.r.noteAt(at)
+		}
+		if d.onDump != nil {
+			d.onDump(docURL, resourceSet, &h)
 		}
 		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
 			j := packageJob{
@@ -109,11 +123,15 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 			if !e.Metadata.At.IsZero() {
 				j.At = e.Metadata.At
 			}
+			j.From, j.Until = e.Metadata.From, e.Metadata.Until
+			if l, ok := e.Link("contents"); ok && absoluteHTTP(l.Href) == nil {
+				j.Contents = l.Href
+			}
 			return d.emit(ctx, j)
 		})
 	default:
-		return errclass.Permanentf("%s: a %s %q document, expected a Source Description, Capability List, Resource Dump or Resource Dump Index",
-			docURL, h.Root, h.Metadata.Capability)
+		return errclass.Permanentf("%s: a %s %q document, expected a Source Description, Capability List, %s or %s Index",
+			docURL, h.Root, h.Metadata.Capability, capName(d.want), capName(d.want))
 	}
 }
 
@@ -165,4 +183,19 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// capName names a capability for messages.
+func capName(c manifest.Capability) string {
+	switch c {
+	case manifest.ResourceDump:
+		return "Resource Dump"
+	case manifest.ChangeDump:
+		return "Change Dump"
+	case manifest.ResourceList:
+		return "Resource List"
+	case manifest.ChangeList:
+		return "Change List"
+	}
+	return string(c)
 }

@@ -13,6 +13,50 @@ import (
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
+// spooled is a downloaded, verified and opened package.
+type spooled struct {
+	file  *os.File
+	arch  *unzip.Archive
+	stage string // where fetchPackage failed: "download" or "unzip"
+}
+
+// Close removes the spool file.
+func (s *spooled) Close() {
+	if s.file != nil {
+		s.file.Close()
+		os.Remove(s.file.Name())
+		s.file = nil
+	}
+}
+
+// fetchPackage downloads a package to a spool file, checking it against the
+// length and hashes its dump gives, and opens it safely. On error the spool
+// file is already removed and the returned spooled names the failed stage.
+func (r *run) fetchPackage(ctx context.Context, j packageJob) (*spooled, error) {
+	sp := &spooled{stage: "download"}
+	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-pkg-*.zip")
+	if err != nil {
+		return sp, errclass.Fatalf("spool: %w", err)
+	}
+	sp.file = f
+	started := time.Now()
+	res, err := r.opts.Client.Download(ctx, j.URL, f, j.Expect)
+	r.counts.BytesDownloaded.Add(res.Bytes)
+	if err != nil {
+		sp.Close()
+		return sp, err
+	}
+	r.log.Debug("package downloaded", "package", j.URL, "bytes", res.Bytes, "took", time.Since(started))
+	sp.stage = "unzip"
+	arch, err := unzip.Open(f, res.Bytes, r.opts.Limits)
+	if err != nil {
+		sp.Close()
+		return sp, err
+	}
+	sp.arch = arch
+	return sp, nil
+}
+
 // entryJob is one manifest entry of an unpacked package, to verify and deliver.
 type entryJob struct {
 	pkg   *packageJob
@@ -36,25 +80,15 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 		r.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, j.At)
 		return nil
 	}
-	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-pkg-*.zip")
+	sp, err := r.fetchPackage(ctx, j)
 	if err != nil {
-		return errclass.Fatalf("spool: %w", err)
+		if errclass.IsFatal(err) {
+			return err
+		}
+		return pkgFail(sp.stage, err)
 	}
-	defer func() {
-		f.Close()
-		os.Remove(f.Name())
-	}()
-	started := time.Now()
-	res, err := r.opts.Client.Download(ctx, j.URL, f, j.Expect)
-	r.counts.BytesDownloaded.Add(res.Bytes)
-	if err != nil {
-		return pkgFail("download", err)
-	}
-	log.Debug("package downloaded", "bytes", res.Bytes, "took", time.Since(started))
-	arch, err := unzip.Open(f, res.Bytes, r.opts.Limits)
-	if err != nil {
-		return pkgFail("unzip", err)
-	}
+	defer sp.Close()
+	arch := sp.arch
 	mrc, err := arch.Manifest()
 	if err != nil {
 		return pkgFail("manifest", err)

@@ -56,7 +56,10 @@ type Report struct {
 	Finished time.Time `json:"finished"`
 	Status   string    `json:"status"`
 	// At is the snapshot time of the Resource Dump(s) the run read.
-	At       *time.Time `json:"at,omitempty"`
+	At *time.Time `json:"at,omitempty"`
+	// From and Until are an incremental run's explicit range, if given.
+	From     *time.Time `json:"from,omitempty"`
+	Until    *time.Time `json:"until,omitempty"`
 	Packages struct {
 		Total  int64 `json:"total"`
 		Done   int64 `json:"done"`

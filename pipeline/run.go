@@ -114,6 +114,11 @@ type run struct {
 	atMu sync.Mutex
 	at   time.Time // the earliest Resource Dump "at" seen
 	sets map[string]time.Time
+	hold time.Time // the earliest change time of a temporary failure
+
+	// onFinish, when set, runs after a run without fatal error, before the
+	// run is closed in the state store (checkpoints).
+	onFinish func(ctx context.Context, rep *Report) error
 }
 
 // boundSink is a sink with a semaphore of its declared concurrency.
@@ -138,6 +143,41 @@ func (r *run) noteSet(set string, at time.Time) {
 	}
 }
 
+func newRun(opts Options) *run {
+	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, sets: map[string]time.Time{}}
+	for _, s := range opts.Sinks {
+		n := opts.Workers
+		if l, ok := s.(sink.Limiter); ok && l.Concurrency() > 0 {
+			n = l.Concurrency()
+		}
+		r.sinks = append(r.sinks, boundSink{Sink: s, sem: make(chan struct{}, n)})
+	}
+	return r
+}
+
+// begin records the run in the state store.
+func (r *run) begin(ctx context.Context, rep *Report) error {
+	id, err := r.opts.Store.BeginRun(ctx, state.Run{Mode: rep.Mode, Source: r.opts.Source, Started: rep.Started})
+	if err != nil {
+		return err
+	}
+	r.runID, rep.RunID = id, id
+	return nil
+}
+
+// noteHold records the change time of a temporary failure: the next
+// incremental run must start no later than the earliest of them.
+func (r *run) noteHold(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	r.atMu.Lock()
+	defer r.atMu.Unlock()
+	if r.hold.IsZero() || t.Before(r.hold) {
+		r.hold = t
+	}
+}
+
 // Baseline copies every resource of the source's Resource Dump(s) into the
 // sinks, verified. It returns the run's report; the error is non-nil only
 // for a fatal condition that ended the run early (the report then has
@@ -147,20 +187,12 @@ func Baseline(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, sets: map[string]time.Time{}}
-	for _, s := range opts.Sinks {
-		n := opts.Workers
-		if l, ok := s.(sink.Limiter); ok && l.Concurrency() > 0 {
-			n = l.Concurrency()
-		}
-		r.sinks = append(r.sinks, boundSink{Sink: s, sem: make(chan struct{}, n)})
-	}
+	r := newRun(opts)
 	rep := &Report{Mode: "baseline", Source: opts.Source, Started: time.Now().UTC()}
-	id, err := opts.Store.BeginRun(ctx, state.Run{Mode: rep.Mode, Source: opts.Source, Started: rep.Started})
-	if err != nil {
+	if err := r.begin(ctx, rep); err != nil {
 		return nil, err
 	}
-	r.runID, rep.RunID = id, id
+	r.onFinish = r.setBaselineCheckpoints
 	runErr := r.baseline(ctx)
 	return r.finish(ctx, rep, runErr)
 }
@@ -250,7 +282,7 @@ func (r *run) discover(ctx context.Context, out chan<- packageJob) error {
 		r.log.Info("bare site URL: reading its source description", "url", wk)
 		start = wk
 	}
-	d := &discoverer{r: r, visited: map[string]bool{}, emit: func(ctx context.Context, j packageJob) error {
+	d := &discoverer{r: r, want: manifest.ResourceDump, visited: map[string]bool{}, emit: func(ctx context.Context, j packageJob) error {
 		r.counts.PackagesTotal.Add(1)
 		r.noteSet(j.ResourceSet, j.At)
 		select {
@@ -304,6 +336,9 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader
 func (r *run) fail(ctx context.Context, f Failure, changeTime time.Time) {
 	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
 	r.rec.fail(f)
+	if !f.Permanent {
+		r.noteHold(changeTime)
+	}
 	_ = r.send(ctx, result{failure: &f, changeTime: changeTime})
 }
 
@@ -338,8 +373,8 @@ func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, e
 	// The state store must record the run even when ctx was cancelled.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if runErr == nil {
-		if err := r.setBaselineCheckpoints(cctx, rep); err != nil {
+	if runErr == nil && r.onFinish != nil {
+		if err := r.onFinish(cctx, rep); err != nil {
 			runErr = err
 			rep.Status, rep.Error = StatusFailed, err.Error()
 		}

@@ -344,3 +344,12 @@ func (s *Store) Checkpoint(ctx context.Context, source, capList string) (Checkpo
 	}
 	return c, true, nil
 }
+
+// HasCheckpoint reports whether any resource set of source has a checkpoint.
+func (s *Store) HasCheckpoint(ctx context.Context, source string) (bool, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM checkpoints WHERE source = ?", source).Scan(&n); err != nil {
+		return false, fatal("checkpoint", err)
+	}
+	return n > 0, nil
+}

@@ -1,0 +1,26 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/rsharvest/rsharvest/config"
+)
+
+// applyConfig loads --config, if given, and copies its values onto every
+// flag that was not set on the command line: flags override the file.
+func (a *app) applyConfig(c *cobra.Command, f *syncFlags) error {
+	if f.config == "" {
+		return nil
+	}
+	file, err := config.Load(f.config)
+	if err != nil {
+		return usageError{err}
+	}
+	file.Apply(config.Targets{
+		Source: &f.source, State: &f.state, Report: &f.report, SpoolDir: &f.spoolDir, Progress: &f.progress, LogLevel: &a.logLevel,
+		From: &f.from, Until: &f.until, Sinks: &f.sinks, Headers: &f.headers,
+		Concurrency: &f.concurrency, Workers: &f.workers, Retries: &f.retries, Rate: &f.rate,
+		StallTimeout: &f.stallTimeout, AllowMissingHash: &f.allowMissingHash,
+	}, c.Flags().Changed)
+	return nil
+}

@@ -1,0 +1,611 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// Range is the interval of an incremental run, inclusive at both ends. A
+// zero From means "from the checkpoint of each resource set"; a zero Until
+// means "up to now".
+type Range struct {
+	From, Until time.Time
+}
+
+// ErrNoCheckpoint is wrapped by Incremental's error when no --from was
+// given and the state holds no checkpoint for the source: run a baseline
+// first.
+var ErrNoCheckpoint = errors.New("no checkpoint for this source in the state store (run a baseline first, or give --from)")
+
+// setRange is the resolved range of one resource set.
+type setRange struct {
+	from, until time.Time
+	newest      time.Time // the newest change seen in range
+	open        bool      // a change dump of the set is still open
+	prev        state.Checkpoint
+}
+
+// Incremental applies, from the source's Change Dump(s), the latest change
+// in rng of every resource: created and updated resources are written,
+// deleted ones removed from every sink. Packages whose interval does not
+// meet the range are never requested; when the Change Dump links each
+// package's manifest (rel="contents"), only packages holding a winning
+// change are downloaded. The outcome does not depend on the order in which
+// packages are read. Checkpoints advance as seed 003 says: to the range's
+// end (or the newest change seen, for an open dump), held back at the
+// earliest temporary failure.
+func Incremental(ctx context.Context, opts Options, rng Range) (*Report, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if !rng.From.IsZero() && !rng.Until.IsZero() && rng.From.After(rng.Until) {
+		return nil, errclass.Fatalf("--from %s is later than --until %s", manifest.FormatDatetime(rng.From), manifest.FormatDatetime(rng.Until))
+	}
+	r := newRun(opts)
+	rep := &Report{Mode: "incremental", Source: opts.Source, Started: time.Now().UTC()}
+	if err := r.begin(ctx, rep); err != nil {
+		return nil, err
+	}
+	inc := &incremental{run: r, rng: rng, sets: map[string]*setRange{}, spooled: map[string]*spooled{}, pkgSet: map[string]string{}}
+	r.onFinish = inc.setCheckpoints
+	runErr := inc.execute(ctx)
+	if !rng.From.IsZero() {
+		f := rng.From
+		rep.From = &f
+	}
+	if !rng.Until.IsZero() {
+		u := rng.Until
+		rep.Until = &u
+	}
+	return r.finish(ctx, rep, runErr)
+}
+
+type incremental struct {
+	*run
+	rng  Range
+	now  time.Time
+	mu   sync.Mutex
+	sets map[string]*setRange
+	// spooled keeps packages downloaded to read their manifest (no
+	// rel="contents" copy), for the apply phase.
+	spooled map[string]*spooled
+	pkgSet  map[string]string // package URL → resource set
+	plan    *state.Plan
+}
+
+// resolve returns the range of a resource set, reading its checkpoint when
+// the run has no explicit From.
+func (inc *incremental) resolve(ctx context.Context, set string) (*setRange, error) {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	if sr, ok := inc.sets[set]; ok {
+		return sr, nil
+	}
+	sr := &setRange{from: inc.rng.From, until: inc.rng.Until}
+	cp, ok, err := inc.opts.Store.Checkpoint(ctx, inc.opts.Source, set)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		sr.prev = cp
+	}
+	if sr.from.IsZero() {
+		if !ok {
+			return nil, errclass.Fatalf("%s (resource set %q): %w", inc.opts.Source, set, ErrNoCheckpoint)
+		}
+		sr.from = cp.Next
+	}
+	if sr.until.IsZero() {
+		sr.until = inc.now
+	}
+	if sr.from.After(sr.until) {
+		sr.until = sr.from // a checkpoint in the future: an empty range
+	}
+	inc.sets[set] = sr
+	return sr, nil
+}
+
+// intersects reports whether a package's [from, until] meets [lo, hi]; a
+// zero from or until is open-ended.
+func intersects(from, until, lo, hi time.Time) bool {
+	return (from.IsZero() || !from.After(hi)) && (until.IsZero() || !until.Before(lo))
+}
+
+func (inc *incremental) execute(ctx context.Context) error {
+	// The commit stage runs across every phase: failures are recorded
+	// from discovery on.
+	inc.results = make(chan result, 256)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return inc.commit(gctx) })
+	g.Go(func() error {
+		defer close(inc.results)
+		return inc.phases(gctx)
+	})
+	return g.Wait()
+}
+
+// phases runs discovery, planning and application in turn.
+func (inc *incremental) phases(ctx context.Context) error {
+	inc.now = time.Now().UTC()
+	plan, err := state.NewPlan(ctx, inc.opts.SpoolDir)
+	if err != nil {
+		return err
+	}
+	inc.plan = plan
+	defer plan.Close()
+	defer func() {
+		for _, sp := range inc.spooled {
+			sp.Close()
+		}
+	}()
+
+	// 1. Discover the change packages that meet the range.
+	var pkgs []packageJob
+	start := inc.opts.Source
+	if isBareSite(start) {
+		if start, err = WellKnownURL(start); err != nil {
+			return err
+		}
+	}
+	var resolveErr error
+	d := &discoverer{r: inc.run, want: manifest.ChangeDump, visited: map[string]bool{},
+		emit: func(ctx context.Context, j packageJob) error {
+			sr, err := inc.resolve(ctx, j.ResourceSet)
+			if err != nil {
+				resolveErr = err
+				return err
+			}
+			if !intersects(j.From, j.Until, sr.from, sr.until) {
+				inc.log.Debug("package outside the range; not requested", "package", j.URL)
+				return nil
+			}
+			inc.counts.PackagesTotal.Add(1)
+			pkgs = append(pkgs, j)
+			inc.mu.Lock()
+			inc.pkgSet[j.URL] = j.ResourceSet
+			inc.mu.Unlock()
+			return nil
+		},
+		onDump: func(_, set string, h *manifest.Header) {
+			if h.Metadata.Until.IsZero() {
+				if sr, err := inc.resolve(ctx, set); err == nil {
+					inc.mu.Lock()
+					sr.open = true
+					inc.mu.Unlock()
+				}
+			}
+		},
+	}
+	if err := d.walk(ctx, start, "", 0); err != nil {
+		switch {
+		case resolveErr != nil:
+			return resolveErr
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errclass.IsFatal(err):
+			return err
+		}
+		return &SourceError{URL: start, Err: err}
+	}
+
+	// 2. Plan: read every in-range change into the plan.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(inc.opts.Concurrency)
+	for i := range pkgs {
+		j := pkgs[i]
+		g.Go(func() error { return inc.planPackage(gctx, j) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if err := plan.Decide(ctx); err != nil {
+		return err
+	}
+	winners, err := plan.WinnerPackages(ctx)
+	if err != nil {
+		return err
+	}
+	changes, won, _ := plan.Counts(ctx)
+	inc.log.Info("plan", "packages_in_range", len(pkgs), "changes", changes, "winners", won, "packages_to_fetch", len(winners))
+
+	// 3. Apply: deletes need no package; puts stream the winning packages.
+	r := inc.run
+	g, gctx = errgroup.WithContext(ctx)
+	entries := make(chan entryJob, 4*inc.opts.Workers)
+	byURL := map[string]packageJob{}
+	for _, j := range pkgs {
+		byURL[j.URL] = j
+	}
+	var producers sync.WaitGroup
+	producers.Add(1)
+	g.Go(func() error {
+		defer producers.Done()
+		return inc.applyDeletes(gctx)
+	})
+	pkgCh := make(chan packageJob)
+	g.Go(func() error {
+		defer close(pkgCh)
+		for _, u := range winners {
+			select {
+			case <-gctx.Done():
+				return gctx.Err()
+			case pkgCh <- byURL[u]:
+			}
+		}
+		return nil
+	})
+	for range inc.opts.Concurrency {
+		producers.Add(1)
+		g.Go(func() error {
+			defer producers.Done()
+			for {
+				select {
+				case <-gctx.Done():
+					return gctx.Err()
+				case j, ok := <-pkgCh:
+					if !ok {
+						return nil
+					}
+					if err := inc.applyPackage(gctx, j, entries); err != nil {
+						return err
+					}
+				}
+			}
+		})
+	}
+	g.Go(func() error {
+		producers.Wait()
+		close(entries)
+		return nil
+	})
+	var workers sync.WaitGroup
+	for range inc.opts.Workers {
+		workers.Add(1)
+		g.Go(func() error {
+			defer workers.Done()
+			for {
+				select {
+				case <-gctx.Done():
+					return gctx.Err()
+				case j, ok := <-entries:
+					if !ok {
+						return nil
+					}
+					res := r.deliver(gctx, j)
+					j.done()
+					if res.fatal != nil {
+						return res.fatal
+					}
+					if err := r.send(gctx, res); err != nil {
+						return err
+					}
+				}
+			}
+		})
+	}
+	return g.Wait()
+}
+
+// planPackage reads one package's manifest — its rel="contents" copy when
+// the Change Dump links one, else the manifest inside the downloaded
+// package (kept spooled for the apply phase) — into the plan.
+func (inc *incremental) planPackage(ctx context.Context, j packageJob) error {
+	sr, err := inc.resolve(ctx, j.ResourceSet)
+	if err != nil {
+		return err
+	}
+	pkgFail := func(stage string, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errclass.IsFatal(err) {
+			return err
+		}
+		inc.counts.PackagesFailed.Add(1)
+		hold := j.From
+		if hold.IsZero() || hold.Before(sr.from) {
+			hold = sr.from
+		}
+		inc.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, hold)
+		return nil
+	}
+	var rd *manifest.Reader
+	if j.Contents != "" {
+		doc, closeDoc, err := inc.openDocument(ctx, j.Contents)
+		if err != nil {
+			return pkgFail("manifest", err)
+		}
+		defer closeDoc()
+		rd = doc
+	} else {
+		sp, err := inc.fetchPackage(ctx, j)
+		if err != nil {
+			return pkgFail(sp.stage, err)
+		}
+		inc.mu.Lock()
+		inc.spooled[j.URL] = sp
+		inc.mu.Unlock()
+		mrc, err := sp.arch.Manifest()
+		if err != nil {
+			return pkgFail("manifest", err)
+		}
+		defer mrc.Close()
+		if rd, err = manifest.NewReader(mrc, inc.opts.Document); err != nil {
+			return pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err))
+		}
+	}
+	if c := rd.Header().Metadata.Capability; c != manifest.ChangeDumpManifest {
+		return pkgFail("manifest", errclass.Permanentf("manifest: capability %q, expected %q", c, manifest.ChangeDumpManifest))
+	}
+	const batch = 1000
+	var cs []state.PlannedChange
+	flush := func() error {
+		if len(cs) == 0 {
+			return nil
+		}
+		err := inc.plan.Add(ctx, cs)
+		cs = cs[:0]
+		return err
+	}
+	for seq := int64(0); ; seq++ {
+		e, err := rd.Next()
+		if err != nil {
+			if isEOF(err) {
+				break
+			}
+			var ee *manifest.EntryError
+			if asEntryError(err, &ee) {
+				inc.counts.Failed.Add(1)
+				inc.fail(ctx, Failure{URI: orDefault(ee.Loc, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, time.Time{})
+				continue
+			}
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			return pkgFail("manifest", fmt.Errorf("manifest: %w", err))
+		}
+		c, err := checkChange(e)
+		if err != nil {
+			inc.counts.Failed.Add(1)
+			inc.fail(ctx, Failure{URI: e.Loc, Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, time.Time{})
+			continue
+		}
+		t := e.ChangeTime()
+		if t.Before(sr.from) || t.After(sr.until) {
+			continue
+		}
+		inc.mu.Lock()
+		if t.After(sr.newest) {
+			sr.newest = t
+		}
+		inc.mu.Unlock()
+		md := e.Metadata
+		cs = append(cs, state.PlannedChange{URI: e.Loc, Time: t, Change: string(c), Package: j.URL, PackageFrom: j.From, Seq: seq,
+			Path: md.Path, Hashes: md.Hashes, Length: md.Length, Type: md.Type, Lastmod: e.Lastmod})
+		if len(cs) >= batch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// checkChange validates a change entry: a known change type, a datetime,
+// and a path for what must be read from the package.
+func checkChange(e *manifest.Entry) (manifest.Change, error) {
+	c := e.Metadata.Change
+	switch c {
+	case manifest.Created, manifest.Updated, manifest.Deleted:
+	case "":
+		return "", errclass.Permanentf("change entry without a change type")
+	default:
+		return "", errclass.Permanentf("unknown change type %q", c)
+	}
+	if e.ChangeTime().IsZero() {
+		return "", errclass.Permanentf("%s change without a datetime or lastmod", c)
+	}
+	if c != manifest.Deleted && e.Metadata.Path == "" {
+		return "", errclass.Permanentf("%s change without a path in the package", c)
+	}
+	return c, nil
+}
+
+// applyDeletes removes every resource whose winning change is a delete.
+func (inc *incremental) applyDeletes(ctx context.Context) error {
+	return inc.plan.Deletes(ctx, func(c state.PlannedChange) error {
+		res := inc.deleteResource(ctx, c)
+		if res.fatal != nil {
+			return res.fatal
+		}
+		return inc.send(ctx, res)
+	})
+}
+
+func (inc *incremental) deleteResource(ctx context.Context, c state.PlannedChange) result {
+	set := ""
+	if j, ok := inc.packageSet(c.Package); ok {
+		set = j
+	}
+	prev, had, err := inc.opts.Store.Resource(ctx, c.URI)
+	if err != nil {
+		return result{fatal: err}
+	}
+	if had && !prev.ChangeTime.IsZero() && prev.ChangeTime.After(c.Time) {
+		inc.counts.Unchanged.Add(1)
+		return result{outcome: outSuperseded}
+	}
+	rec := state.Resource{URI: c.URI, Source: inc.opts.Source, ResourceSet: set, Length: -1, ChangeTime: c.Time,
+		Package: c.Package, RunID: inc.runID, Outcome: state.OutcomeDeleted, Deleted: true}
+	for _, s := range inc.sinks {
+		if err := deleteFrom(ctx, s, c.URI); err != nil {
+			if errclass.IsFatal(err) {
+				return result{fatal: err}
+			}
+			inc.counts.Failed.Add(1)
+			f := Failure{URI: c.URI, Package: c.Package, Stage: "deliver", Error: err.Error(), Permanent: errclass.Of(err) == errclass.Permanent}
+			inc.rec.fail(f)
+			if !f.Permanent {
+				inc.noteHold(c.Time)
+			}
+			return result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.Time}
+		}
+	}
+	inc.counts.Deleted.Add(1)
+	return result{outcome: outDeleted, resource: rec, change: string(manifest.Deleted)}
+}
+
+func deleteFrom(ctx context.Context, s boundSink, uri string) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case s.sem <- struct{}{}:
+	}
+	defer func() { <-s.sem }()
+	if err := s.Delete(ctx, uri); err != nil {
+		if errclass.Of(err) == errclass.Unclassified {
+			err = errclass.NewRetryable(err)
+		}
+		return fmt.Errorf("delete: %w", err)
+	}
+	return nil
+}
+
+var _ sink.Sink = boundSink{}
+
+// packageSet returns the resource set of a package of this run.
+func (inc *incremental) packageSet(pkgURL string) (string, bool) {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	set, ok := inc.pkgSet[pkgURL]
+	return set, ok
+}
+
+// applyPackage streams one package holding winning changes: the package's
+// own manifest.xml is authoritative for paths and hashes; each of its
+// entries that is the winner of its resource goes to the workers.
+func (inc *incremental) applyPackage(ctx context.Context, j packageJob, out chan<- entryJob) error {
+	inc.mu.Lock()
+	sp := inc.spooled[j.URL]
+	inc.mu.Unlock()
+	sr, err := inc.resolve(ctx, j.ResourceSet)
+	if err != nil {
+		return err
+	}
+	pkgFail := func(stage string, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errclass.IsFatal(err) {
+			return err
+		}
+		inc.counts.PackagesFailed.Add(1)
+		hold := j.From
+		if hold.IsZero() || hold.Before(sr.from) {
+			hold = sr.from
+		}
+		inc.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, hold)
+		return nil
+	}
+	if sp == nil {
+		if sp, err = inc.fetchPackage(ctx, j); err != nil {
+			return pkgFail(sp.stage, err)
+		}
+		defer sp.Close()
+	}
+	// The winners of this package, by URI, to match against its manifest.
+	want := map[string]state.PlannedChange{}
+	if err := inc.plan.WinnersIn(ctx, j.URL, func(c state.PlannedChange) error {
+		want[c.URI] = c
+		return nil
+	}); err != nil {
+		return err
+	}
+	mrc, err := sp.arch.Manifest()
+	if err != nil {
+		return pkgFail("manifest", err)
+	}
+	defer mrc.Close()
+	rd, err := manifest.NewReader(mrc, inc.opts.Document)
+	if err != nil {
+		return pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err))
+	}
+	var wg sync.WaitGroup
+	for seq := int64(0); ; seq++ {
+		e, err := rd.Next()
+		if err != nil {
+			if isEOF(err) {
+				break
+			}
+			var ee *manifest.EntryError
+			if asEntryError(err, &ee) {
+				continue // recorded when the plan was made
+			}
+			if perr := pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err)); perr != nil {
+				return perr
+			}
+			break
+		}
+		w, ok := want[e.Loc]
+		if !ok || !e.ChangeTime().Equal(w.Time) || string(e.Metadata.Change) != w.Change || (j.Contents == "" && seq != w.Seq) {
+			continue
+		}
+		delete(want, e.Loc) // one entry per winner, even if repeated at the same time
+		wg.Add(1)
+		select {
+		case <-ctx.Done():
+			wg.Done()
+			return ctx.Err()
+		case out <- entryJob{pkg: &j, entry: e, arch: sp.arch, done: wg.Done}:
+		}
+	}
+	for uri, w := range want {
+		inc.counts.Failed.Add(1)
+		inc.fail(ctx, Failure{URI: uri, Package: j.URL, Stage: "manifest",
+			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", manifest.FormatDatetime(w.Time)), Permanent: true}, w.Time)
+	}
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-allDone:
+	}
+	inc.counts.PackagesDone.Add(1)
+	return nil
+}
+
+// setCheckpoints advances each resource set's checkpoint: to the range's
+// end when --until was given, else to the newest change seen (or where the
+// run started, when nothing was seen), held at the earliest temporary
+// failure.
+func (inc *incremental) setCheckpoints(ctx context.Context, rep *Report) error {
+	now := time.Now().UTC()
+	for set, sr := range inc.sets {
+		next := sr.from
+		switch {
+		case !inc.rng.Until.IsZero():
+			next = sr.until
+		case sr.newest.After(next):
+			next = sr.newest
+		}
+		if !inc.hold.IsZero() && inc.hold.Before(next) {
+			next = inc.hold
+		}
+		cp := state.Checkpoint{Source: inc.opts.Source, CapabilityList: set, Next: next, Baseline: sr.prev.Baseline, Open: sr.open, RunID: inc.runID, Updated: now}
+		if err := inc.opts.Store.SetCheckpoint(ctx, cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,287 @@
+package pipeline_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/pipeline"
+)
+
+// change is one entry of a hand-made change package.
+type change struct {
+	uri  string
+	kind manifest.Change
+	at   string // W3C datetime
+	body string
+	raw  func(*manifest.Entry) // edits the entry (malformed cases)
+}
+
+// pkgSpec is one hand-made change package.
+type pkgSpec struct {
+	from, until string // until "" = open
+	changes     []change
+}
+
+func mustTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	tm, err := manifest.ParseDatetime(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+func sums(b []byte) fixity.Hashes {
+	m := md5.Sum(b)
+	s := sha256.Sum256(b)
+	return fixity.Hashes{MD5: m[:], SHA256: s[:]}
+}
+
+// writeChangeDump writes changedump.xml and its packages under dir, listing
+// the packages in the order given (so a test can list them out of order),
+// with rel="contents" manifest copies when contents is set.
+func writeChangeDump(t *testing.T, dir string, pkgs []pkgSpec, contents bool) {
+	t.Helper()
+	os.MkdirAll(filepath.Join(dir, "changes"), 0o755)
+	var dumpEntries []*manifest.Entry
+	open := false
+	first := ""
+	for i, p := range pkgs {
+		var man bytes.Buffer
+		md := manifest.NewMetadata()
+		md.Capability = manifest.ChangeDumpManifest
+		md.From = mustTime(t, p.from)
+		if p.until != "" {
+			md.Until = mustTime(t, p.until)
+		} else {
+			open = true
+		}
+		if first == "" || p.from < first {
+			first = p.from
+		}
+		w, err := manifest.NewWriter(&man, manifest.Header{Root: manifest.URLSet, Metadata: md})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var zbuf bytes.Buffer
+		zw := zip.NewWriter(&zbuf)
+		var bodies [][2]string
+		for k, c := range p.changes {
+			e := &manifest.Entry{Loc: c.uri, Lastmod: mustTime(t, c.at), Metadata: manifest.NewMetadata()}
+			e.Metadata.Change = c.kind
+			e.Metadata.Datetime = mustTime(t, c.at)
+			if c.kind != manifest.Deleted {
+				path := fmt.Sprintf("/r%d-%d.txt", i, k)
+				e.Metadata.Path = path
+				e.Metadata.Hashes = sums([]byte(c.body))
+				e.Metadata.Length = int64(len(c.body))
+				e.Metadata.Type = "text/plain"
+				bodies = append(bodies, [2]string{path[1:], c.body})
+			}
+			if c.raw != nil {
+				c.raw(e)
+			}
+			if err := w.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		mw, _ := zw.Create("manifest.xml")
+		mw.Write(man.Bytes())
+		for _, b := range bodies {
+			bw, _ := zw.Create(b[0])
+			bw.Write([]byte(b[1]))
+		}
+		zw.Close()
+		name := fmt.Sprintf("changes/c%d.zip", i)
+		os.WriteFile(filepath.Join(dir, name), zbuf.Bytes(), 0o644)
+		pm := manifest.NewMetadata()
+		pm.Type = "application/zip"
+		pm.Length = int64(zbuf.Len())
+		pm.Hashes = sums(zbuf.Bytes())
+		pm.From = md.From
+		pm.Until = md.Until
+		e := &manifest.Entry{Loc: "http://127.0.0.1:PORTX/" + name, Metadata: pm}
+		if contents {
+			mname := fmt.Sprintf("changes/c%d.manifest.xml", i)
+			os.WriteFile(filepath.Join(dir, mname), man.Bytes(), 0o644)
+			e.Links = []manifest.Link{manifest.NewLink("contents", "http://127.0.0.1:PORTX/"+mname)}
+		}
+		dumpEntries = append(dumpEntries, e)
+	}
+	var doc bytes.Buffer
+	md := manifest.NewMetadata()
+	md.Capability = manifest.ChangeDump
+	md.From = mustTime(t, first)
+	if !open {
+		md.Until = mustTime(t, pkgs[len(pkgs)-1].until)
+	}
+	w, err := manifest.NewWriter(&doc, manifest.Header{Root: manifest.URLSet, Metadata: md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range dumpEntries {
+		if err := w.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	os.WriteFile(filepath.Join(dir, "changedump.xml"), doc.Bytes(), 0o644)
+}
+
+func (h *harness) incremental(ctx context.Context, source string, rng pipeline.Range) *pipeline.Report {
+	h.t.Helper()
+	opts := h.options(source)
+	rep, err := pipeline.Incremental(ctx, opts, rng)
+	if err != nil {
+		h.t.Fatalf("incremental: %v", err)
+	}
+	return rep
+}
+
+func res(n int) string { return fmt.Sprintf("http://example.com/res%d", n) }
+
+// TestIncrementalSemantics covers the spec's Example 23 (res7 created then
+// updated: only the second version is kept), deletes, both range
+// boundaries, out-of-order packages and a resource updated in one package
+// and deleted in a later one — with and without manifest copies, and
+// whatever order packages are listed in.
+func TestIncrementalSemantics(t *testing.T) {
+	pkgs := []pkgSpec{
+		{from: "2013-01-03T09:00:00Z", until: "2013-01-03T12:00:00Z", changes: []change{
+			{uri: res(1), kind: manifest.Created, at: "2013-01-03T09:00:00Z", body: "res1 v1 at the lower boundary"},
+			{uri: res(7), kind: manifest.Created, at: "2013-01-03T10:00:00Z", body: "res7 v1"},
+			{uri: res(9), kind: manifest.Created, at: "2013-01-03T10:30:00Z", body: "res9 v1"},
+			{uri: res(7), kind: manifest.Updated, at: "2013-01-03T11:00:00Z", body: "res7 v2 (Example 23)"},
+			{uri: res(5), kind: manifest.Updated, at: "2013-01-03T11:30:00Z", body: "res5 v2, deleted later"},
+			{uri: res(8), kind: manifest.Created, at: "2013-01-03T08:59:59Z", body: "before the range"},
+		}},
+		{from: "2013-01-03T12:00:00Z", until: "2013-01-03T18:00:00Z", changes: []change{
+			{uri: res(5), kind: manifest.Deleted, at: "2013-01-03T13:00:00Z"},
+			{uri: res(9), kind: manifest.Updated, at: "2013-01-03T14:00:00Z", body: "res9 v2"},
+			{uri: res(2), kind: manifest.Created, at: "2013-01-03T15:00:00Z", body: "res2 at the upper boundary"},
+			{uri: res(3), kind: manifest.Created, at: "2013-01-03T15:00:01Z", body: "after the range"},
+		}},
+	}
+	want := map[string]string{
+		res(1): "res1 v1 at the lower boundary",
+		res(7): "res7 v2 (Example 23)",
+		res(9): "res9 v2",
+		res(2): "res2 at the upper boundary",
+		res(4): "baseline res4",
+	}
+	rng := pipeline.Range{From: mustTime(t, "2013-01-03T09:00:00Z"), Until: mustTime(t, "2013-01-03T15:00:00Z")}
+	for _, tc := range []struct {
+		name     string
+		contents bool
+		reverse  bool
+	}{{"manifests in packages", false, false}, {"manifest copies", true, false}, {"packages listed out of order", false, true}, {"copies, out of order", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			src := t.TempDir()
+			list := append([]pkgSpec{}, pkgs...)
+			if tc.reverse {
+				list[0], list[1] = list[1], list[0]
+			}
+			writeChangeDump(t, src, list, tc.contents)
+			srv := serve(t, src)
+			h := newHarness(t)
+			// What a baseline left: res4 and res5.
+			for _, r := range []struct{ uri, body string }{{res(4), "baseline res4"}, {res(5), "baseline res5"}} {
+				if err := h.sink.Put(ctx, sinkResource(r.uri, r.body), strings.NewReader(r.body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep := h.incremental(ctx, srv.URL+"changedump.xml", rng)
+			if rep.Status != pipeline.StatusOK || rep.Resources.Deleted != 1 {
+				t.Fatalf("%s", rep.Summary())
+			}
+			got := h.held(ctx)
+			if len(got) != len(want) {
+				t.Errorf("sink holds %d resources, want %d: %v", len(got), len(want), keys(got))
+			}
+			for uri, body := range want {
+				if string(got[uri]) != body {
+					t.Errorf("%s = %q, want %q", uri, got[uri], body)
+				}
+			}
+			r5, ok, err := h.store.Resource(ctx, res(5))
+			if err != nil || !ok || !r5.Deleted || !r5.ChangeTime.Equal(mustTime(t, "2013-01-03T13:00:00Z")) {
+				t.Errorf("res5 state: %+v %v %v", r5, ok, err)
+			}
+			cp, ok, err := h.store.Checkpoint(ctx, srv.URL+"changedump.xml", "")
+			if err != nil || !ok || !cp.Next.Equal(rng.Until) {
+				t.Errorf("checkpoint %+v %v %v, want next %s", cp, ok, err, rng.Until)
+			}
+		})
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestIncrementalChecks: a Change Dump without a checkpoint or --from is
+// refused; malformed change entries are permanent failures of that entry
+// alone; the checkpoint follows the newest change when --until is absent.
+func TestIncrementalChecks(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	writeChangeDump(t, src, []pkgSpec{{from: "2014-01-01T00:00:00Z", changes: []change{
+		{uri: res(1), kind: manifest.Created, at: "2014-01-01T01:00:00Z", body: "ok"},
+		{uri: res(2), kind: "renamed", at: "2014-01-01T02:00:00Z", body: "unknown change type"},
+		{uri: res(3), kind: manifest.Created, at: "2014-01-01T03:00:00Z", body: "no path", raw: func(e *manifest.Entry) { e.Metadata.Path = "" }},
+		{uri: res(4), kind: manifest.Updated, at: "2014-01-01T04:00:00Z", body: "no datetime", raw: func(e *manifest.Entry) { e.Lastmod = time.Time{}; e.Metadata.Datetime = time.Time{} }},
+		{uri: res(5), kind: manifest.Created, at: "2014-01-01T05:00:00Z", body: "also ok"},
+	}}}, false)
+	srv := serve(t, src)
+	source := srv.URL + "changedump.xml"
+	h := newHarness(t)
+	if _, err := pipeline.Incremental(ctx, h.options(source), pipeline.Range{}); !errors.Is(err, pipeline.ErrNoCheckpoint) {
+		t.Fatalf("err = %v, want ErrNoCheckpoint", err)
+	}
+	rep := h.incremental(ctx, source, pipeline.Range{From: mustTime(t, "2014-01-01")})
+	if rep.Resources.Written != 2 || rep.Resources.Failed != 3 || rep.Status != pipeline.StatusPartial {
+		t.Fatalf("%s", rep.Summary())
+	}
+	for _, want := range []struct{ uri, msg string }{{res(2), "unknown change type"}, {res(3), "without a path"}, {res(4), "without a datetime"}} {
+		found := false
+		for _, f := range rep.Failures {
+			if f.URI == want.uri && strings.Contains(f.Error, want.msg) && f.Permanent {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no permanent failure %q for %s in %+v", want.msg, want.uri, rep.Failures)
+		}
+	}
+	// Open dump, no --until: the next run starts at the newest change seen,
+	// permanent failures do not hold it back.
+	cp, ok, err := h.store.Checkpoint(ctx, source, "")
+	if err != nil || !ok || !cp.Next.Equal(mustTime(t, "2014-01-01T05:00:00Z")) || !cp.Open {
+		t.Fatalf("checkpoint %+v %v %v", cp, ok, err)
+	}
+	// From the checkpoint: nothing new, nothing rewritten.
+	rep = h.incremental(ctx, source, pipeline.Range{})
+	if rep.Resources.Written != 0 || rep.Resources.Unchanged != 1 {
+		t.Fatalf("second run: %s", rep.Summary())
+	}
+}
