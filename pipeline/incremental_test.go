@@ -285,3 +285,53 @@ func TestIncrementalChecks(t *testing.T) {
 		t.Fatalf("second run: %s", rep.Summary())
 	}
 }
+
+// TestIncrementalFetchesOnlyWhatMatters counts the server's requests:
+// packages outside the range are never requested, and with manifest copies
+// only packages holding a winning change are downloaded.
+func TestIncrementalFetchesOnlyWhatMatters(t *testing.T) {
+	pkgs := []pkgSpec{
+		{from: "2015-01-01T00:00:00Z", until: "2015-01-02T00:00:00Z", changes: []change{ // before the range
+			{uri: res(1), kind: manifest.Created, at: "2015-01-01T10:00:00Z", body: "old"}}},
+		{from: "2015-01-02T00:00:00Z", until: "2015-01-03T00:00:00Z", changes: []change{ // in range, but every change superseded
+			{uri: res(2), kind: manifest.Created, at: "2015-01-02T10:00:00Z", body: "v1"},
+			{uri: res(3), kind: manifest.Created, at: "2015-01-02T11:00:00Z", body: "v1"}}},
+		{from: "2015-01-03T00:00:00Z", until: "2015-01-04T00:00:00Z", changes: []change{ // the winners
+			{uri: res(2), kind: manifest.Updated, at: "2015-01-03T10:00:00Z", body: "v2"},
+			{uri: res(3), kind: manifest.Deleted, at: "2015-01-03T11:00:00Z"}}},
+		{from: "2015-01-05T00:00:00Z", changes: []change{ // after the range, open
+			{uri: res(4), kind: manifest.Created, at: "2015-01-05T10:00:00Z", body: "new"}}},
+	}
+	rng := pipeline.Range{From: mustTime(t, "2015-01-02T00:00:01Z"), Until: mustTime(t, "2015-01-04T00:00:00Z")}
+	for _, contents := range []bool{false, true} {
+		t.Run(fmt.Sprintf("contents=%v", contents), func(t *testing.T) {
+			src := t.TempDir()
+			writeChangeDump(t, src, pkgs, contents)
+			srv := serve(t, src)
+			h := newHarness(t)
+			rep := h.incremental(context.Background(), srv.URL+"changedump.xml", rng)
+			if rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 || rep.Resources.Deleted != 1 {
+				t.Fatalf("%s", rep.Summary())
+			}
+			for i, want := range []int{0, 1, 1, 0} {
+				if contents && i == 1 {
+					want = 0 // its manifest copy shows nothing wins there
+				}
+				if got := srv.Handler.Requests(fmt.Sprintf("/changes/c%d.zip", i)); got != want {
+					t.Errorf("package %d requested %d times, want %d", i, got, want)
+				}
+			}
+			if contents && rep.Bytes.Downloaded != fileSize(t, filepath.Join(src, "changes", "c2.zip")) {
+				t.Errorf("downloaded %d bytes, want exactly the winning package", rep.Bytes.Downloaded)
+			}
+		})
+	}
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
