@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strings"
 	"time"
@@ -225,6 +226,7 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 		AllowMissingHash: f.allowMissingHash,
 		Counts:           counts,
 		Logger:           log,
+		SinkNames:        redactSpecs(f.sinks),
 	}
 	rng, _ := f.rangeOf()
 	if mode == modeSync {
@@ -282,4 +284,38 @@ func openSinks(ctx context.Context, specs []string) ([]sink.Sink, func(context.C
 		out = append(out, s)
 	}
 	return out, closeAll, nil
+}
+
+// redactSpecs returns sink specs without credentials (URL user info and
+// query parameters that look like secrets), to name sinks in the state
+// store and in messages.
+func redactSpecs(specs []string) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = redactSpec(s)
+	}
+	return out
+}
+
+func redactSpec(spec string) string {
+	scheme, rest, ok := strings.Cut(spec, ":")
+	if !ok {
+		return spec
+	}
+	u, err := url.Parse(rest)
+	if err != nil {
+		return scheme + ":…"
+	}
+	if u.User != nil {
+		u.User = url.User("…")
+	}
+	q := u.Query()
+	for k := range q {
+		lk := strings.ToLower(k)
+		if strings.Contains(lk, "secret") || strings.Contains(lk, "password") || strings.Contains(lk, "token") || strings.Contains(lk, "key") {
+			q.Set(k, "…")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return scheme + ":" + u.String()
 }

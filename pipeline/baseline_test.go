@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -350,5 +351,85 @@ func TestBaselineInterop(t *testing.T) {
 	}
 	if b, ok := got["http://127.0.0.1:PORTX/resources/sub dir/café über.txt"]; !ok || !bytes.Equal(b, want) {
 		t.Errorf("non-ASCII resource not delivered intact")
+	}
+}
+
+// flakySink fails Put for the URIs in fail, and counts Puts per URI.
+type flakySink struct {
+	*fs.FS
+	mu   sync.Mutex
+	fail map[string]bool
+	puts map[string]int
+}
+
+func (f *flakySink) Put(ctx context.Context, r *sink.Resource, body io.Reader) error {
+	f.mu.Lock()
+	f.puts[r.URI]++
+	bad := f.fail[r.URI]
+	f.mu.Unlock()
+	if bad {
+		io.Copy(io.Discard, body)
+		return errors.New("flaky sink: connection reset")
+	}
+	return f.FS.Put(ctx, r, body)
+}
+
+// TestSeveralSinks: each resource goes to every sink; a failure in one sink
+// is recorded for that sink, holds the checkpoint, and the next run
+// delivers to that sink only.
+func TestSeveralSinks(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	gen := bench.GenOptions{Dir: src, Resources: 60, Packages: 2, Seed: 11, MeanSize: 1 << 10}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	bench.Truth(ctx, gen, func(uri string, _ io.Reader) error { uris = append(uris, uri); return nil })
+	victim := uris[7]
+	srv := serve(t, src)
+	h := newHarness(t)
+	mk := func(name string) *flakySink {
+		s, err := fs.New(filepath.Join(h.dir, name), fs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &flakySink{FS: s, fail: map[string]bool{}, puts: map[string]int{}}
+	}
+	a, b := mk("a"), mk("b")
+	b.fail[victim] = true
+	run := func() *pipeline.Report {
+		opts := h.options(srv.URL)
+		opts.Sinks = []sink.Sink{a, b}
+		opts.SinkNames = []string{"fs:a", "fs:b"}
+		rep, err := pipeline.Baseline(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := run()
+	if rep.Status != pipeline.StatusPartial || rep.Resources.Failed != 1 || rep.Resources.Written != int64(len(uris)-1) {
+		t.Fatalf("%s", rep.Summary())
+	}
+	if f := rep.Failures[0]; f.URI != victim || !strings.Contains(f.Error, "sink fs:b") || f.Permanent {
+		t.Fatalf("failure %+v", f)
+	}
+	if cp, ok, _ := h.store.Checkpoint(ctx, srv.URL, srv.URL+"capabilitylist.xml"); ok {
+		t.Fatalf("a temporary sink failure must hold the checkpoint, got %+v", cp)
+	}
+	b.fail[victim] = false
+	rep = run()
+	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 || rep.Resources.Unchanged != int64(len(uris)-1) {
+		t.Fatalf("second run: %s", rep.Summary())
+	}
+	if a.puts[victim] != 1 || b.puts[victim] != 2 {
+		t.Fatalf("puts of the victim: a=%d b=%d; want a=1 (not re-delivered) b=2", a.puts[victim], b.puts[victim])
+	}
+	if ds, _ := h.store.Deliveries(ctx, victim); len(ds) != 0 {
+		t.Fatalf("deliveries left after every sink took it: %+v", ds)
+	}
+	if _, ok, _ := h.store.Checkpoint(ctx, srv.URL, srv.URL+"capabilitylist.xml"); !ok {
+		t.Fatal("checkpoint not set once every sink took everything")
 	}
 }

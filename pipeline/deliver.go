@@ -35,6 +35,10 @@ type result struct {
 	fatal      error
 	// change is the change type applied (incremental runs), or "".
 	change string
+	// deliveries are the sinks that took this version while another sink
+	// failed; delivered says every sink now holds it (clear deliveries).
+	deliveries []state.Delivery
+	delivered  bool
 }
 
 // deliver verifies one manifest entry and writes it to every sink, unless
@@ -97,17 +101,52 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), md.Path, f.Size, want.Length))
 	}
 	res := &sink.Resource{URI: e.Loc, Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod}
+	// With several sinks, a sink that took this version in an earlier run
+	// (while another failed) is not written again.
+	var already map[string]bool
+	if len(r.sinks) > 1 {
+		ds, err := r.opts.Store.Deliveries(ctx, e.Loc)
+		if err != nil {
+			return result{fatal: err}
+		}
+		for _, d := range ds {
+			if holds(state.Resource{Outcome: state.OutcomeWritten, Length: d.Length, Hashes: d.Hashes}, want) {
+				if already == nil {
+					already = map[string]bool{}
+				}
+				already[d.Sink] = true
+			}
+		}
+	}
+	var took []state.Delivery
 	for _, s := range r.sinks {
+		if already[s.name] {
+			continue
+		}
 		n, err := r.put(ctx, s, res, f, want)
 		if err != nil {
-			return failed("deliver", err)
+			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 {
+				return failed("deliver", err)
+			}
+			// This sink failed: record the failure for it, and the
+			// sinks that took this version, so the next run delivers
+			// only to the sinks that lack it.
+			out := failed("deliver", fmt.Errorf("sink %s: %w", s.name, err))
+			for _, o := range r.sinks {
+				if already[o.name] {
+					took = append(took, state.Delivery{URI: e.Loc, Sink: o.name, Length: want.Length, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
+				}
+			}
+			out.deliveries = took
+			return out
 		}
 		rec.Length = n
+		took = append(took, state.Delivery{URI: e.Loc, Sink: s.name, Length: n, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
 	}
 	r.counts.Written.Add(1)
 	r.counts.BytesWritten.Add(rec.Length)
 	rec.Outcome = "written"
-	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(md.Change)}
+	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(md.Change), delivered: len(r.sinks) > 1}
 }
 
 // entryOpener is what deliver needs of a ZIP entry.
@@ -182,7 +221,7 @@ func (r *run) commit(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	flush := func() error {
-		if len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 {
+		if len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && len(b.Deliveries) == 0 && len(b.Delivered) == 0 {
 			return nil
 		}
 		// Commit even while the run is being cancelled: outcomes that
@@ -217,7 +256,7 @@ func (r *run) commit(ctx context.Context) error {
 				return flush()
 			}
 			r.add(&b, res)
-			if len(b.Resources)+len(b.Failures) >= maxBatch {
+			if len(b.Resources)+len(b.Failures)+len(b.Deliveries) >= maxBatch {
 				if err := flush(); err != nil {
 					return err
 				}
@@ -231,6 +270,10 @@ func (r *run) add(b *state.Batch, res result) {
 	if res.failure != nil {
 		f := res.failure
 		b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: f.URI, Package: f.Package, Stage: f.Stage, Error: f.Error, Permanent: f.Permanent, ChangeTime: res.changeTime, At: now})
+	}
+	b.Deliveries = append(b.Deliveries, res.deliveries...)
+	if res.delivered {
+		b.Delivered = append(b.Delivered, res.resource.URI)
 	}
 	if res.change != "" && (res.outcome == outWritten || res.outcome == outDeleted) {
 		b.Changes = append(b.Changes, state.ChangeRecord{URI: res.resource.URI, Change: res.change, Datetime: res.resource.ChangeTime, RunID: r.runID, Package: res.resource.Package})

@@ -40,6 +40,10 @@ type Options struct {
 	Source string
 	// Sinks receive every verified resource. At least one is required.
 	Sinks []sink.Sink
+	// SinkNames name the sinks in the state store (which sink took which
+	// version), in the order of Sinks; they must be stable across runs and
+	// hold no credentials. Default: "sink1", "sink2", …
+	SinkNames []string
 	// Store is the state store. Required.
 	Store *state.Store
 	// Client fetches documents and packages. Required.
@@ -124,7 +128,8 @@ type run struct {
 // boundSink is a sink with a semaphore of its declared concurrency.
 type boundSink struct {
 	sink.Sink
-	sem chan struct{}
+	name string
+	sem  chan struct{}
 }
 
 func (r *run) noteAt(t time.Time) {
@@ -145,12 +150,16 @@ func (r *run) noteSet(set string, at time.Time) {
 
 func newRun(opts Options) *run {
 	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, sets: map[string]time.Time{}}
-	for _, s := range opts.Sinks {
+	for i, s := range opts.Sinks {
 		n := opts.Workers
 		if l, ok := s.(sink.Limiter); ok && l.Concurrency() > 0 {
 			n = l.Concurrency()
 		}
-		r.sinks = append(r.sinks, boundSink{Sink: s, sem: make(chan struct{}, n)})
+		name := fmt.Sprintf("sink%d", i+1)
+		if i < len(opts.SinkNames) && opts.SinkNames[i] != "" {
+			name = opts.SinkNames[i]
+		}
+		r.sinks = append(r.sinks, boundSink{Sink: s, name: name, sem: make(chan struct{}, n)})
 	}
 	return r
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rsharvest/rsharvest/fixity"
 )
 
 // Failure is one entry of a run's detail log: an item that failed.
@@ -81,12 +83,58 @@ type Batch struct {
 	Failures []Failure
 	// Changes are appended to the change log.
 	Changes []ChangeRecord
+	// Deliveries are upserted by (URI, sink): sinks that took a version
+	// of a resource that some other sink did not.
+	Deliveries []Delivery
+	// Delivered lists URIs every sink now holds: their deliveries are
+	// cleared (after Deliveries are applied).
+	Delivered []string
 	// Checkpoint, if not nil, is set last.
 	Checkpoint *Checkpoint
 }
 
 func (b *Batch) empty() bool {
-	return len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && b.Checkpoint == nil
+	return len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && b.Checkpoint == nil &&
+		len(b.Deliveries) == 0 && len(b.Delivered) == 0
+}
+
+// Delivery records that one sink holds a version of a resource while
+// another sink has not taken it yet, so a later run re-delivers only to the
+// sinks that lack it.
+type Delivery struct {
+	URI        string
+	Sink       string
+	Length     int64
+	Hashes     fixity.Hashes
+	ChangeTime time.Time
+}
+
+// Deliveries returns the partial deliveries recorded for uri.
+func (s *Store) Deliveries(ctx context.Context, uri string) ([]Delivery, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT sink, length, md5, sha1, sha256, change_time FROM deliveries WHERE uri = ?", uri)
+	if err != nil {
+		return nil, fatal("deliveries", err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d := Delivery{URI: uri}
+		var md5, sha1, sha256, ct sql.NullString
+		if err := rows.Scan(&d.Sink, &d.Length, &md5, &sha1, &sha256, &ct); err != nil {
+			return nil, fatal("deliveries", err)
+		}
+		if d.Hashes, err = decodeHashes(md5, sha1, sha256, sql.NullString{}); err != nil {
+			return nil, fatal("deliveries", err)
+		}
+		if d.ChangeTime, err = decodeTime("change_time", ct); err != nil {
+			return nil, fatal("deliveries", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("deliveries", err)
+	}
+	return out, nil
 }
 
 // Commit records a batch in one SQLite transaction: resources are upserted
@@ -161,6 +209,24 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 			if err != nil {
 				return fmt.Errorf("change %d (%q): %w", i, c.URI, err)
 			}
+		}
+	}
+	for i := range b.Deliveries {
+		d := &b.Deliveries[i]
+		ct, err := encodeTime(d.ChangeTime)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `INSERT INTO deliveries (uri, sink, length, md5, sha1, sha256, change_time) VALUES (?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (uri, sink) DO UPDATE SET length = excluded.length, md5 = excluded.md5, sha1 = excluded.sha1,
+				sha256 = excluded.sha256, change_time = excluded.change_time`,
+				d.URI, d.Sink, d.Length, encodeDigest(d.Hashes.MD5), encodeDigest(d.Hashes.SHA1), encodeDigest(d.Hashes.SHA256), ct)
+		}
+		if err != nil {
+			return fmt.Errorf("delivery %d (%q, %q): %w", i, d.URI, d.Sink, err)
+		}
+	}
+	for _, uri := range b.Delivered {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE uri = ?", uri); err != nil {
+			return fmt.Errorf("delivered %q: %w", uri, err)
 		}
 	}
 	if c := b.Checkpoint; c != nil {

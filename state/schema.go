@@ -79,6 +79,20 @@ CREATE TABLE checkpoints (
 	PRIMARY KEY (source, capability_list)
 ) WITHOUT ROWID;
 `,
+		// 2: per-sink deliveries of a resource's newest version, kept while
+		// not every sink has it.
+		`
+CREATE TABLE deliveries (
+	uri         TEXT NOT NULL CHECK (uri <> ''),
+	sink        TEXT NOT NULL CHECK (sink <> ''),
+	length      INTEGER NOT NULL CHECK (length >= -1),
+	md5         TEXT,
+	sha1        TEXT,
+	sha256      TEXT,
+	change_time TEXT,
+	PRIMARY KEY (uri, sink)
+) WITHOUT ROWID;
+`,
 	}
 }
 
