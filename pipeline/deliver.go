@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/sink"
@@ -123,7 +125,7 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		if already[s.name] {
 			continue
 		}
-		n, err := r.put(ctx, s, res, f, want)
+		n, err := r.putRetrying(ctx, s, res, f, want)
 		if err != nil {
 			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 {
 				return failed("deliver", err)
@@ -152,6 +154,29 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 // entryOpener is what deliver needs of a ZIP entry.
 type entryOpener interface {
 	Open() (io.ReadCloser, error)
+}
+
+// putRetrying puts with retries of a sink's temporary failures (the entry
+// is read again from the package each time), with exponential backoff.
+func (r *run) putRetrying(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = r.opts.SinkBackoff
+	bo.MaxInterval = 20 * r.opts.SinkBackoff
+	for attempt := 0; ; attempt++ {
+		n, err := r.put(ctx, s, res, f, want)
+		if err == nil || !errclass.IsRetryable(err) || errors.Is(err, fixity.ErrMismatch) || attempt >= r.opts.SinkRetries || ctx.Err() != nil {
+			return n, err
+		}
+		wait := bo.NextBackOff()
+		r.log.Debug("sink write failed; retrying", "sink", s.name, "uri", res.URI, "attempt", attempt+1, "in", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return n, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // put streams one entry into one sink through a verifying reader, so the

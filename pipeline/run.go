@@ -65,6 +65,10 @@ type Options struct {
 	// sha-256, verifying only their length and the ZIP's CRC-32. By default
 	// such entries fail: rsharvest never writes a byte it could not verify.
 	AllowMissingHash bool
+	// SinkRetries is how often a sink's temporary failure is retried within
+	// a run (default 3); SinkBackoff the first wait (default 200 ms).
+	SinkRetries int
+	SinkBackoff time.Duration
 	// Counts, when set, receives the live counters (for progress display).
 	Counts *Counts
 	// Logger receives the run's log; nil discards it.
@@ -86,6 +90,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.NumCPU()
+	}
+	if o.SinkRetries == 0 {
+		o.SinkRetries = 3
+	}
+	if o.SinkBackoff <= 0 {
+		o.SinkBackoff = 200 * time.Millisecond
 	}
 	if o.SpoolDir == "" {
 		o.SpoolDir = os.TempDir()
