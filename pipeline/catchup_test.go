@@ -1,0 +1,67 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/pipeline"
+)
+
+// TestCatchUpInSteps: a baseline followed by incremental runs, as the
+// source publishes one change package after another, ends equal to the
+// source's later state (what a fresh baseline of it would hold): deletes
+// applied, latest versions kept.
+func TestCatchUpInSteps(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	srv := serve(t, src)
+	// Generated for the server's own URL, so documents, manifest copies and
+	// packages agree on every URI.
+	gen := bench.GenOptions{Dir: src, Base: srv.URL, Resources: 240, Packages: 3, Seed: 21, MeanSize: 2 << 10,
+		ChangePackages: 5, ChangesPerPackage: 40, DeleteShare: 0.15, IndexThreshold: 2}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	srv.Handler.Publish(0)
+	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != pipeline.StatusOK {
+		t.Fatalf("baseline: %s", rep.Summary())
+	}
+	for _, k := range []int{1, 3, 5} {
+		srv.Handler.Publish(k)
+		rep := h.incremental(ctx, srv.URL, pipeline.Range{})
+		if rep.Status != pipeline.StatusOK {
+			t.Fatalf("step %d: %s", k, rep.Summary())
+		}
+		want := map[string][]byte{}
+		if err := bench.TruthAfter(ctx, gen, k, func(uri string, body io.Reader) error {
+			b, err := io.ReadAll(body)
+			want[uri] = b
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got := h.held(ctx)
+		if len(got) != len(want) {
+			t.Fatalf("step %d: sink holds %d resources, the source %d", k, len(got), len(want))
+		}
+		for uri, b := range want {
+			if !bytes.Equal(got[uri], b) {
+				t.Fatalf("step %d: %s differs", k, uri)
+			}
+		}
+		n, err := h.store.CountResources(ctx, false)
+		if err != nil || n != int64(len(want)) {
+			t.Fatalf("step %d: state holds %d live resources (%v), want %d", k, n, err, len(want))
+		}
+	}
+	// The changes of every package are in the state's change log, and a
+	// repeated catch-up changes nothing.
+	rep := h.incremental(ctx, srv.URL, pipeline.Range{})
+	if rep.Resources.Written != 0 || rep.Resources.Deleted != 0 {
+		t.Fatalf("repeated catch-up: %s", rep.Summary())
+	}
+}
