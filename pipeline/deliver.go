@@ -53,6 +53,10 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod,
 		ChangeTime: e.ChangeTime(), Package: j.pkg.URL, RunID: r.runID,
 	}
+	if rec.ChangeTime.IsZero() {
+		// A snapshot entry without lastmod is as new as its dump's "at".
+		rec.ChangeTime = j.pkg.At
+	}
 	prev, had, err := r.opts.Store.Resource(ctx, e.Loc)
 	if err != nil {
 		return result{fatal: err}

@@ -1,0 +1,488 @@
+//go:build unix
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// This file holds the machinery of the crash tests (crash_test.go): building
+// the real binary, running it as a child process that is killed with
+// SIGKILL, and auditing what a killed child left behind.
+
+// sinkTmpDir is the fs sink's directory of files being written (see
+// sink/fs/layout.go); it is the only place a partial body may be.
+const sinkTmpDir = ".rsharvest-tmp"
+
+// buildRsharvest builds ./cmd/rsharvest, without the race detector (SQLite
+// is many times slower under it), into a directory of the test.
+func buildRsharvest(t *testing.T) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the binary:", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, goCmd, "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		t.Fatal("go env GOMOD: not in a module")
+	}
+	bin := filepath.Join(t.TempDir(), "rsharvest")
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", bin, "./cmd/rsharvest")
+	cmd.Dir = filepath.Dir(gomod)
+	// Whatever flags the test was run with, the child is a plain build.
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/rsharvest: %v\n%s", err, b)
+	}
+	return bin
+}
+
+// crashSeed returns the seed of the test's random choices:
+// RSHARVEST_CRASH_SEED when set, else a new one. It is logged so that a
+// failure can be replayed.
+func crashSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("RSHARVEST_CRASH_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("RSHARVEST_CRASH_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay with RSHARVEST_CRASH_SEED=%d)", seed, seed)
+	return seed
+}
+
+// crashIterations returns how many kills a test makes: def, or fewer with
+// -short, or RSHARVEST_CRASH_ITERATIONS when set.
+func crashIterations(t *testing.T, def, short int) int {
+	t.Helper()
+	if s := os.Getenv("RSHARVEST_CRASH_ITERATIONS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("RSHARVEST_CRASH_ITERATIONS=%q: want a positive number", s)
+		}
+		return n
+	}
+	if testing.Short() {
+		return short
+	}
+	return def
+}
+
+// sums are the digests of one body.
+type sums struct{ sha256, md5 string }
+
+func sumOf(r io.Reader) (sums, error) {
+	h, m := sha256.New(), md5.New()
+	if _, err := io.Copy(io.MultiWriter(h, m), r); err != nil {
+		return sums{}, err
+	}
+	return sums{hex.EncodeToString(h.Sum(nil)), hex.EncodeToString(m.Sum(nil))}, nil
+}
+
+// truthSums collects bench.TruthAfter(opts, k): every resource's URI and
+// digests after Change Dump packages 1 to k.
+func truthSums(t *testing.T, opts bench.GenOptions, k int) map[string]sums {
+	t.Helper()
+	m := map[string]sums{}
+	err := bench.TruthAfter(t.Context(), opts, k, func(uri string, body io.Reader) error {
+		s, err := sumOf(body)
+		m[uri] = s
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// rig is one harvester's working directory: the fs sink, the state store,
+// the spool directory and the child's TMPDIR, all under work.
+type rig struct {
+	bin    string
+	mode   string // the command: "baseline" or "sync"
+	source string
+	work   string
+	runs   int // children started
+}
+
+func newRig(t *testing.T, bin, mode, source string) *rig {
+	t.Helper()
+	rg := &rig{bin: bin, mode: mode, source: source, work: t.TempDir()}
+	for _, d := range []string{rg.spool(), rg.tmp()} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rg
+}
+
+func (rg *rig) mirror() string { return filepath.Join(rg.work, "mirror") }
+func (rg *rig) db() string     { return filepath.Join(rg.work, "state.db") }
+func (rg *rig) spool() string  { return filepath.Join(rg.work, "spool") }
+func (rg *rig) tmp() string    { return filepath.Join(rg.work, "tmp") }
+
+// childResult is how a child ended.
+type childResult struct {
+	killed  bool // by our SIGKILL
+	code    int  // exit code when not killed
+	elapsed time.Duration
+	output  string
+}
+
+// syncChild runs "rsharvest MODE" and kills it with SIGKILL after killAfter
+// (never, when killAfter < 0). The child has at most two minutes.
+func (rg *rig) syncChild(t *testing.T, killAfter time.Duration) childResult {
+	t.Helper()
+	rg.runs++
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rg.bin, rg.mode, "--source", rg.source, "--sink", "fs:"+rg.mirror(),
+		"--state", rg.db(), "--spool-dir", rg.spool(), "--progress", "none", "--log-level", "warn",
+		"--concurrency", "2", "--workers", "2")
+	cmd.Env = append(os.Environ(), "TMPDIR="+rg.tmp())
+	cmd.Dir = rg.work
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", rg.bin, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var waitErr error
+	if killAfter >= 0 {
+		timer := time.NewTimer(killAfter)
+		select {
+		case waitErr = <-done:
+			timer.Stop()
+		case <-timer.C:
+			_ = cmd.Process.Kill() // SIGKILL
+			waitErr = <-done
+		}
+	} else {
+		waitErr = <-done
+	}
+	res := childResult{elapsed: time.Since(start), output: out.String()}
+	if ctx.Err() != nil {
+		t.Fatalf("child run %d did not finish within its deadline\n%s", rg.runs, res.output)
+	}
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+	case errors.As(waitErr, &ee):
+		res.code = ee.ExitCode()
+	default:
+		t.Fatalf("child run %d: %v", rg.runs, waitErr)
+	}
+	// ExitCode is -1 for a process ended by a signal: ours.
+	res.killed = res.code == -1
+	return res
+}
+
+// finishChild runs a child to its end and requires exit 0.
+func (rg *rig) finishChild(t *testing.T) childResult {
+	t.Helper()
+	res := rg.syncChild(t, -1)
+	if res.killed || res.code != ExitOK {
+		t.Fatalf("run %d: exit %d (killed %v), want 0\n%s", rg.runs, res.code, res.killed, res.output)
+	}
+	return res
+}
+
+// leftovers counts what killed children left outside the sink: temporary
+// files of the sink, spool files and files in the child's TMPDIR. It also
+// checks that nothing but the rig's own entries exists in its directory.
+type leftovers struct{ sinkTmp, spool, tmp int }
+
+func (rg *rig) leftovers(t *testing.T) leftovers {
+	t.Helper()
+	ents, err := os.ReadDir(rg.work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{"mirror": true, "state.db": true, "state.db-wal": true, "state.db-shm": true,
+		"state.db-journal": true, "spool": true, "tmp": true}
+	for _, e := range ents {
+		if !known[e.Name()] {
+			t.Errorf("unexpected %q next to the mirror and the state store", e.Name())
+		}
+	}
+	count := func(dir string) int {
+		es, err := os.ReadDir(dir)
+		if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return len(es)
+	}
+	return leftovers{count(filepath.Join(rg.mirror(), sinkTmpDir)), count(rg.spool()), count(rg.tmp())}
+}
+
+// auditSink reads the mirror twice: raw, every regular file under it but
+// the sink's temporary directory (each must be at a path of the layout:
+// nothing foreign, nothing half-named), and through the sink's own
+// Inventory (fs.New + Walk + Get). Both must agree. It returns URI → digests.
+func (rg *rig) auditSink(t *testing.T) map[string]sums {
+	t.Helper()
+	raw := map[string]sums{}
+	if _, err := os.Stat(rg.mirror()); errors.Is(err, iofs.ErrNotExist) {
+		return raw // killed before the sink was opened
+	}
+	err := filepath.WalkDir(rg.mirror(), func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(rg.mirror(), p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		switch {
+		case d.IsDir():
+			if rel == sinkTmpDir {
+				return filepath.SkipDir
+			}
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("mirror: %s is not a regular file (%v)", rel, d.Type())
+		}
+		uri, err := fs.Decode(rel)
+		if err != nil {
+			return fmt.Errorf("mirror: %s is not a path of the layout: %v", rel, err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		s, err := sumOf(f)
+		raw[uri] = s
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sink's view. fs.New removes the temporary files of a killed
+	// process, exactly as the next child would.
+	ctx := t.Context()
+	sk, err := fs.New(rg.mirror(), fs.Options{})
+	if err != nil {
+		t.Fatalf("fs.New after a kill: %v", err)
+	}
+	defer sk.Close(ctx)
+	viaSink := map[string]sums{}
+	err = sk.Walk(ctx, func(uri string) error {
+		rc, err := sk.Get(ctx, uri)
+		if err != nil {
+			return fmt.Errorf("Get %q: %w", uri, err)
+		}
+		defer rc.Close()
+		s, err := sumOf(rc)
+		viaSink[uri] = s
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(raw, viaSink) {
+		t.Fatalf("the sink's Inventory (%d resources) differs from the files in its directory (%d)", len(viaSink), len(raw))
+	}
+	return raw
+}
+
+// resRow is the part of a state store resource row that must not depend on
+// how often the harvester was interrupted: not run ids, times of recording,
+// nor "written" versus "unchanged" (a resource delivered by a killed run is
+// found unchanged by the next).
+type resRow struct {
+	Source, ResourceSet string
+	Length              int64
+	MD5, SHA1, SHA256   string
+	Type                string
+	Lastmod, Change     time.Time
+	Package             string
+	Outcome             string // "held", "deleted" or "failed"
+	Deleted             bool
+}
+
+// cpRow is a checkpoint without its run id and time of recording.
+type cpRow struct {
+	Next, Baseline time.Time
+	Open           bool
+}
+
+// stateSnap is a state store's content as far as it must be independent of
+// interruptions.
+type stateSnap struct {
+	resources   map[string]resRow
+	checkpoints map[string]cpRow // "source capability-list"
+	runs        map[string]int   // status → count
+}
+
+// snapState opens the state store as the next child would (state.Open must
+// succeed: a kill never corrupts it), checks SQLite's integrity and reads it.
+func (rg *rig) snapState(t *testing.T) stateSnap {
+	t.Helper()
+	ctx := t.Context()
+	snap := stateSnap{resources: map[string]resRow{}, checkpoints: map[string]cpRow{}, runs: map[string]int{}}
+	st, err := state.Open(ctx, rg.db())
+	if err != nil {
+		t.Fatalf("state.Open after run %d: %v", rg.runs, err)
+	}
+	err = st.WalkResources(ctx, func(r state.Resource) error {
+		out := r.Outcome
+		if out == state.OutcomeWritten || out == state.OutcomeUnchanged {
+			out = "held"
+		}
+		snap.resources[r.URI] = resRow{Source: r.Source, ResourceSet: r.ResourceSet, Length: r.Length,
+			MD5: hex.EncodeToString(r.Hashes.MD5), SHA1: hex.EncodeToString(r.Hashes.SHA1), SHA256: hex.EncodeToString(r.Hashes.SHA256),
+			Type: r.Type, Lastmod: r.Lastmod, Change: r.ChangeTime, Package: r.Package, Outcome: out, Deleted: r.Deleted}
+		return nil
+	})
+	if err == nil {
+		var runs []state.Run
+		runs, err = st.Runs(ctx, 0)
+		for _, r := range runs {
+			snap.runs[r.Status]++
+		}
+	}
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("reading the state store after run %d: %v", rg.runs, err)
+	}
+	// Raw SQL: the integrity check, and every checkpoint (the Store has
+	// no listing of them).
+	db, err := sql.Open("sqlite", rg.db())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ok string
+	if err := db.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("state store integrity after run %d: %q %v", rg.runs, ok, err)
+	}
+	rows, err := db.QueryContext(ctx, "SELECT source, capability_list, coalesce(next, ''), coalesce(baseline, ''), open FROM checkpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var src, cl, next, base string
+		var open bool
+		if err := rows.Scan(&src, &cl, &next, &base, &open); err != nil {
+			t.Fatal(err)
+		}
+		snap.checkpoints[src+" "+cl] = cpRow{Next: parseStateTime(t, next), Baseline: parseStateTime(t, base), Open: open}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func parseStateTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	if s == "" {
+		return time.Time{}
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("state store time %q: %v", s, err)
+	}
+	return v.UTC()
+}
+
+// diffSinks describes how got differs from want (at most a few lines).
+func diffSinks(got, want map[string]sums) string {
+	var b strings.Builder
+	n := 0
+	for _, uri := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[uri]; !ok {
+			fmt.Fprintf(&b, "\n  missing %s", uri)
+			n++
+		} else if g != want[uri] {
+			fmt.Fprintf(&b, "\n  wrong body %s", uri)
+			n++
+		}
+		if n == 5 {
+			return b.String() + "\n  …"
+		}
+	}
+	for _, uri := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[uri]; !ok {
+			fmt.Fprintf(&b, "\n  unexpected %s", uri)
+			if n++; n == 5 {
+				return b.String() + "\n  …"
+			}
+		}
+	}
+	return b.String()
+}
+
+// diffStates describes how got differs from want (at most a few lines).
+func diffStates(got, want stateSnap) string {
+	var b strings.Builder
+	n := 0
+	line := func(format string, a ...any) bool {
+		fmt.Fprintf(&b, "\n  "+format, a...)
+		n++
+		return n >= 6
+	}
+	for _, uri := range slices.Sorted(maps.Keys(want.resources)) {
+		g, ok := got.resources[uri]
+		if !ok && line("resource %s: missing", uri) {
+			return b.String()
+		}
+		if ok && g != want.resources[uri] && line("resource %s:\n    got  %+v\n    want %+v", uri, g, want.resources[uri]) {
+			return b.String()
+		}
+	}
+	for _, uri := range slices.Sorted(maps.Keys(got.resources)) {
+		if _, ok := want.resources[uri]; !ok && line("resource %s: unexpected %+v", uri, got.resources[uri]) {
+			return b.String()
+		}
+	}
+	if !maps.Equal(got.checkpoints, want.checkpoints) {
+		line("checkpoints:\n    got  %+v\n    want %+v", got.checkpoints, want.checkpoints)
+	}
+	return b.String()
+}
+
+// killDelay draws when to kill a child: uniformly in [0, span].
+func killDelay(r *rand.Rand, span time.Duration) time.Duration {
+	return time.Duration(r.Int64N(int64(span) + 1))
+}
