@@ -106,14 +106,17 @@ func (b *bodyReader) reset(seed int64, index int, size int64, text bool) {
 }
 
 // refill generates the next block. Text blocks end on a token boundary
-// after at least blockSize-maxToken bytes; random blocks are blockSize
-// bytes (or what remains).
+// after at least blockSize-4×maxToken bytes, or as soon as they hold what
+// remains of the body (the tokens come one after the other from the
+// generator, so stopping early changes nothing of the body); random blocks
+// are blockSize bytes (or what remains).
 func (b *bodyReader) refill() {
 	b.off = 0
 	if b.text {
 		buf := b.buf[:blockSize]
 		n := 0
-		for n < blockSize-4*maxToken {
+		limit := int(min(blockSize-4*maxToken, b.remaining))
+		for n < limit {
 			x := b.pcg.Uint64()
 			for range 4 {
 				// The smaller of two draws: a skewed (triangular) word

@@ -4,13 +4,17 @@
 // Generate writes a complete static Source to a directory: a Source
 // Description, a Capability List, a Resource Dump (or a Resource Dump Index
 // over several Resource Dumps), ZIP packages with their manifests and,
-// optionally, a Resource List and the resources' bodies as plain files.
+// optionally, a Resource List and the resources' bodies as plain files,
+// and a Change Dump (or Change Dump Index) of changes after the snapshot.
 // Everything is a function of the options alone: the same options give
-// byte-identical files. Truth regenerates the same resources without disk.
+// byte-identical files. Truth regenerates the same resources without disk;
+// ChangesIn lists the changes and TruthAfter the resources after some of
+// them.
 //
 // Serve and NewHandler serve such a directory (or any static Source, such as
 // the resync interop sample) over HTTP, rewriting the placeholder base URL in
-// documents to the server's own URL.
+// documents to the server's own URL, and can publish a Change Dump package
+// by package (Handler.Publish).
 package bench
 
 import (
@@ -42,6 +46,13 @@ const (
 	// DefaultListThreshold is the default maximum number of resources in one
 	// Resource List document (the sitemap protocol's limit).
 	DefaultListThreshold = 50000
+	// DefaultChangeInterval is the default interval one Change Dump
+	// package covers.
+	DefaultChangeInterval = time.Hour
+	// DefaultCreateShare and DefaultDeleteShare are the default shares of
+	// creations and deletions among the changes.
+	DefaultCreateShare = 0.1
+	DefaultDeleteShare = 0.05
 	// maxEntrySize bounds MaxSize: stored entries are written with their
 	// sizes in 32-bit local header fields.
 	maxEntrySize = math.MaxUint32 - 1
@@ -113,6 +124,35 @@ type GenOptions struct {
 	// over-long segment, …/a which is also a directory) get no file and are
 	// left out of the Resource List.
 	WriteResources bool
+
+	// ChangePackages is the number of Change Dump packages; 0 means no
+	// Change Dump (and a Source exactly as without these options). The
+	// changes happen after the Resource Dump's snapshot and are a function
+	// of the options alone, like everything else.
+	ChangePackages int
+	// ChangesPerPackage is the number of changes in each Change Dump
+	// package; 0 means max(1, Resources/20).
+	ChangesPerPackage int
+	// ChangeStart is the start of the first package's interval (and the
+	// Change Dump's from); zero means At. It is rounded up to a whole
+	// second.
+	ChangeStart time.Time
+	// ChangeInterval is the interval each package covers: package i
+	// (1-based) covers [ChangeStart+(i-1)×ChangeInterval,
+	// ChangeStart+i×ChangeInterval]. 0 means DefaultChangeInterval. It must
+	// be a whole number of seconds, at least ChangesPerPackage seconds.
+	ChangeInterval time.Duration
+	// CreateShare and DeleteShare are the shares of changes that create a
+	// new (or re-create a deleted) resource and that delete one; the rest
+	// are updates. Each package holds share×ChangesPerPackage of each,
+	// rounded up or down at random. 0 means DefaultCreateShare and
+	// DefaultDeleteShare; a negative value means none. Their sum must be at
+	// most 1.
+	CreateShare, DeleteShare float64
+	// ClosedLast closes the Change Dump: the last package and the Change
+	// Dump (or its index) get an until. Off, they are open (no until).
+	ClosedLast bool
+
 	// Logger receives progress at debug level and a summary at info
 	// level; nil discards.
 	Logger *slog.Logger
@@ -134,6 +174,12 @@ type GenResult struct {
 	// SourceDescription is the URL of the Source Description
 	// (Base + ".well-known/resourcesync").
 	SourceDescription string
+	// ChangePackages is the number of Change Dump packages.
+	ChangePackages int
+	// Changes is the number of changes in them.
+	Changes int
+	// ChangeBytes is the sum of the Change Dump packages' lengths.
+	ChangeBytes int64
 }
 
 // plan is a validated GenOptions with everything derived from it.
@@ -145,6 +191,8 @@ type plan struct {
 	mu, sigma    float64
 	nameWidth    int
 	partWidth    int
+	changeWidth  int   // width of the Change Dump packages' numbers
+	slots        int64 // whole seconds in ChangeInterval
 	odd          []oddName
 }
 
@@ -166,6 +214,10 @@ type resource struct {
 	stored  bool
 	typ     string
 	lastmod time.Time
+	// seed is the generation seed the body is drawn from: the options'
+	// Seed for the baseline, a value derived from it and the version for
+	// a changed resource.
+	seed int64
 }
 
 // Media types of the bodies.
@@ -227,6 +279,9 @@ func newPlan(opts GenOptions) (*plan, error) {
 		o.At = DefaultAt()
 	}
 	o.At = o.At.UTC()
+	if err := normalizeChanges(&o); err != nil {
+		return nil, err
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -239,6 +294,8 @@ func newPlan(opts GenOptions) (*plan, error) {
 		sigma:        1,
 		nameWidth:    max(6, len(strconv.Itoa(max(o.Resources-1, 0)))),
 		partWidth:    max(5, len(strconv.Itoa(o.Packages))),
+		changeWidth:  max(5, len(strconv.Itoa(o.ChangePackages))),
+		slots:        int64(o.ChangeInterval / time.Second),
 	}
 	switch {
 	case o.CompressibleShare == 0:
@@ -295,22 +352,9 @@ func (p *plan) resource(i int) resource {
 	uniformDraw := rng.Float64()
 	ageSeconds := 1 + rng.IntN(30*24*3600)
 
-	r := resource{index: i, text: kindDraw < p.compressible}
-	if p.storedByKind {
-		r.stored = !r.text
-	} else {
-		r.stored = storedDraw < p.o.StoredShare
-	}
-	var size float64
-	switch p.o.SizeDist {
-	case Fixed:
-		size = float64(p.o.MeanSize)
-	case Uniform:
-		size = math.Floor(uniformDraw * float64(2*p.o.MeanSize+1))
-	default:
-		size = math.Round(math.Exp(p.mu + p.sigma*sizeDraw))
-	}
-	r.size = int64(min(size, float64(p.o.MaxSize)))
+	r := resource{index: i, text: kindDraw < p.compressible, seed: p.o.Seed}
+	r.stored = p.stored(r.text, storedDraw)
+	r.size = p.size(sizeDraw, uniformDraw)
 	r.typ, r.rel = binaryType, fmt.Sprintf("r%0*d.bin", p.nameWidth, i)
 	if r.text {
 		r.typ, r.rel = textType, fmt.Sprintf("r%0*d.txt", p.nameWidth, i)
@@ -328,6 +372,29 @@ func (p *plan) resource(i int) resource {
 	}
 	r.lastmod = p.o.At.Add(-time.Duration(ageSeconds) * time.Second)
 	return r
+}
+
+// stored tells whether an entry of the given kind is stored rather than
+// deflated, given a uniform draw.
+func (p *plan) stored(text bool, draw float64) bool {
+	if p.storedByKind {
+		return !text
+	}
+	return draw < p.o.StoredShare
+}
+
+// size returns a body size from a standard normal and a uniform draw.
+func (p *plan) size(normal, uniform float64) int64 {
+	var size float64
+	switch p.o.SizeDist {
+	case Fixed:
+		size = float64(p.o.MeanSize)
+	case Uniform:
+		size = math.Floor(uniform * float64(2*p.o.MeanSize+1))
+	default:
+		size = math.Round(math.Exp(p.mu + p.sigma*normal))
+	}
+	return int64(min(size, float64(p.o.MaxSize)))
 }
 
 // packageRange returns the resource indexes [lo, hi) of package k.
@@ -353,9 +420,10 @@ func (p *plan) listed() int {
 // url returns the absolute URL of a path relative to the Source's base.
 func (p *plan) url(rel string) string { return p.o.Base + rel }
 
-// Truth calls fn with every resource of the Source that opts describe, in
-// index order: its URI (as in the manifests' <loc>) and its body. The body
-// is valid only during the call. Nothing is read from or written to disk;
+// Truth calls fn with every resource of the Resource Dump that opts
+// describe (the baseline, before any Change Dump package), in index order:
+// its URI (as in the manifests' <loc>) and its body. The body is valid only
+// during the call. Nothing is read from or written to disk;
 // opts.Dir is ignored. An error from fn stops the walk and is returned.
 func Truth(ctx context.Context, opts GenOptions, fn func(uri string, body io.Reader) error) error {
 	p, err := newPlan(opts)

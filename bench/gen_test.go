@@ -46,6 +46,10 @@ type xMD struct {
 	Capability string `xml:"capability,attr"`
 	At         string `xml:"at,attr"`
 	Completed  string `xml:"completed,attr"`
+	From       string `xml:"from,attr"`
+	Until      string `xml:"until,attr"`
+	Datetime   string `xml:"datetime,attr"`
+	Change     string `xml:"change,attr"`
 	Hash       string `xml:"hash,attr"`
 	Length     string `xml:"length,attr"`
 	Path       string `xml:"path,attr"`

@@ -29,11 +29,33 @@ import (
 //	packages/part-00001.manifest.xml, …   the packages' manifests, byte for byte
 //	resourcelist.xml (-0001.xml, …)       WriteResources only: Resource List (or Index)
 //	resources/r000000.txt, …              WriteResources only: the bodies
+//	changedump.xml                        ChangePackages only: Change Dump, or past
+//	changedump-0001.xml, …                IndexThreshold packages a Change Dump Index
+//	changes/change-00001.zip, …           manifest.xml first, then changes/r000123-v2.txt, …
+//	changes/change-00001.manifest.xml, …  the Change Dump Manifests, byte for byte
+//	.steps/                               the Change Dump documents of each publication
+//	                                      step (see Handler.Publish), never served
 //
 // Every URL starts with opts.Base. Packages are written concurrently (one
 // per CPU), each in two streaming passes, so memory does not grow with the
 // dump. The documents are written last: a failed or cancelled generation
 // leaves no Source Description behind (when Dir held none before).
+//
+// Change Dump package i covers [ChangeStart+(i-1)×ChangeInterval,
+// ChangeStart+i×ChangeInterval]. Its changes are at whole seconds, strictly
+// increasing, the first exactly at the package's from and the last before
+// its until (so before the next package's first change); <lastmod> and
+// rs:md datetime are the change's time. Every package mixes creations,
+// updates and deletions (see CreateShare and DeleteShare): resources change
+// several times within a package, baseline resources are updated, and
+// every package after the first, as far as the earlier ones allow,
+// re-creates a resource deleted earlier, deletes one updated earlier and
+// updates one created earlier. Nothing changes a resource that does not
+// exist or creates one that does. The Change Dump lists each package with
+// its from and until (none for the last one unless ClosedLast), lastmod
+// (its last change), type, length, md5 and sha-256, and a contents link to
+// its manifest copy. ChangesIn lists the changes, TruthAfter the resources
+// after any number of packages.
 func Generate(ctx context.Context, opts GenOptions) (GenResult, error) {
 	if opts.Dir == "" {
 		return GenResult{}, errors.New("bench: GenOptions.Dir is empty")
@@ -46,6 +68,13 @@ func Generate(ctx context.Context, opts GenOptions) (GenResult, error) {
 	dirs := []string{"packages", ".well-known"}
 	if p.o.WriteResources {
 		dirs = append(dirs, "resources")
+	}
+	if p.o.ChangePackages > 0 {
+		// Variants of an earlier generation would be served as this one's.
+		if err := os.RemoveAll(filepath.Join(p.o.Dir, stepsDir)); err != nil {
+			return GenResult{}, fmt.Errorf("bench: %w", err)
+		}
+		dirs = append(dirs, "changes", stepsDir)
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(p.o.Dir, d), 0o755); err != nil {
@@ -76,11 +105,12 @@ func Generate(ctx context.Context, opts GenOptions) (GenResult, error) {
 		g.Go(func() error {
 			pk := <-packers // never blocks: at most workers goroutines run
 			defer func() { packers <- pk }()
-			info, err := pk.writePackage(gctx, k)
+			info, err := pk.writePackage(gctx, p.resourceDumpSpec(k))
 			pkgs[k] = info
 			return err
 		})
 	}
+	changes := p.writeChangePackages(gctx, g, packers)
 	if err := g.Wait(); err != nil {
 		return GenResult{}, err
 	}
@@ -97,6 +127,16 @@ func Generate(ctx context.Context, opts GenOptions) (GenResult, error) {
 	if err := p.writeDumps(ctx, pkgs); err != nil {
 		return GenResult{}, err
 	}
+	if p.o.ChangePackages > 0 {
+		res.ChangePackages = p.o.ChangePackages
+		res.Changes = p.o.ChangePackages * p.o.ChangesPerPackage
+		for _, ci := range changes {
+			res.ChangeBytes += ci.length
+		}
+		if err := p.writeChangeDumps(ctx, changes); err != nil {
+			return GenResult{}, err
+		}
+	}
 	if p.o.WriteResources {
 		if res.Listed, err = p.writeResourceList(ctx, side); err != nil {
 			return GenResult{}, err
@@ -111,6 +151,7 @@ func Generate(ctx context.Context, opts GenOptions) (GenResult, error) {
 	p.o.Logger.InfoContext(ctx, "bench: source generated", "dir", p.o.Dir,
 		"resources", res.Resources, "packages", res.Packages,
 		"payload_bytes", res.PayloadBytes, "package_bytes", res.PackageBytes,
+		"change_packages", res.ChangePackages, "changes", res.Changes, "change_bytes", res.ChangeBytes,
 		"elapsed", time.Since(start))
 	return res, nil
 }
@@ -290,6 +331,9 @@ func (p *plan) writeCapabilityList() error {
 		caps := []manifest.Capability{manifest.ResourceDump}
 		if p.o.WriteResources {
 			caps = []manifest.Capability{manifest.ResourceList, manifest.ResourceDump}
+		}
+		if p.o.ChangePackages > 0 {
+			caps = append(caps, manifest.ChangeDump)
 		}
 		for _, c := range caps {
 			md := manifest.NewMetadata()

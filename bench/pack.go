@@ -60,27 +60,62 @@ func newPacker(p *plan, side *os.File) *packer {
 	}
 }
 
-// writePackage writes package k in two streaming passes. The first
+// pkgItem is one entry of a package: a resource (with the body its seed,
+// index, size and kind give) and, in a Change Dump package, the change.
+type pkgItem struct {
+	r      resource
+	change manifest.Change // "" in a Resource Dump package
+}
+
+// pkgSpec describes a package to write.
+type pkgSpec struct {
+	dir     string          // directory under Dir ("packages")
+	name    string          // file name without extension ("part-00001")
+	header  manifest.Header // of the manifest
+	manMod  time.Time       // modification time of manifest.xml in the ZIP
+	record  bool            // write bodies under resources/ and digests to the side file
+	n       int             // number of entries
+	item    func(j int) pkgItem
+	logName string
+}
+
+// resourceDumpSpec describes Resource Dump package k (0-based).
+func (p *plan) resourceDumpSpec(k int) pkgSpec {
+	md := manifest.NewMetadata()
+	md.Capability, md.At, md.Completed = manifest.ResourceDumpManifest, p.o.At, p.o.At
+	lo, hi := p.packageRange(k)
+	name := p.partName(k)
+	return pkgSpec{
+		dir: "packages", name: name, logName: name,
+		header: manifest.Header{Root: manifest.URLSet, Metadata: md,
+			Links: []manifest.Link{manifest.NewLink("up", p.url("capabilitylist.xml"))}},
+		manMod: p.o.At,
+		record: true,
+		n:      hi - lo,
+		item:   func(j int) pkgItem { return pkgItem{r: p.resource(lo + j)} },
+	}
+}
+
+// writePackage writes a package in two streaming passes. The first
 // generates every body to hash it (and, with WriteResources, to write it as
 // a file) and writes the manifest copy; the second writes the ZIP: the
 // manifest first, then every body again, hashing the ZIP as it goes.
-func (pk *packer) writePackage(ctx context.Context, k int) (pkgInfo, error) {
+func (pk *packer) writePackage(ctx context.Context, spec pkgSpec) (pkgInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return pkgInfo{}, err
 	}
-	name := pk.p.partName(k)
-	dir := filepath.Join(pk.p.o.Dir, "packages")
-	manPath := filepath.Join(dir, name+".manifest.xml")
-	m, err := pk.writeManifest(ctx, k, manPath)
+	dir := filepath.Join(pk.p.o.Dir, spec.dir)
+	manPath := filepath.Join(dir, spec.name+".manifest.xml")
+	m, err := pk.writeManifest(ctx, spec, manPath)
 	if err != nil {
 		return pkgInfo{}, err
 	}
-	info, err := pk.writeZip(ctx, k, filepath.Join(dir, name+".zip"), manPath, m)
+	info, err := pk.writeZip(ctx, spec, filepath.Join(dir, spec.name+".zip"), manPath, m)
 	info.payload = m.payload
 	if err != nil {
 		return pkgInfo{}, err
 	}
-	pk.p.o.Logger.DebugContext(ctx, "bench: package written", "package", name, "bytes", info.length, "payload", m.payload)
+	pk.p.o.Logger.DebugContext(ctx, "bench: package written", "package", spec.logName, "bytes", info.length, "payload", m.payload)
 	return info, nil
 }
 
@@ -93,9 +128,9 @@ type pass1 struct {
 }
 
 // writeManifest is the first pass: it generates and hashes every body of
-// package k and writes the manifest copy to path. It keeps one CRC-32 per
+// the package and writes the manifest copy to path. It keeps one CRC-32 per
 // entry (the ZIP writer keeps far more per entry anyway).
-func (pk *packer) writeManifest(ctx context.Context, k int, path string) (m pass1, err error) {
+func (pk *packer) writeManifest(ctx context.Context, spec pkgSpec, path string) (m pass1, err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return pass1{}, fmt.Errorf("bench: manifest: %w", err)
@@ -106,30 +141,30 @@ func (pk *packer) writeManifest(ctx context.Context, k int, path string) (m pass
 		}
 	}()
 	mcrc, n := crc32.NewIEEE(), &counter{}
-	md := manifest.NewMetadata()
-	md.Capability, md.At, md.Completed = manifest.ResourceDumpManifest, pk.p.o.At, pk.p.o.At
-	mw, err := manifest.NewWriter(io.MultiWriter(f, mcrc, n), manifest.Header{
-		Root: manifest.URLSet, Metadata: md,
-		Links: []manifest.Link{manifest.NewLink("up", pk.p.url("capabilitylist.xml"))},
-	})
+	mw, err := manifest.NewWriter(io.MultiWriter(f, mcrc, n), spec.header)
 	if err != nil {
 		return pass1{}, fmt.Errorf("bench: manifest %s: %w", path, err)
 	}
-	lo, hi := pk.p.packageRange(k)
-	m.crcs = make([]uint32, hi-lo)
-	for i := lo; i < hi; i++ {
+	m.crcs = make([]uint32, spec.n)
+	for j := range spec.n {
 		if err := ctx.Err(); err != nil {
 			return pass1{}, err
 		}
-		r := pk.p.resource(i)
-		h, err := pk.hashBody(&r)
-		if err != nil {
-			return pass1{}, err
-		}
-		m.crcs[i-lo] = pk.crc.Sum32()
-		m.payload += r.size
+		it := spec.item(j)
+		r := &it.r
 		md := manifest.NewMetadata()
-		md.Hashes, md.Length, md.Type, md.Path = h, r.size, r.typ, "/"+r.zipPath
+		if it.change != "" {
+			md.Change, md.Datetime = it.change, r.lastmod
+		}
+		if it.change != manifest.Deleted {
+			h, err := pk.hashBody(r, spec.record)
+			if err != nil {
+				return pass1{}, err
+			}
+			m.crcs[j] = pk.crc.Sum32()
+			m.payload += r.size
+			md.Hashes, md.Length, md.Type, md.Path = h, r.size, r.typ, "/"+r.zipPath
+		}
 		if err := mw.Write(&manifest.Entry{Loc: r.uri, Lastmod: r.lastmod, Metadata: md}); err != nil {
 			return pass1{}, fmt.Errorf("bench: manifest %s: %w", path, err)
 		}
@@ -142,20 +177,24 @@ func (pk *packer) writeManifest(ctx context.Context, k int, path string) (m pass
 }
 
 // hashBody generates r's body once, returning its md5 and sha-256 and
-// leaving its CRC-32 in pk.crc when the entry is stored. With
-// WriteResources it also writes the body to its file (when it has one) and
+// leaving its CRC-32 in pk.crc when the entry is stored. With record (and
+// WriteResources) it also writes the body to its file (when it has one) and
 // records the digests in the side file.
-func (pk *packer) hashBody(r *resource) (fixity.Hashes, error) {
+func (pk *packer) hashBody(r *resource, record bool) (fixity.Hashes, error) {
 	pk.md5.Reset()
 	pk.sha256.Reset()
 	pk.crc.Reset()
-	pk.body.reset(pk.p.o.Seed, r.index, r.size, r.text)
+	pk.body.reset(r.seed, r.index, r.size, r.text)
 	var dst io.Writer = io.MultiWriter(pk.md5, pk.sha256)
 	if r.stored {
 		dst = io.MultiWriter(pk.md5, pk.sha256, pk.crc)
 	}
+	side := pk.side
+	if !record {
+		side = nil
+	}
 	var f *os.File
-	if pk.side != nil && r.rel != "" {
+	if side != nil && r.rel != "" {
 		path := filepath.Join(pk.p.o.Dir, "resources", filepath.FromSlash(r.rel))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return fixity.Hashes{}, fmt.Errorf("bench: resource file: %w", err)
@@ -176,21 +215,21 @@ func (pk *packer) hashBody(r *resource) (fixity.Hashes, error) {
 		return fixity.Hashes{}, fmt.Errorf("bench: body of %s: %w", r.uri, err)
 	}
 	h := fixity.Hashes{MD5: pk.md5.Sum(nil), SHA256: pk.sha256.Sum(nil)}
-	if pk.side != nil {
+	if side != nil {
 		var rec [hashRecordLen]byte
 		copy(rec[:], h.MD5)
 		copy(rec[md5.Size:], h.SHA256)
-		if _, err := pk.side.WriteAt(rec[:], int64(r.index)*hashRecordLen); err != nil {
+		if _, err := side.WriteAt(rec[:], int64(r.index)*hashRecordLen); err != nil {
 			return fixity.Hashes{}, fmt.Errorf("bench: digest record: %w", err)
 		}
 	}
 	return h, nil
 }
 
-// writeZip is the second pass: it writes package k to path, the manifest
+// writeZip is the second pass: it writes the package to path, the manifest
 // (stored, sizes in the local header) first, and returns the package's
 // length and digests.
-func (pk *packer) writeZip(ctx context.Context, k int, path, manPath string, m pass1) (info pkgInfo, err error) {
+func (pk *packer) writeZip(ctx context.Context, spec pkgSpec, path, manPath string, m pass1) (info pkgInfo, err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return pkgInfo{}, fmt.Errorf("bench: package: %w", err)
@@ -216,25 +255,28 @@ func (pk *packer) writeZip(ctx context.Context, k int, path, manPath string, m p
 		return fw, nil
 	})
 
-	if err := pk.copyManifest(zw, manPath, m.manCRC, m.manLen); err != nil {
+	if err := pk.copyManifest(zw, manPath, spec.manMod, m.manCRC, m.manLen); err != nil {
 		return pkgInfo{}, fmt.Errorf("bench: package %s: %w", path, err)
 	}
-	lo, hi := pk.p.packageRange(k)
-	for i := lo; i < hi; i++ {
+	for j := range spec.n {
 		if err := ctx.Err(); err != nil {
 			return pkgInfo{}, err
 		}
-		r := pk.p.resource(i)
+		it := spec.item(j)
+		if it.change == manifest.Deleted {
+			continue
+		}
+		r := &it.r
 		var w io.Writer
 		if r.stored {
-			w, err = zw.CreateRaw(storedHeader(r.zipPath, r.lastmod, m.crcs[i-lo], r.size))
+			w, err = zw.CreateRaw(storedHeader(r.zipPath, r.lastmod, m.crcs[j], r.size))
 		} else {
 			w, err = zw.CreateHeader(&zip.FileHeader{Name: r.zipPath, Method: zip.Deflate, Modified: r.lastmod})
 		}
 		if err != nil {
 			return pkgInfo{}, fmt.Errorf("bench: package %s: entry %s: %w", path, r.zipPath, err)
 		}
-		pk.body.reset(pk.p.o.Seed, i, r.size, r.text)
+		pk.body.reset(r.seed, r.index, r.size, r.text)
 		if _, err := pk.body.WriteTo(w); err != nil {
 			return pkgInfo{}, fmt.Errorf("bench: package %s: entry %s: %w", path, r.zipPath, err)
 		}
@@ -250,8 +292,8 @@ func (pk *packer) writeZip(ctx context.Context, k int, path, manPath string, m p
 
 // copyManifest adds the manifest copy at manPath as the stored entry
 // manifest.xml.
-func (pk *packer) copyManifest(zw *zip.Writer, manPath string, crc uint32, length int64) error {
-	w, err := zw.CreateRaw(storedHeader("manifest.xml", pk.p.o.At, crc, length))
+func (pk *packer) copyManifest(zw *zip.Writer, manPath string, mod time.Time, crc uint32, length int64) error {
+	w, err := zw.CreateRaw(storedHeader("manifest.xml", mod, crc, length))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +48,10 @@ type ServeOptions struct {
 	// Logger receives one debug record per refused or failed request; nil
 	// discards.
 	Logger *slog.Logger
+	// Publish is the initial publication step of a generated Change Dump
+	// (see Handler.Publish); 0 (or any negative value) publishes every
+	// package.
+	Publish int
 }
 
 // ServeStats is a snapshot of what a Handler has served.
@@ -66,11 +72,17 @@ type ServeStats struct {
 //
 // Documents — "*.xml", ".well-known/resourcesync", "robots.txt" and
 // "*.html" — are served with the placeholder base URL replaced by the base
-// URL (see ServeOptions.BaseURL). The rewritten copy is made once per file
+// URL (see ServeOptions.BaseURL), except package manifest copies
+// ("*.manifest.xml"), which must stay identical to the manifests inside the
+// packages. The rewritten copy is made once per file
 // version (path, size, modification time and base URL) into a cache file,
 // so that big documents are streamed in constant memory and Range requests
 // work on them too. Other files (ZIP packages, bodies) are served
 // unchanged.
+//
+// A Source generated with Change Dump packages can be published in steps
+// (Publish): the Change Dump then lists only the first packages, and the
+// later ones answer 404.
 //
 // A Handler is safe for concurrent use. Close removes its cache.
 type Handler struct {
@@ -82,12 +94,23 @@ type Handler struct {
 
 	requests atomic.Int64
 	bytes    atomic.Int64
+	publish  atomic.Int64 // publication step; -1 publishes everything
+	stepped  atomic.Bool  // Publish has been used
 
 	mu       sync.Mutex
 	byPath   map[string]int
 	cache    map[string]*cachedDoc
 	cacheDir string
 	closed   bool
+	steps    *cachedSteps
+}
+
+// cachedSteps is the parsed stepsFile of the served directory.
+type cachedSteps struct {
+	size  int64
+	mtime time.Time
+	idx   *stepsIndex
+	docs  map[string]bool
 }
 
 // cachedDoc is one rewritten document in the cache.
@@ -120,11 +143,30 @@ func NewHandler(dir string, opts ServeOptions) *Handler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	h.publish.Store(-1)
+	if opts.Publish > 0 {
+		h.Publish(opts.Publish)
+	}
 	h.next = http.HandlerFunc(h.serveFile)
 	if opts.Wrap != nil {
 		h.next = opts.Wrap(h.next)
 	}
 	return h
+}
+
+// Publish sets the publication step of a Change Dump generated with
+// GenOptions.ChangePackages: from now on the Change Dump (and its index)
+// lists only packages 1 to k, and later packages, their manifest copies and
+// the Change Dump documents that list none of packages 1 to k answer 404.
+// Package k is listed as it will finally be (with its until), unless it is
+// the last one and open. k = 0 publishes no package; k < 0, or k at least
+// the number of packages, publishes everything, as before the first call.
+// The documents of each step have ETags of their own, and from the first
+// call on the Change Dump documents are served without Last-Modified.
+// Directories without a generated Change Dump are not affected.
+func (h *Handler) Publish(k int) {
+	h.publish.Store(int64(max(k, -1)))
+	h.stepped.Store(true)
 }
 
 // ServeHTTP counts the request and serves it.
@@ -184,7 +226,11 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad path", http.StatusBadRequest)
 		return
 	}
-	f, err := os.OpenInRoot(h.dir, filepath.FromSlash(rel))
+	if rel == stepsDir || strings.HasPrefix(rel, stepsDir+"/") {
+		http.NotFound(w, r)
+		return
+	}
+	f, err := h.open(rel)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -202,9 +248,9 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request) {
 	}
 	etag := fmt.Sprintf(`"%x-%x`, st.Size(), st.ModTime().UnixNano())
 	var content io.ReadSeeker = f
-	if docType(rel) != "" {
+	if docType(rel) != "" && !isManifestCopy(rel) {
 		base := h.baseURL(r)
-		doc, err := h.rewritten(r.Context(), rel, f, st, base)
+		doc, err := h.rewritten(r.Context(), f.rel, f.File, st, base)
 		if err != nil {
 			h.log.DebugContext(r.Context(), "bench: rewriting document", "path", rel, "err", err)
 			http.Error(w, "document unavailable", http.StatusServiceUnavailable)
@@ -216,12 +262,98 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request) {
 		hb.Write([]byte(base))
 		etag += fmt.Sprintf("-%08x", hb.Sum32())
 	}
-	etag += `"`
+	etag += f.tag + `"`
 	hdr := w.Header()
 	hdr.Set("Content-Type", contentType(rel))
 	hdr.Set("ETag", etag)
 	hdr.Set("Accept-Ranges", "bytes")
-	http.ServeContent(w, r, "", st.ModTime(), content)
+	modtime := st.ModTime()
+	if f.stepped {
+		modtime = time.Time{}
+	}
+	http.ServeContent(w, r, "", modtime, content)
+}
+
+// openFile is the file that answers a request.
+type openFile struct {
+	*os.File
+	rel     string // the path opened
+	tag     string // added to the ETag: the publication step
+	stepped bool   // a Change Dump document once Publish is used: no Last-Modified
+}
+
+// open opens the file that answers a request for rel under the current
+// publication step: rel itself, or the step's variant of a Change Dump
+// document. A file the step does not publish gives fs.ErrNotExist.
+//
+// Once Publish is used, Change Dump documents are served without
+// Last-Modified: their files' times say nothing of when a step was
+// published, and If-Modified-Since must not answer 304 for a step that
+// lists more packages. Their ETags tell the steps apart.
+func (h *Handler) open(rel string) (openFile, error) {
+	if h.stepped.Load() {
+		cs, err := h.loadSteps()
+		if err != nil {
+			return openFile{}, err
+		}
+		if cs != nil && cs.docs[rel] {
+			k := int(h.publish.Load())
+			if k < 0 || k >= cs.idx.Packages {
+				f, err := os.OpenInRoot(h.dir, filepath.FromSlash(rel))
+				return openFile{File: f, rel: rel, stepped: true}, err
+			}
+			if first, ok := cs.idx.Visible[rel]; ok && k < first {
+				return openFile{}, fs.ErrNotExist
+			}
+			variant := path.Join(stepsDir, strconv.Itoa(k), rel)
+			of := openFile{rel: variant, tag: fmt.Sprintf("-p%d", k), stepped: true}
+			if of.File, err = os.OpenInRoot(h.dir, filepath.FromSlash(variant)); err == nil || !errors.Is(err, fs.ErrNotExist) {
+				return of, err
+			}
+			of.rel = rel
+			of.File, err = os.OpenInRoot(h.dir, filepath.FromSlash(rel))
+			return of, err
+		}
+		if k := int(h.publish.Load()); cs != nil && k >= 0 && k < cs.idx.Packages {
+			if first, ok := cs.idx.Visible[rel]; ok && k < first {
+				return openFile{}, fs.ErrNotExist
+			}
+		}
+	}
+	f, err := os.OpenInRoot(h.dir, filepath.FromSlash(rel))
+	return openFile{File: f, rel: rel}, err
+}
+
+// loadSteps returns the served directory's stepsFile, parsed, or nil when
+// there is none. It is read again when it changes.
+func (h *Handler) loadSteps() (*cachedSteps, error) {
+	f, err := os.OpenInRoot(h.dir, filepath.FromSlash(stepsFile))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.steps; c != nil && c.size == st.Size() && c.mtime.Equal(st.ModTime()) {
+		return c, nil
+	}
+	var idx stepsIndex
+	if err := json.NewDecoder(f).Decode(&idx); err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", stepsFile, err)
+	}
+	c := &cachedSteps{size: st.Size(), mtime: st.ModTime(), idx: &idx, docs: make(map[string]bool, len(idx.Documents))}
+	for _, d := range idx.Documents {
+		c.docs[d] = true
+	}
+	h.steps = c
+	return c, nil
 }
 
 // fail answers a request whose file could not be opened.
@@ -268,6 +400,12 @@ func docType(rel string) string {
 	}
 	return ""
 }
+
+// isManifestCopy reports whether rel is a copy of a package's manifest
+// (linked with rel="contents"). It is served as it is, unrewritten: it must
+// stay identical to the manifest.xml inside its package, whose URIs are not
+// rewritten either.
+func isManifestCopy(rel string) bool { return strings.HasSuffix(rel, ".manifest.xml") }
 
 // contentType returns the media type rel is served with.
 func contentType(rel string) string {

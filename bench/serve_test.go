@@ -76,7 +76,7 @@ func TestServeRewrites(t *testing.T) {
 		{".well-known/resourcesync", "application/xml", true},
 		{"capabilitylist.xml", "application/xml", true},
 		{"resourcedump.xml", "application/xml", true},
-		{"packages/part-00001.manifest.xml", "application/xml", true},
+		{"packages/part-00001.manifest.xml", "application/xml", false},
 		{"packages/part-00001.zip", "application/zip", false},
 		{"resources/" + filepath.Base(bins[0]), "application/octet-stream", false},
 	}
@@ -194,7 +194,7 @@ func TestServeConcurrentDocument(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			for _, p := range []string{"resourcelist.xml", "packages/part-00002.manifest.xml", "resourcelist.xml"} {
+			for _, p := range []string{"resourcelist.xml", "capabilitylist.xml", "resourcelist.xml"} {
 				resp, body := get(t, s.URL+p, nil)
 				if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte("PORTX")) {
 					t.Errorf("%s: status %d", p, resp.StatusCode)
