@@ -441,7 +441,8 @@ func (inc *incremental) deleteResource(ctx context.Context, c state.PlannedChang
 	if err != nil {
 		return result{fatal: err}
 	}
-	if had && !prev.ChangeTime.IsZero() && prev.ChangeTime.After(c.Time) {
+	if had && !prev.ChangeTime.IsZero() && (prev.ChangeTime.After(c.Time) || (prev.Deleted && prev.ChangeTime.Equal(c.Time))) {
+		// A newer change is applied, or this very delete already was.
 		inc.counts.Unchanged.Add(1)
 		return result{outcome: outSuperseded}
 	}
