@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/state"
@@ -211,6 +212,9 @@ func (inc *incremental) phases(ctx context.Context) error {
 	if err := plan.Decide(ctx); err != nil {
 		return err
 	}
+	if err := inc.markHeld(ctx); err != nil {
+		return err
+	}
 	winners, err := plan.WinnerPackages(ctx)
 	if err != nil {
 		return err
@@ -397,6 +401,45 @@ func (inc *incremental) planPackage(ctx context.Context, j packageJob) error {
 				return err
 			}
 		}
+	}
+	return flush()
+}
+
+// markHeld leaves out of the download the winning changes whose exact
+// version (length and hashes, as the manifest gives them) the destination
+// already holds, or that a newer applied change supersedes: a repeated
+// catch-up downloads nothing.
+func (inc *incremental) markHeld(ctx context.Context) error {
+	var held []string
+	flush := func() error {
+		err := inc.plan.MarkHeld(ctx, held)
+		held = held[:0]
+		return err
+	}
+	err := inc.plan.Puts(ctx, func(c state.PlannedChange) error {
+		prev, had, err := inc.opts.Store.Resource(ctx, c.URI)
+		if err != nil || !had {
+			return err
+		}
+		superseded := !prev.ChangeTime.IsZero() && prev.ChangeTime.After(c.Time)
+		if !superseded && !holds(prev, fixity.Expect{Length: c.Length, Hashes: c.Hashes}) {
+			return nil
+		}
+		if len(inc.sinks) > 1 {
+			// Partial deliveries are settled per entry by deliver.
+			if ds, err := inc.opts.Store.Deliveries(ctx, c.URI); err != nil || len(ds) > 0 {
+				return err
+			}
+		}
+		inc.counts.Unchanged.Add(1)
+		held = append(held, c.URI)
+		if len(held) >= 1000 {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return flush()
 }

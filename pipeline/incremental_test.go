@@ -324,6 +324,14 @@ func TestIncrementalFetchesOnlyWhatMatters(t *testing.T) {
 			if contents && rep.Bytes.Downloaded != fileSize(t, filepath.Join(src, "changes", "c2.zip")) {
 				t.Errorf("downloaded %d bytes, want exactly the winning package", rep.Bytes.Downloaded)
 			}
+			if contents {
+				// Again over the same range: every winner is already held,
+				// so no package is downloaded at all.
+				rep = h.incremental(context.Background(), srv.URL+"changedump.xml", rng)
+				if rep.Bytes.Downloaded != 0 || rep.Resources.Written != 0 || srv.Handler.Requests("/changes/c2.zip") != 1 {
+					t.Errorf("repeated catch-up downloaded %d bytes: %s", rep.Bytes.Downloaded, rep.Summary())
+				}
+			}
 		})
 	}
 }

@@ -115,9 +115,11 @@ func (p *Plan) Add(ctx context.Context, cs []PlannedChange) error {
 // (Time, PackageFrom, Package, Seq). Call it once, after every Add.
 func (p *Plan) Decide(ctx context.Context) error {
 	const q = `CREATE TABLE winners AS SELECT * FROM (
-		SELECT *, ROW_NUMBER() OVER (PARTITION BY uri ORDER BY time DESC, package_from DESC, package DESC, seq DESC) AS rn
+		SELECT *, ROW_NUMBER() OVER (PARTITION BY uri ORDER BY time DESC, package_from DESC, package DESC, seq DESC) AS rn,
+			0 AS held
 		FROM changes) WHERE rn = 1;
-		CREATE INDEX winners_package ON winners (package, seq);`
+		CREATE INDEX winners_package ON winners (package, seq);
+		CREATE INDEX winners_uri ON winners (uri);`
 	if _, err := p.db.ExecContext(ctx, q); err != nil {
 		return errclass.Fatalf("plan: decide: %w", err)
 	}
@@ -127,7 +129,7 @@ func (p *Plan) Decide(ctx context.Context) error {
 // WinnerPackages returns the packages holding at least one winning
 // created/updated change, that is the packages worth downloading.
 func (p *Plan) WinnerPackages(ctx context.Context) ([]string, error) {
-	rows, err := p.db.QueryContext(ctx, `SELECT DISTINCT package FROM winners WHERE change <> 'deleted' ORDER BY package_from, package`)
+	rows, err := p.db.QueryContext(ctx, `SELECT DISTINCT package FROM winners WHERE change <> 'deleted' AND held = 0 ORDER BY package_from, package`)
 	if err != nil {
 		return nil, errclass.Fatalf("plan: %w", err)
 	}
@@ -152,9 +154,33 @@ func (p *Plan) Deletes(ctx context.Context, fn func(PlannedChange) error) error 
 }
 
 // WinnersIn calls fn with every winning created/updated change of one
-// package, in manifest order.
+// package that is not marked held, in manifest order.
 func (p *Plan) WinnersIn(ctx context.Context, pkg string, fn func(PlannedChange) error) error {
-	return p.each(ctx, fn, `WHERE package = ? AND change <> 'deleted' ORDER BY seq`, pkg)
+	return p.each(ctx, fn, `WHERE package = ? AND change <> 'deleted' AND held = 0 ORDER BY seq`, pkg)
+}
+
+// Puts calls fn with every winning created/updated change, in URI order.
+func (p *Plan) Puts(ctx context.Context, fn func(PlannedChange) error) error {
+	return p.each(ctx, fn, `WHERE change <> 'deleted' ORDER BY uri`)
+}
+
+// MarkHeld marks the winners of uris as already held by the destination:
+// WinnerPackages and WinnersIn leave them out.
+func (p *Plan) MarkHeld(ctx context.Context, uris []string) error {
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return errclass.Fatalf("plan: %w", err)
+	}
+	defer tx.Rollback()
+	for _, u := range uris {
+		if _, err := tx.ExecContext(ctx, `UPDATE winners SET held = 1 WHERE uri = ?`, u); err != nil {
+			return errclass.Fatalf("plan: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return errclass.Fatalf("plan: %w", err)
+	}
+	return nil
 }
 
 // Counts returns how many changes were planned and how many won.
