@@ -36,6 +36,7 @@ type syncFlags struct {
 	progress         string
 	from, until      string
 	config           string
+	prefer           string
 }
 
 func (f *syncFlags) register(c *cobra.Command) {
@@ -52,6 +53,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system temp dir)")
 	fl.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "fail (and resume) a download that receives no bytes for this long")
 	fl.BoolVar(&f.allowMissingHash, "allow-missing-hash", false, "accept manifest entries without md5/sha-1/sha-256 (length and CRC-32 only)")
+	fl.StringVar(&f.prefer, "prefer", "dump", "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bars on a terminal, log lines otherwise), bars, log, none")
 }
 
@@ -93,6 +95,9 @@ func (f *syncFlags) validate() error {
 	}
 	if f.rate < 0 || f.retries < 0 {
 		return usagef("--rate and --retries must not be negative")
+	}
+	if f.prefer != "dump" && f.prefer != "list" {
+		return usagef("--prefer: want dump or list")
 	}
 	switch f.progress {
 	case "auto", "bars", "log", "none":
@@ -227,6 +232,7 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 		Counts:           counts,
 		Logger:           log,
 		SinkNames:        redactSpecs(f.sinks),
+		Prefer:           f.prefer,
 	}
 	rng, _ := f.rangeOf()
 	if mode == modeSync {

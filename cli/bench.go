@@ -146,6 +146,7 @@ func (a *app) demo(ctx context.Context, resources int) error {
 		retries:      3,
 		stallTimeout: 30 * time.Second,
 		progress:     "auto",
+		prefer:       "dump",
 	}
 	// First the snapshot, as the source stood before its changes …
 	srv.Handler.Publish(0)

@@ -131,15 +131,14 @@ func truthSums(t *testing.T, opts bench.GenOptions, k int) map[string]sums {
 // the spool directory and the child's TMPDIR, all under work.
 type rig struct {
 	bin    string
-	mode   string // the command: "baseline" or "sync"
 	source string
 	work   string
 	runs   int // children started
 }
 
-func newRig(t *testing.T, bin, mode, source string) *rig {
+func newRig(t *testing.T, bin, source string) *rig {
 	t.Helper()
-	rg := &rig{bin: bin, mode: mode, source: source, work: t.TempDir()}
+	rg := &rig{bin: bin, source: source, work: t.TempDir()}
 	for _, d := range []string{rg.spool(), rg.tmp()} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -161,14 +160,15 @@ type childResult struct {
 	output  string
 }
 
-// syncChild runs "rsharvest MODE" and kills it with SIGKILL after killAfter
-// (never, when killAfter < 0). The child has at most two minutes.
-func (rg *rig) syncChild(t *testing.T, killAfter time.Duration) childResult {
+// syncChild runs "rsharvest MODE" (baseline or sync) and kills it with
+// SIGKILL after killAfter (never, when killAfter < 0). The child has at most
+// two minutes.
+func (rg *rig) syncChild(t *testing.T, mode string, killAfter time.Duration) childResult {
 	t.Helper()
 	rg.runs++
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rg.bin, rg.mode, "--source", rg.source, "--sink", "fs:"+rg.mirror(),
+	cmd := exec.CommandContext(ctx, rg.bin, mode, "--source", rg.source, "--sink", "fs:"+rg.mirror(),
 		"--state", rg.db(), "--spool-dir", rg.spool(), "--progress", "none", "--log-level", "warn",
 		"--concurrency", "2", "--workers", "2")
 	cmd.Env = append(os.Environ(), "TMPDIR="+rg.tmp())
@@ -213,9 +213,9 @@ func (rg *rig) syncChild(t *testing.T, killAfter time.Duration) childResult {
 }
 
 // finishChild runs a child to its end and requires exit 0.
-func (rg *rig) finishChild(t *testing.T) childResult {
+func (rg *rig) finishChild(t *testing.T, mode string) childResult {
 	t.Helper()
-	res := rg.syncChild(t, -1)
+	res := rg.syncChild(t, mode, -1)
 	if res.killed || res.code != ExitOK {
 		t.Fatalf("run %d: exit %d (killed %v), want 0\n%s", rg.runs, res.code, res.killed, res.output)
 	}
@@ -348,12 +348,14 @@ type cpRow struct {
 type stateSnap struct {
 	resources   map[string]resRow
 	checkpoints map[string]cpRow // "source capability-list"
+	deliveries  int              // rows of partial deliveries (none with one sink)
 	runs        map[string]int   // status → count
 }
 
 // snapState opens the state store as the next child would (state.Open must
 // succeed: a kill never corrupts it), checks SQLite's integrity and reads it.
-func (rg *rig) snapState(t *testing.T) stateSnap {
+// full chooses SQLite's integrity_check over the faster quick_check.
+func (rg *rig) snapState(t *testing.T, full bool) stateSnap {
 	t.Helper()
 	ctx := t.Context()
 	snap := stateSnap{resources: map[string]resRow{}, checkpoints: map[string]cpRow{}, runs: map[string]int{}}
@@ -391,9 +393,13 @@ func (rg *rig) snapState(t *testing.T) stateSnap {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	check := "quick_check"
+	if full {
+		check = "integrity_check"
+	}
 	var ok string
-	if err := db.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
-		t.Fatalf("state store integrity after run %d: %q %v", rg.runs, ok, err)
+	if err := db.QueryRowContext(ctx, "PRAGMA "+check).Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("state store %s after run %d: %q %v", check, rg.runs, ok, err)
 	}
 	rows, err := db.QueryContext(ctx, "SELECT source, capability_list, coalesce(next, ''), coalesce(baseline, ''), open FROM checkpoints")
 	if err != nil {
@@ -409,6 +415,9 @@ func (rg *rig) snapState(t *testing.T) stateSnap {
 		snap.checkpoints[src+" "+cl] = cpRow{Next: parseStateTime(t, next), Baseline: parseStateTime(t, base), Open: open}
 	}
 	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM deliveries").Scan(&snap.deliveries); err != nil {
 		t.Fatal(err)
 	}
 	return snap
@@ -479,10 +488,20 @@ func diffStates(got, want stateSnap) string {
 	if !maps.Equal(got.checkpoints, want.checkpoints) {
 		line("checkpoints:\n    got  %+v\n    want %+v", got.checkpoints, want.checkpoints)
 	}
+	if got.deliveries != want.deliveries {
+		line("%d partial deliveries recorded, want %d", got.deliveries, want.deliveries)
+	}
 	return b.String()
 }
 
-// killDelay draws when to kill a child: uniformly in [0, span].
-func killDelay(r *rand.Rand, span time.Duration) time.Duration {
-	return time.Duration(r.Int64N(int64(span) + 1))
+// killDelay draws when to kill a child: uniformly in [0, 1.25×span×0.7^i]
+// for the i-th kill in a row (0-based), as a run resumed after kills has
+// less left to do than a whole run taking span. Some children end before
+// their kill: the kills cover the whole run, its last moments included.
+func killDelay(r *rand.Rand, span time.Duration, i int) time.Duration {
+	d := 1.25 * float64(span)
+	for range i {
+		d *= 0.7
+	}
+	return time.Duration(r.Int64N(int64(d) + 1))
 }

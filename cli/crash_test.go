@@ -3,8 +3,12 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,42 +37,46 @@ import (
 // logged; RSHARVEST_CRASH_SEED replays it, RSHARVEST_CRASH_ITERATIONS sets
 // the number of kills.
 
-// crashStats counts where kills landed, as seen from what they left.
+// crashStats counts where kills landed, as seen from what they left, and
+// what they left outside the mirror.
 type crashStats struct {
-	kills, finishedFirst  int
-	emptyMirror, partial  int // mirror: nothing yet / some resources
-	complete              int // mirror complete at the kill
-	noState, stateSome    int // state rows: none / some
-	stateAll, checkpoint  int // state rows: all; checkpoint set
-	sinkTmp, spool, tmpFs int // kills that left sink temporary / spool / TMPDIR files
-	spoolFiles            int // spool files left in all
-	sequences             int
+	kills, sequences, finishedFirst int
+	landed                          map[string]int // what a kill left → count
+	sinkTmp                         int            // kills that left temporary files in the sink
+	spoolLeft, tmpLeft              int            // files left in --spool-dir / TMPDIR after the final runs
+}
+
+func (s *crashStats) note(what string) {
+	if s.landed == nil {
+		s.landed = map[string]int{}
+	}
+	s.landed[what]++
 }
 
 func (s *crashStats) log(t *testing.T, name string, elapsed time.Duration) {
 	t.Helper()
-	t.Logf("%s: %d kills in %d sequences in %v (%d runs finished before their kill); at the kill the mirror was "+
-		"empty %d, partial %d, complete %d times; the state had no resources %d, some %d, all %d, a checkpoint %d times",
-		name, s.kills, s.sequences, elapsed.Round(time.Millisecond), s.finishedFirst, s.emptyMirror, s.partial, s.complete,
-		s.noState, s.stateSome, s.stateAll, s.checkpoint)
-	if s.spool > 0 || s.tmpFs > 0 {
-		t.Logf("note: %d kills left %d spool files (rsharvest-pkg-*.zip, rsharvest-plan-*.db) in --spool-dir that no later run removes; %d left files in TMPDIR",
-			s.spool, s.spoolFiles, s.tmpFs)
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(s.landed)) {
+		fmt.Fprintf(&b, "; %s: %d", k, s.landed[k])
 	}
-	t.Logf("%d kills left temporary files in the sink's %s (removed by the next run)", s.sinkTmp, sinkTmpDir)
+	t.Logf("%s: %d kills in %d sequences in %v (%d runs ended before their kill)%s; %d kills left temporary files in the sink's %s (removed by the next run)",
+		name, s.kills, s.sequences, elapsed.Round(time.Millisecond), s.finishedFirst, b.String(), s.sinkTmp, sinkTmpDir)
+	if s.spoolLeft > 0 || s.tmpLeft > 0 {
+		t.Logf("note: after the final, successful runs %d files of killed runs (rsharvest-pkg-*.zip, rsharvest-plan-*.db) were still in --spool-dir, %d in TMPDIR: no run removes them",
+			s.spoolLeft, s.tmpLeft)
+	}
 }
 
-func (s *crashStats) noteLeftovers(lo leftovers) {
-	if lo.sinkTmp > 0 {
-		s.sinkTmp++
+// afterFinal checks and counts what is left after a sequence's successful
+// final run.
+func (s *crashStats) afterFinal(t *testing.T, rg *rig, what string) {
+	t.Helper()
+	lo := rg.leftovers(t)
+	if lo.sinkTmp != 0 {
+		t.Errorf("%s: %d temporary files left in the sink after a successful run", what, lo.sinkTmp)
 	}
-	if lo.spool > 0 {
-		s.spool++
-	}
-	if lo.tmp > 0 {
-		s.tmpFs++
-	}
-	s.spoolFiles = max(s.spoolFiles, lo.spool)
+	s.spoolLeft += lo.spool
+	s.tmpLeft += lo.tmp
 }
 
 // checkHeld checks that a resource the state records as held is in the
@@ -90,7 +98,7 @@ func TestCrashBaseline(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(seed, 1))
 	kills := crashIterations(t, 40, 12)
 	ctx := t.Context()
-	opts := bench.GenOptions{Dir: t.TempDir(), Resources: 400, Packages: 8, Seed: 11, MeanSize: 8 << 10, IndexThreshold: 3}
+	opts := bench.GenOptions{Dir: t.TempDir(), Resources: 1000, Packages: 8, Seed: 11, MeanSize: 2 << 10, IndexThreshold: 3}
 	if _, err := bench.Generate(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -103,35 +111,45 @@ func TestCrashBaseline(t *testing.T) {
 	bin := buildRsharvest(t)
 
 	// The reference: one uninterrupted run.
-	ref := newRig(t, bin, "baseline", srv.URL)
-	span := ref.finishChild(t).elapsed
+	ref := newRig(t, bin, srv.URL)
+	span := ref.finishChild(t, "baseline").elapsed
 	if d := diffSinks(ref.auditSink(t), truth); d != "" {
 		t.Fatalf("uninterrupted run: mirror differs from the source:%s", d)
 	}
-	want := ref.snapState(t)
+	want := ref.snapState(t, true)
 	if len(want.resources) != len(truth) || len(want.checkpoints) == 0 {
 		t.Fatalf("uninterrupted run: %d resources recorded (want %d), %d checkpoints", len(want.resources), len(truth), len(want.checkpoints))
 	}
-	t.Logf("uninterrupted run: %v; kills at uniform random points of [0, %v]", span.Round(time.Millisecond), span.Round(time.Millisecond))
+	// A second one: the reference is reproducible, and a better estimate
+	// of how long a run takes.
+	again := newRig(t, bin, srv.URL)
+	span = min(span, again.finishChild(t, "baseline").elapsed) // the first run may pay for cold caches
+	if d := diffStates(again.snapState(t, true), want); d != "" {
+		t.Fatalf("two uninterrupted runs differ:%s", d)
+	}
+	t.Logf("uninterrupted run: %v", span.Round(time.Millisecond))
 
 	var st crashStats
 	for st.kills < kills && !t.Failed() {
 		st.sequences++
-		rg := newRig(t, bin, "baseline", srv.URL)
-		inRow := 1 + rnd.IntN(4)
-		for i := 0; i < inRow && st.kills < kills; i++ {
-			delay := killDelay(rnd, span)
-			res := rg.syncChild(t, delay)
+		rg := newRig(t, bin, srv.URL)
+		inRow, finished := 1+rnd.IntN(5), false
+		for i := 0; i < inRow && st.kills < kills && !finished; i++ {
+			delay := killDelay(rnd, span, i)
+			res := rg.syncChild(t, "baseline", delay)
 			if !res.killed {
 				if res.code != ExitOK {
 					t.Fatalf("run %d, not killed: exit %d\n%s", rg.runs, res.code, res.output)
 				}
-				st.finishedFirst++ // and the next run finds everything unchanged
+				st.finishedFirst++ // the final run of this sequence
+				finished = true
 				continue
 			}
 			st.kills++
 			when := fmt.Sprintf("kill %v into run %d of sequence %d", delay.Round(time.Microsecond), rg.runs, st.sequences)
-			st.noteLeftovers(rg.leftovers(t))
+			if rg.leftovers(t).sinkTmp > 0 {
+				st.sinkTmp++
+			}
 			mirror := rg.auditSink(t)
 			for uri, s := range mirror {
 				if want, ok := truth[uri]; !ok {
@@ -140,7 +158,7 @@ func TestCrashBaseline(t *testing.T) {
 					t.Errorf("%s: the mirror holds a wrong (half-written?) body of %s", when, uri)
 				}
 			}
-			snap := rg.snapState(t)
+			snap := rg.snapState(t, false)
 			held := 0
 			for uri, row := range snap.resources {
 				if row.Outcome != "held" || row.Deleted {
@@ -151,43 +169,262 @@ func TestCrashBaseline(t *testing.T) {
 				checkHeld(t, when, uri, row, mirror)
 			}
 			if len(snap.checkpoints) > 0 {
-				st.checkpoint++
+				st.note("checkpoint set")
 				// The checkpoint says the baseline is complete.
 				if d := diffSinks(mirror, truth); d != "" {
 					t.Errorf("%s: a checkpoint is set but the mirror is incomplete:%s", when, d)
 				}
 			}
-			switch {
-			case len(mirror) == 0:
-				st.emptyMirror++
-			case len(mirror) < len(truth):
-				st.partial++
-			default:
-				st.complete++
-			}
-			switch {
-			case held == 0:
-				st.noState++
-			case held < len(truth):
-				st.stateSome++
-			default:
-				st.stateAll++
-			}
+			st.note(fmt.Sprintf("mirror %s, state %s", share(len(mirror), len(truth)), share(held, len(truth))))
 			if t.Failed() {
 				t.Fatalf("after %s; output of the killed run:\n%s", when, res.output)
 			}
 		}
-		// The final run of the sequence.
-		rg.finishChild(t)
-		if lo := rg.leftovers(t); lo.sinkTmp != 0 {
-			t.Errorf("sequence %d: %d temporary files left in the sink after a successful run", st.sequences, lo.sinkTmp)
+		if !finished {
+			rg.finishChild(t, "baseline")
 		}
+		st.afterFinal(t, rg, fmt.Sprintf("sequence %d", st.sequences))
 		if d := diffSinks(rg.auditSink(t), truth); d != "" {
 			t.Errorf("sequence %d: after the final run the mirror differs from the source:%s", st.sequences, d)
 		}
-		if d := diffStates(rg.snapState(t), want); d != "" {
+		if d := diffStates(rg.snapState(t, true), want); d != "" {
 			t.Errorf("sequence %d: after the final run the state differs from an uninterrupted run's:%s", st.sequences, d)
 		}
 	}
 	st.log(t, "baseline", time.Since(t0))
+}
+
+func TestCrashIncremental(t *testing.T) {
+	t0 := time.Now()
+	seed := crashSeed(t)
+	rnd := rand.New(rand.NewPCG(seed, 2))
+	kills := crashIterations(t, 30, 10)
+	ctx := t.Context()
+	// The source is generated for the server's own URL, so that the
+	// manifests inside the packages (served as they are) and the rewritten
+	// documents agree on every URI.
+	srcDir := t.TempDir()
+	srv, err := bench.Serve(ctx, srcDir, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const steps = 4
+	opts := bench.GenOptions{Dir: srcDir, Base: srv.URL, Resources: 600, Packages: 4, Seed: 13, MeanSize: 8 << 10, IndexThreshold: 3,
+		ChangePackages: steps, ChangesPerPackage: 150, DeleteShare: 0.1}
+	if _, err := bench.Generate(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	// What the source holds after each step, every body it ever had, and
+	// its changes.
+	truths := make([]map[string]sums, steps+1)
+	ever := map[string]map[sums]int{} // URI → body → first step holding it
+	for k := range truths {
+		truths[k] = truthSums(t, opts, k)
+		for uri, s := range truths[k] {
+			if ever[uri] == nil {
+				ever[uri] = map[sums]int{}
+			}
+			if _, ok := ever[uri][s]; !ok {
+				ever[uri][s] = k
+			}
+		}
+	}
+	var changes []bench.Change
+	if err := bench.ChangesIn(ctx, opts, func(c bench.Change) error {
+		changes = append(changes, c)
+		if ever[c.URI] == nil {
+			ever[c.URI] = map[sums]int{} // created and deleted between two steps
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Where a checkpoint may stand: the snapshot's time after the
+	// baseline, the newest change of package k after step k.
+	last := make([]time.Time, steps+1)
+	last[0] = cmp.Or(opts.At, bench.DefaultAt()).UTC()
+	for _, c := range changes {
+		if c.Time.After(last[c.Package]) {
+			last[c.Package] = c.Time.UTC()
+		}
+	}
+	boundary := map[time.Time]int{}
+	for k, tm := range last {
+		boundary[tm] = k
+	}
+	if len(boundary) != steps+1 {
+		t.Fatalf("%d checkpoint positions, want %d: %v; first change %+v, last %+v", len(boundary), steps+1, boundary, changes[0], changes[len(changes)-1])
+	}
+	modeOf := func(k int) string {
+		if k == 0 {
+			return "baseline" // the Change Dump is not published yet
+		}
+		return "sync"
+	}
+	bin := buildRsharvest(t)
+
+	// The reference: a baseline, then a sync after each published package,
+	// none interrupted.
+	ref := newRig(t, bin, srv.URL)
+	want := make([]stateSnap, steps+1)
+	span := make([]time.Duration, steps+1)
+	for k := 0; k <= steps; k++ {
+		srv.Handler.Publish(k)
+		span[k] = ref.finishChild(t, modeOf(k)).elapsed
+		if d := diffSinks(ref.auditSink(t), truths[k]); d != "" {
+			t.Fatalf("uninterrupted step %d: mirror differs from the source:%s", k, d)
+		}
+		want[k] = ref.snapState(t, true)
+		if len(want[k].checkpoints) != 1 {
+			t.Fatalf("uninterrupted step %d: checkpoints %v", k, want[k].checkpoints)
+		}
+	}
+	t.Logf("uninterrupted steps: %v", span)
+
+	var st crashStats
+	for st.kills < kills && !t.Failed() {
+		st.sequences++
+		rg := newRig(t, bin, srv.URL)
+		for k := 0; k <= steps && !t.Failed(); k++ {
+			srv.Handler.Publish(k)
+			inRow, finished := 1+rnd.IntN(4), false
+			if k == 0 {
+				inRow = rnd.IntN(2) // the baseline is TestCrashBaseline's
+			}
+			for i := 0; i < inRow && st.kills < kills && !finished; i++ {
+				delay := killDelay(rnd, span[k], i)
+				res := rg.syncChild(t, modeOf(k), delay)
+				if !res.killed {
+					if res.code != ExitOK {
+						t.Fatalf("step %d, run %d, not killed: exit %d\n%s", k, rg.runs, res.code, res.output)
+					}
+					st.finishedFirst++
+					finished = true
+					continue
+				}
+				st.kills++
+				when := fmt.Sprintf("kill %v into run %d (step %d) of sequence %d", delay.Round(time.Microsecond), rg.runs, k, st.sequences)
+				if rg.leftovers(t).sinkTmp > 0 {
+					st.sinkTmp++
+				}
+				checkAfterKill(t, when, rg, k, truths, ever, changes, boundary, &st)
+				if t.Failed() {
+					t.Fatalf("after %s; output of the killed run:\n%s", when, res.output)
+				}
+			}
+			if !finished {
+				rg.finishChild(t, modeOf(k))
+			}
+			st.afterFinal(t, rg, fmt.Sprintf("sequence %d, step %d", st.sequences, k))
+			if d := diffSinks(rg.auditSink(t), truths[k]); d != "" {
+				t.Errorf("sequence %d, step %d: after the final run the mirror differs from the source:%s", st.sequences, k, d)
+			}
+			if d := diffStates(rg.snapState(t, true), want[k]); d != "" {
+				t.Errorf("sequence %d, step %d: after the final run the state differs from an uninterrupted run's:%s", st.sequences, k, d)
+			}
+		}
+	}
+	st.log(t, "incremental", time.Since(t0))
+}
+
+// checkAfterKill checks what a child killed during step k (Change Dump
+// packages 1 to k published) left behind.
+func checkAfterKill(t *testing.T, when string, rg *rig, k int, truths []map[string]sums, ever map[string]map[sums]int,
+	changes []bench.Change, boundary map[time.Time]int, st *crashStats) {
+	t.Helper()
+	// Every file holds a body its URI had at some step up to k.
+	mirror := rg.auditSink(t)
+	for uri, s := range mirror {
+		if first, ok := ever[uri][s]; !ok || first > k {
+			t.Errorf("%s: the mirror holds a body of %s the source never published by step %d (half-written?)", when, uri, k)
+		}
+	}
+	snap := rg.snapState(t, false)
+	if len(snap.checkpoints) > 1 {
+		t.Errorf("%s: checkpoints %v", when, snap.checkpoints)
+	}
+	// A resource the next run applies a change to again may be anything
+	// (of the above) in the mirror and the state; every other one must be
+	// settled.
+	var next time.Time
+	hasCP, j := false, 0
+	for _, cp := range snap.checkpoints {
+		next, hasCP = cp.Next, true
+		var ok bool
+		if j, ok = boundary[cp.Next]; !ok {
+			t.Errorf("%s: the checkpoint %v is not where any step ends", when, cp.Next)
+		} else if j > k {
+			t.Errorf("%s: the checkpoint %v is at step %d, ahead of what is published (step %d)", when, cp.Next, j, k)
+		}
+	}
+	again := map[string]bool{}
+	if hasCP {
+		for _, c := range changes {
+			if c.Package <= k && !c.Time.Before(next) {
+				again[c.URI] = true
+			}
+		}
+	}
+	// The state store is never ahead of the mirror.
+	for uri, row := range snap.resources {
+		switch {
+		case again[uri]:
+		case row.Deleted:
+			if _, ok := mirror[uri]; ok {
+				t.Errorf("%s: the state records %s as deleted, the mirror holds it", when, uri)
+			}
+		case row.Outcome == "held":
+			checkHeld(t, when, uri, row, mirror)
+		default:
+			t.Errorf("%s: state row of %s: %+v", when, uri, row)
+		}
+	}
+	// The checkpoint is never ahead of the mirror: every resource the next
+	// run will not touch again is as it was after step j.
+	if hasCP {
+		for uri := range ever {
+			if again[uri] {
+				continue
+			}
+			want, ok := truths[j][uri]
+			got, has := mirror[uri]
+			switch {
+			case ok && !has:
+				t.Errorf("%s: the checkpoint stands after step %d, yet the mirror lacks %s", when, j, uri)
+			case !ok && has:
+				t.Errorf("%s: the checkpoint stands after step %d, yet the mirror still holds %s", when, j, uri)
+			case ok && got != want:
+				t.Errorf("%s: the checkpoint stands after step %d, yet the mirror holds another version of %s", when, j, uri)
+			}
+		}
+	}
+	if k > 0 && !hasCP {
+		t.Errorf("%s: no checkpoint", when)
+	}
+	where := "between"
+	switch {
+	case maps.Equal(mirror, truths[k]):
+		where = fmt.Sprintf("as after step %d", k)
+	case k > 0 && maps.Equal(mirror, truths[k-1]):
+		where = fmt.Sprintf("as after step %d", k-1)
+	case len(mirror) == 0:
+		where = "empty"
+	}
+	cpAt := "none"
+	if hasCP {
+		cpAt = fmt.Sprintf("after step %d", j)
+	}
+	st.note(fmt.Sprintf("step %d: mirror %s, checkpoint %s", k, where, cpAt))
+}
+
+// share describes n of all: "empty", "partial" or "complete".
+func share(n, all int) string {
+	switch {
+	case n == 0:
+		return "empty"
+	case n < all:
+		return "partial"
+	}
+	return "complete"
 }

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/state"
+	"github.com/rsharvest/rsharvest/unzip"
 )
 
 // outcome of one entry.
@@ -80,16 +84,32 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 	}
 	want := fixity.Expect{Length: md.Length, Hashes: md.Hashes}
 	if want.Hashes.IsZero() && !r.opts.AllowMissingHash {
-		return failed("verify", errclass.Permanentf("manifest gives no md5, sha-1 or sha-256 hash to verify against (use --allow-missing-hash to accept length and CRC-32 only)"))
+		return failed("verify", errclass.Permanentf("no md5, sha-1 or sha-256 hash to verify against (use --allow-missing-hash to accept length and CRC-32 only)"))
 	}
-	if md.Path == "" {
-		return failed("manifest", errclass.Permanentf("manifest entry has no path"))
-	}
-	// Look the entry up even when unchanged: it marks the entry as listed
-	// and checks the manifest against the package's inventory.
-	f, err := j.arch.Lookup(md.Path)
-	if err != nil {
-		return failed("unzip", fmt.Errorf("manifest path %q: %w", md.Path, err))
+	// Where the bytes come from: the package's ZIP entry, or (lists) the
+	// resource's URL and its mirrors.
+	var sources []entryOpener
+	if j.arch != nil {
+		if md.Path == "" {
+			return failed("manifest", errclass.Permanentf("manifest entry has no path"))
+		}
+		// Look the entry up even when unchanged: it marks the entry as
+		// listed and checks the manifest against the package's inventory.
+		f, err := j.arch.Lookup(md.Path)
+		if err != nil {
+			return failed("unzip", fmt.Errorf("manifest path %q: %w", md.Path, err))
+		}
+		if want.Length >= 0 && f.Size != want.Length {
+			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), md.Path, f.Size, want.Length))
+		}
+		sources = []entryOpener{zipEntry{f}}
+	} else {
+		if err := absoluteHTTP(e.Loc); err != nil {
+			return failed("document", err)
+		}
+		for _, u := range append([]string{e.Loc}, mirrors(e)...) {
+			sources = append(sources, &httpEntry{client: r.opts.Client, url: u})
+		}
 	}
 	if had && !prev.ChangeTime.IsZero() && prev.ChangeTime.After(rec.ChangeTime) {
 		// A newer change is already applied (an earlier run covered a
@@ -102,9 +122,6 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		rec.Outcome = "unchanged"
 		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
 		return result{outcome: outUnchanged, resource: rec, hadRecord: true}
-	}
-	if want.Length >= 0 && f.Size != want.Length {
-		return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), md.Path, f.Size, want.Length))
 	}
 	res := &sink.Resource{URI: e.Loc, Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod}
 	// With several sinks, a sink that took this version in an earlier run
@@ -129,7 +146,7 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		if already[s.name] {
 			continue
 		}
-		n, err := r.putRetrying(ctx, s, res, f, want)
+		n, err := r.putFrom(ctx, s, res, sources, want, &rec)
 		if err != nil {
 			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 {
 				return failed("deliver", err)
@@ -155,9 +172,76 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(md.Change), delivered: len(r.sinks) > 1}
 }
 
-// entryOpener is what deliver needs of a ZIP entry.
+// entryOpener opens the bytes of a resource: a ZIP entry, or a GET.
 type entryOpener interface {
-	Open() (io.ReadCloser, error)
+	Open(ctx context.Context) (io.ReadCloser, error)
+}
+
+// zipEntry opens an entry of an unpacked package.
+type zipEntry struct{ f *unzip.File }
+
+func (z zipEntry) Open(context.Context) (io.ReadCloser, error) {
+	rc, err := z.f.Open()
+	if err != nil {
+		return nil, fmt.Errorf("open ZIP entry: %w", err)
+	}
+	return rc, nil
+}
+
+// httpEntry opens a resource by GET (lists), remembering its validators.
+type httpEntry struct {
+	client             *fetch.Client
+	url                string
+	etag, lastModified string
+}
+
+func (h *httpEntry) Open(ctx context.Context) (io.ReadCloser, error) {
+	b, err := h.client.Open(ctx, h.url)
+	if err != nil {
+		return nil, err
+	}
+	h.etag, h.lastModified = b.ETag, b.LastModified
+	return b, nil
+}
+
+func (h *httpEntry) String() string { return h.url }
+
+// mirrors returns an entry's rel="duplicate" locations, by priority.
+func mirrors(e *manifest.Entry) []string {
+	var ls []manifest.Link
+	for _, l := range e.Links {
+		if l.Rel == "duplicate" && absoluteHTTP(l.Href) == nil {
+			ls = append(ls, l)
+		}
+	}
+	sort.SliceStable(ls, func(i, j int) bool { return ls[i].Pri < ls[j].Pri })
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.Href
+	}
+	return out
+}
+
+// putFrom puts from the first source that works: a resource's mirrors
+// (rel="duplicate", by pri) are tried in turn when its primary location
+// fails.
+func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sources []entryOpener, want fixity.Expect, rec *state.Resource) (int64, error) {
+	var err error
+	for i, src := range sources {
+		var n int64
+		n, err = r.putRetrying(ctx, s, res, src, want)
+		if err == nil {
+			if h, ok := src.(*httpEntry); ok {
+				rec.ETag, rec.LastModified = h.etag, h.lastModified
+			}
+			return n, nil
+		}
+		if errclass.IsFatal(err) || ctx.Err() != nil || i == len(sources)-1 {
+			break
+		}
+		r.log.Warn("location failed; trying a mirror", "uri", res.URI, "error", err, "mirror", sources[i+1])
+	}
+	return 0, err
 }
 
 // putRetrying puts with retries of a sink's temporary failures (the entry
@@ -168,7 +252,9 @@ func (r *run) putRetrying(ctx context.Context, s boundSink, res *sink.Resource, 
 	bo.MaxInterval = 20 * r.opts.SinkBackoff
 	for attempt := 0; ; attempt++ {
 		n, err := r.put(ctx, s, res, f, want)
-		if err == nil || !errclass.IsRetryable(err) || errors.Is(err, fixity.ErrMismatch) || attempt >= r.opts.SinkRetries || ctx.Err() != nil {
+		var se *sourceError
+		if err == nil || !errclass.IsRetryable(err) || errors.Is(err, fixity.ErrMismatch) || errors.As(err, &se) ||
+			attempt >= r.opts.SinkRetries || ctx.Err() != nil {
 			return n, err
 		}
 		wait := bo.NextBackOff()
@@ -192,12 +278,12 @@ func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryO
 	case s.sem <- struct{}{}:
 	}
 	defer func() { <-s.sem }()
-	rc, err := f.Open()
+	rc, err := f.Open(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("open ZIP entry: %w", err)
+		return 0, &sourceError{err}
 	}
 	defer rc.Close()
-	vr := fixity.NewReader(rc, want, fixity.Compute{})
+	vr := fixity.NewReader(sourceReader{rc}, want, fixity.Compute{})
 	if err := s.Put(ctx, res, vr); err != nil {
 		// A sink reports the body's error (fixity, ZIP) wrapped; keep its
 		// class when it has one, else the sink's failure is retryable.
@@ -210,6 +296,24 @@ func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryO
 		return 0, errclass.Fatalf("sink returned before reading the whole body: a sink bug; nothing unverified may be committed")
 	}
 	return vr.N(), nil
+}
+
+// sourceError marks a failure to read the resource's source (the HTTP
+// client already retried it; the sink is not to blame).
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// sourceReader tags the errors of a source's reads.
+type sourceReader struct{ r io.Reader }
+
+func (s sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &sourceError{err}
+	}
+	return n, err
 }
 
 // holds reports whether a state record shows the destination holding a

@@ -27,6 +27,9 @@ type packageJob struct {
 	From, Until time.Time
 	// Contents is the URL of a copy of the package's manifest, or "".
 	Contents string
+	// List marks a Change List standing in for a package: its changes are
+	// fetched by GET, not read from a ZIP.
+	List bool
 }
 
 // WellKnownURL returns the Source Description location of a site:
@@ -49,8 +52,17 @@ func isBareSite(s string) bool {
 // index documents lazily: a child document is only fetched when the walk
 // reaches it, so nothing but the current path of documents is open.
 type discoverer struct {
-	r       *run
-	want    manifest.Capability // ResourceDump or ChangeDump
+	r *run
+	// want is the capability the walk is for (ResourceDump or ChangeDump);
+	// list is its list-based fallback (ResourceList or ChangeList), and
+	// preferList puts the list first.
+	want, list manifest.Capability
+	preferList bool
+	// emitResource receives each entry of a Resource List (baseline).
+	emitResource func(ctx context.Context, docURL, resourceSet string, at time.Time, e *manifest.Entry) error
+	// inRange, when set, tells whether an index child covering
+	// [from, until] may hold changes of the run (so others are not read).
+	inRange func(resourceSet string, from, until time.Time) (bool, error)
 	visited map[string]bool
 	emit    func(ctx context.Context, j packageJob) error
 	// onDump, when set, is called with the header of every dump document
@@ -83,18 +95,69 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 			return d.walk(ctx, e.Loc, e.Loc, depth+1)
 		})
 	case manifest.CapabilityList:
-		found := false
-		err := d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-			if e.Metadata.Capability != d.want {
-				return nil
+		// A capability list is small: note what it offers, then walk the
+		// preferred capability (a dump; its list where no dump exists).
+		offers := map[manifest.Capability]string{}
+		if err := d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+			if _, dup := offers[e.Metadata.Capability]; !dup {
+				offers[e.Metadata.Capability] = e.Loc
 			}
-			found = true
-			return d.walk(ctx, e.Loc, docURL, depth+1)
-		})
-		if err == nil && !found {
-			return errclass.Permanentf("%s: the capability list offers no %s", docURL, capName(d.want))
+			return nil
+		}); err != nil {
+			return err
 		}
-		return err
+		order := []manifest.Capability{d.want, d.list}
+		if d.preferList {
+			order = []manifest.Capability{d.list, d.want}
+		}
+		for _, c := range order {
+			if loc, ok := offers[c]; ok && c != "" {
+				return d.walk(ctx, loc, docURL, depth+1)
+			}
+		}
+		if d.list != "" {
+			return errclass.Permanentf("%s: the capability list offers neither a %s nor a %s", docURL, capName(d.want), capName(d.list))
+		}
+		return errclass.Permanentf("%s: the capability list offers no %s", docURL, capName(d.want))
+	case manifest.ResourceList:
+		if d.list != manifest.ResourceList {
+			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.want))
+		}
+		if h.IsIndex() {
+			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+				return d.walk(ctx, e.Loc, resourceSet, depth+1)
+			})
+		}
+		at := h.Metadata.At
+		if !at.IsZero() {
+			d.r.noteAt(at)
+		}
+		d.r.noteSet(resourceSet, at)
+		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+			return d.emitResource(ctx, docURL, resourceSet, at, e)
+		})
+	case manifest.ChangeList:
+		if d.list != manifest.ChangeList {
+			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.want))
+		}
+		if h.IsIndex() {
+			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+				if d.inRange != nil {
+					ok, err := d.inRange(resourceSet, e.Metadata.From, e.Metadata.Until)
+					if err != nil || !ok {
+						return err
+					}
+				}
+				return d.walk(ctx, e.Loc, resourceSet, depth+1)
+			})
+		}
+		if d.onDump != nil {
+			d.onDump(docURL, resourceSet, &h)
+		}
+		// The list itself is the unit of planning: its entries are read
+		// again by the planner.
+		return d.emit(ctx, packageJob{URL: docURL, Dump: docURL, ResourceSet: resourceSet,
+			From: h.Metadata.From, Until: h.Metadata.Until, Contents: docURL, List: true})
 	case manifest.ResourceDump, manifest.ChangeDump:
 		if h.Metadata.Capability != d.want {
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.want))
@@ -102,6 +165,12 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 		d.dumps++
 		if h.IsIndex() {
 			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+				if d.inRange != nil {
+					ok, err := d.inRange(resourceSet, e.Metadata.From, e.Metadata.Until)
+					if err != nil || !ok {
+						return err
+					}
+				}
 				return d.walk(ctx, e.Loc, resourceSet, depth+1)
 			})
 		}
@@ -130,8 +199,8 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 			return d.emit(ctx, j)
 		})
 	default:
-		return errclass.Permanentf("%s: a %s %q document, expected a Source Description, Capability List, %s or %s Index",
-			docURL, h.Root, h.Metadata.Capability, capName(d.want), capName(d.want))
+		return errclass.Permanentf("%s: a %s %q document, expected a Source Description, Capability List, %s or %s (or their indexes)",
+			docURL, h.Root, h.Metadata.Capability, capName(d.want), capName(d.list))
 	}
 }
 
@@ -156,6 +225,7 @@ func (d *discoverer) eachEntry(ctx context.Context, docURL string, rd *manifest.
 			return fmt.Errorf("%s: %w", docURL, err)
 		}
 		if err := absoluteHTTP(e.Loc); err != nil {
+			d.r.counts.Failed.Add(1)
 			d.r.fail(ctx, Failure{URI: e.Loc, Stage: "document", Error: fmt.Sprintf("%s: %v", docURL, err), Permanent: true}, time.Time{})
 			continue
 		}

@@ -159,7 +159,15 @@ func (inc *incremental) phases(ctx context.Context) error {
 		}
 	}
 	var resolveErr error
-	d := &discoverer{r: inc.run, want: manifest.ChangeDump, visited: map[string]bool{},
+	d := &discoverer{r: inc.run, want: manifest.ChangeDump, list: manifest.ChangeList, preferList: inc.opts.Prefer == "list", visited: map[string]bool{},
+		inRange: func(set string, from, until time.Time) (bool, error) {
+			sr, err := inc.resolve(ctx, set)
+			if err != nil {
+				resolveErr = err
+				return false, err
+			}
+			return intersects(from, until, sr.from, sr.until), nil
+		},
 		emit: func(ctx context.Context, j packageJob) error {
 			sr, err := inc.resolve(ctx, j.ResourceSet)
 			if err != nil {
@@ -348,8 +356,12 @@ func (inc *incremental) planPackage(ctx context.Context, j packageJob) error {
 			return pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err))
 		}
 	}
-	if c := rd.Header().Metadata.Capability; c != manifest.ChangeDumpManifest {
-		return pkgFail("manifest", errclass.Permanentf("manifest: capability %q, expected %q", c, manifest.ChangeDumpManifest))
+	wantCap := manifest.ChangeDumpManifest
+	if j.List {
+		wantCap = manifest.ChangeList
+	}
+	if c := rd.Header().Metadata.Capability; c != wantCap {
+		return pkgFail("manifest", errclass.Permanentf("%s: capability %q, expected %q", j.Contents, c, wantCap))
 	}
 	const batch = 1000
 	var cs []state.PlannedChange
@@ -378,7 +390,7 @@ func (inc *incremental) planPackage(ctx context.Context, j packageJob) error {
 			}
 			return pkgFail("manifest", fmt.Errorf("manifest: %w", err))
 		}
-		c, err := checkChange(e)
+		c, err := checkChange(e, !j.List)
 		if err != nil {
 			inc.counts.Failed.Add(1)
 			inc.fail(ctx, Failure{URI: e.Loc, Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, time.Time{})
@@ -446,7 +458,7 @@ func (inc *incremental) markHeld(ctx context.Context) error {
 
 // checkChange validates a change entry: a known change type, a datetime,
 // and a path for what must be read from the package.
-func checkChange(e *manifest.Entry) (manifest.Change, error) {
+func checkChange(e *manifest.Entry, needPath bool) (manifest.Change, error) {
 	c := e.Metadata.Change
 	switch c {
 	case manifest.Created, manifest.Updated, manifest.Deleted:
@@ -458,7 +470,7 @@ func checkChange(e *manifest.Entry) (manifest.Change, error) {
 	if e.ChangeTime().IsZero() {
 		return "", errclass.Permanentf("%s change without a datetime or lastmod", c)
 	}
-	if c != manifest.Deleted && e.Metadata.Path == "" {
+	if needPath && c != manifest.Deleted && e.Metadata.Path == "" {
 		return "", errclass.Permanentf("%s change without a path in the package", c)
 	}
 	return c, nil
@@ -539,6 +551,9 @@ func (inc *incremental) packageSet(pkgURL string) (string, bool) {
 // own manifest.xml is authoritative for paths and hashes; each of its
 // entries that is the winner of its resource goes to the workers.
 func (inc *incremental) applyPackage(ctx context.Context, j packageJob, out chan<- entryJob) error {
+	if j.List {
+		return inc.applyList(ctx, j, out)
+	}
 	inc.mu.Lock()
 	sp := inc.spooled[j.URL]
 	inc.mu.Unlock()
@@ -624,6 +639,37 @@ func (inc *incremental) applyPackage(ctx context.Context, j packageJob, out chan
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-allDone:
+	}
+	inc.counts.PackagesDone.Add(1)
+	return nil
+}
+
+// applyList hands a Change List's winning created/updated changes to the
+// workers, which GET each resource.
+func (inc *incremental) applyList(ctx context.Context, j packageJob, out chan<- entryJob) error {
+	var wg sync.WaitGroup
+	err := inc.plan.WinnersIn(ctx, j.URL, func(c state.PlannedChange) error {
+		md := manifest.NewMetadata()
+		md.Change, md.Datetime, md.Hashes, md.Length, md.Type = manifest.Change(c.Change), c.Time, c.Hashes, c.Length, c.Type
+		e := &manifest.Entry{Loc: c.URI, Lastmod: c.Lastmod, Metadata: md}
+		wg.Add(1)
+		select {
+		case <-ctx.Done():
+			wg.Done()
+			return ctx.Err()
+		case out <- entryJob{pkg: &j, entry: e, done: wg.Done}:
+			return nil
+		}
+	})
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-allDone:
+	}
+	if err != nil {
+		return err
 	}
 	inc.counts.PackagesDone.Add(1)
 	return nil

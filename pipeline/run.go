@@ -61,6 +61,9 @@ type Options struct {
 	Limits unzip.Limits
 	// Document caps for every XML document and manifest read.
 	Document manifest.Options
+	// Prefer is "dump" (the default: Resource and Change Dumps, lists where
+	// no dump exists) or "list" (Resource and Change Lists first).
+	Prefer string
 	// AllowMissingHash accepts manifest entries that give no md5, sha-1 or
 	// sha-256, verifying only their length and the ZIP's CRC-32. By default
 	// such entries fail: rsharvest never writes a byte it could not verify.
@@ -222,16 +225,22 @@ func (r *run) baseline(ctx context.Context) error {
 	entries := make(chan entryJob, 4*r.opts.Workers)
 	r.results = make(chan result, 256)
 
-	// discover: the source's documents, walked lazily, into pkgs.
+	// discover: the source's documents, walked lazily: dump packages into
+	// pkgs, Resource List entries straight into entries.
+	var producers sync.WaitGroup
+	producers.Add(1)
 	g.Go(func() error {
+		defer producers.Done()
 		defer close(pkgs)
-		return r.discover(ctx, pkgs)
+		return r.discover(ctx, pkgs, entries)
 	})
 	// fetch + unpack: packages in parallel, their entries into entries.
 	var pkgWG sync.WaitGroup
 	for range r.opts.Concurrency {
 		pkgWG.Add(1)
+		producers.Add(1)
 		g.Go(func() error {
+			defer producers.Done()
 			defer pkgWG.Done()
 			for {
 				select {
@@ -249,7 +258,7 @@ func (r *run) baseline(ctx context.Context) error {
 		})
 	}
 	g.Go(func() error {
-		pkgWG.Wait()
+		producers.Wait()
 		close(entries)
 		return nil
 	})
@@ -281,7 +290,7 @@ func (r *run) baseline(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		workWG.Wait()
-		pkgWG.Wait()
+		producers.Wait()
 		close(r.results)
 		return nil
 	})
@@ -290,8 +299,8 @@ func (r *run) baseline(ctx context.Context) error {
 	return g.Wait()
 }
 
-// discover walks from the source to its packages.
-func (r *run) discover(ctx context.Context, out chan<- packageJob) error {
+// discover walks from the source to its packages (or list entries).
+func (r *run) discover(ctx context.Context, out chan<- packageJob, entries chan<- entryJob) error {
 	start := r.opts.Source
 	if isBareSite(start) {
 		wk, err := WellKnownURL(start)
@@ -301,7 +310,17 @@ func (r *run) discover(ctx context.Context, out chan<- packageJob) error {
 		r.log.Info("bare site URL: reading its source description", "url", wk)
 		start = wk
 	}
-	d := &discoverer{r: r, want: manifest.ResourceDump, visited: map[string]bool{}, emit: func(ctx context.Context, j packageJob) error {
+	d := &discoverer{r: r, want: manifest.ResourceDump, list: manifest.ResourceList, preferList: r.opts.Prefer == "list", visited: map[string]bool{}}
+	d.emitResource = func(ctx context.Context, docURL, set string, at time.Time, e *manifest.Entry) error {
+		j := entryJob{pkg: &packageJob{URL: docURL, Dump: docURL, ResourceSet: set, At: at, List: true}, entry: e, done: func() {}}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case entries <- j:
+			return nil
+		}
+	}
+	d.emit = func(ctx context.Context, j packageJob) error {
 		r.counts.PackagesTotal.Add(1)
 		r.noteSet(j.ResourceSet, j.At)
 		select {
@@ -310,7 +329,7 @@ func (r *run) discover(ctx context.Context, out chan<- packageJob) error {
 		case out <- j:
 			return nil
 		}
-	}}
+	}
 	if err := d.walk(ctx, start, "", 0); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -414,9 +433,6 @@ func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
 		if !f.Permanent {
 			return nil
 		}
-	}
-	if rep.Packages.Total == 0 {
-		return nil
 	}
 	now := time.Now().UTC()
 	for set, at := range r.sets {
