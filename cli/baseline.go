@@ -37,6 +37,9 @@ type syncFlags struct {
 	from, until      string
 	config           string
 	prefer           string
+	// concurrencySet tells an explicit --concurrency (which then also
+	// bounds list GETs) from the default.
+	concurrencySet bool
 }
 
 func (f *syncFlags) register(c *cobra.Command) {
@@ -45,7 +48,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.StringArrayVar(&f.sinks, "sink", nil, "where resources go, e.g. fs:DIR (repeatable)")
 	fl.StringVar(&f.state, "state", "rsharvest.db", "state store file (SQLite)")
 	fl.StringVar(&f.report, "report", "", "write the run's report as JSON to this file")
-	fl.IntVar(&f.concurrency, "concurrency", 4, "packages downloaded and unpacked at once")
+	fl.IntVar(&f.concurrency, "concurrency", 4, "packages downloaded and unpacked at once; with lists, resource requests in flight (default 16 then)")
 	fl.IntVar(&f.workers, "workers", runtime.NumCPU(), "entries verified and delivered in parallel")
 	fl.Float64Var(&f.rate, "rate", 0, "requests per second per host (0 = unlimited)")
 	fl.IntVar(&f.retries, "retries", 5, "retries of a failed request (timeouts, resets, 429, 5xx)")
@@ -166,6 +169,7 @@ func (a *app) syncCommand(mode, short string) *cobra.Command {
 			if err := f.validate(); err != nil {
 				return err
 			}
+			f.concurrencySet = c.Flags().Changed("concurrency")
 			rep, err := a.runSync(c.Context(), mode, f)
 			if rep != nil {
 				fmt.Fprint(a.stdout, rep.Summary())
@@ -233,6 +237,7 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 		Logger:           log,
 		SinkNames:        redactSpecs(f.sinks),
 		Prefer:           f.prefer,
+		ListConcurrency:  listConcurrency(f),
 	}
 	rng, _ := f.rangeOf()
 	if mode == modeSync {
@@ -324,4 +329,13 @@ func redactSpec(spec string) string {
 	}
 	u.RawQuery = q.Encode()
 	return scheme + ":" + u.String()
+}
+
+// listConcurrency is the number of resource GETs in flight for lists: an
+// explicit --concurrency, else the pipeline's default.
+func listConcurrency(f syncFlags) int {
+	if f.concurrencySet {
+		return f.concurrency
+	}
+	return 0
 }

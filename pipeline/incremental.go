@@ -234,6 +234,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 	r := inc.run
 	g, gctx = errgroup.WithContext(ctx)
 	entries := make(chan entryJob, 4*inc.opts.Workers)
+	listEntries := make(chan entryJob, inc.listConcurrency())
 	byURL := map[string]packageJob{}
 	for _, j := range pkgs {
 		byURL[j.URL] = j
@@ -268,7 +269,11 @@ func (inc *incremental) phases(ctx context.Context) error {
 					if !ok {
 						return nil
 					}
-					if err := inc.applyPackage(gctx, j, entries); err != nil {
+					out := entries
+					if j.List {
+						out = listEntries
+					}
+					if err := inc.applyPackage(gctx, j, out); err != nil {
 						return err
 					}
 				}
@@ -278,33 +283,12 @@ func (inc *incremental) phases(ctx context.Context) error {
 	g.Go(func() error {
 		producers.Wait()
 		close(entries)
+		close(listEntries)
 		return nil
 	})
 	var workers sync.WaitGroup
-	for range inc.opts.Workers {
-		workers.Add(1)
-		g.Go(func() error {
-			defer workers.Done()
-			for {
-				select {
-				case <-gctx.Done():
-					return gctx.Err()
-				case j, ok := <-entries:
-					if !ok {
-						return nil
-					}
-					res := r.deliver(gctx, j)
-					j.done()
-					if res.fatal != nil {
-						return res.fatal
-					}
-					if err := r.send(gctx, res); err != nil {
-						return err
-					}
-				}
-			}
-		})
-	}
+	r.startWorkers(gctx, g, &workers, inc.opts.Workers, entries)
+	r.startWorkers(gctx, g, &workers, inc.listConcurrency(), listEntries)
 	return g.Wait()
 }
 

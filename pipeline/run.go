@@ -50,6 +50,9 @@ type Options struct {
 	Client *fetch.Client
 	// Concurrency is the number of packages in flight (default 4).
 	Concurrency int
+	// ListConcurrency is the number of resource GETs in flight when
+	// syncing from lists (default 16).
+	ListConcurrency int
 	// Workers is the number of entries verified and delivered in parallel
 	// (default: the number of CPUs).
 	Workers int
@@ -223,6 +226,7 @@ func (r *run) baseline(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	pkgs := make(chan packageJob, r.opts.Concurrency)
 	entries := make(chan entryJob, 4*r.opts.Workers)
+	listEntries := make(chan entryJob, r.listConcurrency())
 	r.results = make(chan result, 256)
 
 	// discover: the source's documents, walked lazily: dump packages into
@@ -232,7 +236,8 @@ func (r *run) baseline(ctx context.Context) error {
 	g.Go(func() error {
 		defer producers.Done()
 		defer close(pkgs)
-		return r.discover(ctx, pkgs, entries)
+		defer close(listEntries)
+		return r.discover(ctx, pkgs, listEntries)
 	})
 	// fetch + unpack: packages in parallel, their entries into entries.
 	var pkgWG sync.WaitGroup
@@ -262,17 +267,34 @@ func (r *run) baseline(ctx context.Context) error {
 		close(entries)
 		return nil
 	})
-	// verify + deliver: entries in parallel, outcomes into results.
+	// verify + deliver: entries in parallel, outcomes into results;
+	// Resource List entries (a GET each) on a pool of their own.
 	var workWG sync.WaitGroup
-	for range r.opts.Workers {
-		workWG.Add(1)
+	r.startWorkers(ctx, g, &workWG, r.opts.Workers, entries)
+	r.startWorkers(ctx, g, &workWG, r.listConcurrency(), listEntries)
+	g.Go(func() error {
+		workWG.Wait()
+		producers.Wait()
+		close(r.results)
+		return nil
+	})
+	// commit: one goroutine owns the state store's writes.
+	g.Go(func() error { return r.commit(ctx) })
+	return g.Wait()
+}
+
+// startWorkers starts n goroutines that verify and deliver the entries of
+// in and send the outcomes to the commit stage.
+func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.WaitGroup, n int, in <-chan entryJob) {
+	for range n {
+		wg.Add(1)
 		g.Go(func() error {
-			defer workWG.Done()
+			defer wg.Done()
 			for {
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
-				case j, ok := <-entries:
+				case j, ok := <-in:
 					if !ok {
 						return nil
 					}
@@ -288,15 +310,14 @@ func (r *run) baseline(ctx context.Context) error {
 			}
 		})
 	}
-	g.Go(func() error {
-		workWG.Wait()
-		producers.Wait()
-		close(r.results)
-		return nil
-	})
-	// commit: one goroutine owns the state store's writes.
-	g.Go(func() error { return r.commit(ctx) })
-	return g.Wait()
+}
+
+// listConcurrency is the number of resource GETs in flight for lists.
+func (r *run) listConcurrency() int {
+	if r.opts.ListConcurrency > 0 {
+		return r.opts.ListConcurrency
+	}
+	return 16
 }
 
 // discover walks from the source to its packages (or list entries).
