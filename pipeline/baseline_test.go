@@ -153,6 +153,9 @@ func TestBaselineEndToEnd(t *testing.T) {
 	if rep2.Status != pipeline.StatusOK || rep2.Resources.Written != 0 || rep2.Resources.Skipped != 0 || rep2.Resources.Unchanged != int64(len(want)) {
 		t.Fatalf("second run: %s", rep2.Summary())
 	}
+	if rep2.Bytes.Downloaded != 0 {
+		t.Errorf("second run downloaded %d bytes: the manifest copies show every package held", rep2.Bytes.Downloaded)
+	}
 	after := mtimes(t, filepath.Join(h.dir, "mirror"))
 	for p, m := range before {
 		if !after[p].Equal(m) {

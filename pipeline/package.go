@@ -9,9 +9,38 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/unzip"
 )
+
+// allHeld reads a package's manifest copy (rel="contents") and reports
+// whether the state holds every resource it lists with the same length and
+// hashes. It stops at the first resource not held. A copy that cannot be
+// read is not an error: the package is then downloaded as usual.
+func (r *run) allHeld(ctx context.Context, copyURL string) (int64, bool, error) {
+	rd, closeDoc, err := r.openDocument(ctx, copyURL)
+	if err != nil {
+		r.log.Debug("manifest copy unreadable; downloading the package", "url", copyURL, "error", err)
+		return 0, false, nil
+	}
+	defer closeDoc()
+	var n int64
+	for {
+		e, err := rd.Next()
+		if err != nil {
+			return n, isEOF(err) && n > 0, nil
+		}
+		prev, had, err := r.opts.Store.Resource(ctx, e.Loc)
+		if err != nil {
+			return 0, false, err
+		}
+		if !had || !holds(prev, fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes}) {
+			return n, false, nil
+		}
+		n++
+	}
+}
 
 // spooled is a downloaded, verified and opened package.
 type spooled struct {
@@ -79,6 +108,20 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 		r.counts.PackagesFailed.Add(1)
 		r.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, j.At)
 		return nil
+	}
+	if j.Contents != "" {
+		n, held, err := r.allHeld(ctx, j.Contents)
+		if err != nil {
+			return err
+		}
+		if held {
+			// The manifest copy shows the destination holds every
+			// resource of the package: nothing to download.
+			log.Debug("package skipped: every resource already held", "resources", n)
+			r.counts.Unchanged.Add(n)
+			r.counts.PackagesDone.Add(1)
+			return nil
+		}
 	}
 	sp, err := r.fetchPackage(ctx, j)
 	if err != nil {
