@@ -16,9 +16,9 @@ import (
 
 // allHeld reads a package's manifest copy (rel="contents") and reports
 // whether the state holds every resource it lists with the same length and
-// hashes. It stops at the first resource not held. A copy that cannot be
+// hashes (or a newer version). It stops at the first resource not held. A copy that cannot be
 // read is not an error: the package is then downloaded as usual.
-func (r *run) allHeld(ctx context.Context, copyURL string) (int64, bool, error) {
+func (r *run) allHeld(ctx context.Context, copyURL string, at time.Time) (int64, bool, error) {
 	rd, closeDoc, err := r.openDocument(ctx, copyURL)
 	if err != nil {
 		r.log.Debug("manifest copy unreadable; downloading the package", "url", copyURL, "error", err)
@@ -35,7 +35,12 @@ func (r *run) allHeld(ctx context.Context, copyURL string) (int64, bool, error) 
 		if err != nil {
 			return 0, false, err
 		}
-		if !had || !holds(prev, fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes}) {
+		t := e.ChangeTime()
+		if t.IsZero() {
+			t = at
+		}
+		superseded := had && !prev.ChangeTime.IsZero() && prev.ChangeTime.After(t)
+		if !superseded && (!had || !holds(prev, fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes})) {
 			return n, false, nil
 		}
 		n++
@@ -110,7 +115,7 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 		return nil
 	}
 	if j.Contents != "" {
-		n, held, err := r.allHeld(ctx, j.Contents)
+		n, held, err := r.allHeld(ctx, j.Contents, j.At)
 		if err != nil {
 			return err
 		}
