@@ -227,6 +227,10 @@ func (inc *incremental) phases(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Packages with nothing left to apply are done already.
+	if n := int64(len(pkgs)-len(winners)) - inc.counts.PackagesFailed.Load(); n > 0 {
+		inc.counts.PackagesDone.Add(n)
+	}
 	changes, won, _ := plan.Counts(ctx)
 	inc.log.Info("plan", "packages_in_range", len(pkgs), "changes", changes, "winners", won, "packages_to_fetch", len(winners))
 
