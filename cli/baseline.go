@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"runtime"
 	"strings"
 	"time"
@@ -297,38 +296,14 @@ func openSinks(ctx context.Context, specs []string) ([]sink.Sink, func(context.C
 	return out, closeAll, nil
 }
 
-// redactSpecs returns sink specs without credentials (URL user info and
-// query parameters that look like secrets), to name sinks in the state
-// store and in messages.
+// redactSpecs returns sink specs without credentials (sink.Redact), to
+// name sinks in the state store and in messages.
 func redactSpecs(specs []string) []string {
 	out := make([]string, len(specs))
 	for i, s := range specs {
-		out[i] = redactSpec(s)
+		out[i] = sink.Redact(s)
 	}
 	return out
-}
-
-func redactSpec(spec string) string {
-	scheme, rest, ok := strings.Cut(spec, ":")
-	if !ok {
-		return spec
-	}
-	u, err := url.Parse(rest)
-	if err != nil {
-		return scheme + ":…"
-	}
-	if u.User != nil {
-		u.User = url.User("…")
-	}
-	q := u.Query()
-	for k := range q {
-		lk := strings.ToLower(k)
-		if strings.Contains(lk, "secret") || strings.Contains(lk, "password") || strings.Contains(lk, "token") || strings.Contains(lk, "key") {
-			q.Set(k, "…")
-		}
-	}
-	u.RawQuery = q.Encode()
-	return scheme + ":" + u.String()
 }
 
 // listConcurrency is the number of resource GETs in flight for lists: an

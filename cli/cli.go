@@ -29,6 +29,7 @@ import (
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/sink/s3"
 )
 
 // Exit codes of the rsharvest command.
@@ -58,6 +59,7 @@ func UserAgent() string { return "rsharvest/" + Version() }
 func Sinks() sink.Registry {
 	return sink.Registry{
 		"fs": fs.Open,
+		"s3": s3.Open,
 	}
 }
 

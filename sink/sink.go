@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -71,17 +72,47 @@ type Registry map[string]Opener
 func (reg Registry) Open(ctx context.Context, spec string) (Sink, error) {
 	scheme, arg, ok := strings.Cut(spec, ":")
 	if !ok || scheme == "" {
-		return nil, errclass.Fatalf("sink %q: want SCHEME:ARGUMENT, one of %s", spec, reg.schemes())
+		return nil, errclass.Fatalf("sink %q: want SCHEME:ARGUMENT, one of %s", Redact(spec), reg.schemes())
 	}
 	open, found := reg[scheme]
 	if !found {
-		return nil, errclass.Fatalf("sink %q: unknown kind %q, want one of %s", spec, scheme, reg.schemes())
+		return nil, errclass.Fatalf("sink %q: unknown kind %q, want one of %s", Redact(spec), scheme, reg.schemes())
 	}
 	s, err := open(ctx, arg)
 	if err != nil {
-		return nil, errclass.Fatalf("sink %q: %w", spec, err)
+		return nil, errclass.Fatalf("sink %q: %w", Redact(spec), err)
 	}
 	return s, nil
+}
+
+// Redact returns a sink spec without credentials — URL user info and query
+// parameters whose names suggest secrets are replaced by "…" — for
+// messages, logs and the state store.
+func Redact(spec string) string {
+	scheme, rest, ok := strings.Cut(spec, ":")
+	if !ok {
+		return spec
+	}
+	u, err := url.Parse(rest)
+	if err != nil {
+		return scheme + ":…"
+	}
+	if u.User != nil {
+		u.User = url.User("…")
+	}
+	q := u.Query()
+	changed := false
+	for k := range q {
+		lk := strings.ToLower(k)
+		if strings.Contains(lk, "secret") || strings.Contains(lk, "password") || strings.Contains(lk, "token") || strings.Contains(lk, "key") {
+			q.Set(k, "…")
+			changed = true
+		}
+	}
+	if changed {
+		u.RawQuery = q.Encode()
+	}
+	return scheme + ":" + u.String()
 }
 
 func (reg Registry) schemes() string {

@@ -1,0 +1,188 @@
+package s3
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rsharvest/rsharvest/sink/fs"
+)
+
+// The reserved parts of the key layout; doc.go explains them.
+const (
+	// maxKey is the longest object key S3 and MinIO accept, in bytes.
+	maxKey = 1024
+	// hashedDir holds the objects of URIs whose key would be too long (or
+	// not storable as it is). fs.Encode never starts a path with "_long": a
+	// scheme cannot contain "_", and non-URLs go to "_other".
+	hashedDir = "_long"
+	// uriSuffix names the object holding the URI of a hashed object.
+	uriSuffix = ".uri"
+	// maxPrefix bounds the key prefix so that every hashed key and its URI
+	// object fit in maxKey.
+	maxPrefix = 512
+)
+
+// objectKey returns the key of uri's object under prefix (empty, or ending
+// in "/"), and whether it is a hashed key (see doc.go).
+func objectKey(prefix, uri string) (key string, hashed bool) {
+	key = prefix + fs.Encode(uri)
+	if len(key) <= maxKey && storable(key) {
+		return key, false
+	}
+	return hashedKey(prefix, uri), true
+}
+
+// hashedKey is PREFIX + "_long/" + the hex SHA-256 of uri.
+func hashedKey(prefix, uri string) string {
+	sum := sha256.Sum256([]byte(uri))
+	return prefix + hashedDir + "/" + hex.EncodeToString(sum[:])
+}
+
+// keyKind tells what an object key found under the prefix is.
+type keyKind int
+
+const (
+	foreignKey keyKind = iota // not written by this sink
+	plainKey                  // PREFIX + fs.Encode(uri)
+	hashedMain                // PREFIX + "_long/" + hex: a hashed object
+	hashedURI                 // PREFIX + "_long/" + hex + ".uri": its URI
+)
+
+// parseKey classifies key, which starts with prefix. For a plainKey it
+// returns the URI; for a foreignKey, the reason.
+func parseKey(prefix, key string) (keyKind, string, error) {
+	rel, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return foreignKey, "", errors.New("outside the prefix")
+	}
+	if name, ok := strings.CutPrefix(rel, hashedDir+"/"); ok {
+		base, isURI := strings.CutSuffix(name, uriSuffix)
+		switch {
+		case !isHex256(base):
+			return foreignKey, "", errors.New("not a hashed key")
+		case isURI:
+			return hashedURI, "", nil
+		}
+		return hashedMain, "", nil
+	}
+	uri, err := fs.Decode(rel)
+	if err != nil {
+		return foreignKey, "", err
+	}
+	if got, _ := objectKey(prefix, uri); got != key {
+		return foreignKey, "", errors.New("not in canonical form")
+	}
+	return plainKey, uri, nil
+}
+
+func isHex256(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// storable reports whether S3 stores (as MinIO does) key under exactly this
+// name: valid UTF-8 without NUL, no empty segment, and no segment that is
+// "." or ".." once surrounding white space is trimmed (MinIO rejects those;
+// it trims bytes as unicode.IsSpace would runes). fs.Encode's keys only
+// fail the last test, for segments like " .." .
+func storable(key string) bool {
+	if key == "" || !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0 {
+		return false
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		trimmed := trimSpaceBytes(seg)
+		if seg == "" || trimmed == "." || trimmed == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// trimSpaceBytes trims leading and trailing bytes that are white space
+// when read as runes, as MinIO does when it checks a path.
+func trimSpaceBytes(s string) string {
+	i, j := 0, len(s)
+	for i < j && unicode.IsSpace(rune(s[i])) {
+		i++
+	}
+	for j > i && unicode.IsSpace(rune(s[j-1])) {
+		j--
+	}
+	return s[i:j]
+}
+
+// cleanPrefix turns the path of a sink spec into a key prefix: no leading
+// "/", and a trailing "/" unless it is empty.
+func cleanPrefix(p string) (string, error) {
+	p = strings.TrimLeft(p, "/")
+	if p == "" {
+		return "", nil
+	}
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	switch {
+	case len(p) > maxPrefix:
+		return "", fmt.Errorf("prefix is %d bytes long, want at most %d", len(p), maxPrefix)
+	case !storable(strings.TrimSuffix(p, "/")):
+		return "", errors.New(`prefix must be valid UTF-8 without NUL, empty, "." or ".." segments`)
+	}
+	return p, nil
+}
+
+// escapeMeta makes s a metadata value: every byte outside the printable
+// ASCII range 0x21–0x7E, and "%", is written as "%" and two upper-case hex
+// digits. unescapeMeta reverses it.
+func escapeMeta(s string) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '%' {
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&0xf])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// unescapeMeta reverses escapeMeta.
+func unescapeMeta(s string) (string, error) {
+	if strings.IndexByte(s, '%') < 0 {
+		return s, nil
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", fmt.Errorf("truncated escape at byte %d", i)
+		}
+		v, err := hex.DecodeString(s[i+1 : i+3])
+		if err != nil {
+			return "", fmt.Errorf("bad escape at byte %d", i)
+		}
+		b.WriteByte(v[0])
+		i += 2
+	}
+	return b.String(), nil
+}
