@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// auditCommand compares the destination with the source. Exit 0 when they
+// agree (or --repair mended everything), 1 when differences remain.
+func (a *app) auditCommand() *cobra.Command {
+	var f syncFlags
+	var asJSON, repair bool
+	c := &cobra.Command{
+		Use:   "audit",
+		Short: "Compare what the sinks hold with the source's current Resource List (or dump manifests): missing, extra and mismatched resources",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := a.applyConfig(c, &f); err != nil {
+				return err
+			}
+			if err := f.validate(); err != nil {
+				return err
+			}
+			ar, err := a.runAudit(c.Context(), f, repair)
+			if ar != nil {
+				if asJSON {
+					ar.WriteJSON(a.stdout)
+				} else {
+					ar.WriteText(a.stdout)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			a.code = ExitOK
+			switch {
+			case ar.Repair != nil && ar.Repair.Status != pipeline.StatusOK:
+				a.code = ExitPartial
+			case ar.Repair == nil && !ar.Clean():
+				a.code = ExitPartial
+			}
+			return nil
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&f.config, "config", "", "YAML config file; flags given on the command line override it")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the audit as JSON")
+	c.Flags().BoolVar(&repair, "repair", false, "fetch what is missing or mismatched and remove what the source no longer lists")
+	return c
+}
+
+func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*pipeline.AuditReport, error) {
+	log := a.logger()
+	headers, err := parseHeaders(f.headers)
+	if err != nil {
+		return nil, err
+	}
+	sinks, closeSinks, err := openSinks(ctx, f.sinks)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	defer closeSinks(context.WithoutCancel(ctx))
+	store, err := state.Open(ctx, f.state)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	defer store.Close()
+	client := fetch.New(fetch.Options{UserAgent: UserAgent(), Header: headers, Rate: f.rate, Retries: f.retries, StallTimeout: f.stallTimeout, Logger: log})
+	ar, err := pipeline.Audit(ctx, pipeline.Options{
+		Source: f.source, Sinks: sinks, SinkNames: redactSpecs(f.sinks), Store: store, Client: client,
+		Concurrency: f.concurrency, Workers: f.workers, SpoolDir: f.spoolDir, AllowMissingHash: f.allowMissingHash,
+		Prefer: f.prefer, ListConcurrency: listConcurrency(f), Logger: log,
+	}, repair)
+	if err != nil {
+		return ar, fmt.Errorf("audit: %w", err)
+	}
+	return ar, nil
+}

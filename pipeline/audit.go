@@ -1,0 +1,322 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// SinkAudit is what an audit found in one sink.
+type SinkAudit struct {
+	Sink       string   `json:"sink"`
+	Held       int64    `json:"held"`
+	Missing    int64    `json:"missing"`
+	Extra      int64    `json:"extra"`
+	Mismatched int64    `json:"mismatched"`
+	MissingURI []string `json:"missing_uris"`
+	ExtraURI   []string `json:"extra_uris"`
+	Mismatch   []string `json:"mismatched_uris"`
+}
+
+// AuditReport is the outcome of an audit: what the source lists against
+// what each sink holds.
+type AuditReport struct {
+	Source   string      `json:"source"`
+	Started  time.Time   `json:"started"`
+	Finished time.Time   `json:"finished"`
+	Listed   int64       `json:"listed"`
+	Sinks    []SinkAudit `json:"sinks"`
+	// Problems are documents or packages of the source that could not be
+	// read (the audit is then incomplete).
+	Problems []Failure `json:"problems,omitempty"`
+	// Repair is the report of the repairing sync, with --repair.
+	Repair  *Report `json:"repair,omitempty"`
+	Removed int64   `json:"removed,omitempty"`
+}
+
+// Clean reports whether the audit found nothing to mend.
+func (a *AuditReport) Clean() bool {
+	for _, s := range a.Sinks {
+		if s.Missing+s.Extra+s.Mismatched > 0 {
+			return false
+		}
+	}
+	return len(a.Problems) == 0
+}
+
+// WriteJSON writes the audit as indented JSON.
+func (a *AuditReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(a)
+}
+
+// WriteText writes the audit for people.
+func (a *AuditReport) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "audit of %s: %d resources listed by the source\n", a.Source, a.Listed)
+	for _, s := range a.Sinks {
+		fmt.Fprintf(&b, "  %s: %d held, %d missing, %d extra, %d mismatched\n", s.Sink, s.Held, s.Missing, s.Extra, s.Mismatched)
+		for _, l := range []struct {
+			what string
+			uris []string
+		}{{"missing", s.MissingURI}, {"extra", s.ExtraURI}, {"mismatched", s.Mismatch}} {
+			for _, u := range l.uris {
+				fmt.Fprintf(&b, "    %s: %s\n", l.what, u)
+			}
+		}
+	}
+	for _, p := range a.Problems {
+		fmt.Fprintf(&b, "  problem: %s: %s\n", p.URI, p.Error)
+	}
+	if a.Repair != nil {
+		fmt.Fprintf(&b, "repair: removed %d extra resources; then\n%s", a.Removed, a.Repair.Summary())
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// maxAuditList caps the URIs an audit report lists per kind and sink.
+const maxAuditList = 1000
+
+// Audit compares what the destination holds with what the source lists
+// now — its Resource List, or its Resource Dump manifests (as Baseline
+// chooses, honouring Options.Prefer) — and reports, per sink, the resources
+// missing, extra, and mismatched (length or hashes differ; every held body
+// is read and hashed). With repair, extra resources are removed from the
+// sinks and the state, and missing or mismatched ones fetched again by a
+// baseline run. Every sink must implement sink.Inventory.
+func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	r := newRun(opts)
+	for _, s := range r.sinks {
+		if _, ok := s.Sink.(sink.Inventory); !ok {
+			return nil, errclass.Fatalf("sink %s cannot list what it holds, so it cannot be audited", s.name)
+		}
+	}
+	ar := &AuditReport{Source: opts.Source, Started: time.Now().UTC()}
+	inv, err := state.NewInventory(ctx, opts.SpoolDir)
+	if err != nil {
+		return nil, err
+	}
+	defer inv.Close()
+	if err := r.inventory(ctx, inv, ar); err != nil {
+		return nil, err
+	}
+	if ar.Listed, err = inv.Count(ctx); err != nil {
+		return nil, err
+	}
+	var forget, extras []string
+	extraIn := map[string][]boundSink{}
+	for _, s := range r.sinks {
+		sa := SinkAudit{Sink: s.name}
+		err := s.Sink.(sink.Inventory).Walk(ctx, func(uri string) error {
+			sa.Held++
+			l, ok, err := inv.Lookup(ctx, uri)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				sa.Extra++
+				if len(sa.ExtraURI) < maxAuditList {
+					sa.ExtraURI = append(sa.ExtraURI, uri)
+				}
+				if len(extraIn[uri]) == 0 {
+					extras = append(extras, uri)
+				}
+				extraIn[uri] = append(extraIn[uri], s)
+				return inv.MarkHeld(ctx, uri, s.name)
+			}
+			if err := verifyHeld(ctx, s.Sink.(sink.Inventory), uri, l); err != nil {
+				if !errors.Is(err, fixity.ErrMismatch) {
+					return fmt.Errorf("audit: reading %s from %s: %w", uri, s.name, err)
+				}
+				sa.Mismatched++
+				if len(sa.Mismatch) < maxAuditList {
+					sa.Mismatch = append(sa.Mismatch, uri)
+				}
+				forget = append(forget, uri)
+				return nil // not marked held: it must be fetched again
+			}
+			return inv.MarkHeld(ctx, uri, s.name)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := inv.Missing(ctx, s.name, func(l state.Listed) error {
+			if containsStr(sa.Mismatch, l.URI) {
+				return nil
+			}
+			sa.Missing++
+			if len(sa.MissingURI) < maxAuditList {
+				sa.MissingURI = append(sa.MissingURI, l.URI)
+			}
+			forget = append(forget, l.URI)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		ar.Sinks = append(ar.Sinks, sa)
+	}
+	if repair && !ar.Clean() {
+		for _, uri := range extras {
+			for _, s := range extraIn[uri] {
+				if err := deleteFrom(ctx, s, uri); err != nil {
+					return nil, fmt.Errorf("repair: removing %s from %s: %w", uri, s.name, err)
+				}
+			}
+			ar.Removed++
+		}
+		if err := opts.Store.ForgetResources(ctx, append(forget, extras...)); err != nil {
+			return nil, err
+		}
+		rep, err := Baseline(ctx, opts)
+		ar.Repair = rep
+		if err != nil {
+			return ar, err
+		}
+	}
+	ar.Finished = time.Now().UTC()
+	return ar, nil
+}
+
+func containsStr(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// verifyHeld reads a held body and checks it against the source's listing.
+func verifyHeld(ctx context.Context, inv sink.Inventory, uri string, l state.Listed) error {
+	rc, err := inv.Get(ctx, uri)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	vr := fixity.NewReader(rc, fixity.Expect{Length: l.Length, Hashes: l.Hashes}, fixity.Compute{})
+	_, err = io.Copy(io.Discard, vr)
+	return err
+}
+
+// inventory lists what the source publishes into inv: Resource List
+// entries, or the entries of each Resource Dump package's manifest (its
+// rel="contents" copy when there is one, else the package's manifest.xml).
+func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditReport) error {
+	var batch []state.Listed
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := inv.AddListed(ctx, batch)
+		batch = batch[:0]
+		return err
+	}
+	add := func(where string, e *manifest.Entry) error {
+		batch = append(batch, state.Listed{URI: e.Loc, Length: e.Metadata.Length, Hashes: e.Metadata.Hashes, Where: where})
+		if len(batch) >= 1000 {
+			return flush()
+		}
+		return nil
+	}
+	problem := func(uri string, err error) {
+		ar.Problems = append(ar.Problems, Failure{URI: uri, Stage: "audit", Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable})
+	}
+	start := r.opts.Source
+	if isBareSite(start) {
+		var err error
+		if start, err = WellKnownURL(start); err != nil {
+			return err
+		}
+	}
+	// Failures met on the way are problems of the audit, not of a run.
+	r.results = make(chan result, 1)
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case res := <-r.results:
+				if res.failure != nil {
+					problem(res.failure.URI, errors.New(res.failure.Error))
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer close(stop)
+	d := &discoverer{r: r, want: manifest.ResourceDump, list: manifest.ResourceList, preferList: r.opts.Prefer == "list", visited: map[string]bool{}}
+	d.emitResource = func(_ context.Context, docURL, _ string, _ time.Time, e *manifest.Entry) error {
+		return add(docURL, e)
+	}
+	d.emit = func(ctx context.Context, j packageJob) error {
+		var rd *manifest.Reader
+		if j.Contents != "" {
+			doc, closeDoc, err := r.openDocument(ctx, j.Contents)
+			if err != nil {
+				problem(j.Contents, err)
+				return nil
+			}
+			defer closeDoc()
+			rd = doc
+		} else {
+			sp, err := r.fetchPackage(ctx, j)
+			if err != nil {
+				if errclass.IsFatal(err) {
+					return err
+				}
+				problem(j.URL, err)
+				return nil
+			}
+			defer sp.Close()
+			mrc, err := sp.arch.Manifest()
+			if err != nil {
+				problem(j.URL, err)
+				return nil
+			}
+			defer mrc.Close()
+			if rd, err = manifest.NewReader(mrc, r.opts.Document); err != nil {
+				problem(j.URL, err)
+				return nil
+			}
+		}
+		for {
+			e, err := rd.Next()
+			if err != nil {
+				if isEOF(err) {
+					return nil
+				}
+				var ee *manifest.EntryError
+				if asEntryError(err, &ee) {
+					continue
+				}
+				problem(j.URL, err)
+				return nil
+			}
+			if err := add(j.URL, e); err != nil {
+				return err
+			}
+		}
+	}
+	if err := d.walk(ctx, start, "", 0); err != nil {
+		if ctx.Err() != nil || errclass.IsFatal(err) {
+			return err
+		}
+		return &SourceError{URL: start, Err: err}
+	}
+	return flush()
+}

@@ -1,0 +1,78 @@
+package pipeline_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/pipeline"
+)
+
+// TestAudit: after a baseline the audit finds nothing; planted missing,
+// extra and corrupted resources are found, and --repair mends them.
+func TestAudit(t *testing.T) {
+	for _, prefer := range []string{"dump", "list"} {
+		t.Run(prefer, func(t *testing.T) {
+			ctx := context.Background()
+			src := t.TempDir()
+			srv := serve(t, src)
+			gen := bench.GenOptions{Dir: src, Base: srv.URL, Resources: 90, Packages: 3, Seed: 8, MeanSize: 1 << 10, WriteResources: true, NoOddNames: true}
+			if _, err := bench.Generate(ctx, gen); err != nil {
+				t.Fatal(err)
+			}
+			h := newHarness(t)
+			mod := func(o *pipeline.Options) { o.Prefer = prefer }
+			if rep := h.baseline(ctx, srv.URL, mod); rep.Status != pipeline.StatusOK {
+				t.Fatalf("%s", rep.Summary())
+			}
+			audit := func(repair bool) *pipeline.AuditReport {
+				opts := h.options(srv.URL)
+				mod(&opts)
+				ar, err := pipeline.Audit(ctx, opts, repair)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ar
+			}
+			if ar := audit(false); !ar.Clean() || ar.Listed != 90 || ar.Sinks[0].Held != 90 {
+				var b strings.Builder
+				ar.WriteText(&b)
+				t.Fatalf("fresh audit not clean:\n%s", b.String())
+			}
+			// Plant the three kinds of difference.
+			var uris []string
+			bench.Truth(ctx, gen, func(uri string, _ io.Reader) error { uris = append(uris, uri); return nil })
+			missing, corrupt, extra := uris[3], uris[10], srv.URL+"resources/gone.txt"
+			if err := os.Remove(h.sink.Path(missing)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(h.sink.Path(corrupt), []byte("flipped bytes"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.sink.Put(ctx, sinkResource(extra, "no longer at the source"), strings.NewReader("no longer at the source")); err != nil {
+				t.Fatal(err)
+			}
+			ar := audit(false)
+			s := ar.Sinks[0]
+			if s.Missing != 1 || s.Extra != 1 || s.Mismatched != 1 || s.MissingURI[0] != missing || s.ExtraURI[0] != extra || s.Mismatch[0] != corrupt {
+				var b strings.Builder
+				ar.WriteText(&b)
+				t.Fatalf("audit:\n%s", b.String())
+			}
+			ar = audit(true)
+			if ar.Repair == nil || ar.Repair.Resources.Written != 2 || ar.Removed != 1 {
+				var b strings.Builder
+				ar.WriteText(&b)
+				t.Fatalf("repair:\n%s", b.String())
+			}
+			if ar := audit(false); !ar.Clean() {
+				var b strings.Builder
+				ar.WriteText(&b)
+				t.Fatalf("after repair:\n%s", b.String())
+			}
+		})
+	}
+}
