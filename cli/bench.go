@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -61,7 +62,7 @@ func (a *app) genCommand() *cobra.Command {
 func (a *app) serveCommand() *cobra.Command {
 	var dir, addr string
 	var publish int
-	var every time.Duration
+	var every, latency time.Duration
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a directory written by gen (or any static ResourceSync source) on loopback, with Range and ETag support",
@@ -72,7 +73,11 @@ func (a *app) serveCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
 			defer stop()
-			srv, err := bench.Serve(ctx, dir, addr, bench.ServeOptions{Logger: a.logger(), Publish: publish})
+			so := bench.ServeOptions{Logger: a.logger(), Publish: publish}
+			if latency > 0 {
+				so.Wrap = delayed(latency)
+			}
+			srv, err := bench.Serve(ctx, dir, addr, so)
 			if err != nil {
 				return usageError{err}
 			}
@@ -101,6 +106,7 @@ func (a *app) serveCommand() *cobra.Command {
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "address to listen on (loopback)")
 	c.Flags().IntVar(&publish, "publish", 0, "publish only the first N change packages (0: all)")
 	c.Flags().DurationVar(&every, "publish-every", 0, "publish the next change package every interval (with --publish)")
+	c.Flags().DurationVar(&latency, "latency", 0, "wait this long before answering each request (a distant server)")
 	return c
 }
 
@@ -172,4 +178,21 @@ func (a *app) demo(ctx context.Context, resources int) error {
 	fmt.Fprintf(a.stdout, "\nreports: %s, %s — run the demo again: nothing is rewritten.\n", filepath.Join(demoDir, "baseline.json"), f.report)
 	a.code = max(codeOf(rep), codeOf(rep2))
 	return nil
+}
+
+// delayed wraps a handler so that every response starts after d, as from a
+// server far away.
+func delayed(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-t.C:
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }

@@ -272,17 +272,19 @@ func (r *run) putRetrying(ctx context.Context, s boundSink, res *sink.Resource, 
 // put streams one entry into one sink through a verifying reader, so the
 // sink commits only bytes that matched the manifest.
 func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, error) {
+	// Open the source first (for a GET, its latency is paid here), then
+	// take one of the sink's write slots.
+	rc, err := f.Open(ctx)
+	if err != nil {
+		return 0, &sourceError{err}
+	}
+	defer rc.Close()
 	select {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case s.sem <- struct{}{}:
 	}
 	defer func() { <-s.sem }()
-	rc, err := f.Open(ctx)
-	if err != nil {
-		return 0, &sourceError{err}
-	}
-	defer rc.Close()
 	vr := fixity.NewReader(sourceReader{rc}, want, fixity.Compute{})
 	if err := s.Put(ctx, res, vr); err != nil {
 		// A sink reports the body's error (fixity, ZIP) wrapped; keep its
