@@ -75,7 +75,7 @@ func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*pipeline
 	ar, err := pipeline.Audit(ctx, pipeline.Options{
 		Source: f.source, Sinks: sinks, SinkNames: redactSpecs(f.sinks), Store: store, Client: client,
 		Concurrency: f.concurrency, Workers: f.workers, SpoolDir: f.spoolDir, AllowMissingHash: f.allowMissingHash,
-		Prefer: f.prefer, ListConcurrency: listConcurrency(f), Logger: log,
+		Prefer: f.prefer, Set: f.set, ListConcurrency: listConcurrency(f), Logger: log,
 	}, repair)
 	if err != nil {
 		return ar, fmt.Errorf("audit: %w", err)

@@ -36,6 +36,7 @@ type syncFlags struct {
 	from, until      string
 	config           string
 	prefer           string
+	set              string
 	// concurrencySet tells an explicit --concurrency (which then also
 	// bounds list GETs) from the default.
 	concurrencySet bool
@@ -55,6 +56,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system temp dir)")
 	fl.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "fail (and resume) a download that receives no bytes for this long")
 	fl.BoolVar(&f.allowMissingHash, "allow-missing-hash", false, "accept manifest entries without md5/sha-1/sha-256 (length and CRC-32 only)")
+	fl.StringVar(&f.set, "set", "", "sync only this resource set: its capability list's URL, file or directory name (default: every set)")
 	fl.StringVar(&f.prefer, "prefer", "dump", "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bars on a terminal, log lines otherwise), bars, log, none")
 }
@@ -236,6 +238,7 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 		Logger:           log,
 		SinkNames:        redactSpecs(f.sinks),
 		Prefer:           f.prefer,
+		Set:              f.set,
 		ListConcurrency:  listConcurrency(f),
 	}
 	rng, _ := f.rangeOf()

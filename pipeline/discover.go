@@ -67,11 +67,37 @@ type discoverer struct {
 	emit    func(ctx context.Context, j packageJob) error
 	// onDump, when set, is called with the header of every dump document
 	// (not index) read.
-	onDump func(docURL, resourceSet string, h *manifest.Header)
-	dumps  int
+	onDump   func(docURL, resourceSet string, h *manifest.Header)
+	dumps    int
+	setsSeen int
 }
 
-func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth int) error {
+// MatchesSet reports whether a --set name names the capability list at
+// capList: its URL, or the last segment of its path without extension
+// ("dataset1" for …/dataset1/capabilitylist.xml is not enough: the last
+// segment is "capabilitylist", so the directory is tried too).
+func MatchesSet(name, capList string) bool {
+	if name == capList {
+		return true
+	}
+	u, err := url.Parse(capList)
+	if err != nil {
+		return false
+	}
+	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
+	for i := len(segs) - 1; i >= 0 && i >= len(segs)-2; i-- {
+		seg := segs[i]
+		if j := strings.LastIndex(seg, "."); j > 0 {
+			seg = seg[:j]
+		}
+		if seg == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth int) (err error) {
 	if depth > maxDocDepth {
 		return errclass.Permanentf("%s: documents nested more than %d deep", docURL, maxDocDepth)
 	}
@@ -87,11 +113,20 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 	h := rd.Header()
 	switch h.Metadata.Capability {
 	case manifest.Description:
+		defer func() {
+			if d.r.opts.Set != "" && d.setsSeen == 0 && err == nil {
+				err = errclass.Fatalf("%s: no resource set (capability list) named %q", docURL, d.r.opts.Set)
+			}
+		}()
 		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
 			if c := e.Metadata.Capability; c != "" && c != manifest.CapabilityList {
 				d.r.log.Warn("source description entry is not a capability list; skipped", "document", docURL, "entry", e.Loc, "capability", c)
 				return nil
 			}
+			if d.r.opts.Set != "" && !MatchesSet(d.r.opts.Set, e.Loc) {
+				return nil
+			}
+			d.setsSeen++
 			return d.walk(ctx, e.Loc, e.Loc, depth+1)
 		})
 	case manifest.CapabilityList:

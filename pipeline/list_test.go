@@ -192,3 +192,62 @@ func TestListOnlySource(t *testing.T) {
 	_ = fmt.Sprint
 	_ = time.Second
 }
+
+// TestResourceSets: a Source Description with two Capability Lists; by
+// default both sets are synced, each with its own checkpoint; --set picks
+// one.
+func TestResourceSets(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var sets []*manifest.Entry
+	for _, set := range []string{"books", "maps"} {
+		sub := filepath.Join(dir, set)
+		os.MkdirAll(sub, 0o755)
+		body := set + " resource"
+		e := listEntry(t, set+"/r/one.txt", body)
+		listSource(t, sub, map[string]string{"r/one.txt": body}, []*manifest.Entry{e}, nil)
+		// listSource wrote URLs relative to the root: point them into the set.
+		for _, f := range []string{"capabilitylist.xml", "resourcelist.xml", "changelist.xml"} {
+			p := filepath.Join(sub, f)
+			b, _ := os.ReadFile(p)
+			b = bytes.ReplaceAll(b, []byte(hostile0+"resourcelist.xml"), []byte(hostile0+set+"/resourcelist.xml"))
+			b = bytes.ReplaceAll(b, []byte(hostile0+"changelist.xml"), []byte(hostile0+set+"/changelist.xml"))
+			os.WriteFile(p, b, 0o644)
+		}
+		md := manifest.NewMetadata()
+		md.Capability = manifest.CapabilityList
+		sets = append(sets, &manifest.Entry{Loc: hostile0 + set + "/capabilitylist.xml", Metadata: md})
+	}
+	var buf bytes.Buffer
+	md := manifest.NewMetadata()
+	md.Capability = manifest.Description
+	w, _ := manifest.NewWriter(&buf, manifest.Header{Root: manifest.URLSet, Metadata: md})
+	for _, e := range sets {
+		w.Write(e)
+	}
+	w.Close()
+	os.MkdirAll(filepath.Join(dir, ".well-known"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".well-known", "resourcesync"), buf.Bytes(), 0o644)
+	srv := serve(t, dir)
+
+	h := newHarness(t)
+	rep := h.baseline(ctx, srv.URL, nil)
+	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 2 {
+		t.Fatalf("%s", rep.Summary())
+	}
+	for _, set := range []string{"books", "maps"} {
+		if _, ok, _ := h.store.Checkpoint(ctx, srv.URL, srv.URL+set+"/capabilitylist.xml"); !ok {
+			t.Errorf("no checkpoint for set %s", set)
+		}
+	}
+	h2 := newHarness(t)
+	rep = h2.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Set = "maps" })
+	got := h2.held(ctx)
+	if rep.Resources.Written != 1 || string(got[srv.URL+"maps/r/one.txt"]) != "maps resource" {
+		t.Fatalf("--set maps: %s %v", rep.Summary(), keys(got))
+	}
+	_, err := pipeline.Baseline(ctx, func() pipeline.Options { o := h2.options(srv.URL); o.Set = "atlas"; return o }())
+	if err == nil || !strings.Contains(err.Error(), `"atlas"`) {
+		t.Fatalf("unknown set: %v", err)
+	}
+}

@@ -64,6 +64,11 @@ type Options struct {
 	Limits unzip.Limits
 	// Document caps for every XML document and manifest read.
 	Document manifest.Options
+	// Set, when not empty, syncs only the resource set (capability list)
+	// it names: its URL, file name or directory name (see MatchesSet).
+	// By default every set of a Source Description is synced, each with
+	// its own checkpoints.
+	Set string
 	// Prefer is "dump" (the default: Resource and Change Dumps, lists where
 	// no dump exists) or "list" (Resource and Change Lists first).
 	Prefer string
