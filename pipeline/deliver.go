@@ -61,6 +61,11 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		// A snapshot entry without lastmod is as new as its dump's "at".
 		rec.ChangeTime = j.pkg.At
 	}
+	for _, l := range e.Links {
+		if l.Rel == "describedby" || l.Rel == "describes" || l.Rel == "collection" || l.Rel == "canonical" || l.Rel == "alternate" {
+			rec.Links = append(rec.Links, state.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
+		}
+	}
 	prev, had, err := r.opts.Store.Resource(ctx, e.Loc)
 	if err != nil {
 		return result{fatal: err}

@@ -131,7 +131,11 @@ func TestListOnlySource(t *testing.T) {
 		map[string]string{"r/a.txt": "a v1", "r/b.txt": "b v1", "mirror/c.txt": "c from the mirror", "r/d.txt": "d v2", "r/e.txt": "e v1"},
 		[]*manifest.Entry{
 			listEntry(t, "r/a.txt", "a v1"),
-			listEntry(t, "r/b.txt", "b v1"),
+			func() *manifest.Entry {
+				e := listEntry(t, "r/b.txt", "b v1")
+				e.Links = []manifest.Link{manifest.NewLink("describedby", "http://example.org/meta/b.xml")}
+				return e
+			}(),
 			listEntry(t, "r/c.txt", "c from the mirror", "missing/c.txt", "mirror/c.txt"),
 			{Loc: "/relative/x.txt", Metadata: manifest.Metadata{Length: 1, Hashes: sums([]byte("x"))}},
 			{Loc: "ftp://127.0.0.1/y.txt", Metadata: manifest.Metadata{Length: 1, Hashes: sums([]byte("y"))}},
@@ -171,6 +175,9 @@ func TestListOnlySource(t *testing.T) {
 	got := h.held(ctx)
 	if string(got[u("r/c.txt")]) != "c from the mirror" || string(got[u("r/a.txt")]) != "a v1" {
 		t.Fatalf("baseline held %v", keys(got))
+	}
+	if rb, ok, _ := h.store.Resource(ctx, u("r/b.txt")); !ok || len(rb.Links) != 1 || rb.Links[0].Rel != "describedby" || rb.Links[0].Href != "http://example.org/meta/b.xml" {
+		t.Errorf("describedby link not recorded: %+v", rb.Links)
 	}
 	rep = h.incremental(ctx, source, pipeline.Range{})
 	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 2 || rep.Resources.Deleted != 1 {

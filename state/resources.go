@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -55,6 +56,16 @@ type Resource struct {
 	Updated time.Time
 	// ETag and LastModified are HTTP validators for conditional GETs, or "".
 	ETag, LastModified string
+	// Links are the resource's rs:ln links worth keeping (describedby,
+	// describes, …), as the source gave them.
+	Links []Link
+}
+
+// Link is a link of a resource recorded in the state.
+type Link struct {
+	Rel  string `json:"rel"`
+	Href string `json:"href"`
+	Type string `json:"type,omitempty"`
 }
 
 func validOutcome(o string) bool {
@@ -66,19 +77,19 @@ func validOutcome(o string) bool {
 }
 
 const resourceCols = `uri, source, resource_set, length, md5, sha1, sha256, hash_other, type,
-	lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified`
+	lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified, links`
 
 const selectResource = "SELECT " + resourceCols + " FROM resources"
 
 const upsertResourceSQL = "INSERT INTO resources (" + resourceCols + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (uri) DO UPDATE SET
 	source = excluded.source, resource_set = excluded.resource_set, length = excluded.length,
 	md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, hash_other = excluded.hash_other,
 	type = excluded.type, lastmod = excluded.lastmod, change_time = excluded.change_time,
 	package = excluded.package, outcome = excluded.outcome, deleted = excluded.deleted,
 	run_id = excluded.run_id, updated = excluded.updated, etag = excluded.etag,
-	last_modified = excluded.last_modified`
+	last_modified = excluded.last_modified, links = excluded.links`
 
 // resourceArgs validates r and gives the upsert's arguments. A zero Updated
 // becomes now.
@@ -103,8 +114,16 @@ func resourceArgs(r *Resource, now time.Time) ([]any, error) {
 		r.URI, r.Source, r.ResourceSet, r.Length,
 		encodeDigest(r.Hashes.MD5), encodeDigest(r.Hashes.SHA1), encodeDigest(r.Hashes.SHA256), encodeOther(r.Hashes.Unknown),
 		r.Type, ts[0], ts[1], r.Package, r.Outcome, boolInt(r.Deleted), nullID(r.RunID), ts[2],
-		r.ETag, r.LastModified,
+		r.ETag, r.LastModified, linksArg(r.Links),
 	}, nil
+}
+
+func linksArg(ls []Link) any {
+	if len(ls) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(ls)
+	return string(b)
 }
 
 func scanResource(sc scanner) (Resource, error) {
@@ -114,10 +133,16 @@ func scanResource(sc scanner) (Resource, error) {
 		lastmod, changeTime, updated sql.NullString
 		runID                        sql.NullInt64
 		deleted                      int
+		links                        sql.NullString
 	)
 	if err := sc.Scan(&r.URI, &r.Source, &r.ResourceSet, &r.Length, &md5, &sha1, &sha256, &other, &r.Type,
-		&lastmod, &changeTime, &r.Package, &r.Outcome, &deleted, &runID, &updated, &r.ETag, &r.LastModified); err != nil {
+		&lastmod, &changeTime, &r.Package, &r.Outcome, &deleted, &runID, &updated, &r.ETag, &r.LastModified, &links); err != nil {
 		return Resource{}, err
+	}
+	if links.Valid && links.String != "" {
+		if err := json.Unmarshal([]byte(links.String), &r.Links); err != nil {
+			return Resource{}, fmt.Errorf("resource %q: links: %w", r.URI, err)
+		}
 	}
 	var err error
 	if r.Hashes, err = decodeHashes(md5, sha1, sha256, other); err != nil {

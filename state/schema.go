@@ -93,6 +93,8 @@ CREATE TABLE deliveries (
 	PRIMARY KEY (uri, sink)
 ) WITHOUT ROWID;
 `,
+		// 3: a resource's links (describedby, describes, …) as JSON.
+		`ALTER TABLE resources ADD COLUMN links TEXT;`,
 	}
 }
 
