@@ -169,6 +169,11 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 		}
 		d.r.noteSet(resourceSet, at)
 		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+			if e.Metadata.Capability == manifest.ResourceList {
+				// An index written with a <urlset> root: what it means is clear.
+				d.r.log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
+				return d.walk(ctx, e.Loc, resourceSet, depth+1)
+			}
 			return d.emitResource(ctx, docURL, resourceSet, at, e)
 		})
 	case manifest.ChangeList:
@@ -217,6 +222,11 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 			d.onDump(docURL, resourceSet, &h)
 		}
 		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+			if e.Metadata.Capability == d.want {
+				// An index written with a <urlset> root: what it means is clear.
+				d.r.log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
+				return d.walk(ctx, e.Loc, resourceSet, depth+1)
+			}
 			j := packageJob{
 				URL:         e.Loc,
 				Expect:      fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes},

@@ -258,3 +258,25 @@ func TestResourceSets(t *testing.T) {
 		t.Fatalf("unknown set: %v", err)
 	}
 }
+
+// TestUrlsetIndex: an index written with a <urlset> root (a real producers'
+// mistake) is read as the index it means.
+func TestUrlsetIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	listSource(t, dir, map[string]string{"r/a.txt": "a"}, []*manifest.Entry{listEntry(t, "r/a.txt", "a")}, nil)
+	os.Rename(filepath.Join(dir, "resourcelist.xml"), filepath.Join(dir, "part1.xml"))
+	md := manifest.NewMetadata()
+	md.Capability = manifest.ResourceList
+	child := &manifest.Entry{Loc: hostile0 + "part1.xml", Metadata: md}
+	var buf bytes.Buffer
+	w, _ := manifest.NewWriter(&buf, manifest.Header{Root: manifest.URLSet, Metadata: md})
+	w.Write(child)
+	w.Close()
+	os.WriteFile(filepath.Join(dir, "resourcelist.xml"), buf.Bytes(), 0o644)
+	srv := serve(t, dir)
+	h := newHarness(t)
+	if rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", nil); rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 {
+		t.Fatalf("%s", rep.Summary())
+	}
+}
