@@ -28,6 +28,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/sink/es"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/sink/s3"
 )
@@ -60,6 +61,7 @@ func Sinks() sink.Registry {
 	return sink.Registry{
 		"fs": fs.Open,
 		"s3": s3.Open,
+		"es": es.Open,
 	}
 }
 

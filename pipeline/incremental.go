@@ -291,7 +291,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 		return nil
 	})
 	var workers sync.WaitGroup
-	r.startWorkers(gctx, g, &workers, inc.opts.Workers, entries)
+	r.startWorkers(gctx, g, &workers, inc.deliveryWorkers(), entries)
 	r.startWorkers(gctx, g, &workers, inc.listConcurrency(), listEntries)
 	return g.Wait()
 }

@@ -275,7 +275,7 @@ func (r *run) baseline(ctx context.Context) error {
 	// verify + deliver: entries in parallel, outcomes into results;
 	// Resource List entries (a GET each) on a pool of their own.
 	var workWG sync.WaitGroup
-	r.startWorkers(ctx, g, &workWG, r.opts.Workers, entries)
+	r.startWorkers(ctx, g, &workWG, r.deliveryWorkers(), entries)
 	r.startWorkers(ctx, g, &workWG, r.listConcurrency(), listEntries)
 	g.Go(func() error {
 		workWG.Wait()
@@ -315,6 +315,18 @@ func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.Wait
 			}
 		})
 	}
+}
+
+// deliveryWorkers is the number of goroutines verifying and delivering
+// package entries: Workers (the CPUs, for inflating and hashing), or more
+// when a sink takes more writes in flight (an object store or an index
+// answers after a round trip, and the CPUs would idle meanwhile).
+func (r *run) deliveryWorkers() int {
+	n := r.opts.Workers
+	for _, s := range r.sinks {
+		n = max(n, cap(s.sem))
+	}
+	return n
 }
 
 // listConcurrency is the number of resource GETs in flight for lists.

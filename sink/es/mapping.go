@@ -1,0 +1,101 @@
+package es
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/rsharvest/rsharvest/errclass"
+)
+
+// The mappings of the two indexes. Long URIs are kept out of the keyword
+// index (Elasticsearch refuses terms over 32766 bytes) by ignore_above; they
+// stay in _source. "body" and "uri_b64" are stored, not indexed. ZincSearch
+// ignores the parameters it does not know (ignore_above, doc_values).
+const (
+	resourceMapping = `{"properties":{
+		"doc_id":{"type":"keyword"},
+		"uri":{"type":"keyword","ignore_above":8191},
+		"uri_b64":{"type":"keyword","index":false,"doc_values":false},
+		"resource_set":{"type":"keyword"},
+		"location":{"properties":{"value":{"type":"keyword","ignore_above":8191},"type":{"type":"keyword"}}},
+		"length":{"type":"long"},
+		"md5":{"type":"keyword"},
+		"sha1":{"type":"keyword"},
+		"sha256":{"type":"keyword"},
+		"mime":{"type":"keyword"},
+		"lastmod":{"type":"date"},
+		"timestamp":{"type":"date"},
+		"rev":{"type":"keyword"},
+		"text":{"type":"text"},
+		"body":{"type":"keyword","index":false,"doc_values":false}}}`
+	changeMapping = `{"properties":{
+		"uri":{"type":"keyword","ignore_above":8191},
+		"uri_b64":{"type":"keyword","index":false,"doc_values":false},
+		"resource_set":{"type":"keyword"},
+		"location":{"properties":{"value":{"type":"keyword","ignore_above":8191},"type":{"type":"keyword"}}},
+		"change":{"type":"keyword"},
+		"datetime":{"type":"date"},
+		"lastmod":{"type":"date"},
+		"timestamp":{"type":"date"},
+		"rev":{"type":"keyword"}}}`
+)
+
+// detect asks the server's root document what it is. Failing to reach the
+// server, or a server that is not Elasticsearch-like, is fatal.
+func (s *ES) detect(ctx context.Context) (Flavor, error) {
+	resp, err := s.do(ctx, http.MethodGet, "/", nil, "", nil)
+	if err != nil {
+		return FlavorAuto, errclass.Fatalf("es sink: server unreachable: %w", err)
+	}
+	if resp.status != http.StatusOK {
+		return FlavorAuto, errclass.NewFatal(s.statusError("GET /", resp))
+	}
+	var info struct {
+		Name    string `json:"name"`
+		Tagline string `json:"tagline"`
+		Version struct {
+			Number string `json:"number"`
+		} `json:"version"`
+	}
+	if err := json.Unmarshal(resp.body, &info); err != nil || info.Version.Number == "" {
+		return FlavorAuto, errclass.Fatalf("es sink %s: not an Elasticsearch-compatible server (GET / answered %s)", s.base, clip(string(resp.body)))
+	}
+	flavor := FlavorElasticsearch
+	if info.Name == "zinc" {
+		flavor = FlavorZinc
+	}
+	s.log.Debug("server", "flavor", flavor, "version", info.Version.Number)
+	return flavor, nil
+}
+
+// ensureIndex creates index with mapping unless it exists. Any failure,
+// refused credentials included, is fatal.
+func (s *ES) ensureIndex(ctx context.Context, index, mapping string) error {
+	path := "/" + escapeSegment(index)
+	resp, err := s.do(ctx, http.MethodHead, path, nil, "", nil)
+	if err != nil {
+		return errclass.Fatalf("es sink: server unreachable: %w", err)
+	}
+	switch resp.status {
+	case http.StatusOK:
+		return nil
+	case http.StatusNotFound:
+	default:
+		return errclass.NewFatal(s.statusError("HEAD /"+index, resp))
+	}
+	body := []byte(`{"mappings":` + mapping + `}`)
+	resp, err = s.do(ctx, http.MethodPut, path, nil, "application/json", body)
+	if err != nil {
+		return errclass.Fatalf("es sink: server unreachable: %w", err)
+	}
+	if resp.status == http.StatusOK {
+		s.log.Info("created index", "index", index)
+		return nil
+	}
+	// Another process may have created it in between.
+	if again, err := s.do(ctx, http.MethodHead, path, nil, "", nil); err == nil && again.status == http.StatusOK {
+		return nil
+	}
+	return errclass.NewFatal(s.statusError("creating index "+index, resp))
+}
