@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
@@ -435,5 +436,88 @@ func TestSeveralSinks(t *testing.T) {
 	}
 	if _, ok, _ := h.store.Checkpoint(ctx, srv.URL, srv.URL+"capabilitylist.xml"); !ok {
 		t.Fatal("checkpoint not set once every sink took everything")
+	}
+}
+
+// batchingSink queues writes (Put returns nil) and reports at Flush that
+// the writes of the URIs in fail did not apply (like a bulk API rejecting
+// some items).
+type batchingSink struct {
+	*flakySink
+	failed []sink.Failed
+}
+
+func (b *batchingSink) Put(ctx context.Context, r *sink.Resource, body io.Reader) error {
+	b.mu.Lock()
+	bad := b.fail[r.URI]
+	b.puts[r.URI]++
+	b.mu.Unlock()
+	if bad {
+		io.Copy(io.Discard, body)
+		b.mu.Lock()
+		b.failed = append(b.failed, sink.Failed{URI: r.URI, Err: errclass.Retryablef("bulk item: 503")})
+		b.mu.Unlock()
+		return nil // queued; the failure shows at Flush
+	}
+	return b.FS.Put(ctx, r, body)
+}
+
+func (b *batchingSink) Flush(context.Context) []sink.Failed {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.failed
+	b.failed = nil
+	return out
+}
+
+// TestBatchingSinkFailures: a write a batching sink accepted but failed to
+// apply is never recorded as synced: it is a failure, holds the checkpoint,
+// and the next run delivers it to that sink only.
+func TestBatchingSinkFailures(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	gen := bench.GenOptions{Dir: src, Resources: 40, Packages: 2, Seed: 12, MeanSize: 1 << 10}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	bench.Truth(ctx, gen, func(uri string, _ io.Reader) error { uris = append(uris, uri); return nil })
+	victim := uris[5]
+	srv := serve(t, src)
+	h := newHarness(t)
+	mk := func(name string) *flakySink {
+		s, err := fs.New(filepath.Join(h.dir, name), fs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &flakySink{FS: s, fail: map[string]bool{}, puts: map[string]int{}}
+	}
+	a := mk("a")
+	b := &batchingSink{flakySink: mk("b")}
+	b.fail[victim] = true
+	run := func() *pipeline.Report {
+		opts := h.options(srv.URL)
+		opts.Sinks = []sink.Sink{a, b}
+		opts.SinkNames = []string{"fs:a", "bulk:b"}
+		rep, err := pipeline.Baseline(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := run()
+	if rep.Status != pipeline.StatusPartial || rep.Resources.Failed != 1 || rep.Resources.Written != int64(len(uris)-1) {
+		t.Fatalf("%s", rep.Summary())
+	}
+	if rec, ok, _ := h.store.Resource(ctx, victim); ok && rec.Outcome == "written" {
+		t.Fatal("a write the batching sink failed is recorded as synced")
+	}
+	b.fail[victim] = false
+	rep = run()
+	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 {
+		t.Fatalf("second run: %s", rep.Summary())
+	}
+	if a.puts[victim] != 1 || b.puts[victim] != 2 {
+		t.Fatalf("puts a=%d b=%d, want 1 and 2", a.puts[victim], b.puts[victim])
 	}
 }

@@ -360,14 +360,17 @@ func (r *run) commit(ctx context.Context) error {
 	var b state.Batch
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	flush := func() error {
-		if len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && len(b.Deliveries) == 0 && len(b.Delivered) == 0 {
+	flush := func(final bool) error {
+		if !final && len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && len(b.Deliveries) == 0 && len(b.Delivered) == 0 {
 			return nil
 		}
 		// Commit even while the run is being cancelled: outcomes that
 		// reached a sink must be recorded.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+		if err := r.settleBatches(cctx, &b); err != nil {
+			return err
+		}
 		err := r.opts.Store.Commit(cctx, b)
 		b = state.Batch{}
 		return err
@@ -380,24 +383,24 @@ func (r *run) commit(ctx context.Context) error {
 				select {
 				case res, ok := <-r.results:
 					if !ok {
-						return errors.Join(ctx.Err(), flush())
+						return errors.Join(ctx.Err(), flush(true))
 					}
 					r.add(&b, res)
 				default:
-					return errors.Join(ctx.Err(), flush())
+					return errors.Join(ctx.Err(), flush(true))
 				}
 			}
 		case <-tick.C:
-			if err := flush(); err != nil {
+			if err := flush(false); err != nil {
 				return err
 			}
 		case res, ok := <-r.results:
 			if !ok {
-				return flush()
+				return flush(true)
 			}
 			r.add(&b, res)
 			if len(b.Resources)+len(b.Failures)+len(b.Deliveries) >= maxBatch {
-				if err := flush(); err != nil {
+				if err := flush(false); err != nil {
 					return err
 				}
 			}
@@ -405,8 +408,94 @@ func (r *run) commit(ctx context.Context) error {
 	}
 }
 
+// settleBatches flushes the sinks that only queue writes (sink.Batcher)
+// before their outcomes are recorded: a write a sink then reports failed is
+// taken out of the batch (or, when committed earlier, forgotten by the
+// state so the next run delivers it again) and recorded as a failure that
+// holds the checkpoint unless permanent. The other sinks' deliveries of it
+// are kept, so only the failing sink gets it again.
+func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
+	for _, s := range r.sinks {
+		bs, ok := s.Sink.(sink.Batcher)
+		if !ok {
+			continue
+		}
+		for _, f := range bs.Flush(ctx) {
+			if errclass.IsFatal(f.Err) {
+				return fmt.Errorf("sink %s: %w", s.name, f.Err)
+			}
+			var rec *state.Resource
+			kept := b.Resources[:0]
+			for i := range b.Resources {
+				if b.Resources[i].URI == f.URI && rec == nil {
+					rc := b.Resources[i]
+					rec = &rc
+					continue
+				}
+				kept = append(kept, b.Resources[i])
+			}
+			b.Resources = kept
+			if rec == nil {
+				// Committed earlier, or its outcome is still on its way
+				// to the commit stage: forget it either way.
+				if err := r.opts.Store.ForgetResources(ctx, []string{f.URI}); err != nil {
+					return err
+				}
+				if r.lateFailed == nil {
+					r.lateFailed = map[string]bool{}
+				}
+				r.lateFailed[f.URI] = true
+			} else if len(r.sinks) > 1 && !rec.Deleted {
+				for _, o := range r.sinks {
+					if o.name != s.name {
+						b.Deliveries = append(b.Deliveries, state.Delivery{URI: rec.URI, Sink: o.name, Length: rec.Length, Hashes: rec.Hashes, ChangeTime: rec.ChangeTime})
+					}
+				}
+			}
+			fl := Failure{URI: f.URI, Stage: "deliver", Error: fmt.Sprintf("sink %s: %v", s.name, f.Err), Permanent: errclass.IsPermanent(f.Err)}
+			var ct time.Time
+			if rec != nil {
+				fl.Package, ct = rec.Package, rec.ChangeTime
+				if rec.Outcome == state.OutcomeWritten {
+					r.counts.Written.Add(-1)
+				} else if rec.Outcome == state.OutcomeDeleted {
+					r.counts.Deleted.Add(-1)
+				}
+			}
+			r.counts.Failed.Add(1)
+			r.rec.fail(fl)
+			if !fl.Permanent {
+				// Without the change time the run's start is held.
+				if ct.IsZero() {
+					ct = time.Unix(1, 0).UTC()
+				}
+				r.noteHold(ct)
+			}
+			r.log.Warn("sink failed a queued write", "sink", s.name, "uri", f.URI, "error", f.Err)
+			b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: fl.URI, Package: fl.Package, Stage: fl.Stage, Error: fl.Error, Permanent: fl.Permanent, ChangeTime: ct, At: time.Now().UTC()})
+			b.Delivered = removeString(b.Delivered, f.URI)
+		}
+	}
+	return nil
+}
+
+func removeString(ss []string, s string) []string {
+	out := ss[:0]
+	for _, x := range ss {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func (r *run) add(b *state.Batch, res result) {
 	now := time.Now().UTC()
+	if r.lateFailed[res.resource.URI] && (res.outcome == outWritten || res.outcome == outDeleted) {
+		// A batching sink already reported this write failed.
+		delete(r.lateFailed, res.resource.URI)
+		return
+	}
 	if res.failure != nil {
 		f := res.failure
 		b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: f.URI, Package: f.Package, Stage: f.Stage, Error: f.Error, Permanent: f.Permanent, ChangeTime: res.changeTime, At: now})

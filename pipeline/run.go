@@ -141,6 +141,10 @@ type run struct {
 	sets map[string]time.Time
 	hold time.Time // the earliest change time of a temporary failure
 
+	// lateFailed are URIs a batching sink reported failed before their
+	// outcome reached the commit stage (owned by the commit goroutine).
+	lateFailed map[string]bool
+
 	// onFinish, when set, runs after a run without fatal error, before the
 	// run is closed in the state store (checkpoints).
 	onFinish func(ctx context.Context, rep *Report) error

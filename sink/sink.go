@@ -126,3 +126,23 @@ func (reg Registry) schemes() string {
 
 // String renders a resource for logs.
 func (r *Resource) String() string { return fmt.Sprintf("%s (%d bytes)", r.URI, r.Length) }
+
+// Batcher is implemented by sinks whose Put and Delete only queue the
+// write (an index's bulk API, say): a nil error then means "queued", not
+// "applied". Callers Flush before they record writes as done, and treat the
+// failures it returns as failed writes.
+type Batcher interface {
+	// Flush sends everything queued and waits for the outcome. It returns
+	// the writes that failed since the previous Flush, including those of
+	// batches the sink sent on its own.
+	Flush(ctx context.Context) []Failed
+}
+
+// Failed is a queued write that a Batcher could not apply.
+type Failed struct {
+	URI    string
+	Delete bool
+	// Err is classified: permanent when the server rejected the document,
+	// retryable when retries ran out.
+	Err error
+}

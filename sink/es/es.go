@@ -148,6 +148,7 @@ type ES struct {
 	mu       sync.Mutex // guards the fields below
 	pending  batch
 	failures []Failure
+	reported int   // failures already returned by Flush
 	deferred error // a flush failure not yet returned by Put or Delete
 	fatal    error // a fatal flush failure: returned by every later call
 	closed   bool
@@ -385,6 +386,26 @@ func (s *ES) Failed() []Failure {
 	defer s.mu.Unlock()
 	return append([]Failure(nil), s.failures...)
 }
+
+// Flush sends what is queued and returns the actions that failed since the
+// previous Flush (sink.Batcher). Failures of change documents are left out:
+// the resource documents are what the pipeline records.
+func (s *ES) Flush(ctx context.Context) []sink.Failed {
+	s.flush(ctx, false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []sink.Failed
+	for _, f := range s.failures[s.reported:] {
+		if f.Op == "change" {
+			continue
+		}
+		out = append(out, sink.Failed{URI: f.URI, Delete: f.Op == "delete", Err: f.Err})
+	}
+	s.reported = len(s.failures)
+	return out
+}
+
+var _ sink.Batcher = (*ES)(nil)
 
 // Put reads body to io.EOF and queues r's resource document and an
 // "updated" change document (see the package documentation for batching).
