@@ -71,7 +71,7 @@ func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*pipeline
 		return nil, usageError{err}
 	}
 	defer store.Close()
-	client := fetch.New(fetch.Options{UserAgent: UserAgent(), Header: headers, Rate: f.rate, Retries: f.retries, StallTimeout: f.stallTimeout, Logger: log})
+	client := fetch.New(fetch.Options{UserAgent: UserAgent(), Header: headers, Rate: f.rate, Retries: fetchRetries(f.retries), StallTimeout: f.stallTimeout, Logger: log})
 	ar, err := pipeline.Audit(ctx, pipeline.Options{
 		Source: f.source, Sinks: sinks, SinkNames: redactSpecs(f.sinks), Store: store, Client: client,
 		Concurrency: f.concurrency, Workers: f.workers, SpoolDir: f.spoolDir, AllowMissingHash: f.allowMissingHash,

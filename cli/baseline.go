@@ -219,7 +219,7 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 		UserAgent:    UserAgent(),
 		Header:       headers,
 		Rate:         f.rate,
-		Retries:      f.retries,
+		Retries:      fetchRetries(f.retries),
 		StallTimeout: f.stallTimeout,
 		Logger:       log,
 	})
@@ -316,4 +316,13 @@ func listConcurrency(f syncFlags) int {
 		return f.concurrency
 	}
 	return 0
+}
+
+// fetchRetries maps --retries to fetch.Options.Retries, where 0 means "the
+// default" and a negative value "none".
+func fetchRetries(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

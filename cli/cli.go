@@ -31,6 +31,7 @@ import (
 	"github.com/rsharvest/rsharvest/sink/es"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/sink/s3"
+	"github.com/rsharvest/rsharvest/sink/solr"
 )
 
 // Exit codes of the rsharvest command.
@@ -59,9 +60,10 @@ func UserAgent() string { return "rsharvest/" + Version() }
 // kind is one line here.
 func Sinks() sink.Registry {
 	return sink.Registry{
-		"fs": fs.Open,
-		"s3": s3.Open,
-		"es": es.Open,
+		"fs":   fs.Open,
+		"s3":   s3.Open,
+		"es":   es.Open,
+		"solr": solr.Open,
 	}
 }
 
@@ -148,7 +150,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
 	root.PersistentPostRun = func(*cobra.Command, []string) { a.stopProfile() }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
+	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.discoverCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
 	return root
 }
 

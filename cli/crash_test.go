@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/state"
 )
 
 // The crash tests prove that kill -9 at any moment — during discovery, a
@@ -44,6 +45,9 @@ type crashStats struct {
 	landed                          map[string]int // what a kill left → count
 	sinkTmp                         int            // kills that left temporary files in the sink
 	spoolLeft, tmpLeft              int            // files left in --spool-dir / TMPDIR after the final runs
+	leftNames                       map[string]bool
+	running                         int // runs still "running" in the harvest log after the final runs
+	extraChanges                    int // change log records beyond the reference's
 }
 
 func (s *crashStats) note(what string) {
@@ -61,9 +65,15 @@ func (s *crashStats) log(t *testing.T, name string, elapsed time.Duration) {
 	}
 	t.Logf("%s: %d kills in %d sequences in %v (%d runs ended before their kill)%s; %d kills left temporary files in the sink's %s (removed by the next run)",
 		name, s.kills, s.sequences, elapsed.Round(time.Millisecond), s.finishedFirst, b.String(), s.sinkTmp, sinkTmpDir)
+	if s.extraChanges > 0 {
+		t.Logf("note: after the final runs the change logs held %d records more than the uninterrupted run's (changes re-applied after a kill)", s.extraChanges)
+	}
+	if s.running > 0 {
+		t.Logf("note: after the final, successful runs the harvest log still had %d runs with status %q (the killed ones)", s.running, state.StatusRunning)
+	}
 	if s.spoolLeft > 0 || s.tmpLeft > 0 {
-		t.Logf("note: after the final, successful runs %d files of killed runs (rsharvest-pkg-*.zip, rsharvest-plan-*.db) were still in --spool-dir, %d in TMPDIR: no run removes them",
-			s.spoolLeft, s.tmpLeft)
+		t.Logf("note: after the final, successful runs %d files of killed runs were still in --spool-dir, %d in TMPDIR (%s): no run removes them",
+			s.spoolLeft, s.tmpLeft, strings.Join(slices.Sorted(maps.Keys(s.leftNames)), ", "))
 	}
 }
 
@@ -77,18 +87,49 @@ func (s *crashStats) afterFinal(t *testing.T, rg *rig, what string) {
 	}
 	s.spoolLeft += lo.spool
 	s.tmpLeft += lo.tmp
+	if s.leftNames == nil {
+		s.leftNames = map[string]bool{}
+	}
+	for _, n := range lo.names {
+		s.leftNames[n] = true
+	}
+}
+
+// findings reports what is wrong after one kill, up to a few lines.
+type findings struct {
+	t    *testing.T
+	when string
+	n    int
+}
+
+const maxFindings = 8
+
+func (f *findings) errorf(format string, a ...any) {
+	f.t.Helper()
+	if f.n++; f.n <= maxFindings {
+		f.t.Errorf("%s: "+format, append([]any{f.when}, a...)...)
+	}
+}
+
+// done reports whether anything was found.
+func (f *findings) done() bool {
+	f.t.Helper()
+	if f.n > maxFindings {
+		f.t.Errorf("%s: … and %d more", f.when, f.n-maxFindings)
+	}
+	return f.n > 0
 }
 
 // checkHeld checks that a resource the state records as held is in the
 // mirror with the recorded digests.
-func checkHeld(t *testing.T, when, uri string, row resRow, mirror map[string]sums) {
-	t.Helper()
+func checkHeld(f *findings, uri string, row resRow, mirror map[string]sums) {
+	f.t.Helper()
 	got, ok := mirror[uri]
 	switch {
 	case !ok:
-		t.Errorf("%s: the state records %s as held (%s), the mirror lacks it", when, uri, row.Outcome)
+		f.errorf("the state records %s as held, the mirror lacks it", uri)
 	case row.SHA256 != "" && got.sha256 != row.SHA256, row.MD5 != "" && got.md5 != row.MD5, row.SHA256 == "" && row.MD5 == "":
-		t.Errorf("%s: the state records %s with sha-256 %s, md5 %s; the mirror holds sha-256 %s", when, uri, row.SHA256, row.MD5, got.sha256)
+		f.errorf("the state records %s with sha-256 %s, md5 %s; the mirror holds sha-256 %s", uri, row.SHA256, row.MD5, got.sha256)
 	}
 }
 
@@ -96,7 +137,7 @@ func TestCrashBaseline(t *testing.T) {
 	t0 := time.Now()
 	seed := crashSeed(t)
 	rnd := rand.New(rand.NewPCG(seed, 1))
-	kills := crashIterations(t, 40, 12)
+	kills, budget := crashBudget(t, 40, 35*time.Second)
 	ctx := t.Context()
 	opts := bench.GenOptions{Dir: t.TempDir(), Resources: 1000, Packages: 8, Seed: 11, MeanSize: 2 << 10, IndexThreshold: 3}
 	if _, err := bench.Generate(ctx, opts); err != nil {
@@ -130,13 +171,16 @@ func TestCrashBaseline(t *testing.T) {
 	t.Logf("uninterrupted run: %v", span.Round(time.Millisecond))
 
 	var st crashStats
-	for st.kills < kills && !t.Failed() {
+	for st.kills < kills && time.Since(t0) < budget && !t.Failed() {
 		st.sequences++
 		rg := newRig(t, bin, srv.URL)
-		inRow, finished := 1+rnd.IntN(5), false
+		inRow, finished := 2+rnd.IntN(5), false
 		for i := 0; i < inRow && st.kills < kills && !finished; i++ {
 			delay := killDelay(rnd, span, i)
 			res := rg.syncChild(t, "baseline", delay)
+			if i == 0 {
+				span = adaptSpan(span, delay, res)
+			}
 			if !res.killed {
 				if res.code != ExitOK {
 					t.Fatalf("run %d, not killed: exit %d\n%s", rg.runs, res.code, res.output)
@@ -147,36 +191,37 @@ func TestCrashBaseline(t *testing.T) {
 			}
 			st.kills++
 			when := fmt.Sprintf("kill %v into run %d of sequence %d", delay.Round(time.Microsecond), rg.runs, st.sequences)
+			f := &findings{t: t, when: when}
 			if rg.leftovers(t).sinkTmp > 0 {
 				st.sinkTmp++
 			}
 			mirror := rg.auditSink(t)
 			for uri, s := range mirror {
 				if want, ok := truth[uri]; !ok {
-					t.Errorf("%s: the mirror holds %s, which the source does not have", when, uri)
+					f.errorf("the mirror holds %s, which the source does not have", uri)
 				} else if s != want {
-					t.Errorf("%s: the mirror holds a wrong (half-written?) body of %s", when, uri)
+					f.errorf("the mirror holds a wrong (half-written?) body of %s", uri)
 				}
 			}
 			snap := rg.snapState(t, false)
 			held := 0
 			for uri, row := range snap.resources {
 				if row.Outcome != "held" || row.Deleted {
-					t.Errorf("%s: state row of %s: %+v", when, uri, row)
+					f.errorf("state row of %s: %+v", uri, row)
 					continue
 				}
 				held++
-				checkHeld(t, when, uri, row, mirror)
+				checkHeld(f, uri, row, mirror)
 			}
 			if len(snap.checkpoints) > 0 {
 				st.note("checkpoint set")
 				// The checkpoint says the baseline is complete.
 				if d := diffSinks(mirror, truth); d != "" {
-					t.Errorf("%s: a checkpoint is set but the mirror is incomplete:%s", when, d)
+					f.errorf("a checkpoint is set but the mirror is incomplete:%s", d)
 				}
 			}
 			st.note(fmt.Sprintf("mirror %s, state %s", share(len(mirror), len(truth)), share(held, len(truth))))
-			if t.Failed() {
+			if f.done() {
 				t.Fatalf("after %s; output of the killed run:\n%s", when, res.output)
 			}
 		}
@@ -187,7 +232,10 @@ func TestCrashBaseline(t *testing.T) {
 		if d := diffSinks(rg.auditSink(t), truth); d != "" {
 			t.Errorf("sequence %d: after the final run the mirror differs from the source:%s", st.sequences, d)
 		}
-		if d := diffStates(rg.snapState(t, true), want); d != "" {
+		got := rg.snapState(t, true)
+		st.running += got.runs[state.StatusRunning]
+		st.extraChanges += extraChanges(got, want)
+		if d := diffStates(got, want); d != "" {
 			t.Errorf("sequence %d: after the final run the state differs from an uninterrupted run's:%s", st.sequences, d)
 		}
 	}
@@ -198,7 +246,7 @@ func TestCrashIncremental(t *testing.T) {
 	t0 := time.Now()
 	seed := crashSeed(t)
 	rnd := rand.New(rand.NewPCG(seed, 2))
-	kills := crashIterations(t, 30, 10)
+	kills, budget := crashBudget(t, 30, 35*time.Second)
 	ctx := t.Context()
 	// The source is generated for the server's own URL, so that the
 	// manifests inside the packages (served as they are) and the rewritten
@@ -283,7 +331,7 @@ func TestCrashIncremental(t *testing.T) {
 	t.Logf("uninterrupted steps: %v", span)
 
 	var st crashStats
-	for st.kills < kills && !t.Failed() {
+	for st.kills < kills && time.Since(t0) < budget && !t.Failed() {
 		st.sequences++
 		rg := newRig(t, bin, srv.URL)
 		for k := 0; k <= steps && !t.Failed(); k++ {
@@ -295,6 +343,9 @@ func TestCrashIncremental(t *testing.T) {
 			for i := 0; i < inRow && st.kills < kills && !finished; i++ {
 				delay := killDelay(rnd, span[k], i)
 				res := rg.syncChild(t, modeOf(k), delay)
+				if i == 0 {
+					span[k] = adaptSpan(span[k], delay, res)
+				}
 				if !res.killed {
 					if res.code != ExitOK {
 						t.Fatalf("step %d, run %d, not killed: exit %d\n%s", k, rg.runs, res.code, res.output)
@@ -308,8 +359,7 @@ func TestCrashIncremental(t *testing.T) {
 				if rg.leftovers(t).sinkTmp > 0 {
 					st.sinkTmp++
 				}
-				checkAfterKill(t, when, rg, k, truths, ever, changes, boundary, &st)
-				if t.Failed() {
+				if checkAfterKill(&findings{t: t, when: when}, rg, k, truths, ever, changes, boundary, &st) {
 					t.Fatalf("after %s; output of the killed run:\n%s", when, res.output)
 				}
 			}
@@ -320,7 +370,12 @@ func TestCrashIncremental(t *testing.T) {
 			if d := diffSinks(rg.auditSink(t), truths[k]); d != "" {
 				t.Errorf("sequence %d, step %d: after the final run the mirror differs from the source:%s", st.sequences, k, d)
 			}
-			if d := diffStates(rg.snapState(t, true), want[k]); d != "" {
+			got := rg.snapState(t, true)
+			if k == steps {
+				st.running += got.runs[state.StatusRunning]
+				st.extraChanges += extraChanges(got, want[k])
+			}
+			if d := diffStates(got, want[k]); d != "" {
 				t.Errorf("sequence %d, step %d: after the final run the state differs from an uninterrupted run's:%s", st.sequences, k, d)
 			}
 		}
@@ -330,19 +385,21 @@ func TestCrashIncremental(t *testing.T) {
 
 // checkAfterKill checks what a child killed during step k (Change Dump
 // packages 1 to k published) left behind.
-func checkAfterKill(t *testing.T, when string, rg *rig, k int, truths []map[string]sums, ever map[string]map[sums]int,
-	changes []bench.Change, boundary map[time.Time]int, st *crashStats) {
+// It reports whether it found anything wrong.
+func checkAfterKill(f *findings, rg *rig, k int, truths []map[string]sums, ever map[string]map[sums]int,
+	changes []bench.Change, boundary map[time.Time]int, st *crashStats) bool {
+	t := f.t
 	t.Helper()
 	// Every file holds a body its URI had at some step up to k.
 	mirror := rg.auditSink(t)
 	for uri, s := range mirror {
 		if first, ok := ever[uri][s]; !ok || first > k {
-			t.Errorf("%s: the mirror holds a body of %s the source never published by step %d (half-written?)", when, uri, k)
+			f.errorf("the mirror holds a body of %s the source never published by step %d (half-written?)", uri, k)
 		}
 	}
 	snap := rg.snapState(t, false)
 	if len(snap.checkpoints) > 1 {
-		t.Errorf("%s: checkpoints %v", when, snap.checkpoints)
+		f.errorf("checkpoints %v", snap.checkpoints)
 	}
 	// A resource the next run applies a change to again may be anything
 	// (of the above) in the mirror and the state; every other one must be
@@ -353,9 +410,9 @@ func checkAfterKill(t *testing.T, when string, rg *rig, k int, truths []map[stri
 		next, hasCP = cp.Next, true
 		var ok bool
 		if j, ok = boundary[cp.Next]; !ok {
-			t.Errorf("%s: the checkpoint %v is not where any step ends", when, cp.Next)
+			f.errorf("the checkpoint %v is not where any step ends", cp.Next)
 		} else if j > k {
-			t.Errorf("%s: the checkpoint %v is at step %d, ahead of what is published (step %d)", when, cp.Next, j, k)
+			f.errorf("the checkpoint %v is at step %d, ahead of what is published (step %d)", cp.Next, j, k)
 		}
 	}
 	again := map[string]bool{}
@@ -372,12 +429,12 @@ func checkAfterKill(t *testing.T, when string, rg *rig, k int, truths []map[stri
 		case again[uri]:
 		case row.Deleted:
 			if _, ok := mirror[uri]; ok {
-				t.Errorf("%s: the state records %s as deleted, the mirror holds it", when, uri)
+				f.errorf("the state records %s as deleted, the mirror holds it", uri)
 			}
 		case row.Outcome == "held":
-			checkHeld(t, when, uri, row, mirror)
+			checkHeld(f, uri, row, mirror)
 		default:
-			t.Errorf("%s: state row of %s: %+v", when, uri, row)
+			f.errorf("state row of %s: %+v", uri, row)
 		}
 	}
 	// The checkpoint is never ahead of the mirror: every resource the next
@@ -391,16 +448,16 @@ func checkAfterKill(t *testing.T, when string, rg *rig, k int, truths []map[stri
 			got, has := mirror[uri]
 			switch {
 			case ok && !has:
-				t.Errorf("%s: the checkpoint stands after step %d, yet the mirror lacks %s", when, j, uri)
+				f.errorf("the checkpoint stands after step %d, yet the mirror lacks %s", j, uri)
 			case !ok && has:
-				t.Errorf("%s: the checkpoint stands after step %d, yet the mirror still holds %s", when, j, uri)
+				f.errorf("the checkpoint stands after step %d, yet the mirror still holds %s", j, uri)
 			case ok && got != want:
-				t.Errorf("%s: the checkpoint stands after step %d, yet the mirror holds another version of %s", when, j, uri)
+				f.errorf("the checkpoint stands after step %d, yet the mirror holds another version of %s", j, uri)
 			}
 		}
 	}
 	if k > 0 && !hasCP {
-		t.Errorf("%s: no checkpoint", when)
+		f.errorf("no checkpoint")
 	}
 	where := "between"
 	switch {
@@ -416,6 +473,7 @@ func checkAfterKill(t *testing.T, when string, rg *rig, k int, truths []map[stri
 		cpAt = fmt.Sprintf("after step %d", j)
 	}
 	st.note(fmt.Sprintf("step %d: mirror %s, checkpoint %s", k, where, cpAt))
+	return f.done()
 }
 
 // share describes n of all: "empty", "partial" or "complete".

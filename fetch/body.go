@@ -64,6 +64,9 @@ type Body struct {
 	// ETag and LastModified are the validators of the first response, ""
 	// when absent.
 	ETag, LastModified string
+	// Header is a copy of the header of the first response, for what the
+	// fields above do not cover (an HTTP Link header, for instance).
+	Header http.Header
 
 	c      *Client
 	reqURL string
@@ -418,6 +421,7 @@ func (b *Body) first(resp *http.Response) {
 	b.total = resp.ContentLength
 	b.ETag = h.Get("ETag")
 	b.LastModified = h.Get("Last-Modified")
+	b.Header = h.Clone()
 	acceptRanges := strings.ToLower(strings.TrimSpace(h.Get("Accept-Ranges")))
 	switch {
 	case acceptRanges == "none":

@@ -121,8 +121,8 @@ type Solr struct {
 	mu         sync.Mutex
 	queue      []op
 	queueBytes int
-	queued     uint64 // operations ever queued
-	committed  uint64 // queued when the last successful commit started
+	queued     uint64  // operations ever queued
+	committed  uint64  // queued when the last successful commit started
 	pending    []error // batch errors not yet returned by admit, Flush or Close
 	fatal      error
 	failures   []Failure // for Failed
@@ -369,11 +369,11 @@ func (s *Solr) Failed() []Failure {
 }
 
 // Close sends what is queued, asks for a hard commit (unless nothing was
-// queued since the last commit), and releases the
-// sink's idle connections. It returns the errors of that, the errors of
-// earlier batches not returned yet, and a permanent error counting the
-// documents Solr rejected (listed by Failed). Operations still queued when
-// ctx ends are lost (and listed by Failed). Calling it again is a no-op.
+// queued since the last commit), and releases the sink's idle connections.
+// It returns the errors of that, the errors of earlier batches not
+// returned yet, and a permanent error counting the documents Solr rejected
+// since the last Flush (listed by Failed). Operations still queued when ctx
+// ends are lost (and listed by Failed). Calling it again is a no-op.
 func (s *Solr) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {

@@ -736,3 +736,88 @@ func TestConcurrentPutsKeepOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestFlush(t *testing.T) {
+	srv := solrtest.New(t, solrtest.Options{})
+	s := newSink(t, srv, Options{BatchSize: 3, Retries: 1})
+	ctx := context.Background()
+	srv.Reject(uri(1), "bad")
+	put(t, s, &sink.Resource{URI: uri(0)}, "a")
+	put(t, s, &sink.Resource{URI: uri(1)}, "b")
+	srv.Fail(solrtest.Update, http.StatusServiceUnavailable, 2) // the next request and its retry
+	if err := s.Delete(ctx, uri(2)); err != nil {               // fills the batch, which fails
+		t.Fatal(err)
+	}
+	if got := srv.Count(solrtest.Update); got != 2 {
+		t.Fatalf("before Flush: %d requests, want the failed batch's 2", got)
+	}
+
+	failed := s.Flush(ctx)
+	got := map[string]string{}
+	for _, f := range failed {
+		got[f.URI] = fmt.Sprintf("delete=%t %v", f.Delete, errclass.Of(f.Err))
+	}
+	want := map[string]string{
+		uri(0): "delete=false retryable",
+		uri(1): "delete=false retryable",
+		uri(2): "delete=true retryable",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Flush = %v, want %v", got, want)
+	}
+	// Reported by Flush: not returned again by Put.
+	put(t, s, &sink.Resource{URI: uri(3)}, "d")
+	put(t, s, &sink.Resource{URI: uri(0)}, "a")
+	put(t, s, &sink.Resource{URI: uri(1)}, "b")
+	failed = s.Flush(ctx)
+	if len(failed) != 1 || failed[0].URI != uri(1) || !errclass.IsPermanent(failed[0].Err) {
+		t.Errorf("second Flush = %v, want %s rejected", failed, uri(1))
+	}
+	if _, ok := srv.Live(uri(3)); !ok {
+		t.Error("Flush did not send the queue")
+	}
+	if f := s.Flush(ctx); len(f) != 0 {
+		t.Errorf("third Flush = %v, want nothing", f)
+	}
+	mustClose(t, s)
+	if got, want := fmt.Sprint(srv.VisibleIDs()), fmt.Sprint([]string{uri(0), uri(3)}); got != want {
+		t.Errorf("visible = %s, want %s", got, want)
+	}
+	if len(s.Failed()) != 4 {
+		t.Errorf("Failed = %v, want all 4 failures of the sink's life", s.Failed())
+	}
+}
+
+func TestFlushGivesUp(t *testing.T) {
+	srv := solrtest.New(t, solrtest.Options{})
+	s := newSink(t, srv, Options{})
+	put(t, s, &sink.Resource{URI: uri(1)}, "a")
+	srv.SetDelay(time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	failed := s.Flush(ctx)
+	if len(failed) != 1 || failed[0].URI != uri(1) || !errclass.IsRetryable(failed[0].Err) {
+		t.Errorf("Flush cut by ctx = %v, want %s failed, retryable", failed, uri(1))
+	}
+	srv.SetDelay(0)
+	mustClose(t, s) // nothing left to send, nothing to report
+	// The cut request and Close's commit, at most: the dropped operation
+	// is not sent again.
+	if n := srv.Count(solrtest.Update); n > 2 {
+		t.Errorf("%d update requests: the dropped operation was sent again", n)
+	}
+}
+
+func TestFlushFatal(t *testing.T) {
+	srv := solrtest.New(t, solrtest.Options{})
+	s := newSink(t, srv, Options{})
+	put(t, s, &sink.Resource{URI: uri(1)}, "a")
+	srv.RequireHeader("Authorization", "x")
+	failed := s.Flush(context.Background())
+	if len(failed) != 1 || !errclass.IsFatal(failed[0].Err) {
+		t.Errorf("Flush after a 401 = %v, want a fatal failure", failed)
+	}
+	if err := s.Close(context.Background()); !errclass.IsFatal(err) {
+		t.Errorf("Close = %v, want fatal", err)
+	}
+}

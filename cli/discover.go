@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rsharvest/rsharvest/discovery"
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/pipeline"
+)
+
+// discoverCommand returns the "discover" command: it finds a source's
+// ResourceSync documents from any URL and prints their tree, as text or
+// JSON. It exits with ExitSource when nothing ResourceSync is found.
+func (a *app) discoverCommand() *cobra.Command {
+	var (
+		asJSON  bool
+		headers []string
+		rate    float64
+		retries int
+		maxDocs int
+	)
+	c := &cobra.Command{
+		Use:   "discover URL",
+		Short: "Find a source's Source Description, resource sets and capability documents from any URL, and print their tree",
+		Long: "discover starts from a site URL (/.well-known/resourcesync, robots.txt Sitemap: lines, the home page's\n" +
+			"<link rel=\"resourcesync\"> or Link header) or from any document (a capability document, a Capability List,\n" +
+			"an HTML page), follows rs:ln rel=\"up\" to the Source Description and prints the tree below it, one line\n" +
+			"per document. Of capability documents only the header is read.",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("discover takes one URL, got %d arguments", len(args))
+			}
+			u, err := url.Parse(args[0])
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return usagef("discover: %q is not an absolute http(s) URL", args[0])
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if rate < 0 || retries < 0 || maxDocs < 0 {
+				return usagef("--rate, --retries and --max-documents must not be negative")
+			}
+			hdr, err := parseHeaders(headers)
+			if err != nil {
+				return err
+			}
+			if retries == 0 {
+				retries = -1 // fetch.Options: 0 is the default, negative none
+			}
+			log := a.logger()
+			client := fetch.New(fetch.Options{
+				UserAgent: UserAgent(),
+				Header:    hdr,
+				Rate:      rate,
+				Retries:   retries,
+				Logger:    log,
+			})
+			ctx := c.Context()
+			src, err := discovery.Discover(ctx, client, args[0], discovery.Options{MaxDocuments: maxDocs, Logger: log})
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+					return err
+				}
+				return &pipeline.SourceError{URL: args[0], Err: err}
+			}
+			if asJSON {
+				return src.WriteJSON(a.stdout)
+			}
+			return src.WriteText(a.stdout)
+		},
+	}
+	fl := c.Flags()
+	fl.BoolVar(&asJSON, "json", false, "print JSON instead of the text tree")
+	fl.StringArrayVar(&headers, "header", nil, "extra HTTP header 'Name: value' for every request (repeatable)")
+	fl.Float64Var(&rate, "rate", 0, "requests per second per host (0 = unlimited)")
+	fl.IntVar(&retries, "retries", 5, "retries of a failed request (timeouts, resets, 429, 5xx)")
+	fl.IntVar(&maxDocs, "max-documents", discovery.DefaultMaxDocuments, "read at most this many documents")
+	return c
+}
