@@ -237,11 +237,9 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 		ar.Problems = append(ar.Problems, Failure{URI: uri, Stage: "audit", Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable})
 	}
 	start := r.opts.Source
-	if isBareSite(start) {
-		var err error
-		if start, err = WellKnownURL(start); err != nil {
-			return err
-		}
+	start, err := r.resolveStart(ctx, start)
+	if err != nil {
+		return err
 	}
 	// Failures met on the way are problems of the audit, not of a run.
 	r.results = make(chan result, 1)

@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/rsharvest/rsharvest/discovery"
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
@@ -40,6 +42,54 @@ func WellKnownURL(site string) (string, error) {
 		return "", errclass.Fatalf("source %q: not an absolute URL", site)
 	}
 	return u.Scheme + "://" + u.Host + "/.well-known/resourcesync", nil
+}
+
+// resolveStart turns a bare site URL, or a page that is not ResourceSync,
+// into the document to start from: a site's /.well-known/resourcesync when
+// that answers, else what full discovery finds (robots.txt Sitemap lines,
+// an HTML <link rel="resourcesync">, a Link header): the Source
+// Description, or the one Capability List. ResourceSync documents are
+// returned unchanged.
+func (r *run) resolveStart(ctx context.Context, start string) (string, error) {
+	if !isBareSite(start) {
+		// A ResourceSync document (or one that fails for other reasons,
+		// reported by the walk) is the start; a page that is not
+		// ResourceSync (HTML with a <link>, …) goes to discovery.
+		_, closeDoc, err := r.openDocument(ctx, start)
+		if err == nil {
+			closeDoc()
+			return start, nil
+		}
+		if !errors.Is(err, manifest.ErrNotResourceSync) {
+			return start, nil
+		}
+	} else {
+		wk, err := WellKnownURL(start)
+		if err != nil {
+			return "", err
+		}
+		if body, err := r.opts.Client.Open(ctx, wk); err == nil {
+			body.Close()
+			r.log.Info("bare site URL: reading its source description", "url", wk)
+			return wk, nil
+		}
+	}
+	src, err := discovery.Discover(ctx, r.opts.Client, start, discovery.Options{Logger: r.log})
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", &SourceError{URL: start, Err: err}
+	}
+	switch {
+	case src.Description != "":
+		r.log.Info("source found", "how", src.Found, "source_description", src.Description)
+		return src.Description, nil
+	case len(src.Sets) == 1:
+		r.log.Info("source found", "how", src.Found, "capability_list", src.Sets[0].CapabilityList)
+		return src.Sets[0].CapabilityList, nil
+	}
+	return "", &SourceError{URL: start, Err: errclass.Permanentf("found %d resource sets but no Source Description", len(src.Sets))}
 }
 
 // isBareSite reports whether a source URL names a site rather than a document.

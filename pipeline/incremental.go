@@ -153,10 +153,8 @@ func (inc *incremental) phases(ctx context.Context) error {
 	// 1. Discover the change packages that meet the range.
 	var pkgs []packageJob
 	start := inc.opts.Source
-	if isBareSite(start) {
-		if start, err = WellKnownURL(start); err != nil {
-			return err
-		}
+	if start, err = inc.resolveStart(ctx, start); err != nil {
+		return err
 	}
 	var resolveErr error
 	d := &discoverer{r: inc.run, want: manifest.ChangeDump, list: manifest.ChangeList, preferList: inc.opts.Prefer == "list", visited: map[string]bool{},

@@ -280,3 +280,36 @@ func TestUrlsetIndex(t *testing.T) {
 		t.Fatalf("%s", rep.Summary())
 	}
 }
+
+// TestDiscoveryPaths: a bare site URL without /.well-known/resourcesync is
+// still synced when its robots.txt names the capability list, and so is an
+// HTML page that links it (the Link header and walking up are covered by
+// the discovery package's tests).
+func TestDiscoveryPaths(t *testing.T) {
+	for _, how := range []string{"robots.txt", "html link"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			src := t.TempDir()
+			srv := serve(t, src)
+			gen := bench.GenOptions{Dir: src, Base: srv.URL, Resources: 30, Packages: 1, Seed: 2, MeanSize: 512, NoOddNames: true}
+			if _, err := bench.Generate(ctx, gen); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(filepath.Join(src, ".well-known", "resourcesync"))
+			capList := srv.URL + "capabilitylist.xml"
+			source := srv.URL
+			switch how {
+			case "robots.txt":
+				os.WriteFile(filepath.Join(src, "robots.txt"), []byte("User-agent: *\nSitemap: "+capList+"\n"), 0o644)
+			case "html link":
+				os.WriteFile(filepath.Join(src, "index.html"), []byte(`<html><head><LINK href="`+capList+`" REL="resourcesync"></head></html>`), 0o644)
+				source = srv.URL + "index.html"
+			}
+			h := newHarness(t)
+			rep := h.baseline(ctx, source, nil)
+			if rep.Status != pipeline.StatusOK || rep.Resources.Written != 30 {
+				t.Fatalf("%s", rep.Summary())
+			}
+		})
+	}
+}

@@ -344,13 +344,9 @@ func (r *run) listConcurrency() int {
 // discover walks from the source to its packages (or list entries).
 func (r *run) discover(ctx context.Context, out chan<- packageJob, entries chan<- entryJob) error {
 	start := r.opts.Source
-	if isBareSite(start) {
-		wk, err := WellKnownURL(start)
-		if err != nil {
-			return err
-		}
-		r.log.Info("bare site URL: reading its source description", "url", wk)
-		start = wk
+	start, err := r.resolveStart(ctx, start)
+	if err != nil {
+		return err
 	}
 	d := &discoverer{r: r, want: manifest.ResourceDump, list: manifest.ResourceList, preferList: r.opts.Prefer == "list", visited: map[string]bool{}}
 	d.emitResource = func(ctx context.Context, docURL, set string, at time.Time, e *manifest.Entry) error {
