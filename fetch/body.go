@@ -76,16 +76,18 @@ type Body struct {
 	cancel context.CancelFunc
 	closed atomic.Bool
 
-	mu        sync.Mutex // held by Read and by Close after cancelling
-	started   bool       // the first response was accepted
-	validator string     // If-Range value, "" for none
-	ranges    bool       // resume with Range requests
-	total     int64      // expected representation length, -1 unknown
-	off       int64      // bytes returned so far
-	cur       *attempt   // the response being read, nil between attempts
-	interrupt error      // why the last attempt ended early
-	err       error      // sticky final result of Read (io.EOF included)
-	fails     int        // consecutive attempts without progress
+	mu      sync.Mutex // held by Read and by Close after cancelling
+	started bool       // the first response was accepted
+	// ifNoneMatch and ifModifiedSince make the first request conditional.
+	ifNoneMatch, ifModifiedSince string
+	validator                    string   // If-Range value, "" for none
+	ranges                       bool     // resume with Range requests
+	total                        int64    // expected representation length, -1 unknown
+	off                          int64    // bytes returned so far
+	cur                          *attempt // the response being read, nil between attempts
+	interrupt                    error    // why the last attempt ended early
+	err                          error    // sticky final result of Read (io.EOF included)
+	fails                        int      // consecutive attempts without progress
 	// attemptStart is b.off when the current (or last) attempt began.
 	attemptStart int64
 	bo           *backoff.ExponentialBackOff
@@ -121,6 +123,27 @@ func (c *Client) Open(ctx context.Context, rawURL string) (*Body, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := b.connect(0); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// ErrNotModified is wrapped by OpenIfChanged's error when the server
+// answers 304 Not Modified: the caller's copy is current.
+var ErrNotModified = errors.New("not modified")
+
+// OpenIfChanged is Open with a conditional GET: If-None-Match with etag and
+// If-Modified-Since with lastModified (either may be empty). When the
+// server answers 304 it returns an error wrapping ErrNotModified (and
+// classified permanent, so it is never retried).
+func (c *Client) OpenIfChanged(ctx context.Context, rawURL, etag, lastModified string) (*Body, error) {
+	b, err := c.newBody(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	b.ifNoneMatch, b.ifModifiedSince = etag, lastModified
 	if err := b.connect(0); err != nil {
 		b.Close()
 		return nil, err
@@ -304,6 +327,14 @@ func (b *Body) try() error {
 		return errclass.Permanentf("GET %s: %w", b.reqURL, err)
 	}
 	b.c.setHeaders(req)
+	if !b.started {
+		if b.ifNoneMatch != "" {
+			req.Header.Set("If-None-Match", b.ifNoneMatch)
+		}
+		if b.ifModifiedSince != "" {
+			req.Header.Set("If-Modified-Since", b.ifModifiedSince)
+		}
+	}
 	ranged := b.off > 0 && b.ranges
 	if ranged {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(b.off, 10)+"-")
@@ -404,6 +435,8 @@ func (b *Body) accept(resp *http.Response, ranged bool) (int64, error) {
 			b.c.log.Info("server sent the whole representation again, discarding its prefix", "url", final, "skip", b.off)
 		}
 		return b.off, nil
+	case code == http.StatusNotModified && !b.started && (b.ifNoneMatch != "" || b.ifModifiedSince != ""):
+		return 0, errclass.NewPermanent(fmt.Errorf("GET %s: %w", final, ErrNotModified))
 	case code == http.StatusRequestedRangeNotSatisfiable && ranged:
 		return 0, b.changed(final, "range from %d not satisfiable", b.off)
 	}

@@ -115,6 +115,12 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		for _, u := range append([]string{e.Loc}, mirrors(e)...) {
 			sources = append(sources, &httpEntry{client: r.opts.Client, url: u})
 		}
+		// Without a hash to compare, ask the server whether what the
+		// destination holds is still current (conditional GET).
+		if want.Hashes.IsZero() && had && !prev.Deleted && (prev.Outcome == state.OutcomeWritten || prev.Outcome == state.OutcomeUnchanged) {
+			h := sources[0].(*httpEntry)
+			h.ifNoneMatch, h.ifModifiedSince = prev.ETag, prev.LastModified
+		}
 	}
 	if had && !prev.ChangeTime.IsZero() && prev.ChangeTime.After(rec.ChangeTime) {
 		// A newer change is already applied (an earlier run covered a
@@ -152,6 +158,13 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 			continue
 		}
 		n, err := r.putFrom(ctx, s, res, sources, want, &rec)
+		if errors.Is(err, fetch.ErrNotModified) {
+			r.counts.Unchanged.Add(1)
+			rec.Outcome = state.OutcomeUnchanged
+			rec.Length, rec.Hashes = prev.Length, prev.Hashes
+			rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
+			return result{outcome: outUnchanged, resource: rec, hadRecord: true}
+		}
 		if err != nil {
 			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 {
 				return failed("deliver", err)
@@ -193,15 +206,17 @@ func (z zipEntry) Open(context.Context) (io.ReadCloser, error) {
 	return rc, nil
 }
 
-// httpEntry opens a resource by GET (lists), remembering its validators.
+// httpEntry opens a resource by GET (lists), remembering its validators;
+// with ifNoneMatch or ifModifiedSince the GET is conditional.
 type httpEntry struct {
-	client             *fetch.Client
-	url                string
-	etag, lastModified string
+	client                       *fetch.Client
+	url                          string
+	etag, lastModified           string
+	ifNoneMatch, ifModifiedSince string
 }
 
 func (h *httpEntry) Open(ctx context.Context) (io.ReadCloser, error) {
-	b, err := h.client.Open(ctx, h.url)
+	b, err := h.client.OpenIfChanged(ctx, h.url, h.ifNoneMatch, h.ifModifiedSince)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +256,7 @@ func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sour
 			}
 			return n, nil
 		}
-		if errclass.IsFatal(err) || ctx.Err() != nil || i == len(sources)-1 {
+		if errclass.IsFatal(err) || errors.Is(err, fetch.ErrNotModified) || ctx.Err() != nil || i == len(sources)-1 {
 			break
 		}
 		r.log.Warn("location failed; trying a mirror", "uri", res.URI, "error", err, "mirror", sources[i+1])

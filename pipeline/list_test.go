@@ -313,3 +313,35 @@ func TestDiscoveryPaths(t *testing.T) {
 		})
 	}
 }
+
+// TestConditionalGets: list entries without hashes (accepted with
+// AllowMissingHash) are fetched once; on the next run a conditional GET
+// with the recorded validators answers 304 and nothing is transferred or
+// rewritten.
+func TestConditionalGets(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	bodies := map[string]string{"r/a.txt": strings.Repeat("a", 4000), "r/b.txt": strings.Repeat("b", 4000)}
+	var list []*manifest.Entry
+	for p := range bodies {
+		e := listEntry(t, p, bodies[p])
+		e.Metadata.Hashes = sums(nil)
+		e.Metadata.Hashes.MD5, e.Metadata.Hashes.SHA256 = nil, nil
+		list = append(list, e)
+	}
+	listSource(t, dir, bodies, list, nil)
+	srv := serve(t, dir)
+	h := newHarness(t)
+	mod := func(o *pipeline.Options) { o.AllowMissingHash = true }
+	if rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", mod); rep.Resources.Written != 2 {
+		t.Fatalf("%s", rep.Summary())
+	}
+	before := srv.Handler.Stats().BytesSent
+	rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", mod)
+	if rep.Resources.Unchanged != 2 || rep.Resources.Written != 0 {
+		t.Fatalf("second run: %s", rep.Summary())
+	}
+	if sent := srv.Handler.Stats().BytesSent - before; sent > 4000 {
+		t.Errorf("second run transferred %d bytes: the conditional GETs should have answered 304", sent)
+	}
+}
