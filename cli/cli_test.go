@@ -96,6 +96,8 @@ func TestBaselineCommand(t *testing.T) {
 
 func TestExitCodes(t *testing.T) {
 	ctx := context.Background()
+	t.Setenv("AWS_ACCESS_KEY_ID", "rsharvest-test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "hunter2")
 	src := t.TempDir()
 	hs, err := hostile.Build(src)
 	if err != nil {
@@ -117,6 +119,8 @@ func TestExitCodes(t *testing.T) {
 		{"partial", []string{"baseline", "--source", strings.Replace(hs.Dump, hostile.Base, srv.URL, 1), "--sink", sinkFlag, "--state", state, "--retries", "0"}, ExitPartial},
 		{"no source", []string{"baseline", "--sink", sinkFlag}, ExitUsage},
 		{"no sink", []string{"baseline", "--source", srv.URL}, ExitUsage},
+		{"sink unreachable", []string{"baseline", "--source", srv.URL, "--sink", "s3://bucket/p?endpoint=127.0.0.1:1&secure=false", "--state", state}, ExitUsage},
+		{"es unreachable", []string{"baseline", "--source", srv.URL, "--sink", "es:http://user:hunter2@127.0.0.1:1/idx", "--state", state}, ExitUsage},
 		{"unknown sink", []string{"baseline", "--source", srv.URL, "--sink", "ftp:x", "--state", state}, ExitUsage},
 		{"bad header", []string{"baseline", "--source", srv.URL, "--sink", sinkFlag, "--header", "no colon"}, ExitUsage},
 		{"unknown flag", []string{"baseline", "--bogus"}, ExitUsage},
@@ -129,9 +133,16 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			before := srv.Handler.Stats().Requests
 			code, out, errb := run(t, tt.args...)
 			if code != tt.want {
 				t.Fatalf("exit %d, want %d\n%s\n%s", code, tt.want, out, errb)
+			}
+			if strings.Contains(out+errb, "hunter2") {
+				t.Errorf("a credential appeared in the output: %s", errb)
+			}
+			if strings.HasSuffix(tt.name, "unreachable") && srv.Handler.Stats().Requests != before {
+				t.Errorf("the source was read although a sink was unreachable")
 			}
 		})
 	}
