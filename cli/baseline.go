@@ -37,6 +37,8 @@ type syncFlags struct {
 	config           string
 	prefer           string
 	set              string
+	// everyday marks a run chosen by sync.
+	everyday bool
 	// concurrencySet tells an explicit --concurrency (which then also
 	// bounds list GETs) from the default.
 	concurrencySet bool
@@ -243,6 +245,7 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 	}
 	rng, _ := f.rangeOf()
 	if mode == modeSync {
+		f.everyday = true
 		has, err := store.HasCheckpoint(ctx, f.source)
 		if err != nil {
 			stopProgress()
@@ -261,6 +264,13 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 		rep, runErr = pipeline.Baseline(ctx, opts)
 	} else {
 		rep, runErr = pipeline.Incremental(ctx, opts, rng)
+		if f.everyday && errors.Is(runErr, pipeline.ErrNoCapability) {
+			// No Change Dump or Change List: catching up means comparing
+			// with the current snapshot again (unchanged resources are
+			// skipped).
+			log.Info("the source publishes no changes; syncing from its snapshot")
+			rep, runErr = pipeline.Baseline(ctx, opts)
+		}
 	}
 	stopProgress()
 	if cerr := closeSinks(context.WithoutCancel(ctx)); cerr != nil && runErr == nil {

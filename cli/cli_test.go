@@ -186,3 +186,27 @@ func TestConfigFile(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 }
+
+// TestSyncWithoutChanges: sync on a source that publishes no Change Dump or
+// Change List runs a baseline the first time, and compares with the
+// snapshot again afterwards (nothing rewritten).
+func TestSyncWithoutChanges(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	if _, err := bench.Generate(ctx, bench.GenOptions{Dir: src, Resources: 30, Packages: 1, Seed: 3, MeanSize: 1 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	args := []string{"sync", "--source", srv.URL, "--sink", "fs:" + filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"), "--progress", "none"}
+	for i, want := range []string{"30 written", "30 unchanged"} {
+		code, out, errb := run(t, args...)
+		if code != ExitOK || !strings.Contains(out, want) {
+			t.Fatalf("sync %d: exit %d\n%s\n%s", i+1, code, out, errb)
+		}
+	}
+}

@@ -34,13 +34,13 @@ import (
 // the real binary, running it as a child process that is killed with
 // SIGKILL, and auditing what a killed child left behind.
 
-// sinkTmpDir is the fs sink's directory of files being written (see
+// crashSinkTmpDir is the fs sink's directory of files being written (see
 // sink/fs/layout.go); it is the only place a partial body may be.
-const sinkTmpDir = ".rsharvest-tmp"
+const crashSinkTmpDir = ".rsharvest-tmp"
 
-// buildRsharvest builds ./cmd/rsharvest, without the race detector (SQLite
+// crashBuildBinary builds ./cmd/rsharvest, without the race detector (SQLite
 // is many times slower under it), into a directory of the test.
-func buildRsharvest(t *testing.T) string {
+func crashBuildBinary(t *testing.T) string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -103,24 +103,24 @@ func crashBudget(t *testing.T, def int, budget time.Duration) (int, time.Duratio
 	return def, budget
 }
 
-// sums are the digests of one body.
-type sums struct{ sha256, md5 string }
+// crashSums are the digests of one body.
+type crashSums struct{ sha256, md5 string }
 
-func sumOf(r io.Reader) (sums, error) {
+func crashSumOf(r io.Reader) (crashSums, error) {
 	h, m := sha256.New(), md5.New()
 	if _, err := io.Copy(io.MultiWriter(h, m), r); err != nil {
-		return sums{}, err
+		return crashSums{}, err
 	}
-	return sums{hex.EncodeToString(h.Sum(nil)), hex.EncodeToString(m.Sum(nil))}, nil
+	return crashSums{hex.EncodeToString(h.Sum(nil)), hex.EncodeToString(m.Sum(nil))}, nil
 }
 
-// truthSums collects bench.TruthAfter(opts, k): every resource's URI and
+// crashTruth collects bench.TruthAfter(opts, k): every resource's URI and
 // digests after Change Dump packages 1 to k.
-func truthSums(t *testing.T, opts bench.GenOptions, k int) map[string]sums {
+func crashTruth(t *testing.T, opts bench.GenOptions, k int) map[string]crashSums {
 	t.Helper()
-	m := map[string]sums{}
+	m := map[string]crashSums{}
 	err := bench.TruthAfter(t.Context(), opts, k, func(uri string, body io.Reader) error {
-		s, err := sumOf(body)
+		s, err := crashSumOf(body)
 		m[uri] = s
 		return err
 	})
@@ -130,18 +130,18 @@ func truthSums(t *testing.T, opts bench.GenOptions, k int) map[string]sums {
 	return m
 }
 
-// rig is one harvester's working directory: the fs sink, the state store,
+// crashRig is one harvester's working directory: the fs sink, the state store,
 // the spool directory and the child's TMPDIR, all under work.
-type rig struct {
+type crashRig struct {
 	bin    string
 	source string
 	work   string
 	runs   int // children started
 }
 
-func newRig(t *testing.T, bin, source string) *rig {
+func newCrashRig(t *testing.T, bin, source string) *crashRig {
 	t.Helper()
-	rg := &rig{bin: bin, source: source, work: t.TempDir()}
+	rg := &crashRig{bin: bin, source: source, work: t.TempDir()}
 	for _, d := range []string{rg.spool(), rg.tmp()} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -150,13 +150,13 @@ func newRig(t *testing.T, bin, source string) *rig {
 	return rg
 }
 
-func (rg *rig) mirror() string { return filepath.Join(rg.work, "mirror") }
-func (rg *rig) db() string     { return filepath.Join(rg.work, "state.db") }
-func (rg *rig) spool() string  { return filepath.Join(rg.work, "spool") }
-func (rg *rig) tmp() string    { return filepath.Join(rg.work, "tmp") }
+func (rg *crashRig) mirror() string { return filepath.Join(rg.work, "mirror") }
+func (rg *crashRig) db() string     { return filepath.Join(rg.work, "state.db") }
+func (rg *crashRig) spool() string  { return filepath.Join(rg.work, "spool") }
+func (rg *crashRig) tmp() string    { return filepath.Join(rg.work, "tmp") }
 
-// childResult is how a child ended.
-type childResult struct {
+// crashChildResult is how a child ended.
+type crashChildResult struct {
 	killed  bool // by our SIGKILL
 	code    int  // exit code when not killed
 	elapsed time.Duration
@@ -166,7 +166,7 @@ type childResult struct {
 // syncChild runs "rsharvest MODE" (baseline or sync) and kills it with
 // SIGKILL after killAfter (never, when killAfter < 0). The child has at most
 // two minutes.
-func (rg *rig) syncChild(t *testing.T, mode string, killAfter time.Duration) childResult {
+func (rg *crashRig) syncChild(t *testing.T, mode string, killAfter time.Duration) crashChildResult {
 	t.Helper()
 	rg.runs++
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -198,7 +198,7 @@ func (rg *rig) syncChild(t *testing.T, mode string, killAfter time.Duration) chi
 	} else {
 		waitErr = <-done
 	}
-	res := childResult{elapsed: time.Since(start), output: out.String()}
+	res := crashChildResult{elapsed: time.Since(start), output: out.String()}
 	if ctx.Err() != nil {
 		t.Fatalf("child run %d did not finish within its deadline\n%s", rg.runs, res.output)
 	}
@@ -216,7 +216,7 @@ func (rg *rig) syncChild(t *testing.T, mode string, killAfter time.Duration) chi
 }
 
 // finishChild runs a child to its end and requires exit 0.
-func (rg *rig) finishChild(t *testing.T, mode string) childResult {
+func (rg *crashRig) finishChild(t *testing.T, mode string) crashChildResult {
 	t.Helper()
 	res := rg.syncChild(t, mode, -1)
 	if res.killed || res.code != ExitOK {
@@ -225,17 +225,17 @@ func (rg *rig) finishChild(t *testing.T, mode string) childResult {
 	return res
 }
 
-var digits = regexp.MustCompile(`[0-9]+`)
+var crashDigits = regexp.MustCompile(`[0-9]+`)
 
-// leftovers counts what killed children left outside the sink: temporary
+// crashLeftovers counts what killed children left outside the sink: temporary
 // files of the sink, spool files and files in the child's TMPDIR. It also
 // checks that nothing but the rig's own entries exists in its directory.
-type leftovers struct {
+type crashLeftovers struct {
 	sinkTmp, spool, tmp int
 	names               []string // of the spool and TMPDIR files, digits as "*"
 }
 
-func (rg *rig) leftovers(t *testing.T) leftovers {
+func (rg *crashRig) leftovers(t *testing.T) crashLeftovers {
 	t.Helper()
 	ents, err := os.ReadDir(rg.work)
 	if err != nil {
@@ -248,7 +248,7 @@ func (rg *rig) leftovers(t *testing.T) leftovers {
 			t.Errorf("unexpected %q next to the mirror and the state store", e.Name())
 		}
 	}
-	var lo leftovers
+	var lo crashLeftovers
 	count := func(dir string, names bool) int {
 		es, err := os.ReadDir(dir)
 		if err != nil && !errors.Is(err, iofs.ErrNotExist) {
@@ -256,12 +256,12 @@ func (rg *rig) leftovers(t *testing.T) leftovers {
 		}
 		for _, e := range es {
 			if names {
-				lo.names = append(lo.names, digits.ReplaceAllString(e.Name(), "*"))
+				lo.names = append(lo.names, crashDigits.ReplaceAllString(e.Name(), "*"))
 			}
 		}
 		return len(es)
 	}
-	lo.sinkTmp = count(filepath.Join(rg.mirror(), sinkTmpDir), false)
+	lo.sinkTmp = count(filepath.Join(rg.mirror(), crashSinkTmpDir), false)
 	lo.spool = count(rg.spool(), true)
 	lo.tmp = count(rg.tmp(), true)
 	return lo
@@ -271,11 +271,11 @@ func (rg *rig) leftovers(t *testing.T) leftovers {
 // sink's temporary directory (each must be at a path of the layout: nothing
 // foreign, nothing half-named), then reads it through the sink's own
 // Inventory (fs.New + Walk + Get). Both must agree. It returns URI → digests.
-func (rg *rig) auditSink(t *testing.T) map[string]sums {
+func (rg *crashRig) auditSink(t *testing.T) map[string]crashSums {
 	t.Helper()
 	raw := map[string]bool{}
 	if _, err := os.Stat(rg.mirror()); errors.Is(err, iofs.ErrNotExist) {
-		return map[string]sums{} // killed before the sink was opened
+		return map[string]crashSums{} // killed before the sink was opened
 	}
 	err := filepath.WalkDir(rg.mirror(), func(p string, d iofs.DirEntry, err error) error {
 		if err != nil {
@@ -288,7 +288,7 @@ func (rg *rig) auditSink(t *testing.T) map[string]sums {
 		rel = filepath.ToSlash(rel)
 		switch {
 		case d.IsDir():
-			if rel == sinkTmpDir {
+			if rel == crashSinkTmpDir {
 				return filepath.SkipDir
 			}
 			return nil
@@ -313,14 +313,14 @@ func (rg *rig) auditSink(t *testing.T) map[string]sums {
 		t.Fatalf("fs.New after a kill: %v", err)
 	}
 	defer sk.Close(ctx)
-	viaSink := map[string]sums{}
+	viaSink := map[string]crashSums{}
 	err = sk.Walk(ctx, func(uri string) error {
 		rc, err := sk.Get(ctx, uri)
 		if err != nil {
 			return fmt.Errorf("Get %q: %w", uri, err)
 		}
 		defer rc.Close()
-		s, err := sumOf(rc)
+		s, err := crashSumOf(rc)
 		viaSink[uri] = s
 		return err
 	})
@@ -338,11 +338,11 @@ func (rg *rig) auditSink(t *testing.T) map[string]sums {
 	return viaSink
 }
 
-// resRow is the part of a state store resource row that must not depend on
+// crashResRow is the part of a state store resource row that must not depend on
 // how often the harvester was interrupted: not run ids, times of recording,
 // nor "written" versus "unchanged" (a resource delivered by a killed run is
 // found unchanged by the next).
-type resRow struct {
+type crashResRow struct {
 	Source, ResourceSet string
 	Length              int64
 	MD5, SHA1, SHA256   string
@@ -353,29 +353,29 @@ type resRow struct {
 	Deleted             bool
 }
 
-// cpRow is a checkpoint without its run id and time of recording.
-type cpRow struct {
+// crashCPRow is a checkpoint without its run id and time of recording.
+type crashCPRow struct {
 	Next, Baseline time.Time
 	Open           bool
 }
 
-// stateSnap is a state store's content as far as it must be independent of
+// crashStateSnap is a state store's content as far as it must be independent of
 // interruptions.
-type stateSnap struct {
-	resources   map[string]resRow
-	checkpoints map[string]cpRow // "source capability-list"
-	deliveries  int              // rows of partial deliveries (none with one sink)
-	runs        map[string]int   // status → count
-	changes     map[string]int   // change log: "uri change datetime package" → records
+type crashStateSnap struct {
+	resources   map[string]crashResRow
+	checkpoints map[string]crashCPRow // "source capability-list"
+	deliveries  int                   // rows of partial deliveries (none with one sink)
+	runs        map[string]int        // status → count
+	changes     map[string]int        // change log: "uri change datetime package" → records
 }
 
 // snapState opens the state store as the next child would (state.Open must
 // succeed: a kill never corrupts it), checks SQLite's integrity and reads it.
 // full chooses SQLite's integrity_check over the faster quick_check.
-func (rg *rig) snapState(t *testing.T, full bool) stateSnap {
+func (rg *crashRig) snapState(t *testing.T, full bool) crashStateSnap {
 	t.Helper()
 	ctx := t.Context()
-	snap := stateSnap{resources: map[string]resRow{}, checkpoints: map[string]cpRow{}, runs: map[string]int{}, changes: map[string]int{}}
+	snap := crashStateSnap{resources: map[string]crashResRow{}, checkpoints: map[string]crashCPRow{}, runs: map[string]int{}, changes: map[string]int{}}
 	st, err := state.Open(ctx, rg.db())
 	if err != nil {
 		t.Fatalf("state.Open after run %d: %v", rg.runs, err)
@@ -385,7 +385,7 @@ func (rg *rig) snapState(t *testing.T, full bool) stateSnap {
 		if out == state.OutcomeWritten || out == state.OutcomeUnchanged {
 			out = "held"
 		}
-		snap.resources[r.URI] = resRow{Source: r.Source, ResourceSet: r.ResourceSet, Length: r.Length,
+		snap.resources[r.URI] = crashResRow{Source: r.Source, ResourceSet: r.ResourceSet, Length: r.Length,
 			MD5: hex.EncodeToString(r.Hashes.MD5), SHA1: hex.EncodeToString(r.Hashes.SHA1), SHA256: hex.EncodeToString(r.Hashes.SHA256),
 			Type: r.Type, Lastmod: r.Lastmod, Change: r.ChangeTime, Package: r.Package, Outcome: out, Deleted: r.Deleted}
 		return nil
@@ -429,7 +429,7 @@ func (rg *rig) snapState(t *testing.T, full bool) stateSnap {
 		if err := rows.Scan(&src, &cl, &next, &base, &open); err != nil {
 			t.Fatal(err)
 		}
-		snap.checkpoints[src+" "+cl] = cpRow{Next: parseStateTime(t, next), Baseline: parseStateTime(t, base), Open: open}
+		snap.checkpoints[src+" "+cl] = crashCPRow{Next: crashStateTime(t, next), Baseline: crashStateTime(t, base), Open: open}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -455,7 +455,7 @@ func (rg *rig) snapState(t *testing.T, full bool) stateSnap {
 	return snap
 }
 
-func parseStateTime(t *testing.T, s string) time.Time {
+func crashStateTime(t *testing.T, s string) time.Time {
 	t.Helper()
 	if s == "" {
 		return time.Time{}
@@ -467,8 +467,8 @@ func parseStateTime(t *testing.T, s string) time.Time {
 	return v.UTC()
 }
 
-// diffSinks describes how got differs from want (at most a few lines).
-func diffSinks(got, want map[string]sums) string {
+// crashDiffSinks describes how got differs from want (at most a few lines).
+func crashDiffSinks(got, want map[string]crashSums) string {
 	var b strings.Builder
 	n := 0
 	for _, uri := range slices.Sorted(maps.Keys(want)) {
@@ -494,8 +494,8 @@ func diffSinks(got, want map[string]sums) string {
 	return b.String()
 }
 
-// diffStates describes how got differs from want (at most a few lines).
-func diffStates(got, want stateSnap) string {
+// crashDiffStates describes how got differs from want (at most a few lines).
+func crashDiffStates(got, want crashStateSnap) string {
 	var b strings.Builder
 	n := 0
 	line := func(format string, a ...any) bool {
@@ -538,11 +538,11 @@ func diffStates(got, want stateSnap) string {
 	return b.String()
 }
 
-// killDelay draws when to kill a child: uniformly in [0, 1.25×span×0.7^i]
+// crashKillDelay draws when to kill a child: uniformly in [0, 1.25×span×0.7^i]
 // for the i-th kill in a row (0-based), as a run resumed after kills has
 // less left to do than a whole run taking span. Some children end before
 // their kill: the kills cover the whole run, its last moments included.
-func killDelay(r *rand.Rand, span time.Duration, i int) time.Duration {
+func crashKillDelay(r *rand.Rand, span time.Duration, i int) time.Duration {
 	d := 1.25 * float64(span)
 	for range i {
 		d *= 0.7
@@ -550,10 +550,10 @@ func killDelay(r *rand.Rand, span time.Duration, i int) time.Duration {
 	return time.Duration(r.Int64N(int64(d) + 1))
 }
 
-// adaptSpan follows how long a whole run takes on this machine, which may be
+// crashAdaptSpan follows how long a whole run takes on this machine, which may be
 // busy: a first run in a row (a whole run) that ended by itself took
 // res.elapsed; one killed at delay took longer than delay.
-func adaptSpan(span, delay time.Duration, res childResult) time.Duration {
+func crashAdaptSpan(span, delay time.Duration, res crashChildResult) time.Duration {
 	switch {
 	case !res.killed:
 		return (span + res.elapsed) / 2
@@ -563,8 +563,8 @@ func adaptSpan(span, delay time.Duration, res childResult) time.Duration {
 	return span
 }
 
-// extraChanges counts the change records of got beyond those of want.
-func extraChanges(got, want stateSnap) int {
+// crashExtraChanges counts the change records of got beyond those of want.
+func crashExtraChanges(got, want crashStateSnap) int {
 	n := 0
 	for c, k := range got.changes {
 		n += max(0, k-want.changes[c])

@@ -100,6 +100,12 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	spool, cleanup, err := makeSpool(opts.SpoolDir)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	opts.SpoolDir = spool
 	r := newRun(opts)
 	for _, s := range r.sinks {
 		if _, ok := s.Sink.(sink.Inventory); !ok {

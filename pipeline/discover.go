@@ -44,6 +44,11 @@ func WellKnownURL(site string) (string, error) {
 	return u.Scheme + "://" + u.Host + "/.well-known/resourcesync", nil
 }
 
+// ErrNoCapability is wrapped by the error of a run whose capability list
+// offers none of the documents the run needs (no Change Dump or Change List
+// for an incremental run, say).
+var ErrNoCapability = errors.New("the capability list does not offer it")
+
 // resolveStart turns a bare site URL, or a page that is not ResourceSync,
 // into the document to start from: a site's /.well-known/resourcesync when
 // that answers, else what full discovery finds (robots.txt Sitemap lines,
@@ -201,9 +206,9 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 			}
 		}
 		if d.list != "" {
-			return errclass.Permanentf("%s: the capability list offers neither a %s nor a %s", docURL, capName(d.want), capName(d.list))
+			return errclass.Permanentf("%s: %w: neither a %s nor a %s", docURL, ErrNoCapability, capName(d.want), capName(d.list))
 		}
-		return errclass.Permanentf("%s: the capability list offers no %s", docURL, capName(d.want))
+		return errclass.Permanentf("%s: %w: no %s", docURL, ErrNoCapability, capName(d.want))
 	case manifest.ResourceList:
 		if d.list != manifest.ResourceList {
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.want))

@@ -49,6 +49,12 @@ func Incremental(ctx context.Context, opts Options, rng Range) (*Report, error) 
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	spool, cleanup, err := makeSpool(opts.SpoolDir)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	opts.SpoolDir = spool
 	if !rng.From.IsZero() && !rng.Until.IsZero() && rng.From.After(rng.Until) {
 		return nil, errclass.Fatalf("--from %s is later than --until %s", manifest.FormatDatetime(rng.From), manifest.FormatDatetime(rng.Until))
 	}

@@ -191,6 +191,11 @@ func newRun(opts Options) *run {
 
 // begin records the run in the state store.
 func (r *run) begin(ctx context.Context, rep *Report) error {
+	if n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started); err != nil {
+		return err
+	} else if n > 0 {
+		r.log.Warn("earlier runs did not finish (interrupted); this run picks up where they stopped", "runs", n)
+	}
 	id, err := r.opts.Store.BeginRun(ctx, state.Run{Mode: rep.Mode, Source: r.opts.Source, Started: rep.Started})
 	if err != nil {
 		return err
@@ -221,6 +226,12 @@ func Baseline(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	spool, cleanup, err := makeSpool(opts.SpoolDir)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	opts.SpoolDir = spool
 	r := newRun(opts)
 	rep := &Report{Mode: "baseline", Source: opts.Source, Started: time.Now().UTC()}
 	if err := r.begin(ctx, rep); err != nil {

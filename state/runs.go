@@ -165,3 +165,23 @@ func scanRun(sc scanner) (Run, error) {
 	}
 	return r, nil
 }
+
+// StatusInterrupted marks a run that never finished (its process was
+// killed); MarkInterrupted sets it.
+const StatusInterrupted = "interrupted"
+
+// MarkInterrupted closes the runs still recorded as running, which can only
+// be runs whose process died (one process uses a state file at a time), as
+// interrupted. It returns how many there were.
+func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) (int64, error) {
+	fin, err := encodeTime(now)
+	if err != nil {
+		return 0, fatal("mark interrupted", err)
+	}
+	res, err := s.w.ExecContext(ctx, "UPDATE runs SET status = ?, finished = ? WHERE status = ?", StatusInterrupted, fin, StatusRunning)
+	if err != nil {
+		return 0, fatal("mark interrupted", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}

@@ -821,3 +821,24 @@ func TestWalkResources(t *testing.T) {
 	_, _, err = s.Resource(cancelled, "a")
 	wantFatal(t, err)
 }
+
+func TestMarkInterrupted(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id, err := s.BeginRun(ctx, Run{Mode: "baseline", Source: "http://x/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.MarkInterrupted(ctx, time.Now())
+	if err != nil || n != 1 {
+		t.Fatalf("marked %d (%v)", n, err)
+	}
+	r, err := s.Run(ctx, id)
+	if err != nil || r.Status != StatusInterrupted || r.Finished.IsZero() {
+		t.Fatalf("run %+v %v", r, err)
+	}
+}
