@@ -6,9 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
-	"github.com/rsharvest/rsharvest/state"
 )
 
 // auditCommand compares the destination with the source. Exit 0 when they
@@ -56,27 +54,13 @@ func (a *app) auditCommand() *cobra.Command {
 }
 
 func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*pipeline.AuditReport, error) {
-	log := a.logger()
-	headers, err := parseHeaders(f.headers)
+	opts, closeSinks, err := a.pipelineOptions(ctx, f, a.logger())
 	if err != nil {
 		return nil, err
 	}
-	sinks, closeSinks, err := openSinks(ctx, f.sinks)
-	if err != nil {
-		return nil, usageError{err}
-	}
 	defer closeSinks(context.WithoutCancel(ctx))
-	store, err := state.Open(ctx, f.state)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	defer store.Close()
-	client := fetch.New(fetch.Options{UserAgent: UserAgent(), Header: headers, Rate: f.rate, Retries: fetchRetries(f.retries), StallTimeout: f.stallTimeout, Logger: log})
-	ar, err := pipeline.Audit(ctx, pipeline.Options{
-		Source: f.source, Sinks: sinks, SinkNames: redactSpecs(f.sinks), Store: store, Client: client,
-		Concurrency: f.concurrency, Workers: f.workers, SpoolDir: f.spoolDir, AllowMissingHash: f.allowMissingHash,
-		Prefer: f.prefer, Set: f.set, ListConcurrency: listConcurrency(f), Logger: log,
-	}, repair)
+	defer opts.Store.Close()
+	ar, err := pipeline.Audit(ctx, opts, repair)
 	if err != nil {
 		return ar, fmt.Errorf("audit: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
@@ -203,46 +204,15 @@ func codeOf(rep *pipeline.Report) int {
 // runSync wires the client, sinks and store and runs a sync of the mode.
 func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.Report, error) {
 	log := a.logger()
-	headers, err := parseHeaders(f.headers)
+	opts, closeSinks, err := a.pipelineOptions(ctx, f, log)
 	if err != nil {
 		return nil, err
 	}
-	sinks, closeSinks, err := openSinks(ctx, f.sinks)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	store, err := state.Open(ctx, f.state)
-	if err != nil {
-		closeSinks(ctx)
-		return nil, usageError{err}
-	}
+	store := opts.Store
 	defer store.Close()
-	client := fetch.New(fetch.Options{
-		UserAgent:    UserAgent(),
-		Header:       headers,
-		Rate:         f.rate,
-		Retries:      fetchRetries(f.retries),
-		StallTimeout: f.stallTimeout,
-		Logger:       log,
-	})
 	counts := &pipeline.Counts{}
+	opts.Counts = counts
 	stopProgress := a.startProgress(ctx, f.progress, counts, log)
-	opts := pipeline.Options{
-		Source:           f.source,
-		Sinks:            sinks,
-		Store:            store,
-		Client:           client,
-		Concurrency:      f.concurrency,
-		Workers:          f.workers,
-		SpoolDir:         f.spoolDir,
-		AllowMissingHash: f.allowMissingHash,
-		Counts:           counts,
-		Logger:           log,
-		SinkNames:        redactSpecs(f.sinks),
-		Prefer:           f.prefer,
-		Set:              f.set,
-		ListConcurrency:  listConcurrency(f),
-	}
 	rng, _ := f.rangeOf()
 	if mode == modeSync {
 		f.everyday = true
@@ -285,6 +255,49 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 		}
 	}
 	return rep, runErr
+}
+
+// pipelineOptions opens what every run needs from the flags — the sinks
+// (each checked reachable), the state store and the HTTP client — and
+// returns the pipeline's options with a function closing the sinks. The
+// caller closes opts.Store.
+func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger) (pipeline.Options, func(context.Context) error, error) {
+	headers, err := parseHeaders(f.headers)
+	if err != nil {
+		return pipeline.Options{}, nil, err
+	}
+	sinks, closeSinks, err := openSinks(ctx, f.sinks)
+	if err != nil {
+		return pipeline.Options{}, nil, usageError{err}
+	}
+	store, err := state.Open(ctx, f.state)
+	if err != nil {
+		closeSinks(ctx)
+		return pipeline.Options{}, nil, usageError{err}
+	}
+	client := fetch.New(fetch.Options{
+		UserAgent:    UserAgent(),
+		Header:       headers,
+		Rate:         f.rate,
+		Retries:      fetchRetries(f.retries),
+		StallTimeout: f.stallTimeout,
+		Logger:       log,
+	})
+	return pipeline.Options{
+		Source:           f.source,
+		Sinks:            sinks,
+		SinkNames:        redactSpecs(f.sinks),
+		Store:            store,
+		Client:           client,
+		Concurrency:      f.concurrency,
+		Workers:          f.workers,
+		ListConcurrency:  listConcurrency(f),
+		SpoolDir:         f.spoolDir,
+		AllowMissingHash: f.allowMissingHash,
+		Prefer:           f.prefer,
+		Set:              f.set,
+		Logger:           log,
+	}, closeSinks, nil
 }
 
 // openSinks opens every sink spec; on failure it closes those already open.

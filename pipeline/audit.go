@@ -97,15 +97,11 @@ const maxAuditList = 1000
 // sinks and the state, and missing or mismatched ones fetched again by a
 // baseline run. Every sink must implement sink.Inventory.
 func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error) {
-	if err := opts.defaults(); err != nil {
-		return nil, err
-	}
-	spool, cleanup, err := makeSpool(opts.SpoolDir)
+	opts, cleanup, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	opts.SpoolDir = spool
 	r := newRun(opts)
 	for _, s := range r.sinks {
 		if _, ok := s.Sink.(sink.Inventory); !ok {

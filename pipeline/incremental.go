@@ -46,15 +46,11 @@ type setRange struct {
 // end (or the newest change seen, for an open dump), held back at the
 // earliest temporary failure.
 func Incremental(ctx context.Context, opts Options, rng Range) (*Report, error) {
-	if err := opts.defaults(); err != nil {
-		return nil, err
-	}
-	spool, cleanup, err := makeSpool(opts.SpoolDir)
+	opts, cleanup, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	opts.SpoolDir = spool
 	if !rng.From.IsZero() && !rng.Until.IsZero() && rng.From.After(rng.Until) {
 		return nil, errclass.Fatalf("--from %s is later than --until %s", manifest.FormatDatetime(rng.From), manifest.FormatDatetime(rng.Until))
 	}
@@ -308,21 +304,11 @@ func (inc *incremental) planPackage(ctx context.Context, j packageJob) error {
 	if err != nil {
 		return err
 	}
-	pkgFail := func(stage string, err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if errclass.IsFatal(err) {
-			return err
-		}
-		inc.counts.PackagesFailed.Add(1)
-		hold := j.From
-		if hold.IsZero() || hold.Before(sr.from) {
-			hold = sr.from
-		}
-		inc.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, hold)
-		return nil
+	hold := j.From
+	if hold.IsZero() || hold.Before(sr.from) {
+		hold = sr.from
 	}
+	pkgFail := func(stage string, err error) error { return inc.packageFailed(ctx, j, hold, stage, err) }
 	var rd *manifest.Reader
 	if j.Contents != "" {
 		doc, closeDoc, err := inc.openDocument(ctx, j.Contents)
@@ -553,21 +539,11 @@ func (inc *incremental) applyPackage(ctx context.Context, j packageJob, out chan
 	if err != nil {
 		return err
 	}
-	pkgFail := func(stage string, err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if errclass.IsFatal(err) {
-			return err
-		}
-		inc.counts.PackagesFailed.Add(1)
-		hold := j.From
-		if hold.IsZero() || hold.Before(sr.from) {
-			hold = sr.from
-		}
-		inc.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, hold)
-		return nil
+	hold := j.From
+	if hold.IsZero() || hold.Before(sr.from) {
+		hold = sr.from
 	}
+	pkgFail := func(stage string, err error) error { return inc.packageFailed(ctx, j, hold, stage, err) }
 	if sp == nil {
 		if sp, err = inc.fetchPackage(ctx, j); err != nil {
 			return pkgFail(sp.stage, err)

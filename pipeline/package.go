@@ -14,6 +14,21 @@ import (
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
+// packageFailed records the failure of a whole package at a stage; a
+// temporary failure holds the next start at hold. It returns what the
+// caller must return: nil, or the error when it is fatal or ctx ended.
+func (r *run) packageFailed(ctx context.Context, j packageJob, hold time.Time, stage string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errclass.IsFatal(err) {
+		return err
+	}
+	r.counts.PackagesFailed.Add(1)
+	r.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, hold)
+	return nil
+}
+
 // allHeld reads a package's manifest copy (rel="contents") and reports
 // whether the state holds every resource it lists with the same length and
 // hashes (or a newer version). It stops at the first resource not held. A copy that cannot be
@@ -106,14 +121,7 @@ type entryJob struct {
 // Failures of the package are recorded; only a cancelled run is returned.
 func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entryJob) error {
 	log := r.log.With("package", j.URL)
-	pkgFail := func(stage string, err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		r.counts.PackagesFailed.Add(1)
-		r.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, j.At)
-		return nil
-	}
+	pkgFail := func(stage string, err error) error { return r.packageFailed(ctx, j, j.At, stage, err) }
 	if j.Contents != "" {
 		n, held, err := r.allHeld(ctx, j.Contents, j.At)
 		if err != nil {

@@ -223,15 +223,11 @@ func (r *run) noteHold(t time.Time) {
 // status "failed"). Failures of single packages or resources are recorded
 // in the report and the state store, and the run goes on.
 func Baseline(ctx context.Context, opts Options) (*Report, error) {
-	if err := opts.defaults(); err != nil {
-		return nil, err
-	}
-	spool, cleanup, err := makeSpool(opts.SpoolDir)
+	opts, cleanup, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	opts.SpoolDir = spool
 	r := newRun(opts)
 	rep := &Report{Mode: "baseline", Source: opts.Source, Started: time.Now().UTC()}
 	if err := r.begin(ctx, rep); err != nil {

@@ -12,6 +12,20 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 )
 
+// prepare fills opts' defaults and gives the run a spool directory of its
+// own; the returned function removes it.
+func prepare(opts Options) (Options, func(), error) {
+	if err := opts.defaults(); err != nil {
+		return opts, nil, err
+	}
+	spool, cleanup, err := makeSpool(opts.SpoolDir)
+	if err != nil {
+		return opts, nil, err
+	}
+	opts.SpoolDir = spool
+	return opts, cleanup, nil
+}
+
 // spoolPrefix names the per-process spool directories under SpoolDir.
 const spoolPrefix = "rsharvest-spool-"
 
