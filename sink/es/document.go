@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"mime"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -119,16 +118,16 @@ func (s *ES) readBody(ctx context.Context, r *sink.Resource, src io.Reader) (*bo
 		enc = base64.NewEncoder(base64.StdEncoding, &stored)
 		writers = append(writers, &limitWriter{w: enc, left: s.opts.MaxBody})
 	}
-	if s.opts.TextMax > 0 && isText(r.Type) {
+	if s.opts.TextMax > 0 && sink.IsText(r.Type) {
 		text = &capWriter{max: s.opts.TextMax}
 		writers = append(writers, text)
 	}
-	cr := &ctxReader{ctx: ctx, r: src}
+	cr := &sink.ContextReader{Ctx: ctx, R: src}
 	n, err := io.Copy(io.MultiWriter(append(writers, io.Discard)...), cr)
 	switch {
-	case cr.err != nil && errors.Is(err, cr.err) && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	case cr.Err != nil && errors.Is(err, cr.Err) && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return nil, errclass.Retryablef("es: put %s: %w", short(r.URI), err)
-	case cr.err != nil && errors.Is(err, cr.err):
+	case cr.Err != nil && errors.Is(err, cr.Err):
 		return nil, fmt.Errorf("es: put %s: reading body: %w", short(r.URI), err)
 	case errors.Is(err, errTooLarge):
 		return nil, errclass.Permanentf("es: put %s: %w (%d bytes)", short(r.URI), err, s.opts.MaxBody)
@@ -236,46 +235,6 @@ func formatTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(timeLayout)
-}
-
-// isText reports whether a body of media type typ is worth indexing as
-// full text.
-func isText(typ string) bool {
-	mt, _, err := mime.ParseMediaType(typ)
-	if err != nil {
-		return false
-	}
-	switch {
-	case strings.HasPrefix(mt, "text/"),
-		strings.HasSuffix(mt, "+xml"), strings.HasSuffix(mt, "+json"):
-		return true
-	}
-	switch mt {
-	case "application/xml", "application/json", "application/javascript",
-		"application/x-ndjson", "application/xhtml+xml":
-		return true
-	}
-	return false
-}
-
-// ctxReader stops a copy when ctx ends, and remembers the error that
-// stopped it so that Put can tell body errors from its own.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-	err error
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		c.err = err
-		return 0, err
-	}
-	n, err := c.r.Read(p)
-	if err != nil && err != io.EOF {
-		c.err = err
-	}
-	return n, err
 }
 
 // limitWriter passes at most left bytes on to w, then fails.

@@ -208,14 +208,14 @@ func (s *FS) Put(ctx context.Context, r *sink.Resource, body io.Reader) (err err
 		}
 	}()
 
-	src := &ctxReader{ctx: ctx, r: body}
+	src := &sink.ContextReader{Ctx: ctx, R: body}
 	bufp := s.bufs.Get().(*[]byte)
 	_, err = io.CopyBuffer(writerOnly{f}, src, *bufp)
 	s.bufs.Put(bufp)
 	switch {
-	case src.err != nil && errors.Is(err, src.err) && errors.Is(err, ctx.Err()):
+	case src.Err != nil && errors.Is(err, src.Err) && errors.Is(err, ctx.Err()):
 		return errclass.Retryablef("fs: put %s: %w", short(r.URI), err)
-	case src.err != nil && errors.Is(err, src.err):
+	case src.Err != nil && errors.Is(err, src.Err):
 		return fmt.Errorf("fs: put %s: reading body: %w", short(r.URI), err)
 	case err != nil:
 		return s.fsError("put", r.URI, err)
@@ -533,26 +533,6 @@ func short(uri string) string {
 		return strconv.Quote(uri[:shown]) + "…"
 	}
 	return strconv.Quote(uri)
-}
-
-// ctxReader stops a copy when ctx ends, and remembers the error that
-// stopped it so that Put can tell body errors from write errors.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-	err error
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		c.err = err
-		return 0, err
-	}
-	n, err := c.r.Read(p)
-	if err != nil && err != io.EOF {
-		c.err = err
-	}
-	return n, err
 }
 
 // writerOnly hides the ReaderFrom of *os.File, so that io.CopyBuffer uses

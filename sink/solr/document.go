@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"mime"
 	"strings"
 	"unicode/utf8"
 
@@ -84,23 +83,6 @@ func uriOf(id string) (string, error) {
 	return string(b), nil
 }
 
-// isTextType reports whether a media type's body is indexed as text.
-func isTextType(t string) bool {
-	mt, params, err := mime.ParseMediaType(t)
-	if err != nil {
-		return false
-	}
-	if cs, ok := params["charset"]; ok {
-		switch strings.ToLower(cs) {
-		case "utf-8", "utf8", "us-ascii":
-		default:
-			return false
-		}
-	}
-	return strings.HasPrefix(mt, "text/") || mt == "application/xml" || mt == "application/json" ||
-		strings.HasSuffix(mt, "+xml") || strings.HasSuffix(mt, "+json")
-}
-
 // readDocument reads body to io.EOF and returns the operation adding r.
 func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reader) (op, error) {
 	id := docID(r.URI)
@@ -114,7 +96,7 @@ func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reade
 	if r.Hashes.SHA256 == nil {
 		c.sha256 = sha256.New()
 	}
-	if s.opts.TextMaxBytes > 0 && isTextType(r.Type) {
+	if s.opts.TextMaxBytes > 0 && sink.IsText(r.Type) {
 		c.textCap = s.opts.TextMaxBytes + utf8.UTFMax
 		c.utf8 = &utf8Checker{}
 	}
@@ -122,14 +104,14 @@ func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reade
 		c.body = make([]byte, 0, min(r.Length, c.bodyMax))
 	}
 
-	src := &ctxReader{ctx: ctx, r: body}
+	src := &sink.ContextReader{Ctx: ctx, R: body}
 	bufp := s.bufs.Get().(*[]byte)
 	_, err := io.CopyBuffer(c, src, *bufp)
 	s.bufs.Put(bufp)
 	switch {
-	case src.err != nil && errors.Is(err, src.err) && errors.Is(err, ctx.Err()):
+	case src.Err != nil && errors.Is(err, src.Err) && errors.Is(err, ctx.Err()):
 		return op{}, errclass.Retryablef("solr: put %s: %w", short(r.URI), err)
-	case src.err != nil && errors.Is(err, src.err):
+	case src.Err != nil && errors.Is(err, src.Err):
 		return op{}, fmt.Errorf("solr: put %s: reading body: %w", short(r.URI), err)
 	case errors.Is(err, errBodyTooLarge):
 		return op{}, errclass.Permanentf("solr: put %s: %w (%d bytes)", short(r.URI), err, s.opts.BodyMaxBytes)
@@ -270,23 +252,3 @@ func (u *utf8Checker) write(p []byte) {
 
 // valid reports whether everything written was valid UTF-8.
 func (u *utf8Checker) valid() bool { return !u.bad && len(u.carry) == 0 }
-
-// ctxReader stops a copy when ctx ends, and remembers the error that
-// stopped it so that Put can tell body errors from others.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-	err error
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		c.err = err
-		return 0, err
-	}
-	n, err := c.r.Read(p)
-	if err != nil && err != io.EOF {
-		c.err = err
-	}
-	return n, err
-}
