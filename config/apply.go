@@ -24,6 +24,8 @@ type Targets struct {
 	SpoolDir         *string        // spool-dir
 	StallTimeout     *time.Duration // stall-timeout
 	AllowMissingHash *bool          // allow-missing-hash
+	Prefer           *string        // prefer
+	Set              *string        // set
 	Progress         *string        // progress
 	LogLevel         *string        // log-level
 }
@@ -54,6 +56,8 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setString(t.SpoolDir, f.SpoolDir, "spool-dir", flagSet)
 	setString(t.Progress, f.Progress, "progress", flagSet)
 	setString(t.LogLevel, f.LogLevel, "log-level", flagSet)
+	setString(t.Prefer, f.Prefer, "prefer", flagSet)
+	setString(t.Set, f.Set, "set", flagSet)
 	setPtr(t.Concurrency, f.Concurrency, "concurrency", flagSet)
 	setPtr(t.Workers, f.Workers, "workers", flagSet)
 	setPtr(t.Retries, f.Retries, "retries", flagSet)

@@ -93,6 +93,10 @@ type File struct {
 	AllowMissingHash *bool `yaml:"allow_missing_hash,omitempty"`
 	// Progress is the progress display: auto, bars, log or none.
 	Progress string `yaml:"progress,omitempty"`
+	// Prefer is "dump" or "list" (--prefer).
+	Prefer string `yaml:"prefer,omitempty"`
+	// Set names the one resource set to sync (--set).
+	Set string `yaml:"set,omitempty"`
 	// LogLevel is the log level: debug, info, warn or error.
 	LogLevel string `yaml:"log_level,omitempty"`
 }

@@ -17,8 +17,8 @@ import (
 func knownKeys() []string {
 	return []string{
 		"allow_missing_hash", "capability_list_url", "concurrency", "from",
-		"headers", "log_level", "progress", "rate", "report", "retries",
-		"sink", "sinks", "source", "spool_dir", "stall_timeout", "state",
+		"headers", "log_level", "prefer", "progress", "rate", "report", "retries",
+		"set", "sink", "sinks", "source", "spool_dir", "stall_timeout", "state",
 		"until", "workers",
 	}
 }
@@ -116,6 +116,10 @@ func (d *decoder) mapping(root *yaml.Node) error {
 			d.f.Progress, err = d.oneOf(key, v, "auto", "bars", "log", "none")
 		case "log_level":
 			d.f.LogLevel, err = d.oneOf(key, v, "debug", "info", "warn", "error")
+		case "prefer":
+			d.f.Prefer, err = d.oneOf(key, v, "dump", "list")
+		case "set":
+			d.f.Set, err = d.str(key, v)
 		default:
 			err = d.unknown(k)
 		}
