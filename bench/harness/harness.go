@@ -1,0 +1,327 @@
+// Package harness measures rsharvest's baseline pipeline against a
+// generated Source served on loopback, next to reference points over the
+// same packages: the machine's limit for inflating and hashing them, the
+// naive curl/unzip/md5sum/sha256sum pipeline, and Python's zipfile and
+// hashlib. It writes the figures as a text table, JSON and an SVG chart.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// RunParams are what one pipeline run needs from the harness.
+type RunParams struct {
+	// Source is the loopback server's URL.
+	Source string
+	// SinkDir is a fresh, empty directory for the fs sink.
+	SinkDir string
+	// StatePath is a fresh state store file.
+	StatePath string
+	// SpoolDir is where packages are spooled while unpacked.
+	SpoolDir string
+	// Concurrency is the number of packages in flight.
+	Concurrency int
+}
+
+// OptionsFunc builds the pipeline's options for one run, and a function
+// closing its sinks. The harness closes the returned Store.
+type OptionsFunc func(ctx context.Context, p RunParams) (pipeline.Options, func(context.Context) error, error)
+
+// Options configures a benchmark.
+type Options struct {
+	// Gen describes the dump; Dir and Logger are ignored (the dump lives
+	// in the cache, see CacheDir).
+	Gen bench.GenOptions
+	// CacheDir holds generated dumps, one directory per GenOptions (named
+	// after a hash of them), reused by later runs. Required.
+	CacheDir string
+	// WorkDir is where mirrors, state stores and spooled packages go; each
+	// run's files are removed when it ends. Required.
+	WorkDir string
+	// Concurrency lists the package concurrencies to run the pipeline at;
+	// empty means {4}.
+	Concurrency []int
+	// Link throttles the server's response bodies to this many bytes per
+	// second, all requests together; 0 means unlimited.
+	Link float64
+	// Latency delays every response by this long.
+	Latency time.Duration
+	// Refs runs the reference points.
+	Refs bool
+	// Pipeline builds each run's pipeline options; nil means DefaultOptions.
+	Pipeline OptionsFunc
+	// Logger receives progress at info level; nil discards.
+	Logger *slog.Logger
+}
+
+// Row kinds.
+const (
+	KindRun       = "run"
+	KindReference = "reference"
+)
+
+// Row is one measured run or reference point.
+type Row struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Concurrency is a run's package concurrency (0 for references).
+	Concurrency int     `json:"concurrency,omitempty"`
+	Seconds     float64 `json:"seconds"`
+	MBps        float64 `json:"mb_per_s"`
+	ResPerSec   float64 `json:"resources_per_s"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	// PeakRSSMB is the peak resident set size: for in-process rows the
+	// maximum over the whole process so far (getrusage RUSAGE_SELF), for
+	// external commands the largest of their processes.
+	PeakRSSMB    float64 `json:"peak_rss_mb"`
+	DownloadedMB float64 `json:"downloaded_mb"`
+	// Ratio is MBps over the machine limit's (0 when not measured).
+	Ratio float64 `json:"ratio_to_limit"`
+	// Skipped tells a reference that could not run; Note says why.
+	Skipped bool   `json:"skipped,omitempty"`
+	Note    string `json:"note,omitempty"`
+}
+
+// Dump describes the benchmarked dump.
+type Dump struct {
+	Dir          string `json:"dir"`
+	Cached       bool   `json:"cached"`
+	Resources    int    `json:"resources"`
+	Packages     int    `json:"packages"`
+	PayloadBytes int64  `json:"payload_bytes"`
+	PackageBytes int64  `json:"package_bytes"`
+}
+
+// Result is a whole benchmark.
+type Result struct {
+	Started    time.Time `json:"started"`
+	Dump       Dump      `json:"dump"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	NumCPU     int       `json:"num_cpu"`
+	// LinkBytesPerSec is the throttle (0: none).
+	LinkBytesPerSec float64 `json:"link_bytes_per_s"`
+	Latency         string  `json:"latency"`
+	WorkDir         string  `json:"work_dir"`
+	Rows            []Row   `json:"rows"`
+	// Notes explain how to read the figures.
+	Notes []string `json:"notes"`
+}
+
+// Names of the reference rows.
+const (
+	RefLimit  = "machine limit"
+	RefNaive  = "naive curl+unzip+md5sum+sha256sum"
+	RefPython = "python zipfile+hashlib"
+)
+
+// Run generates (or reuses) the dump, serves it on 127.0.0.1, runs the
+// pipeline at every concurrency and then the reference points.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if opts.CacheDir == "" || opts.WorkDir == "" {
+		return nil, errors.New("harness: CacheDir and WorkDir are required")
+	}
+	if len(opts.Concurrency) == 0 {
+		opts.Concurrency = []int{4}
+	}
+	for _, c := range opts.Concurrency {
+		if c < 1 {
+			return nil, fmt.Errorf("harness: concurrency %d is below 1", c)
+		}
+	}
+	if opts.Link < 0 || opts.Latency < 0 {
+		return nil, errors.New("harness: negative link rate or latency")
+	}
+	if opts.Pipeline == nil {
+		opts.Pipeline = DefaultOptions
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("harness: %w", err)
+	}
+	dump, err := Prepare(ctx, opts.CacheDir, opts.Gen, log)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{
+		Started:         time.Now().UTC(),
+		Dump:            dump,
+		GOMAXPROCS:      runtime.GOMAXPROCS(0),
+		NumCPU:          runtime.NumCPU(),
+		LinkBytesPerSec: opts.Link,
+		Latency:         opts.Latency.String(),
+		WorkDir:         opts.WorkDir,
+		Notes: []string{
+			"peak RSS of in-process rows is the maximum over the whole process so far (getrusage RUSAGE_SELF), not of that row alone",
+			"CPU seconds of pipeline runs include the in-process loopback server",
+		},
+	}
+	srv, err := bench.Serve(ctx, dump.Dir, "127.0.0.1:0", bench.ServeOptions{
+		Wrap:     Wrap(opts.Link, opts.Latency),
+		CacheDir: opts.WorkDir,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("harness: serving %s: %w", dump.Dir, err)
+	}
+	defer srv.Close()
+
+	for _, c := range opts.Concurrency {
+		log.InfoContext(ctx, "bench: pipeline run", "concurrency", c)
+		row, err := runPipeline(ctx, opts, srv.URL, c, dump)
+		if err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	if opts.Refs {
+		refs := []struct {
+			name string
+			fn   func(context.Context, string, Dump) (Row, error)
+		}{
+			{RefLimit, func(ctx context.Context, _ string, d Dump) (Row, error) { return machineLimit(ctx, d) }},
+			{RefNaive, func(ctx context.Context, url string, d Dump) (Row, error) { return naive(ctx, url, opts.WorkDir, d) }},
+			{RefPython, func(ctx context.Context, _ string, d Dump) (Row, error) { return python(ctx, opts.WorkDir, d) }},
+		}
+		for _, r := range refs {
+			log.InfoContext(ctx, "bench: reference", "name", r.name)
+			row, err := r.fn(ctx, srv.URL, dump)
+			if err != nil {
+				return nil, fmt.Errorf("harness: %s: %w", r.name, err)
+			}
+			row.Name, row.Kind = r.name, KindReference
+			res.Rows = append(res.Rows, row)
+		}
+	}
+	res.fillRatios()
+	return res, nil
+}
+
+// fillRatios sets every row's ratio to the machine limit, when measured.
+func (r *Result) fillRatios() {
+	var limit float64
+	for _, row := range r.Rows {
+		if row.Name == RefLimit && !row.Skipped {
+			limit = row.MBps
+		}
+	}
+	if limit <= 0 {
+		return
+	}
+	for i := range r.Rows {
+		if !r.Rows[i].Skipped {
+			r.Rows[i].Ratio = r.Rows[i].MBps / limit
+		}
+	}
+}
+
+// DefaultOptions builds pipeline options as the baseline command does by
+// default: one fs sink, a fresh state store and an HTTP client.
+func DefaultOptions(ctx context.Context, p RunParams) (pipeline.Options, func(context.Context) error, error) {
+	s, err := fs.New(p.SinkDir, fs.Options{})
+	if err != nil {
+		return pipeline.Options{}, nil, fmt.Errorf("harness: %w", err)
+	}
+	store, err := state.Open(ctx, p.StatePath)
+	if err != nil {
+		s.Close(ctx)
+		return pipeline.Options{}, nil, fmt.Errorf("harness: %w", err)
+	}
+	return pipeline.Options{
+		Source:      p.Source,
+		Sinks:       []sink.Sink{s},
+		SinkNames:   []string{"fs:" + p.SinkDir},
+		Store:       store,
+		Client:      fetch.New(fetch.Options{UserAgent: "rsharvest-bench"}),
+		Concurrency: p.Concurrency,
+		Workers:     runtime.NumCPU(),
+		SpoolDir:    p.SpoolDir,
+	}, s.Close, nil
+}
+
+// usage is a snapshot of the process's resource usage.
+type usage struct {
+	cpu    time.Duration
+	maxRSS int64 // bytes
+}
+
+// selfUsage returns the process's CPU time (user + system) and peak RSS.
+func selfUsage() usage {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return usage{}
+	}
+	return usage{
+		cpu:    time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		maxRSS: ru.Maxrss * 1024, // kilobytes on Linux
+	}
+}
+
+// runPipeline runs one baseline into a fresh directory and measures it.
+func runPipeline(ctx context.Context, opts Options, url string, c int, d Dump) (Row, error) {
+	dir, err := os.MkdirTemp(opts.WorkDir, fmt.Sprintf("run-c%d-", c))
+	if err != nil {
+		return Row{}, fmt.Errorf("harness: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	spool := filepath.Join(dir, "spool")
+	if err := os.Mkdir(spool, 0o755); err != nil {
+		return Row{}, fmt.Errorf("harness: %w", err)
+	}
+	po, closeSinks, err := opts.Pipeline(ctx, RunParams{
+		Source:      url,
+		SinkDir:     filepath.Join(dir, "mirror"),
+		StatePath:   filepath.Join(dir, "state.db"),
+		SpoolDir:    spool,
+		Concurrency: c,
+	})
+	if err != nil {
+		return Row{}, fmt.Errorf("harness: run at concurrency %d: %w", c, err)
+	}
+	defer po.Store.Close()
+	before := selfUsage()
+	start := time.Now()
+	rep, runErr := pipeline.Baseline(ctx, po)
+	cerr := closeSinks(context.WithoutCancel(ctx))
+	elapsed := time.Since(start)
+	after := selfUsage()
+	if err := errors.Join(runErr, cerr); err != nil {
+		return Row{}, fmt.Errorf("harness: run at concurrency %d: %w", c, err)
+	}
+	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(d.Resources) {
+		return Row{}, fmt.Errorf("harness: run at concurrency %d: status %s, %d of %d resources written",
+			c, rep.Status, rep.Resources.Written, d.Resources)
+	}
+	row := measured(elapsed, after.cpu-before.cpu, after.maxRSS, rep.Bytes.Downloaded, d)
+	row.Name, row.Kind, row.Concurrency = fmt.Sprintf("rsharvest -c %d", c), KindRun, c
+	return row, nil
+}
+
+// measured fills a row's figures from raw measurements.
+func measured(elapsed, cpu time.Duration, rss, downloaded int64, d Dump) Row {
+	s := max(elapsed.Seconds(), 1e-9)
+	return Row{
+		Seconds:      s,
+		MBps:         float64(d.PayloadBytes) / 1e6 / s,
+		ResPerSec:    float64(d.Resources) / s,
+		CPUSeconds:   cpu.Seconds(),
+		PeakRSSMB:    float64(rss) / 1e6,
+		DownloadedMB: float64(downloaded) / 1e6,
+	}
+}

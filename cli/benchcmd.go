@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/bench/harness"
+	"github.com/rsharvest/rsharvest/pipeline"
+)
+
+// benchFlags are the flags of the bench command.
+type benchFlags struct {
+	gen         bench.GenOptions
+	cache       string
+	link        string
+	latency     time.Duration
+	concurrency []int
+	work        string
+	jsonFile    string
+	svgFile     string
+	refs        bool
+}
+
+// benchCommand measures the baseline pipeline against a generated dump on
+// loopback, with reference points over the same packages.
+func (a *app) benchCommand() *cobra.Command {
+	var f benchFlags
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark a baseline from a generated loopback source against the machine limit and naive pipelines",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return a.bench(c.Context(), f)
+		},
+	}
+	fl := c.Flags()
+	fl.IntVar(&f.gen.Resources, "resources", 2000, "number of resources in the generated dump")
+	fl.IntVar(&f.gen.MeanSize, "size", 52000, "mean resource size in bytes")
+	fl.StringVar(&f.gen.SizeDist, "size-dist", bench.LogNormal, "size distribution: lognormal, fixed, uniform")
+	fl.Float64Var(&f.gen.CompressibleShare, "compressible", 0.5, "share of compressible (text) bodies, 0..1")
+	fl.Float64Var(&f.gen.StoredShare, "stored", -1, "share of stored (not deflated) entries, 0..1 (-1: incompressible ones stored)")
+	fl.IntVar(&f.gen.Packages, "packages", 0, "number of ZIP packages (default: one per 5,000 resources)")
+	fl.Int64Var(&f.gen.Seed, "seed", 1, "seed of the pseudo-random content")
+	fl.StringVar(&f.cache, "cache", "", "directory of cached dumps (default $RSHARVEST_CACHE or ~/.cache/rsharvest/bench)")
+	fl.StringVar(&f.link, "link", "", "throttle the server's response bodies to this rate, e.g. 50MB/s (default unlimited)")
+	fl.DurationVar(&f.latency, "latency", 0, "delay every response by this long")
+	fl.IntSliceVar(&f.concurrency, "concurrency", []int{4}, "package concurrencies to run the pipeline at, e.g. 1,2,4")
+	fl.StringVar(&f.work, "work", "", "directory for mirrors and state (default a temp dir; tmpfs such as /dev/shm recommended)")
+	fl.StringVar(&f.jsonFile, "json", "", "write the results as JSON to this file")
+	fl.StringVar(&f.svgFile, "svg", "", "write a chart of the results as SVG to this file")
+	fl.BoolVar(&f.refs, "refs", true, "also run the reference points (machine limit, naive curl/unzip, python)")
+	return c
+}
+
+// bench runs the benchmark of the flags and writes its outputs.
+func (a *app) bench(ctx context.Context, f benchFlags) error {
+	if f.gen.Resources < 1 {
+		return usagef("--resources must be at least 1")
+	}
+	link, err := harness.ParseRate(f.link)
+	if err != nil {
+		return usageError{err}
+	}
+	if f.latency < 0 {
+		return usagef("--latency must not be negative")
+	}
+	cache := f.cache
+	if cache == "" {
+		cache, err = defaultBenchCache()
+		if err != nil {
+			return err
+		}
+	}
+	work := f.work
+	if work == "" {
+		work, err = os.MkdirTemp("", "rsharvest-bench-")
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer os.RemoveAll(work)
+	}
+	log := a.logger()
+	res, err := harness.Run(ctx, harness.Options{
+		Gen:         f.gen,
+		CacheDir:    cache,
+		WorkDir:     work,
+		Concurrency: f.concurrency,
+		Link:        link,
+		Latency:     f.latency,
+		Refs:        f.refs,
+		Pipeline:    a.benchPipeline(log),
+		Logger:      log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := res.WriteTable(a.stdout); err != nil {
+		return err
+	}
+	if f.jsonFile != "" {
+		if err := writeFileWith(f.jsonFile, res.WriteJSON); err != nil {
+			return err
+		}
+	}
+	if f.svgFile != "" {
+		if err := writeFileWith(f.svgFile, res.WriteSVG); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchPipeline builds each run's options exactly as the baseline command
+// does, from its default flags with an fs sink.
+func (a *app) benchPipeline(log *slog.Logger) harness.OptionsFunc {
+	return func(ctx context.Context, p harness.RunParams) (pipeline.Options, func(context.Context) error, error) {
+		f := syncFlags{
+			source:       p.Source,
+			sinks:        []string{"fs:" + p.SinkDir},
+			state:        p.StatePath,
+			concurrency:  p.Concurrency,
+			workers:      runtime.NumCPU(),
+			retries:      5,
+			spoolDir:     p.SpoolDir,
+			stallTimeout: 30 * time.Second,
+			progress:     "none",
+			prefer:       "dump",
+		}
+		return a.pipelineOptions(ctx, f, log)
+	}
+}
+
+// defaultBenchCache is $RSHARVEST_CACHE, else ~/.cache/rsharvest/bench.
+func defaultBenchCache() (string, error) {
+	if d := os.Getenv("RSHARVEST_CACHE"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("bench: no cache directory (use --cache): %w", err)
+	}
+	return filepath.Join(d, "rsharvest", "bench"), nil
+}
+
+// writeFileWith creates path and fills it with write.
+func writeFileWith(path string, write func(w io.Writer) error) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := write(out); err != nil {
+		out.Close()
+		return fmt.Errorf("bench: writing %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
