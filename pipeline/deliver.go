@@ -128,30 +128,34 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		r.counts.Unchanged.Add(1)
 		return result{outcome: outSuperseded}
 	}
-	if had && holds(prev, want) {
+	// What each sink holds: the state's record, unless a partial delivery
+	// (another sink failed in an earlier run) says otherwise. A sink that
+	// already holds this version is not written again.
+	var deliveries []state.Delivery
+	if len(r.sinks) > 1 {
+		if deliveries, err = r.opts.Store.Deliveries(ctx, e.Loc); err != nil {
+			return result{fatal: err}
+		}
+	}
+	already := map[string]bool{}
+	for _, s := range r.sinks {
+		holder, has := prev, had
+		for _, d := range deliveries {
+			if d.Sink == s.name {
+				holder, has = state.Resource{Outcome: state.OutcomeWritten, Length: d.Length, Hashes: d.Hashes}, true
+			}
+		}
+		if has && holds(holder, want) {
+			already[s.name] = true
+		}
+	}
+	if len(already) == len(r.sinks) {
 		r.counts.Unchanged.Add(1)
 		rec.Outcome = "unchanged"
 		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
-		return result{outcome: outUnchanged, resource: rec, hadRecord: true}
+		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(deliveries) > 0}
 	}
 	res := &sink.Resource{URI: e.Loc, Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod}
-	// With several sinks, a sink that took this version in an earlier run
-	// (while another failed) is not written again.
-	var already map[string]bool
-	if len(r.sinks) > 1 {
-		ds, err := r.opts.Store.Deliveries(ctx, e.Loc)
-		if err != nil {
-			return result{fatal: err}
-		}
-		for _, d := range ds {
-			if holds(state.Resource{Outcome: state.OutcomeWritten, Length: d.Length, Hashes: d.Hashes}, want) {
-				if already == nil {
-					already = map[string]bool{}
-				}
-				already[d.Sink] = true
-			}
-		}
-	}
 	var took []state.Delivery
 	for _, s := range r.sinks {
 		if already[s.name] {
@@ -516,7 +520,7 @@ func (r *run) add(b *state.Batch, res result) {
 		b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: f.URI, Package: f.Package, Stage: f.Stage, Error: f.Error, Permanent: f.Permanent, ChangeTime: res.changeTime, At: now})
 	}
 	b.Deliveries = append(b.Deliveries, res.deliveries...)
-	if res.delivered {
+	if res.delivered || res.outcome == outDeleted {
 		b.Delivered = append(b.Delivered, res.resource.URI)
 	}
 	if res.change != "" && (res.outcome == outWritten || res.outcome == outDeleted) {

@@ -423,6 +423,15 @@ func (inc *incremental) markHeld(ctx context.Context) error {
 		}
 		inc.counts.Unchanged.Add(1)
 		held = append(held, c.URI)
+		if !superseded {
+			// Record the change's time, so that an older change read by
+			// a later run can never overwrite this version.
+			rec := prev
+			rec.ChangeTime, rec.Outcome, rec.RunID, rec.Updated = c.Time, state.OutcomeUnchanged, inc.runID, time.Time{}
+			if err := inc.send(ctx, result{outcome: outUnchanged, resource: rec, hadRecord: true}); err != nil {
+				return err
+			}
+		}
 		if len(held) >= 1000 {
 			return flush()
 		}
@@ -584,7 +593,10 @@ func (inc *incremental) applyPackage(ctx context.Context, j packageJob, out chan
 			break
 		}
 		w, ok := want[e.Loc]
-		if !ok || !e.ChangeTime().Equal(w.Time) || string(e.Metadata.Change) != w.Change || (j.Contents == "" && seq != w.Seq) {
+		// A manifest copy is the same document as the manifest.xml, so
+		// the position identifies the winning entry even among several
+		// changes of one resource in the same second.
+		if !ok || !e.ChangeTime().Equal(w.Time) || string(e.Metadata.Change) != w.Change || seq != w.Seq {
 			continue
 		}
 		delete(want, e.Loc) // one entry per winner, even if repeated at the same time

@@ -62,15 +62,23 @@ func (r *run) allHeld(ctx context.Context, copyURL string, at time.Time) (int64,
 	}
 }
 
-// spooled is a downloaded, verified and opened package.
+// spooled is a downloaded, verified and opened package, or one opened in
+// place by Range (file nil; see openRanged).
 type spooled struct {
 	file  *os.File
 	arch  *unzip.Archive
 	stage string // where fetchPackage failed: "download" or "unzip"
+	// release, when set, is called once by Close (a package read by
+	// Range counts its bytes then).
+	release func()
 }
 
 // Close removes the spool file.
 func (s *spooled) Close() {
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
 	if s.file != nil {
 		s.file.Close()
 		os.Remove(s.file.Name())
@@ -115,7 +123,8 @@ type entryJob struct {
 }
 
 // processPackage downloads one package to a spool file, checks it against
-// the Resource Dump's length and hashes, opens it safely, streams its
+// the Resource Dump's length and hashes, opens it safely (or, on a re-sync,
+// opens it in place by Range: see openPackage), streams its
 // manifest, and hands each entry to the workers. It returns only when every
 // entry it handed out is done (or ctx ends), then removes the spool file.
 // Failures of the package are recorded; only a cancelled run is returned.
@@ -136,7 +145,7 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 			return nil
 		}
 	}
-	sp, err := r.fetchPackage(ctx, j)
+	sp, err := r.openPackage(ctx, j)
 	if err != nil {
 		if errclass.IsFatal(err) {
 			return err

@@ -76,6 +76,10 @@ type Options struct {
 	// sha-256, verifying only their length and the ZIP's CRC-32. By default
 	// such entries fail: rsharvest never writes a byte it could not verify.
 	AllowMissingHash bool
+	// DisableRangeResync always downloads whole packages. By default, on a
+	// re-sync, a package whose server honours Range is read in place and
+	// only its new or changed entries are fetched (see openPackage).
+	DisableRangeResync bool
 	// SinkRetries is how often a sink's temporary failure is retried within
 	// a run (default 3); SinkBackoff the first wait (default 200 ms).
 	SinkRetries int
