@@ -234,11 +234,12 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 		rep, runErr = pipeline.Baseline(ctx, opts)
 	} else {
 		rep, runErr = pipeline.Incremental(ctx, opts, rng)
-		if f.everyday && errors.Is(runErr, pipeline.ErrNoCapability) {
-			// No Change Dump or Change List: catching up means comparing
-			// with the current snapshot again (unchanged resources are
-			// skipped).
-			log.Info("the source publishes no changes; syncing from its snapshot")
+		if f.everyday && (errors.Is(runErr, pipeline.ErrNoCapability) || errors.Is(runErr, pipeline.ErrNoCheckpoint)) {
+			// No Change Dump or Change List, or a resource set never
+			// loaded (new, or its dump gives no "at"): catching up means
+			// comparing with the current snapshot again (unchanged
+			// resources are skipped).
+			log.Info("syncing from the snapshot", "why", runErr)
 			rep, runErr = pipeline.Baseline(ctx, opts)
 		}
 	}

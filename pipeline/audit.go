@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -122,6 +123,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 	}
 	var forget, extras []string
 	extraIn := map[string][]boundSink{}
+	mismatched := map[string]bool{}
 	for _, s := range r.sinks {
 		sa := SinkAudit{Sink: s.name}
 		err := s.Sink.(sink.Inventory).Walk(ctx, func(uri string) error {
@@ -146,6 +148,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 					return fmt.Errorf("audit: reading %s from %s: %w", uri, s.name, err)
 				}
 				sa.Mismatched++
+				mismatched[s.name+"\x00"+uri] = true
 				if len(sa.Mismatch) < maxAuditList {
 					sa.Mismatch = append(sa.Mismatch, uri)
 				}
@@ -158,7 +161,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 			return nil, err
 		}
 		if err := inv.Missing(ctx, s.name, func(l state.Listed) error {
-			if containsStr(sa.Mismatch, l.URI) {
+			if mismatched[s.name+"\x00"+l.URI] {
 				return nil
 			}
 			sa.Missing++
@@ -194,14 +197,6 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 	return ar, nil
 }
 
-func containsStr(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // verifyHeld reads a held body and checks it against the source's listing.
 func verifyHeld(ctx context.Context, inv sink.Inventory, uri string, l state.Listed) error {
@@ -236,7 +231,7 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 		return nil
 	}
 	problem := func(uri string, err error) {
-		ar.Problems = append(ar.Problems, Failure{URI: uri, Stage: "audit", Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable})
+		ar.Problems = append(ar.Problems, Failure{URI: uri, Stage: "audit", Error: err.Error(), Permanent: errclass.IsPermanent(err)})
 	}
 	start := r.opts.Source
 	start, err := r.resolveStart(ctx, start)
@@ -244,21 +239,27 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 		return err
 	}
 	// Failures met on the way are problems of the audit, not of a run.
-	r.results = make(chan result, 1)
-	stop := make(chan struct{})
+	r.results = make(chan result, 16)
+	var mu sync.Mutex // guards ar.Problems
+	problemLocked := problem
+	problem = func(uri string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		problemLocked(uri, err)
+	}
+	collected := make(chan struct{})
 	go func() {
-		for {
-			select {
-			case res := <-r.results:
-				if res.failure != nil {
-					problem(res.failure.URI, errors.New(res.failure.Error))
-				}
-			case <-stop:
-				return
+		defer close(collected)
+		for res := range r.results {
+			if res.failure != nil {
+				problem(res.failure.URI, errors.New(res.failure.Error))
 			}
 		}
 	}()
-	defer close(stop)
+	defer func() {
+		close(r.results)
+		<-collected
+	}()
 	d := &discoverer{r: r, want: manifest.ResourceDump, list: manifest.ResourceList, preferList: r.opts.Prefer == "list", visited: map[string]bool{}}
 	d.emitResource = func(_ context.Context, docURL, _ string, _ time.Time, e *manifest.Entry) error {
 		return add(docURL, e)

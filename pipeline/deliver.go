@@ -75,11 +75,11 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 			return result{fatal: fmt.Errorf("%s: %w", e.Loc, err)}
 		}
 		r.counts.Failed.Add(1)
-		f := Failure{URI: e.Loc, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}
+		f := Failure{URI: e.Loc, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 		r.log.Warn("resource failed", "uri", e.Loc, "package", j.pkg.URL, "stage", stage, "error", err)
 		r.rec.fail(f)
 		if !f.Permanent {
-			r.noteHold(rec.ChangeTime)
+			r.noteHold(j.pkg.ResourceSet, rec.ChangeTime)
 		}
 		rec.Outcome = "failed"
 		return result{outcome: outFailed, resource: rec, hadRecord: had, failure: &f, changeTime: rec.ChangeTime}
@@ -397,18 +397,12 @@ func (r *run) commit(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			// Drain what is already here, then stop.
-			for {
-				select {
-				case res, ok := <-r.results:
-					if !ok {
-						return errors.Join(ctx.Err(), flush(true))
-					}
-					r.add(&b, res)
-				default:
-					return errors.Join(ctx.Err(), flush(true))
-				}
+			// Record every outcome still on its way (they reached a
+			// sink): the stages close results once they have stopped.
+			for res := range r.results {
+				r.add(&b, res)
 			}
+			return errors.Join(ctx.Err(), flush(true))
 		case <-tick.C:
 			if err := flush(false); err != nil {
 				return err
@@ -484,11 +478,11 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 			r.counts.Failed.Add(1)
 			r.rec.fail(fl)
 			if !fl.Permanent {
-				// Without the change time the run's start is held.
-				if ct.IsZero() {
-					ct = time.Unix(1, 0).UTC()
+				set := anySet
+				if rec != nil {
+					set = rec.ResourceSet
 				}
-				r.noteHold(ct)
+				r.noteHold(set, ct)
 			}
 			r.log.Warn("sink failed a queued write", "sink", s.name, "uri", f.URI, "error", f.Err)
 			b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: fl.URI, Package: fl.Package, Stage: fl.Stage, Error: fl.Error, Permanent: fl.Permanent, ChangeTime: ct, At: time.Now().UTC()})

@@ -496,10 +496,10 @@ func (inc *incremental) deleteResource(ctx context.Context, c state.PlannedChang
 				return result{fatal: err}
 			}
 			inc.counts.Failed.Add(1)
-			f := Failure{URI: c.URI, Package: c.Package, Stage: "deliver", Error: err.Error(), Permanent: errclass.Of(err) == errclass.Permanent}
+			f := Failure{URI: c.URI, Package: c.Package, Stage: "deliver", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 			inc.rec.fail(f)
 			if !f.Permanent {
-				inc.noteHold(c.Time)
+				inc.noteHold(set, c.Time)
 			}
 			return result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.Time}
 		}
@@ -669,8 +669,11 @@ func (inc *incremental) setCheckpoints(ctx context.Context, rep *Report) error {
 		case sr.newest.After(next):
 			next = sr.newest
 		}
-		if !inc.hold.IsZero() && inc.hold.Before(next) {
-			next = inc.hold
+		if hold, ok := inc.holdOf(set); ok && hold.Before(next) {
+			next = hold
+			if next.Before(sr.from) {
+				next = sr.from // never before where this run started
+			}
 		}
 		cp := state.Checkpoint{Source: inc.opts.Source, CapabilityList: set, Next: next, Baseline: sr.prev.Baseline, Open: sr.open, RunID: inc.runID, Updated: now}
 		if err := inc.opts.Store.SetCheckpoint(ctx, cp); err != nil {

@@ -25,7 +25,7 @@ func (r *run) packageFailed(ctx context.Context, j packageJob, hold time.Time, s
 		return err
 	}
 	r.counts.PackagesFailed.Add(1)
-	r.fail(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.Of(err) != errclass.Retryable}, hold)
+	r.failIn(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}, j.ResourceSet, hold)
 	return nil
 }
 

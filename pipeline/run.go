@@ -20,6 +20,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -143,7 +144,10 @@ type run struct {
 	atMu sync.Mutex
 	at   time.Time // the earliest Resource Dump "at" seen
 	sets map[string]time.Time
-	hold time.Time // the earliest change time of a temporary failure
+	// holds are, per resource set, the earliest change time of a
+	// temporary failure; temporary counts those failures.
+	holds     map[string]time.Time
+	temporary atomic.Int64
 
 	// lateFailed are URIs a batching sink reported failed before their
 	// outcome reached the commit stage (owned by the commit goroutine).
@@ -208,17 +212,38 @@ func (r *run) begin(ctx context.Context, rep *Report) error {
 	return nil
 }
 
-// noteHold records the change time of a temporary failure: the next
-// incremental run must start no later than the earliest of them.
-func (r *run) noteHold(t time.Time) {
-	if t.IsZero() {
-		return
-	}
+// anySet stands for every resource set when a failure's set is unknown.
+const anySet = "*"
+
+// noteHold records a temporary failure of resource set (anySet when
+// unknown) at change time t: the next incremental run of the set must
+// start no later than the earliest of them; with an unknown time (zero),
+// the set's checkpoint does not advance at all.
+func (r *run) noteHold(set string, t time.Time) {
+	r.temporary.Add(1)
 	r.atMu.Lock()
 	defer r.atMu.Unlock()
-	if r.hold.IsZero() || t.Before(r.hold) {
-		r.hold = t
+	if r.holds == nil {
+		r.holds = map[string]time.Time{}
 	}
+	if t.IsZero() {
+		t = time.Unix(0, 0).UTC() // before any range: no advance
+	}
+	if prev, ok := r.holds[set]; !ok || t.Before(prev) {
+		r.holds[set] = t
+	}
+}
+
+// holdOf returns the earliest hold of set (including those of unknown
+// set), and whether there is one.
+func (r *run) holdOf(set string) (time.Time, bool) {
+	r.atMu.Lock()
+	defer r.atMu.Unlock()
+	h, ok := r.holds[set]
+	if a, aok := r.holds[anySet]; aok && (!ok || a.Before(h)) {
+		h, ok = a, true
+	}
+	return h, ok
 }
 
 // Baseline copies every resource of the source's Resource Dump(s) into the
@@ -313,6 +338,11 @@ func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.Wait
 			for {
 				select {
 				case <-ctx.Done():
+					// Release what is still queued, so the packages
+					// waiting for their entries can finish.
+					for j := range in {
+						j.done()
+					}
 					return ctx.Err()
 				case j, ok := <-in:
 					if !ok {
@@ -421,10 +451,15 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader
 // fail records a failure: in the report now, in the state store through the
 // commit stage.
 func (r *run) fail(ctx context.Context, f Failure, changeTime time.Time) {
+	r.failIn(ctx, f, anySet, changeTime)
+}
+
+// failIn is fail for a failure of a known resource set.
+func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time) {
 	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
 	r.rec.fail(f)
 	if !f.Permanent {
-		r.noteHold(changeTime)
+		r.noteHold(set, changeTime)
 	}
 	_ = r.send(ctx, result{failure: &f, changeTime: changeTime})
 }
@@ -478,10 +513,8 @@ func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, e
 // "at" as the point incremental sync continues from — unless a temporary
 // failure means part of the snapshot is still missing (seed 003).
 func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
-	for _, f := range rep.Failures {
-		if !f.Permanent {
-			return nil
-		}
+	if r.temporary.Load() > 0 {
+		return nil // part of the snapshot is still missing
 	}
 	now := time.Now().UTC()
 	for set, at := range r.sets {
