@@ -197,7 +197,6 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 	return ar, nil
 }
 
-
 // verifyHeld reads a held body and checks it against the source's listing.
 func verifyHeld(ctx context.Context, inv sink.Inventory, uri string, l state.Listed) error {
 	rc, err := inv.Get(ctx, uri)
