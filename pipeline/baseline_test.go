@@ -358,6 +358,29 @@ func TestBaselineInterop(t *testing.T) {
 	}
 }
 
+// sinkFixture generates and serves a small source and returns its URIs and
+// a fresh destination.
+func sinkFixture(t *testing.T, resources int, seed int64) (*bench.Server, []string, *harness) {
+	t.Helper()
+	src := t.TempDir()
+	gen := bench.GenOptions{Dir: src, Resources: resources, Packages: 2, Seed: seed, MeanSize: 1 << 10}
+	if _, err := bench.Generate(context.Background(), gen); err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	bench.Truth(context.Background(), gen, func(uri string, _ io.Reader) error { uris = append(uris, uri); return nil })
+	return serve(t, src), uris, newHarness(t)
+}
+
+// flaky opens a flakySink over an fs sink in the harness dir.
+func (h *harness) flaky(name string) *flakySink {
+	s, err := fs.New(filepath.Join(h.dir, name), fs.Options{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return &flakySink{FS: s, fail: map[string]bool{}, puts: map[string]int{}}
+}
+
 // flakySink fails Put for the URIs in fail, and counts Puts per URI.
 type flakySink struct {
 	*fs.FS
@@ -383,23 +406,9 @@ func (f *flakySink) Put(ctx context.Context, r *sink.Resource, body io.Reader) e
 // delivers to that sink only.
 func TestSeveralSinks(t *testing.T) {
 	ctx := context.Background()
-	src := t.TempDir()
-	gen := bench.GenOptions{Dir: src, Resources: 60, Packages: 2, Seed: 11, MeanSize: 1 << 10}
-	if _, err := bench.Generate(ctx, gen); err != nil {
-		t.Fatal(err)
-	}
-	var uris []string
-	bench.Truth(ctx, gen, func(uri string, _ io.Reader) error { uris = append(uris, uri); return nil })
+	srv, uris, h := sinkFixture(t, 60, 11)
 	victim := uris[7]
-	srv := serve(t, src)
-	h := newHarness(t)
-	mk := func(name string) *flakySink {
-		s, err := fs.New(filepath.Join(h.dir, name), fs.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &flakySink{FS: s, fail: map[string]bool{}, puts: map[string]int{}}
-	}
+	mk := h.flaky
 	a, b := mk("a"), mk("b")
 	b.fail[victim] = true
 	run := func() *pipeline.Report {
@@ -475,23 +484,9 @@ func (b *batchingSink) Flush(context.Context) []sink.Failed {
 // and the next run delivers it to that sink only.
 func TestBatchingSinkFailures(t *testing.T) {
 	ctx := context.Background()
-	src := t.TempDir()
-	gen := bench.GenOptions{Dir: src, Resources: 40, Packages: 2, Seed: 12, MeanSize: 1 << 10}
-	if _, err := bench.Generate(ctx, gen); err != nil {
-		t.Fatal(err)
-	}
-	var uris []string
-	bench.Truth(ctx, gen, func(uri string, _ io.Reader) error { uris = append(uris, uri); return nil })
+	srv, uris, h := sinkFixture(t, 40, 12)
 	victim := uris[5]
-	srv := serve(t, src)
-	h := newHarness(t)
-	mk := func(name string) *flakySink {
-		s, err := fs.New(filepath.Join(h.dir, name), fs.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &flakySink{FS: s, fail: map[string]bool{}, puts: map[string]int{}}
-	}
+	mk := h.flaky
 	a := mk("a")
 	b := &batchingSink{flakySink: mk("b")}
 	b.fail[victim] = true
