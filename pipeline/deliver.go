@@ -155,7 +155,10 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
 		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(deliveries) > 0}
 	}
-	res := &sink.Resource{URI: e.Loc, Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod}
+	res := &sink.Resource{URI: e.Loc, Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod, ResourceSet: j.pkg.ResourceSet}
+	for _, l := range rec.Links {
+		res.Links = append(res.Links, sink.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
+	}
 	var took []state.Delivery
 	for _, s := range r.sinks {
 		if already[s.name] {

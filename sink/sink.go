@@ -31,6 +31,16 @@ type Resource struct {
 	Type string
 	// Lastmod is the last modification time, or the zero time.
 	Lastmod time.Time
+	// ResourceSet is the Capability List of the resource's set, or "".
+	ResourceSet string
+	// Links are the resource's links the source published (describedby,
+	// describes, alternate, …), for sinks that index them.
+	Links []Link
+}
+
+// Link is a link of a resource (an rs:ln).
+type Link struct {
+	Rel, Href, Type string
 }
 
 // Sink is a destination for verified resources. Implementations must be

@@ -41,7 +41,7 @@
 //	body          the body in base64, only with Options.StoreBody (not
 //	              indexed; it is what Get returns)
 //
-// The seed's "ln" links are not written: a sink.Resource carries none.
+// The seed's "ln" field holds the resource's links (rel, href, mime).
 // "location" is a plain object, not "nested": ZincSearch has no nested type.
 //
 // A change document (_id = rev) has uri, uri_b64, resource_set, location,

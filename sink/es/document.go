@@ -65,6 +65,15 @@ type resourceDoc struct {
 	Timestamp   string   `json:"timestamp"`
 	Rev         string   `json:"rev"`
 	Text        *string  `json:"text,omitempty"`
+	// Ln are the resource's links (seed 001's "ln").
+	Ln []link `json:"ln,omitempty"`
+}
+
+// link is one of a resource's links, as seed 001's "ln" field has them.
+type link struct {
+	Rel  string   `json:"rel"`
+	Href location `json:"href"`
+	Mime string   `json:"mime,omitempty"`
 }
 
 // changeDoc is a change document.
@@ -155,11 +164,15 @@ func (s *ES) readBody(ctx context.Context, r *sink.Resource, src io.Reader) (*bo
 func (s *ES) resourceAction(r *sink.Resource, b *body, rev string, now time.Time) (*action, error) {
 	id := docID(r.URI)
 	text, b64 := uriFields(r.URI)
+	set := s.opts.ResourceSet
+	if set == "" {
+		set = r.ResourceSet
+	}
 	doc := resourceDoc{
 		DocID:       id,
 		URI:         text,
 		URIB64:      b64,
-		ResourceSet: s.opts.ResourceSet,
+		ResourceSet: set,
 		Location:    location{Value: text, Type: "url"},
 		Length:      b.n,
 		MD5:         hexOr(r.Hashes.MD5, b.md5),
@@ -173,6 +186,9 @@ func (s *ES) resourceAction(r *sink.Resource, b *body, rev string, now time.Time
 	if b.text != nil {
 		t := string(b.text)
 		doc.Text = &t
+	}
+	for _, l := range r.Links {
+		doc.Ln = append(doc.Ln, link{Rel: l.Rel, Href: location{Value: l.Href, Type: "url"}, Mime: l.Type})
 	}
 	src, err := json.Marshal(doc)
 	if err != nil {

@@ -16,7 +16,7 @@
 //	mime          string  Resource.Type, when given
 //	lastmod       pdate   Resource.Lastmod in UTC, "2006-01-02T15:04:05Z"
 //	links         string  multiValued; reserved: written once sink.Resource carries links
-//	resource_set  string  reserved: written once sink.Resource carries a resource set
+//	resource_set  string  the capability list of the resource's set
 //	text          text_general  the body, for text types only (see below)
 //	body          binary  the whole body, base64; only with Options.StoreBody
 //

@@ -39,9 +39,7 @@ type document struct {
 	SHA256   string `json:"sha256,omitempty"`
 	Mime     string `json:"mime,omitempty"`
 	Lastmod  string `json:"lastmod,omitempty"`
-	// Links and ResourceSet are part of the resource model but not of
-	// sink.Resource yet: they stay empty, and so out of the document,
-	// until it carries them.
+	// Links are the resource's links as "rel href".
 	Links       []string `json:"links,omitempty"`
 	ResourceSet string   `json:"resource_set,omitempty"`
 	Text        string   `json:"text,omitempty"`
@@ -132,6 +130,11 @@ func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reade
 		Mime:     strings.ToValidUTF8(r.Type, "\uFFFD"),
 		Text:     c.textValue(s.opts.TextMaxBytes),
 		Body:     c.body,
+		// The resource set and links of seed 001's resource model.
+		ResourceSet: strings.ToValidUTF8(r.ResourceSet, "\uFFFD"),
+	}
+	for _, l := range r.Links {
+		d.Links = append(d.Links, strings.ToValidUTF8(l.Rel+" "+l.Href, "\uFFFD"))
 	}
 	if len(d.Location) > maxTermBytes {
 		d.Location = "" // only an encoded id can be that much shorter

@@ -331,11 +331,13 @@ func TestDocumentFields(t *testing.T) {
 	s := newSink(t, srv, Options{})
 	md5sum, _ := hex.DecodeString("0123456789abcdef0123456789abcdef")
 	r := &sink.Resource{
-		URI:     "http://example.com/a.txt",
-		Length:  -1,
-		Hashes:  fixity.Hashes{MD5: md5sum, SHA1: bytes.Repeat([]byte{0xab}, 20)},
-		Type:    "text/plain; charset=utf-8",
-		Lastmod: time.Date(2013, 1, 2, 14, 0, 0, 500, time.FixedZone("CET", 3600)),
+		URI:         "http://example.com/a.txt",
+		Length:      -1,
+		Hashes:      fixity.Hashes{MD5: md5sum, SHA1: bytes.Repeat([]byte{0xab}, 20)},
+		Type:        "text/plain; charset=utf-8",
+		Lastmod:     time.Date(2013, 1, 2, 14, 0, 0, 500, time.FixedZone("CET", 3600)),
+		ResourceSet: "http://example.com/capabilitylist.xml",
+		Links:       []sink.Link{{Rel: "describedby", Href: "http://example.com/a.meta"}},
 	}
 	put(t, s, r, "hello, world")
 	mustClose(t, s)
@@ -344,15 +346,17 @@ func TestDocumentFields(t *testing.T) {
 		t.Fatal("not indexed")
 	}
 	want := solrtest.Doc{
-		"id":       r.URI,
-		"location": r.URI,
-		"length":   int64(12),
-		"md5":      "0123456789abcdef0123456789abcdef",
-		"sha1":     strings.Repeat("ab", 20),
-		"sha256":   "09ca7e4eaa6e8ae9c7d261167129184883644d07dfba7cbfbc4c8a2e08360d5b", // computed
-		"mime":     "text/plain; charset=utf-8",
-		"lastmod":  "2013-01-02T13:00:00Z",
-		"text":     "hello, world",
+		"id":           r.URI,
+		"location":     r.URI,
+		"length":       int64(12),
+		"md5":          "0123456789abcdef0123456789abcdef",
+		"sha1":         strings.Repeat("ab", 20),
+		"sha256":       "09ca7e4eaa6e8ae9c7d261167129184883644d07dfba7cbfbc4c8a2e08360d5b", // computed
+		"mime":         "text/plain; charset=utf-8",
+		"lastmod":      "2013-01-02T13:00:00Z",
+		"text":         "hello, world",
+		"resource_set": "http://example.com/capabilitylist.xml",
+		"links":        []any{"describedby http://example.com/a.meta"},
 	}
 	if fmt.Sprint(doc) != fmt.Sprint(want) {
 		t.Errorf("document:\n got %v\nwant %v", doc, want)
