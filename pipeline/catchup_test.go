@@ -58,8 +58,13 @@ func TestCatchUpInSteps(t *testing.T) {
 			t.Fatalf("step %d: state holds %d live resources (%v), want %d", k, n, err, len(want))
 		}
 	}
-	// The changes of every package are in the state's change log, and a
-	// repeated catch-up changes nothing.
+	// The change dump documents are recorded, open (the last package has
+	// no until) …
+	docs, err := h.store.ChangeDocuments(ctx, srv.URL)
+	if err != nil || len(docs) == 0 || !docs[len(docs)-1].Open {
+		t.Fatalf("change documents %+v %v", docs, err)
+	}
+	// … and a repeated catch-up changes nothing.
 	rep := h.incremental(ctx, srv.URL, pipeline.Range{})
 	if rep.Resources.Written != 0 || rep.Resources.Deleted != 0 {
 		t.Fatalf("repeated catch-up: %s", rep.Summary())

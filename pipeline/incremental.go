@@ -185,7 +185,11 @@ func (inc *incremental) phases(ctx context.Context) error {
 			inc.mu.Unlock()
 			return nil
 		},
-		onDump: func(_, set string, h *manifest.Header) {
+		onDump: func(docURL, set string, h *manifest.Header) {
+			if err := inc.opts.Store.RecordChangeDocument(ctx, state.ChangeDocument{URL: docURL, Source: inc.opts.Source, ResourceSet: set,
+				Capability: string(h.Metadata.Capability), From: h.Metadata.From, Until: h.Metadata.Until, Open: h.Metadata.Until.IsZero(), RunID: inc.runID}); err != nil {
+				inc.log.Warn("cannot record the change document", "url", docURL, "error", err)
+			}
 			if h.Metadata.Until.IsZero() {
 				if sr, err := inc.resolve(ctx, set); err == nil {
 					inc.mu.Lock()

@@ -419,3 +419,68 @@ func (s *Store) HasCheckpoint(ctx context.Context, source string) (bool, error) 
 	}
 	return n > 0, nil
 }
+
+// ChangeDocument is a Change Dump or Change List document as last read:
+// open (no until: the source will still add to it) or closed.
+type ChangeDocument struct {
+	URL, Source, ResourceSet, Capability string
+	From, Until                          time.Time
+	Open                                 bool
+	RunID                                int64
+	Seen                                 time.Time
+}
+
+// RecordChangeDocument records (or updates) a change document's state.
+func (s *Store) RecordChangeDocument(ctx context.Context, d ChangeDocument) error {
+	if d.Seen.IsZero() {
+		d.Seen = time.Now()
+	}
+	ts, err := timeCols([]string{"from", "until", "seen"}, d.From, d.Until, d.Seen)
+	if err != nil {
+		return fatal("change document", err)
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT INTO change_documents (url, source, resource_set, capability, from_time, until_time, open, run_id, seen)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (url) DO UPDATE SET source = excluded.source, resource_set = excluded.resource_set, capability = excluded.capability,
+		from_time = excluded.from_time, until_time = excluded.until_time, open = excluded.open, run_id = excluded.run_id, seen = excluded.seen`,
+		d.URL, d.Source, d.ResourceSet, d.Capability, ts[0], ts[1], boolInt(d.Open), nullID(d.RunID), ts[2])
+	if err != nil {
+		return fatal("change document", err)
+	}
+	return nil
+}
+
+// ChangeDocuments returns the change documents recorded for source.
+func (s *Store) ChangeDocuments(ctx context.Context, source string) ([]ChangeDocument, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT url, source, resource_set, capability, from_time, until_time, open, run_id, seen
+		FROM change_documents WHERE source = ? ORDER BY from_time, url`, source)
+	if err != nil {
+		return nil, fatal("change documents", err)
+	}
+	defer rows.Close()
+	var out []ChangeDocument
+	for rows.Next() {
+		var d ChangeDocument
+		var from, until, seen sql.NullString
+		var open int
+		var runID sql.NullInt64
+		if err := rows.Scan(&d.URL, &d.Source, &d.ResourceSet, &d.Capability, &from, &until, &open, &runID, &seen); err != nil {
+			return nil, fatal("change documents", err)
+		}
+		d.Open, d.RunID = open != 0, runID.Int64
+		for _, f := range []struct {
+			col string
+			v   sql.NullString
+			dst *time.Time
+		}{{"from_time", from, &d.From}, {"until_time", until, &d.Until}, {"seen", seen, &d.Seen}} {
+			if *f.dst, err = decodeTime(f.col, f.v); err != nil {
+				return nil, fatal("change documents", err)
+			}
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("change documents", err)
+	}
+	return out, nil
+}

@@ -95,6 +95,20 @@ CREATE TABLE deliveries (
 `,
 		// 3: a resource's links (describedby, describes, …) as JSON.
 		`ALTER TABLE resources ADD COLUMN links TEXT;`,
+		// 4: the change documents read, open (no until) or closed.
+		`
+CREATE TABLE change_documents (
+	url          TEXT NOT NULL PRIMARY KEY CHECK (url <> ''),
+	source       TEXT NOT NULL,
+	resource_set TEXT NOT NULL,
+	capability   TEXT NOT NULL,
+	from_time    TEXT,
+	until_time   TEXT,
+	open         INTEGER NOT NULL CHECK (open IN (0, 1)),
+	run_id       INTEGER REFERENCES runs (id),
+	seen         TEXT
+) WITHOUT ROWID;
+`,
 	}
 }
 
