@@ -54,6 +54,9 @@ func normalizeChanges(o *GenOptions) error {
 		return fmt.Errorf("bench: ChangePackages %d, ChangesPerPackage %d and ChangeInterval %v must not be negative",
 			o.ChangePackages, o.ChangesPerPackage, o.ChangeInterval)
 	}
+	if o.ChangePackages == 0 {
+		return nil // no Change Dump: its other options do not matter
+	}
 	if o.ChangesPerPackage == 0 {
 		o.ChangesPerPackage = max(1, o.Resources/20)
 	}

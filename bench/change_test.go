@@ -650,3 +650,13 @@ func TestNoChangeDumpUnchanged(t *testing.T) {
 		t.Errorf("TruthAfter without changes: %d resources, want %d", len(got), ra.Resources)
 	}
 }
+
+// TestNoChangeDumpIgnoresChangeOptions: without change packages, the
+// change options' defaults are not checked (a million resources would
+// otherwise ask for more changes per package than an hour has seconds).
+func TestNoChangeDumpIgnoresChangeOptions(t *testing.T) {
+	o := GenOptions{Resources: 1_000_000}
+	if err := normalizeChanges(&o); err != nil {
+		t.Fatal(err)
+	}
+}
