@@ -232,11 +232,6 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 	problem := func(uri string, err error) {
 		ar.Problems = append(ar.Problems, Failure{URI: uri, Stage: "audit", Error: err.Error(), Permanent: errclass.IsPermanent(err)})
 	}
-	start := r.opts.Source
-	start, err := r.resolveStart(ctx, start)
-	if err != nil {
-		return err
-	}
 	// Failures met on the way are problems of the audit, not of a run.
 	r.results = make(chan result, 16)
 	var mu sync.Mutex // guards ar.Problems
@@ -312,7 +307,7 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 			}
 		}
 	}
-	if err := d.walk(ctx, start, "", 0); err != nil {
+	if start, err := d.walkSource(ctx, r.opts.Source); err != nil {
 		if ctx.Err() != nil || errclass.IsFatal(err) {
 			return err
 		}

@@ -49,52 +49,46 @@ func WellKnownURL(site string) (string, error) {
 // for an incremental run, say).
 var ErrNoCapability = errors.New("the capability list does not offer it")
 
-// resolveStart turns a bare site URL, or a page that is not ResourceSync,
-// into the document to start from: a site's /.well-known/resourcesync when
-// that answers, else what full discovery finds (robots.txt Sitemap lines,
-// an HTML <link rel="resourcesync">, a Link header): the Source
-// Description, or the one Capability List. ResourceSync documents are
-// returned unchanged.
-func (r *run) resolveStart(ctx context.Context, start string) (string, error) {
-	if !isBareSite(start) {
-		// A ResourceSync document (or one that fails for other reasons,
-		// reported by the walk) is the start; a page that is not
-		// ResourceSync (HTML with a <link>, …) goes to discovery.
-		_, closeDoc, err := r.openDocument(ctx, start)
-		if err == nil {
-			closeDoc()
-			return start, nil
-		}
-		if !errors.Is(err, manifest.ErrNotResourceSync) {
-			return start, nil
-		}
-	} else {
-		wk, err := WellKnownURL(start)
+// walkSource walks from the run's source. A bare site URL starts at its
+// /.well-known/resourcesync. When that start document cannot be read, or
+// is not ResourceSync (an HTML page, say), full discovery runs instead
+// (robots.txt Sitemap lines, an HTML <link rel="resourcesync">, a Link
+// header) and the walk starts again from what it finds: the Source
+// Description, or the one Capability List. It returns where the walk
+// started. Nothing is fetched twice on the usual path.
+func (d *discoverer) walkSource(ctx context.Context, source string) (string, error) {
+	start := source
+	bare := isBareSite(source)
+	if bare {
+		wk, err := WellKnownURL(source)
 		if err != nil {
-			return "", err
+			return source, err
 		}
-		if body, err := r.opts.Client.Open(ctx, wk); err == nil {
-			body.Close()
-			r.log.Info("bare site URL: reading its source description", "url", wk)
-			return wk, nil
-		}
+		start = wk
 	}
-	src, err := discovery.Discover(ctx, r.opts.Client, start, discovery.Options{Logger: r.log})
-	if err != nil {
+	err := d.walk(ctx, start, "", 0)
+	if err == nil || d.started || ctx.Err() != nil || errclass.IsFatal(err) ||
+		!(bare || errors.Is(err, manifest.ErrNotResourceSync)) {
+		return start, err
+	}
+	src, derr := discovery.Discover(ctx, d.r.opts.Client, source, discovery.Options{Logger: d.r.log})
+	if derr != nil {
 		if ctx.Err() != nil {
-			return "", ctx.Err()
+			return source, ctx.Err()
 		}
-		return "", &SourceError{URL: start, Err: err}
+		return source, &SourceError{URL: source, Err: derr}
 	}
 	switch {
 	case src.Description != "":
-		r.log.Info("source found", "how", src.Found, "source_description", src.Description)
-		return src.Description, nil
+		start = src.Description
 	case len(src.Sets) == 1:
-		r.log.Info("source found", "how", src.Found, "capability_list", src.Sets[0].CapabilityList)
-		return src.Sets[0].CapabilityList, nil
+		start = src.Sets[0].CapabilityList
+	default:
+		return source, &SourceError{URL: source, Err: errclass.Permanentf("found %d resource sets but no Source Description", len(src.Sets))}
 	}
-	return "", &SourceError{URL: start, Err: errclass.Permanentf("found %d resource sets but no Source Description", len(src.Sets))}
+	d.r.log.Info("source found", "how", src.Found, "start", start)
+	d.visited = map[string]bool{}
+	return start, d.walk(ctx, start, "", 0)
 }
 
 // isBareSite reports whether a source URL names a site rather than a document.
@@ -125,6 +119,8 @@ type discoverer struct {
 	onDump   func(docURL, resourceSet string, h *manifest.Header)
 	dumps    int
 	setsSeen int
+	// started is set once the walk's first document opened.
+	started bool
 }
 
 // MatchesSet reports whether a --set name names the capability list at
@@ -164,6 +160,7 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 	if err != nil {
 		return err
 	}
+	d.started = true
 	defer closeDoc()
 	h := rd.Header()
 	switch h.Metadata.Capability {

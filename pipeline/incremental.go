@@ -154,10 +154,6 @@ func (inc *incremental) phases(ctx context.Context) error {
 
 	// 1. Discover the change packages that meet the range.
 	var pkgs []packageJob
-	start := inc.opts.Source
-	if start, err = inc.resolveStart(ctx, start); err != nil {
-		return err
-	}
 	var resolveErr error
 	d := &discoverer{r: inc.run, want: manifest.ChangeDump, list: manifest.ChangeList, preferList: inc.opts.Prefer == "list", visited: map[string]bool{},
 		inRange: func(set string, from, until time.Time) (bool, error) {
@@ -199,7 +195,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 			}
 		},
 	}
-	if err := d.walk(ctx, start, "", 0); err != nil {
+	if start, err := d.walkSource(ctx, inc.opts.Source); err != nil {
 		switch {
 		case resolveErr != nil:
 			return resolveErr

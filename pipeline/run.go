@@ -384,11 +384,6 @@ func (r *run) listConcurrency() int {
 
 // discover walks from the source to its packages (or list entries).
 func (r *run) discover(ctx context.Context, out chan<- packageJob, entries chan<- entryJob) error {
-	start := r.opts.Source
-	start, err := r.resolveStart(ctx, start)
-	if err != nil {
-		return err
-	}
 	d := &discoverer{r: r, want: manifest.ResourceDump, list: manifest.ResourceList, preferList: r.opts.Prefer == "list", visited: map[string]bool{}}
 	d.emitResource = func(ctx context.Context, docURL, set string, at time.Time, e *manifest.Entry) error {
 		j := entryJob{pkg: &packageJob{URL: docURL, Dump: docURL, ResourceSet: set, At: at, List: true}, entry: e, done: func() {}}
@@ -409,7 +404,7 @@ func (r *run) discover(ctx context.Context, out chan<- packageJob, entries chan<
 			return nil
 		}
 	}
-	if err := d.walk(ctx, start, "", 0); err != nil {
+	if start, err := d.walkSource(ctx, r.opts.Source); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
