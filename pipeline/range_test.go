@@ -139,40 +139,11 @@ func TestRangeResync(t *testing.T) {
 // downloads, with the same result; so does DisableRangeResync.
 func TestRangeResyncIgnored(t *testing.T) {
 	gen, want, pkgBytes := rangeSource(t)
-	noRange := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			r.Header.Del("Range")
-			r.Header.Del("If-Range")
-			next.ServeHTTP(w, r)
-		})
-	}
-	srv, err := bench.Serve(context.Background(), gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: noRange})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	h := newHarness(t)
-	h.baseline(context.Background(), srv.URL, nil)
-	stale := staleRecords(t, h, want)
-	rep := checkResync(t, h, srv.URL, want, stale)
-	// The packages holding a stale resource are downloaded whole (those
-	// whose manifest copy shows every resource held are skipped).
-	if rep.Bytes.Downloaded < pkgBytes/2 {
-		t.Errorf("downloaded %d bytes of %d: not whole packages", rep.Bytes.Downloaded, pkgBytes)
-	}
-
-	t.Run("probe only", func(t *testing.T) {
-		// Honours the probe's Range, ignores every other: opening by
-		// Range fails and the packages are downloaded.
-		probeOnly := func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Header.Get("Range") != "bytes=0-0" {
-					r.Header.Del("Range")
-				}
-				next.ServeHTTP(w, r)
-			})
-		}
-		srv, err := bench.Serve(context.Background(), gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: probeOnly})
+	// wholePackages re-syncs through a server wrapped by wrap and checks
+	// that the packages holding a stale resource were downloaded whole
+	// (those whose manifest copy shows every resource held are skipped).
+	wholePackages := func(t *testing.T, wrap func(http.Handler) http.Handler) {
+		srv, err := bench.Serve(context.Background(), gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: wrap})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,6 +155,27 @@ func TestRangeResyncIgnored(t *testing.T) {
 		if rep.Bytes.Downloaded < pkgBytes/2 {
 			t.Errorf("downloaded %d bytes of %d: not whole packages", rep.Bytes.Downloaded, pkgBytes)
 		}
+	}
+	t.Run("range ignored", func(t *testing.T) {
+		wholePackages(t, func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				r.Header.Del("Range")
+				r.Header.Del("If-Range")
+				next.ServeHTTP(w, r)
+			})
+		})
+	})
+	t.Run("probe only", func(t *testing.T) {
+		// Honours the probe's Range, ignores every other: opening by
+		// Range fails and the packages are downloaded.
+		wholePackages(t, func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Range") != "bytes=0-0" {
+					r.Header.Del("Range")
+				}
+				next.ServeHTTP(w, r)
+			})
+		})
 	})
 
 	t.Run("disabled", func(t *testing.T) {
