@@ -261,7 +261,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 		}
 		return nil
 	})
-	for range inc.opts.Concurrency {
+	for range inc.packageWorkers() {
 		producers.Add(1)
 		g.Go(func() error {
 			defer producers.Done()

@@ -96,8 +96,15 @@ func (r *run) fetchPackage(ctx context.Context, j packageJob) (*spooled, error) 
 		return sp, errclass.Fatalf("spool: %w", err)
 	}
 	sp.file = f
+	select {
+	case <-ctx.Done():
+		sp.Close()
+		return sp, ctx.Err()
+	case r.downloads <- struct{}{}:
+	}
 	started := time.Now()
 	res, err := r.opts.Client.Download(ctx, j.URL, f, j.Expect)
+	<-r.downloads
 	r.counts.BytesDownloaded.Add(res.Bytes)
 	if err != nil {
 		sp.Close()

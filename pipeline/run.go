@@ -49,7 +49,8 @@ type Options struct {
 	Store *state.Store
 	// Client fetches documents and packages. Required.
 	Client *fetch.Client
-	// Concurrency is the number of packages in flight (default 4).
+	// Concurrency is the number of package downloads in flight (default
+	// 4); as many packages again may be unpacked and delivered meanwhile.
 	Concurrency int
 	// ListConcurrency is the number of resource GETs in flight when
 	// syncing from lists (default 16).
@@ -141,6 +142,12 @@ type run struct {
 	results chan result
 	sinks   []boundSink
 
+	// downloads holds a slot per package download in flight
+	// (Options.Concurrency). A package releases its slot once downloaded,
+	// so the next download starts while it is processed: on a slow link
+	// the link never waits for the CPU.
+	downloads chan struct{}
+
 	atMu sync.Mutex
 	at   time.Time // the earliest Resource Dump "at" seen
 	sets map[string]time.Time
@@ -182,7 +189,8 @@ func (r *run) noteSet(set string, at time.Time) {
 }
 
 func newRun(opts Options) *run {
-	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, sets: map[string]time.Time{}}
+	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, sets: map[string]time.Time{},
+		downloads: make(chan struct{}, opts.Concurrency)}
 	for i, s := range opts.Sinks {
 		n := opts.Workers
 		if l, ok := s.(sink.Limiter); ok && l.Concurrency() > 0 {
@@ -285,8 +293,10 @@ func (r *run) baseline(ctx context.Context) error {
 		return r.discover(ctx, pkgs, listEntries)
 	})
 	// fetch + unpack: packages in parallel, their entries into entries.
+	// Twice as many packages as downloads are in flight, so that while
+	// some are processed the next ones download (see run.downloads).
 	var pkgWG sync.WaitGroup
-	for range r.opts.Concurrency {
+	for range r.packageWorkers() {
 		pkgWG.Add(1)
 		producers.Add(1)
 		g.Go(func() error {
@@ -373,6 +383,10 @@ func (r *run) deliveryWorkers() int {
 	}
 	return n
 }
+
+// packageWorkers is the number of packages in flight: Options.Concurrency
+// downloading, as many again being unpacked and delivered.
+func (r *run) packageWorkers() int { return 2 * r.opts.Concurrency }
 
 // listConcurrency is the number of resource GETs in flight for lists.
 func (r *run) listConcurrency() int {
