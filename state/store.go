@@ -156,12 +156,10 @@ func (s *Store) open(ctx context.Context, abs string) error {
 // checkIdentity rejects files that are not SQLite databases or that belong
 // to another application, reading only.
 func (s *Store) checkIdentity(ctx context.Context) error {
-	var id int64
-	if err := s.w.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
-		return err
-	}
-	var objects int64
-	if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&objects); err != nil {
+	// One statement, so both figures come from one snapshot: another
+	// process may be creating the schema meanwhile.
+	var id, objects int64
+	if err := s.w.QueryRowContext(ctx, "SELECT (SELECT application_id FROM pragma_application_id()), (SELECT count(*) FROM sqlite_schema)").Scan(&id, &objects); err != nil {
 		return err
 	}
 	if id == applicationID || (id == 0 && objects == 0) {
