@@ -469,6 +469,7 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 				}
 			}
 			fl := Failure{URI: f.URI, Stage: "deliver", Error: fmt.Sprintf("sink %s: %v", s.name, f.Err), Permanent: errclass.IsPermanent(f.Err)}
+			r.book.noteFailure("")
 			var ct time.Time
 			if rec != nil {
 				fl.Package, ct = rec.Package, rec.ChangeTime
@@ -507,8 +508,12 @@ func removeString(ss []string, s string) []string {
 
 func (r *run) add(b *state.Batch, res result) {
 	now := time.Now().UTC()
+	if res.failure != nil {
+		r.book.noteFailure(res.failure.Package)
+	}
 	if r.lateFailed[res.resource.URI] && (res.outcome == outWritten || res.outcome == outDeleted) {
 		// A batching sink already reported this write failed.
+		r.book.noteFailure("")
 		delete(r.lateFailed, res.resource.URI)
 		return
 	}
@@ -525,6 +530,7 @@ func (r *run) add(b *state.Batch, res result) {
 	}
 	switch res.outcome {
 	case outWritten, outUnchanged, outDeleted:
+		r.book.noteOutcome(res.resource.Package)
 		res.resource.Updated = now
 		b.Resources = append(b.Resources, res.resource)
 	case outFailed:

@@ -82,6 +82,11 @@ type Options struct {
 	// re-sync, a package whose server honours Range is read in place and
 	// only its new or changed entries are fetched (see openPackage).
 	DisableRangeResync bool
+	// DisablePackageSkip reads every package again. By default a baseline
+	// skips, without reading anything of it, a package the state records
+	// as delivered in full to the same sinks with the same declared length
+	// and hashes (see skip.go).
+	DisablePackageSkip bool
 	// SinkRetries is how often a sink's temporary failure is retried within
 	// a run (default 3); SinkBackoff the first wait (default 200 ms).
 	SinkRetries int
@@ -147,6 +152,9 @@ type run struct {
 	// so the next download starts while it is processed: on a slow link
 	// the link never waits for the CPU.
 	downloads chan struct{}
+
+	// book tracks which packages were delivered in full (see skip.go).
+	book packageBook
 
 	atMu sync.Mutex
 	at   time.Time // the earliest Resource Dump "at" seen
@@ -270,7 +278,12 @@ func Baseline(ctx context.Context, opts Options) (*Report, error) {
 	if err := r.begin(ctx, rep); err != nil {
 		return nil, err
 	}
-	r.onFinish = r.setBaselineCheckpoints
+	r.onFinish = func(ctx context.Context, rep *Report) error {
+		if err := r.recordPackages(ctx); err != nil {
+			return err
+		}
+		return r.setBaselineCheckpoints(ctx, rep)
+	}
 	runErr := r.baseline(ctx)
 	return r.finish(ctx, rep, runErr)
 }
@@ -310,9 +323,15 @@ func (r *run) baseline(ctx context.Context) error {
 					if !ok {
 						return nil
 					}
+					if skip, err := r.skipPackage(ctx, j); err != nil {
+						return err
+					} else if skip {
+						continue
+					}
 					if err := r.processPackage(ctx, j, entries); err != nil {
 						return err
 					}
+					r.book.noteDone(j.URL, fingerprint(j))
 				}
 			}
 		})
@@ -467,6 +486,7 @@ func (r *run) fail(ctx context.Context, f Failure, changeTime time.Time) {
 func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time) {
 	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
 	r.rec.fail(f)
+	r.book.noteFailure(f.Package)
 	if !f.Permanent {
 		r.noteHold(set, changeTime)
 	}

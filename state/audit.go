@@ -146,13 +146,19 @@ func (inv *Inventory) Close() error {
 }
 
 // ForgetResources removes the records of uris, so that the next sync
-// fetches them again (audit repair).
+// fetches them again (audit repair), and every package record with them.
 func (s *Store) ForgetResources(ctx context.Context, uris []string) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fatal("forget", err)
 	}
 	defer tx.Rollback()
+	if len(uris) > 0 {
+		// A package record stands for its resources' records.
+		if _, err := tx.ExecContext(ctx, "DELETE FROM packages"); err != nil {
+			return fatal("forget", err)
+		}
+	}
 	for _, u := range uris {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM resources WHERE uri = ?", u); err != nil {
 			return fatal("forget", err)

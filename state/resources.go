@@ -182,9 +182,14 @@ func (s *Store) Resource(ctx context.Context, uri string) (Resource, bool, error
 // in rs, in one transaction: all or none are stored. The last write wins;
 // keeping older changes from overwriting newer ones (ChangeTime) is the
 // caller's decision. Each resource must have a URI, a Length >= -1 and a
-// valid Outcome; a zero Updated is recorded as the current time.
+// valid Outcome; a zero Updated is recorded as the current time. Records
+// put this way, outside a run, make every package record stale, so they are
+// removed (see ForgetPackages).
 func (s *Store) PutResources(ctx context.Context, rs []Resource) error {
-	return s.Commit(ctx, Batch{Resources: rs})
+	if err := s.Commit(ctx, Batch{Resources: rs}); err != nil {
+		return err
+	}
+	return s.ForgetPackages(ctx)
 }
 
 // CountResources returns the number of resources recorded, counting

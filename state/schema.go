@@ -109,6 +109,20 @@ CREATE TABLE change_documents (
 	seen         TEXT
 ) WITHOUT ROWID;
 `,
+		// 5: packages whose every resource a run delivered to a set of
+		// sinks, by the package's fingerprint (its declared length and
+		// hashes), so that a re-sync skips them without reading them.
+		`
+CREATE TABLE packages (
+	url         TEXT NOT NULL CHECK (url <> ''),
+	sinks       TEXT NOT NULL,
+	fingerprint TEXT NOT NULL CHECK (fingerprint <> ''),
+	resources   INTEGER NOT NULL,
+	run_id      INTEGER REFERENCES runs (id),
+	updated     TEXT NOT NULL,
+	PRIMARY KEY (url, sinks)
+) WITHOUT ROWID;
+`,
 	}
 }
 

@@ -1,0 +1,161 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// Skipping whole packages on a re-sync.
+//
+// When a baseline run has delivered every resource of a dump package to
+// the run's sinks — no failure names the package, and nothing failed that
+// names no package — it records the package's fingerprint: the length and
+// hashes the Resource Dump declares for it. A later baseline whose dump
+// declares the same fingerprint for the same URL, delivering to the same
+// sinks, skips the package without reading anything of it: not its
+// manifest copy, not its central directory, not one state record per
+// resource. A changed package (new hashes), a new set of sinks, or a state
+// that forgot resources (audit repair) reads it again. Packages whose dump
+// entry gives no hash are never skipped this way.
+//
+// Records are written when the run finishes, after the commit stage has
+// committed every outcome: a run killed before then leaves none, so a
+// record never stands for an outcome not in the state.
+
+// packageBook tracks, during a run, what is needed to record packages.
+type packageBook struct {
+	mu sync.Mutex
+	// done are the packages processed to the end: URL -> fingerprint.
+	done map[string]string
+	// failed are the packages a failure names.
+	failed map[string]bool
+	// resources counts committed outcomes per package URL.
+	resources map[string]int64
+	// unattributed is set by a failure that names no package: then no
+	// package is recorded.
+	unattributed bool
+}
+
+func (b *packageBook) noteDone(url, fp string) {
+	if fp == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done == nil {
+		b.done = map[string]string{}
+	}
+	b.done[url] = fp
+}
+
+func (b *packageBook) noteFailure(pkg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if pkg == "" {
+		b.unattributed = true
+		return
+	}
+	if b.failed == nil {
+		b.failed = map[string]bool{}
+	}
+	b.failed[pkg] = true
+}
+
+func (b *packageBook) noteOutcome(pkg string) {
+	if pkg == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.resources == nil {
+		b.resources = map[string]int64{}
+	}
+	b.resources[pkg]++
+}
+
+// records returns the packages to record: done, not failed, with at least
+// one resource.
+func (b *packageBook) records(sinks string, runID int64) []state.PackageRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.unattributed {
+		return nil
+	}
+	var out []state.PackageRecord
+	for url, fp := range b.done {
+		if b.failed[url] || b.resources[url] == 0 {
+			continue
+		}
+		out = append(out, state.PackageRecord{URL: url, Sinks: sinks, Fingerprint: fp, Resources: b.resources[url], RunID: runID})
+	}
+	return out
+}
+
+// fingerprint identifies a package by the length and hashes its dump
+// declares, or is "" when the dump gives no hash.
+func fingerprint(j packageJob) string {
+	h := j.Expect.Hashes
+	if h.IsZero() {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("length:")
+	b.WriteString(strconv.FormatInt(j.Expect.Length, 10))
+	for _, d := range []struct {
+		name string
+		sum  []byte
+	}{{"md5", h.MD5}, {"sha-1", h.SHA1}, {"sha-256", h.SHA256}} {
+		if d.sum != nil {
+			b.WriteString(" " + d.name + ":" + hex.EncodeToString(d.sum))
+		}
+	}
+	return b.String()
+}
+
+// sinkKey names the run's set of sinks, in order.
+func (r *run) sinkKey() string {
+	names := make([]string, len(r.sinks))
+	for i, s := range r.sinks {
+		names[i] = s.name
+	}
+	return strings.Join(names, "\n")
+}
+
+// skipPackage reports whether the state records package j, as the dump
+// now declares it, delivered in full to this run's sinks; it then counts
+// the package's resources as unchanged.
+func (r *run) skipPackage(ctx context.Context, j packageJob) (bool, error) {
+	if r.opts.DisablePackageSkip || j.List {
+		return false, nil
+	}
+	fp := fingerprint(j)
+	if fp == "" {
+		return false, nil
+	}
+	rec, ok, err := r.opts.Store.PackageDone(ctx, j.URL, r.sinkKey())
+	if err != nil || !ok || rec.Fingerprint != fp {
+		return false, err
+	}
+	r.log.Debug("package skipped: delivered unchanged before", "package", j.URL, "resources", rec.Resources, "run", rec.RunID)
+	r.counts.Unchanged.Add(rec.Resources)
+	r.counts.PackagesDone.Add(1)
+	r.book.noteDone(j.URL, fp)
+	r.book.mu.Lock()
+	if r.book.resources == nil {
+		r.book.resources = map[string]int64{}
+	}
+	r.book.resources[j.URL] += rec.Resources
+	r.book.mu.Unlock()
+	return true, nil
+}
+
+// recordPackages records the packages this run delivered in full; called
+// once every outcome is committed.
+func (r *run) recordPackages(ctx context.Context) error {
+	return r.opts.Store.SetPackagesDone(ctx, r.book.records(r.sinkKey(), r.runID))
+}
