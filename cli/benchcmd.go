@@ -28,6 +28,7 @@ type benchFlags struct {
 	jsonFile    string
 	svgFile     string
 	refs        bool
+	resync      bool
 }
 
 // benchCommand measures the baseline pipeline against a generated dump on
@@ -58,6 +59,7 @@ func (a *app) benchCommand() *cobra.Command {
 	fl.StringVar(&f.jsonFile, "json", "", "write the results as JSON to this file")
 	fl.StringVar(&f.svgFile, "svg", "", "write a chart of the results as SVG to this file")
 	fl.BoolVar(&f.refs, "refs", true, "also run the reference points (machine limit, naive curl/unzip, python)")
+	fl.BoolVar(&f.resync, "resync", true, "after the last run, re-sync the unchanged dump: with package skip, by Range, and with manifest copies")
 	return c
 }
 
@@ -97,6 +99,7 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 		Link:        link,
 		Latency:     f.latency,
 		Refs:        f.refs,
+		Resync:      f.resync,
 		Pipeline:    a.benchPipeline(log),
 		Logger:      log,
 	})

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -63,6 +65,9 @@ type Options struct {
 	Latency time.Duration
 	// Refs runs the reference points.
 	Refs bool
+	// Resync re-syncs the unchanged dump after the last pipeline run, in
+	// each way a re-sync can skip work (see the Row* names).
+	Resync bool
 	// Pipeline builds each run's pipeline options; nil means DefaultOptions.
 	Pipeline OptionsFunc
 	// Logger receives progress at info level; nil discards.
@@ -73,6 +78,7 @@ type Options struct {
 const (
 	KindRun       = "run"
 	KindReference = "reference"
+	KindResync    = "resync"
 )
 
 // Row is one measured run or reference point.
@@ -92,6 +98,13 @@ type Row struct {
 	DownloadedMB float64 `json:"downloaded_mb"`
 	// Ratio is MBps over the machine limit's (0 when not measured).
 	Ratio float64 `json:"ratio_to_limit"`
+	// VsDownload is a run's time over the "download only" reference's: 1
+	// means processing hid entirely behind the download (0 when not
+	// measured).
+	VsDownload float64 `json:"time_vs_download,omitempty"`
+	// Speedup is, for a re-sync row, the first sync's time over the
+	// re-sync's.
+	Speedup float64 `json:"speedup,omitempty"`
 	// Skipped tells a reference that could not run; Note says why.
 	Skipped bool   `json:"skipped,omitempty"`
 	Note    string `json:"note,omitempty"`
@@ -124,9 +137,10 @@ type Result struct {
 
 // Names of the reference rows.
 const (
-	RefLimit  = "machine limit"
-	RefNaive  = "naive curl+unzip+md5sum+sha256sum"
-	RefPython = "python zipfile+hashlib"
+	RefLimit    = "machine limit"
+	RefNaive    = "naive curl+unzip+md5sum+sha256sum"
+	RefPython   = "python zipfile+hashlib"
+	RefDownload = "download only"
 )
 
 // Run generates (or reuses) the dump, serves it on 127.0.0.1, runs the
@@ -182,19 +196,40 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	defer srv.Close()
 
-	for _, c := range opts.Concurrency {
+	for i, c := range opts.Concurrency {
 		log.InfoContext(ctx, "bench: pipeline run", "concurrency", c)
-		row, err := runPipeline(ctx, opts, srv.URL, c, dump)
+		var after func(RunParams, Row) error
+		if opts.Resync && i == len(opts.Concurrency)-1 {
+			after = func(p RunParams, first Row) error {
+				copyless, err := bench.Serve(ctx, dump.Dir, "127.0.0.1:0", bench.ServeOptions{
+					Wrap:     chain(Wrap(opts.Link, opts.Latency), withoutCopies),
+					CacheDir: opts.WorkDir,
+				})
+				if err != nil {
+					return fmt.Errorf("harness: serving %s: %w", dump.Dir, err)
+				}
+				defer copyless.Close()
+				log.InfoContext(ctx, "bench: re-syncs of the unchanged dump")
+				rows, err := resyncs(ctx, opts, srv.URL, copyless.URL, p, first, dump)
+				res.Rows = append(res.Rows, rows...)
+				return err
+			}
+		}
+		row, err := runPipeline(ctx, opts, srv.URL, c, dump, after)
 		if err != nil {
 			return nil, err
 		}
-		res.Rows = append(res.Rows, row)
+		// The re-sync rows follow their first run.
+		res.Rows = slices.Insert(res.Rows, len(res.Rows)-countKind(res.Rows, KindResync), row)
 	}
 	if opts.Refs {
 		refs := []struct {
 			name string
 			fn   func(context.Context, string, Dump) (Row, error)
 		}{
+			{RefDownload, func(ctx context.Context, url string, d Dump) (Row, error) {
+				return downloadOnly(ctx, url, opts.Concurrency[len(opts.Concurrency)-1], d)
+			}},
 			{RefLimit, func(ctx context.Context, _ string, d Dump) (Row, error) { return machineLimit(ctx, d) }},
 			{RefNaive, func(ctx context.Context, url string, d Dump) (Row, error) { return naive(ctx, url, opts.WorkDir, d) }},
 			{RefPython, func(ctx context.Context, _ string, d Dump) (Row, error) { return python(ctx, opts.WorkDir, d) }},
@@ -221,13 +256,47 @@ func (r *Result) fillRatios() {
 			limit = row.MBps
 		}
 	}
-	if limit <= 0 {
-		return
+	var download float64
+	for _, row := range r.Rows {
+		if row.Name == RefDownload && !row.Skipped {
+			download = row.Seconds
+		}
 	}
 	for i := range r.Rows {
-		if !r.Rows[i].Skipped {
-			r.Rows[i].Ratio = r.Rows[i].MBps / limit
+		row := &r.Rows[i]
+		if row.Skipped {
+			continue
 		}
+		if limit > 0 && row.Kind != KindResync {
+			row.Ratio = row.MBps / limit
+		}
+		if download > 0 && row.Kind == KindRun {
+			row.VsDownload = row.Seconds / download
+		}
+	}
+}
+
+// countKind counts the rows of a kind.
+func countKind(rows []Row, kind string) int {
+	n := 0
+	for _, r := range rows {
+		if r.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// chain applies wrappers in order, the first outermost; nil ones are left
+// out.
+func chain(ws ...func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		for i := len(ws) - 1; i >= 0; i-- {
+			if ws[i] != nil {
+				h = ws[i](h)
+			}
+		}
+		return h
 	}
 }
 
@@ -273,8 +342,10 @@ func selfUsage() usage {
 	}
 }
 
-// runPipeline runs one baseline into a fresh directory and measures it.
-func runPipeline(ctx context.Context, opts Options, url string, c int, d Dump) (Row, error) {
+// runPipeline runs one baseline into a fresh directory and measures it;
+// after, when set, runs with that run's parameters and row before the
+// directory is removed.
+func runPipeline(ctx context.Context, opts Options, url string, c int, d Dump, after func(RunParams, Row) error) (Row, error) {
 	dir, err := os.MkdirTemp(opts.WorkDir, fmt.Sprintf("run-c%d-", c))
 	if err != nil {
 		return Row{}, fmt.Errorf("harness: %w", err)
@@ -284,32 +355,28 @@ func runPipeline(ctx context.Context, opts Options, url string, c int, d Dump) (
 	if err := os.Mkdir(spool, 0o755); err != nil {
 		return Row{}, fmt.Errorf("harness: %w", err)
 	}
-	po, closeSinks, err := opts.Pipeline(ctx, RunParams{
+	p := RunParams{
 		Source:      url,
 		SinkDir:     filepath.Join(dir, "mirror"),
 		StatePath:   filepath.Join(dir, "state.db"),
 		SpoolDir:    spool,
 		Concurrency: c,
+	}
+	row, err := measureRun(ctx, opts, p, d, nil, func(rep *pipeline.Report) error {
+		if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(d.Resources) {
+			return fmt.Errorf("status %s, %d of %d resources written", rep.Status, rep.Resources.Written, d.Resources)
+		}
+		return nil
 	})
 	if err != nil {
 		return Row{}, fmt.Errorf("harness: run at concurrency %d: %w", c, err)
 	}
-	defer po.Store.Close()
-	before := selfUsage()
-	start := time.Now()
-	rep, runErr := pipeline.Baseline(ctx, po)
-	cerr := closeSinks(context.WithoutCancel(ctx))
-	elapsed := time.Since(start)
-	after := selfUsage()
-	if err := errors.Join(runErr, cerr); err != nil {
-		return Row{}, fmt.Errorf("harness: run at concurrency %d: %w", c, err)
-	}
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(d.Resources) {
-		return Row{}, fmt.Errorf("harness: run at concurrency %d: status %s, %d of %d resources written",
-			c, rep.Status, rep.Resources.Written, d.Resources)
-	}
-	row := measured(elapsed, after.cpu-before.cpu, after.maxRSS, rep.Bytes.Downloaded, d)
 	row.Name, row.Kind, row.Concurrency = fmt.Sprintf("rsharvest -c %d", c), KindRun, c
+	if after != nil {
+		if err := after(p, row); err != nil {
+			return Row{}, err
+		}
+	}
 	return row, nil
 }
 

@@ -26,6 +26,7 @@ func TestRunTinyDump(t *testing.T) {
 		WorkDir:     t.TempDir(),
 		Concurrency: []int{1, 2},
 		Refs:        true,
+		Resync:      true,
 	}
 	res, err := Run(ctx, opts)
 	if err != nil {
@@ -34,7 +35,7 @@ func TestRunTinyDump(t *testing.T) {
 	if res.Dump.Resources != 60 || res.Dump.Packages != 3 || res.Dump.Cached {
 		t.Fatalf("dump = %+v", res.Dump)
 	}
-	want := []string{"rsharvest -c 1", "rsharvest -c 2", RefLimit, RefNaive, RefPython}
+	want := []string{"rsharvest -c 1", "rsharvest -c 2", RowResync, RowResyncRange, RowResyncCopies, RefDownload, RefLimit, RefNaive, RefPython}
 	if len(res.Rows) != len(want) {
 		t.Fatalf("got %d rows, want %d: %+v", len(res.Rows), len(want), res.Rows)
 	}
@@ -44,6 +45,12 @@ func TestRunTinyDump(t *testing.T) {
 		}
 		if row.Skipped {
 			t.Logf("%s skipped: %s", row.Name, row.Note)
+			continue
+		}
+		if row.Kind == KindResync {
+			if row.Speedup <= 1 || row.Ratio != 0 {
+				t.Errorf("re-sync row %+v: speedup not above 1", row)
+			}
 			continue
 		}
 		if row.Seconds <= 0 || row.MBps <= 0 || row.ResPerSec <= 0 || row.CPUSeconds <= 0 || row.PeakRSSMB <= 0 || row.Ratio <= 0 {
@@ -86,7 +93,7 @@ func TestRunTinyDump(t *testing.T) {
 	}
 
 	// The second time the dump comes from the cache.
-	opts.Concurrency, opts.Refs = []int{1}, false
+	opts.Concurrency, opts.Refs, opts.Resync = []int{1}, false, false
 	res2, err := Run(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -24,8 +24,8 @@ func (r *Result) WriteTable(w io.Writer) error {
 	for _, row := range r.Rows {
 		width = max(width, len(row.Name))
 	}
-	fmt.Fprintf(w, "%-*s %8s %8s %8s %7s %12s %14s %9s\n", width, "name",
-		"seconds", "MB/s", "res/s", "CPU s", "peak RSS MB", "MB downloaded", "vs limit")
+	fmt.Fprintf(w, "%-*s %8s %8s %8s %7s %12s %14s %9s %11s %8s\n", width, "name",
+		"seconds", "MB/s", "res/s", "CPU s", "peak RSS MB", "MB downloaded", "vs limit", "x download", "speedup")
 	for _, row := range r.Rows {
 		if row.Skipped {
 			fmt.Fprintf(w, "%-*s skipped: %s\n", width, row.Name, row.Note)
@@ -35,8 +35,15 @@ func (r *Result) WriteTable(w io.Writer) error {
 		if row.Ratio > 0 {
 			ratio = fmt.Sprintf("%.2f", row.Ratio)
 		}
-		fmt.Fprintf(w, "%-*s %8.2f %8.1f %8.0f %7.2f %12.1f %14.1f %9s\n", width, row.Name, row.Seconds, row.MBps,
-			row.ResPerSec, row.CPUSeconds, row.PeakRSSMB, row.DownloadedMB, ratio)
+		vsDownload, speedup := "-", "-"
+		if row.VsDownload > 0 {
+			vsDownload = fmt.Sprintf("%.2f", row.VsDownload)
+		}
+		if row.Speedup > 0 {
+			speedup = fmt.Sprintf("%.1f", row.Speedup)
+		}
+		fmt.Fprintf(w, "%-*s %8.2f %8.1f %8.0f %7.2f %12.1f %14.1f %9s %11s %8s\n", width, row.Name, row.Seconds, row.MBps,
+			row.ResPerSec, row.CPUSeconds, row.PeakRSSMB, row.DownloadedMB, ratio, vsDownload, speedup)
 	}
 	fmt.Fprintln(w)
 	for _, row := range r.Rows {
@@ -70,12 +77,13 @@ const (
 )
 
 // WriteSVG writes a chart: horizontal bars of MB/s for every run and
-// reference, and, when the pipeline ran at several concurrencies, a line
-// of MB/s against concurrency with the machine limit as a dashed line.
+// processing reference (not the re-syncs, nor the download-only time), and,
+// when the pipeline ran at several concurrencies, a line of MB/s against
+// concurrency with the machine limit as a dashed line.
 func (r *Result) WriteSVG(w io.Writer) error {
 	var rows []Row
 	for _, row := range r.Rows {
-		if !row.Skipped {
+		if !row.Skipped && row.Kind != KindResync && row.Name != RefDownload {
 			rows = append(rows, row)
 		}
 	}
