@@ -29,6 +29,7 @@ type benchFlags struct {
 	svgFile     string
 	refs        bool
 	resync      bool
+	sweep       []int
 }
 
 // benchCommand measures the baseline pipeline against a generated dump on
@@ -45,6 +46,7 @@ func (a *app) benchCommand() *cobra.Command {
 	}
 	fl := c.Flags()
 	fl.IntVar(&f.gen.Resources, "resources", 2000, "number of resources in the generated dump")
+	fl.IntSliceVar(&f.sweep, "sweep", nil, "instead, run once per dump of these numbers of resources, e.g. 10000,100000,1000000 (time against dump size)")
 	fl.IntVar(&f.gen.MeanSize, "size", 52000, "mean resource size in bytes")
 	fl.StringVar(&f.gen.SizeDist, "size-dist", bench.LogNormal, "size distribution: lognormal, fixed, uniform")
 	fl.Float64Var(&f.gen.CompressibleShare, "compressible", 0.5, "share of compressible (text) bodies, 0..1")
@@ -91,7 +93,18 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 		defer os.RemoveAll(work)
 	}
 	log := a.logger()
-	res, err := harness.Run(ctx, harness.Options{
+	run := harness.Run
+	if len(f.sweep) > 0 {
+		for _, n := range f.sweep {
+			if n < 1 {
+				return usagef("--sweep sizes must be at least 1")
+			}
+		}
+		run = func(ctx context.Context, o harness.Options) (*harness.Result, error) {
+			return harness.Sweep(ctx, o, f.sweep)
+		}
+	}
+	res, err := run(ctx, harness.Options{
 		Gen:         f.gen,
 		CacheDir:    cache,
 		WorkDir:     work,

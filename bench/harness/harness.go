@@ -86,11 +86,13 @@ type Row struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
 	// Concurrency is a run's package concurrency (0 for references).
-	Concurrency int     `json:"concurrency,omitempty"`
-	Seconds     float64 `json:"seconds"`
-	MBps        float64 `json:"mb_per_s"`
-	ResPerSec   float64 `json:"resources_per_s"`
-	CPUSeconds  float64 `json:"cpu_seconds"`
+	Concurrency int `json:"concurrency,omitempty"`
+	// Resources is the size of a sweep row's dump (0 otherwise).
+	Resources  int     `json:"resources,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	MBps       float64 `json:"mb_per_s"`
+	ResPerSec  float64 `json:"resources_per_s"`
+	CPUSeconds float64 `json:"cpu_seconds"`
 	// PeakRSSMB is the peak resident set size: for in-process rows the
 	// maximum over the whole process so far (getrusage RUSAGE_SELF), for
 	// external commands the largest of their processes.
@@ -391,4 +393,39 @@ func measured(elapsed, cpu time.Duration, rss, downloaded int64, d Dump) Row {
 		PeakRSSMB:    float64(rss) / 1e6,
 		DownloadedMB: float64(downloaded) / 1e6,
 	}
+}
+
+// Sweep runs the pipeline once, at the last of opts.Concurrency, on a dump
+// of each of the given numbers of resources (opts.Gen otherwise), to show
+// how the time grows with the dump: linear growth keeps resources/s flat.
+// Each row is named after its dump; Dump describes the largest.
+func Sweep(ctx context.Context, opts Options, resources []int) (*Result, error) {
+	var all *Result
+	for _, n := range resources {
+		o := opts
+		o.Gen.Resources = n
+		o.Refs, o.Resync = false, false
+		if len(o.Concurrency) > 1 {
+			o.Concurrency = o.Concurrency[len(o.Concurrency)-1:]
+		}
+		res, err := Run(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("harness: sweep at %d resources: %w", n, err)
+		}
+		for i := range res.Rows {
+			res.Rows[i].Name = fmt.Sprintf("%s, %d resources", res.Rows[i].Name, n)
+			res.Rows[i].Resources = n
+		}
+		if all == nil {
+			all = res
+			continue
+		}
+		all.Rows = append(all.Rows, res.Rows...)
+		all.Dump = res.Dump
+	}
+	if all == nil {
+		return nil, errors.New("harness: sweep of no dump")
+	}
+	all.Notes = append(all.Notes, "sweep: time is linear in the number of resources when resources/s stays flat")
+	return all, nil
 }
