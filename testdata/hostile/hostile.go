@@ -4,7 +4,9 @@
 // compression bombs, too many entries, truncated archives and trailing junk,
 // missing or misplaced manifests, inventory mismatches, wrong hashes and
 // lengths, missing and unknown hashes, malformed datetimes, DOCTYPEs, deep
-// nesting and huge tokens.
+// nesting and huge tokens; and resource URIs that map, carelessly, to ".",
+// "..", NUL, control characters, invalid UTF-8, over-long names or names
+// that collide by case (those must be delivered, inside the sink).
 //
 // Every hostile package also carries good resources, so a test can check
 // that one bad item fails alone and everything else is delivered. Build
@@ -297,6 +299,28 @@ func cases() []pkg {
 	deep.manifest = []byte(`<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="resourcedump-manifest"/>` +
 		strings.Repeat("<x>", 10000) + strings.Repeat("</x>", 10000) + `</urlset>`)
 	ps = append(ps, deep)
+	// Filesystem: URIs a careless mirror would map to ".", "..", NUL,
+	// control characters, invalid UTF-8, names over 255 bytes, or one name
+	// for two URIs on a case-insensitive filesystem. Each is a valid
+	// resource: it must be delivered, inside the sink, distinct from the
+	// others.
+	fsCase := func(name string, uris ...string) {
+		p := pkg{name: name, entries: good(name, 2)}
+		for i, u := range uris {
+			p.entries = append(p.entries, entry{uri: u, path: fmt.Sprintf("/odd%d.txt", i), body: body(name+" odd", i)})
+		}
+		ps = append(ps, p)
+	}
+	fsCase("fs-dot", "http://example.org/.", "http://example.org/hostile/fs-dot/.", "http://example.org/hostile/fs-dot/./x", "http://example.org/hostile/fs-dot/%2E")
+	fsCase("fs-dotdot", "http://example.org/..", "http://example.org/hostile/fs-dotdot/..", "http://example.org/hostile/fs-dotdot/../../../../etc/passwd", "http://example.org/hostile/fs-dotdot/%2E%2E/%2e%2e/x")
+	fsCase("fs-nul", "http://example.org/hostile/fs-nul/a%00b", "http://example.org/hostile/fs-nul/%00")
+	fsCase("fs-control", "http://example.org/hostile/fs-control/a%01b", "http://example.org/hostile/fs-control/%1F%7F", "http://example.org/hostile/fs-control/tab%09newline%0A")
+	fsCase("fs-invalid-utf8", "http://example.org/hostile/fs-invalid-utf8/%FF%FE", "http://example.org/hostile/fs-invalid-utf8/%C3%28")
+	fsCase("fs-long-name", "http://example.org/hostile/fs-long-name/"+strings.Repeat("n", 300),
+		"http://example.org/hostile/fs-long-name/"+strings.Repeat("é", 200),
+		"http://example.org/hostile/fs-long-name/"+strings.Repeat("deep/", 900)+"end")
+	fsCase("fs-case-collision", "http://example.org/hostile/fs-case-collision/Readme", "http://example.org/hostile/fs-case-collision/README",
+		"http://example.org/hostile/fs-case-collision/readme")
 	huge := pkg{name: "huge-token", entries: good("huge-token", 2)}
 	huge.manifest = []byte(`<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="resourcedump-manifest"/><url><loc>http://example.org/` +
 		strings.Repeat("A", 8<<20) + `</loc></url></urlset>`)
