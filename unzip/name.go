@@ -1,10 +1,6 @@
 package unzip
 
-import (
-	"strings"
-
-	"github.com/klauspost/compress/zip"
-)
+import "strings"
 
 // unsafeName returns why name cannot be used as an entry name (or as a
 // manifest path once its leading slash is stripped), or "" when it can. No
@@ -57,23 +53,24 @@ const (
 )
 
 // isDir reports whether an entry is a directory: a name ending in "/", or a
-// directory type in either half of the external attributes.
-func isDir(h *zip.FileHeader) bool {
-	if strings.HasSuffix(h.Name, "/") {
+// directory type in either half of the external attributes ext.
+func isDir(name string, ext uint32) bool {
+	if strings.HasSuffix(name, "/") {
 		return true
 	}
-	if (h.ExternalAttrs>>16)&unixTypeMask == unixDir {
+	if (ext>>16)&unixTypeMask == unixDir {
 		return true
 	}
-	return h.ExternalAttrs&dosDir != 0 && (h.ExternalAttrs>>16)&unixTypeMask == 0
+	return ext&dosDir != 0 && (ext>>16)&unixTypeMask == 0
 }
 
-// nonRegular returns why an entry (not a directory) is not a regular file,
-// or "". The Unix file type is honoured whatever system the archive claims to
-// come from, since writers store it regardless; a missing type (0) counts as
-// regular, as Python's zipfile writes it.
-func nonRegular(h *zip.FileHeader) string {
-	switch (h.ExternalAttrs >> 16) & unixTypeMask {
+// nonRegular returns why an entry (not a directory) with the external
+// attributes ext is not a regular file, or "". The Unix file type is
+// honoured whatever system the archive claims to come from, since writers
+// store it regardless; a missing type (0) counts as regular, as Python's
+// zipfile writes it.
+func nonRegular(ext uint32) string {
+	switch (ext >> 16) & unixTypeMask {
 	case 0, unixRegular:
 	case unixSymlink:
 		return "symlink"
@@ -88,10 +85,10 @@ func nonRegular(h *zip.FileHeader) string {
 	default:
 		return "unknown file type"
 	}
-	if h.ExternalAttrs&dosReparsePoint != 0 {
+	if ext&dosReparsePoint != 0 {
 		return "reparse point (Windows symlink)"
 	}
-	if h.ExternalAttrs&dosDevice != 0 {
+	if ext&dosDevice != 0 {
 		return "device"
 	}
 	return ""

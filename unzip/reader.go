@@ -98,13 +98,9 @@ func (a *Archive) putInflater(in *inflater) {
 // reader's buffers; it is safe to call more than once.
 func (f *File) Open() (io.ReadCloser, error) {
 	a := f.a
-	off, err := f.zf.DataOffset()
+	off, err := f.dataOffset()
 	if err != nil {
-		var se *sourceError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("unzip: entry %q: reading local header: %w", f.Name, se.err)
-		}
-		return nil, errclass.Permanentf("unzip: entry %q: local header: %w: %w", f.Name, ErrFormat, err)
+		return nil, err
 	}
 	if off > a.size || f.CompressedSize > a.size-off {
 		return nil, errclass.Permanentf("unzip: entry %q: %w: data extends past the end of the archive", f.Name, ErrFormat)
@@ -121,6 +117,23 @@ func (f *File) Open() (io.ReadCloser, error) {
 		return nil, errclass.Permanentf("unzip: entry %q: %w: method %d", f.Name, ErrMethod, f.Method)
 	}
 	return r, nil
+}
+
+// dataOffset reads the entry's local header and returns where its data
+// starts.
+func (f *File) dataOffset() (int64, error) {
+	if f.header < 0 || f.header > f.a.size-lenLocal {
+		return 0, errclass.Permanentf("unzip: entry %q: %w: local header offset out of range", f.Name, ErrFormat)
+	}
+	off, err := localDataOffset(f.a.ra, f.header)
+	if err != nil {
+		var se *sourceError
+		if errors.As(err, &se) {
+			return 0, fmt.Errorf("unzip: entry %q: reading local header: %w", f.Name, se.err)
+		}
+		return 0, errclass.Permanentf("unzip: entry %q: local header: %w", f.Name, err)
+	}
+	return off, nil
 }
 
 // entryReader enforces the declared size, the ratio cap and the CRC-32 on an

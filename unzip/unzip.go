@@ -8,14 +8,25 @@
 // [errclass]). Entry-level problems do not: the entry is recorded as rejected
 // and looking it up returns the reason. Nothing in this package creates files;
 // names are checked so that callers can trust the names they get back.
+//
+// Memory does not grow with the names: Open streams the central directory
+// (in large reads, which suits a ReaderAt over HTTP Range requests) and
+// keeps a few dozen bytes per entry, about 16 (a hash of the name and the
+// offset of its central-directory record); Lookup, Unreferenced and
+// Rejected read the records they need again. A package of a million entries
+// costs some 16 MB once open.
 package unzip
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"math"
+	"math/bits"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,165 +153,355 @@ func (l Limits) withDefaults() Limits {
 
 // Archive is an opened dump package. Its methods are safe for concurrent
 // use.
+//
+// It keeps 16 bytes per non-directory entry (a hash of the name and where
+// its central-directory record is, sorted by hash) plus a bit for
+// [Archive.Lookup]; names, sizes and rejection reasons are read back from
+// the central directory when asked for.
 type Archive struct {
 	ra   *sourceReaderAt
 	size int64
 	lim  Limits
-	zr   *zip.Reader
+	dir  dirEnd
+	hash func(name string) uint64 // of the names in index
 
-	byName   map[string]int   // accepted entry name -> index in zr.File
-	rejected map[string]error // rejected entry name -> reason
-	manifest int              // index of manifest.xml in zr.File
-	regular  int              // number of accepted entries
-	refs     []atomic.Uint64  // bitset over zr.File: referenced by Lookup
+	index      []indexEntry    // non-directory records, sorted by name hash, then offset
+	refs       []atomic.Uint64 // bitset over index: referenced by Lookup
+	manifest   File            // the top-level manifest.xml
+	manifestAt int             // position of manifest.xml in index
+	regular    int             // number of accepted entries
+	rejected   int             // number of rejected records, duplicates included
 
 	pool sync.Pool // of *inflater
 }
 
-// errTooMany stops the central-directory scan once MaxEntries is exceeded.
-var errTooMany = errors.New("unzip: entry count cap reached")
+// indexEntry is what an Archive keeps of a non-directory record: the hash
+// of its name and the offset of the record, shifted left by entryFlagBits,
+// under two flags. Sorting by word sorts by offset, which is archive order.
+type indexEntry struct {
+	hash uint64
+	word uint64
+}
+
+// Flags in the low bits of indexEntry.word.
+const (
+	entryRejected  = 1 << 0 // the entry is rejected (duplicates included)
+	entryDuplicate = 1 << 1 // rejected because its name occurs more than once
+	entryFlagBits  = 2
+)
+
+// maxArchiveSize keeps record offsets within indexEntry.word.
+const maxArchiveSize = 1 << (64 - entryFlagBits)
+
+func (e indexEntry) off() int64 { return int64(e.word >> entryFlagBits) }
+
+// fewRecords is the number of records up to which they are read back one
+// ReadAt each rather than by streaming the central directory.
+const fewRecords = 256
 
 // Open reads the central directory of the ZIP archive of the given size read
 // through ra, classifies every entry and checks that a single top-level
 // manifest.xml is present.
 //
-// It fails with a permanent error wrapping ErrFormat (not a ZIP, truncated),
-// ErrTooManyEntries, ErrTotalSize, ErrNoManifest, ErrManifestDuplicate or
-// ErrManifestRejected. An error returned by ra itself (other than io.EOF) is
-// passed on wrapped, keeping whatever class it had. Entry-level problems do
-// not fail Open; see [Archive.Rejected].
+// The central directory is streamed, in reads of up to 256 KiB, and not
+// kept: what stays in memory is a few dozen bytes per entry, whatever the
+// length of the names.
 //
-// ra must allow concurrent ReadAt calls if Files are read concurrently, and
-// must stay usable as long as the Archive and its readers are.
+// It fails with a permanent error wrapping ErrFormat (not a ZIP, truncated,
+// inconsistent end records or record count), ErrTooManyEntries,
+// ErrTotalSize, ErrNoManifest, ErrManifestDuplicate or ErrManifestRejected.
+// An error returned by ra itself (other than io.EOF) is passed on wrapped,
+// keeping whatever class it had. Entry-level problems do not fail Open; see
+// [Archive.Rejected].
+//
+// ra must allow concurrent ReadAt calls if Files are read concurrently or
+// Lookup is called concurrently, and must stay usable, and unchanged, as
+// long as the Archive and its readers are: Lookup, Unreferenced and
+// Rejected read the central directory again.
 func Open(ra io.ReaderAt, size int64, lim Limits) (*Archive, error) {
+	seed := maphash.MakeSeed()
+	return openHashed(ra, size, lim, func(name string) uint64 { return maphash.String(seed, name) })
+}
+
+// openHashed is Open with the given name hash (tests force collisions).
+func openHashed(ra io.ReaderAt, size int64, lim Limits, hash func(string) uint64) (*Archive, error) {
 	lim = lim.withDefaults()
-	if size < 0 {
-		return nil, errclass.Permanentf("%w: negative size %d", ErrFormat, size)
+	if size < 0 || size > maxArchiveSize {
+		return nil, formatErr("size %d out of range", size)
 	}
 	src := &sourceReaderAt{ra: ra, size: size}
-	count := 0
-	zr, err := zip.NewReaderWithOptions(src, size, zip.ReaderOptions{
-		NameDecoder: func(*zip.FileHeader) error {
-			count++
-			if count > lim.MaxEntries {
-				return errTooMany
-			}
-			return nil
-		},
-	})
+	d, err := readDirEnd(src, size)
 	if err != nil {
-		var se *sourceError
-		switch {
-		case errors.Is(err, errTooMany):
-			return nil, errclass.Permanentf("%w: more than %d", ErrTooManyEntries, lim.MaxEntries)
-		case errors.As(err, &se):
-			return nil, fmt.Errorf("unzip: reading archive: %w", se.err)
-		default:
-			return nil, errclass.Permanentf("%w: %w", ErrFormat, err)
-		}
+		return nil, readError(err)
 	}
-	a := &Archive{
-		ra:       src,
-		size:     size,
-		lim:      lim,
-		zr:       zr,
-		byName:   make(map[string]int, len(zr.File)),
-		rejected: make(map[string]error),
-		manifest: -1,
-		refs:     make([]atomic.Uint64, (len(zr.File)+63)/64),
+	// The declared count is a lower bound of the real one even when it is
+	// only the low 16 bits of it (no ZIP64 end record).
+	if d.records > uint64(lim.MaxEntries) {
+		return nil, errclass.Permanentf("%w: more than %d", ErrTooManyEntries, lim.MaxEntries)
 	}
-	if err := a.classify(); err != nil {
+	a := &Archive{ra: src, size: size, lim: lim, dir: d, hash: hash, manifestAt: -1}
+	if err := a.scan(); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-// classify sorts every entry into ignored (directories), rejected or
-// accepted, then checks the total size and the manifest.
-func (a *Archive) classify() error {
+// scan reads the central directory once, sorting every record into ignored
+// (directories), rejected or accepted, then finds duplicate names and checks
+// the total size and the manifest.
+func (a *Archive) scan() error {
 	log := a.lim.Logger
-	dups := 0
-	nestedManifest := ""
-	for i, f := range a.zr.File {
-		if isDir(&f.FileHeader) {
+	d := a.dir
+	a.index = make([]indexEntry, 0, min(d.records, uint64(a.lim.MaxEntries), uint64(d.end-d.start)/lenDirHeader))
+	var (
+		rec            dirRecord
+		records        int
+		total          sizeSum
+		manifests      int
+		manifestOff    int64
+		manifestReason error
+		nestedManifest string
+	)
+	sc := newDirScanner(a.ra, d)
+	for {
+		ok, err := sc.next(&rec)
+		if err != nil {
+			return readError(err)
+		}
+		if !ok {
+			break
+		}
+		records++
+		if records > a.lim.MaxEntries {
+			return errclass.Permanentf("%w: more than %d", ErrTooManyEntries, a.lim.MaxEntries)
+		}
+		name := string(rec.name)
+		if isDir(name, rec.ext) {
 			continue
 		}
-		_, accepted := a.byName[f.Name]
-		r, rejected := a.rejected[f.Name]
-		if accepted || rejected {
-			// Seen before: every copy of the name is rejected, whatever
-			// else was wrong with the earlier one.
-			delete(a.byName, f.Name)
-			if !errors.Is(r, ErrDuplicate) {
-				a.reject(f.Name, errclass.Permanentf("unzip: entry %q: %w", f.Name, ErrDuplicate))
-				dups++
+		e := indexEntry{hash: a.hash(name), word: uint64(rec.off) << entryFlagBits}
+		reason := a.check(name, &rec)
+		if name == ManifestName {
+			manifests++
+			if manifests == 1 {
+				a.manifest, manifestOff, manifestReason = *a.newFile(name, &rec), rec.off, reason
 			}
-			continue
 		}
-		if err := a.check(&f.FileHeader); err != nil {
-			a.reject(f.Name, err)
-			continue
+		if reason != nil {
+			e.word |= entryRejected
+			a.rejected++
+			log.Debug("unzip: entry rejected", "name", name, "reason", reason)
+		} else {
+			a.regular++
+			total.add(rec.usize)
+			if nestedManifest == "" && strings.HasSuffix(name, "/"+ManifestName) {
+				nestedManifest = name
+			}
 		}
-		a.byName[f.Name] = i
-		if nestedManifest == "" && strings.HasSuffix(f.Name, "/"+ManifestName) {
-			nestedManifest = f.Name
-		}
+		a.index = append(a.index, e)
+	}
+	// Without a ZIP64 end record the count may have been truncated to 16
+	// bits by the writer: compare only those.
+	if d.zip64 && uint64(records) != d.records || !d.zip64 && uint16(records) != uint16(d.records) {
+		return formatErr("%d central-directory records, the end record says %d", records, d.records)
+	}
+	if cap(a.index) > len(a.index)+len(a.index)/8 {
+		a.index = slices.Clone(a.index) // the count was truncated, or many directories
+	}
+	slices.SortFunc(a.index, func(x, y indexEntry) int {
+		return cmp.Or(cmp.Compare(x.hash, y.hash), cmp.Compare(x.word, y.word))
+	})
+	dups, err := a.markDuplicates(&total)
+	if err != nil {
+		return err
+	}
+	if total.over(a.lim.MaxTotalSize) {
+		return errclass.Permanentf("%w: over %d bytes", ErrTotalSize, a.lim.MaxTotalSize)
 	}
 
-	var total int64
-	for _, i := range a.byName {
-		s := int64(a.zr.File[i].UncompressedSize64) // checked <= MaxEntrySize
-		if s > a.lim.MaxTotalSize-total {
-			return errclass.Permanentf("%w: over %d bytes", ErrTotalSize, a.lim.MaxTotalSize)
-		}
-		total += s
-	}
-	a.regular = len(a.byName)
-
-	if r, ok := a.rejected[ManifestName]; ok {
-		if errors.Is(r, ErrDuplicate) {
-			return errclass.Permanentf("%w: %w", ErrManifestDuplicate, r)
-		}
-		return errclass.Permanentf("%w: %w", ErrManifestRejected, r)
-	}
-	i, ok := a.byName[ManifestName]
-	if !ok {
-		if nestedManifest != "" {
-			return errclass.Permanentf("%w (found %q, not at the top level)", ErrNoManifest, nestedManifest)
-		}
+	switch {
+	case manifests > 1:
+		return errclass.Permanentf("%w: %w", ErrManifestDuplicate, duplicateError(ManifestName))
+	case manifests == 1 && manifestReason != nil:
+		return errclass.Permanentf("%w: %w", ErrManifestRejected, manifestReason)
+	case manifests == 0 && nestedManifest != "":
+		return errclass.Permanentf("%w (found %q, not at the top level)", ErrNoManifest, nestedManifest)
+	case manifests == 0:
 		return errclass.Permanentf("%w", ErrNoManifest)
 	}
-	a.manifest = i
+	a.manifestAt = a.position(a.hash(ManifestName), manifestOff)
+	a.refs = make([]atomic.Uint64, (len(a.index)+63)/64)
 
-	if len(a.rejected) > 0 {
-		log.Warn("unzip: entries rejected", "rejected", len(a.rejected), "duplicates", dups, "accepted", a.regular)
+	if a.rejected > 0 {
+		log.Warn("unzip: entries rejected", "rejected", a.rejected, "duplicates", dups, "accepted", a.regular)
 	}
-	log.Debug("unzip: archive opened", "records", len(a.zr.File), "accepted", a.regular,
-		"rejected", len(a.rejected), "total_size", total)
+	log.Debug("unzip: archive opened", "records", records, "accepted", a.regular,
+		"rejected", a.rejected, "total_size", total.lo)
 	return nil
 }
 
-func (a *Archive) reject(name string, reason error) {
-	a.rejected[name] = reason
-	a.lim.Logger.Debug("unzip: entry rejected", "name", name, "reason", reason)
+// markDuplicates flags every record whose name occurs more than once (all
+// copies, whatever else was wrong with them) and takes the accepted ones
+// off the count and the total. Names are compared by reading the records
+// back, for each run of equal hashes only. It returns the number of
+// duplicated names.
+func (a *Archive) markDuplicates(total *sizeSum) (int, error) {
+	names := 0
+	for i := 0; i < len(a.index); {
+		j := i + 1
+		for j < len(a.index) && a.index[j].hash == a.index[i].hash {
+			j++
+		}
+		if j-i > 1 {
+			n, err := a.markRun(a.index[i:j], total)
+			if err != nil {
+				return 0, err
+			}
+			names += n
+		}
+		i = j
+	}
+	return names, nil
+}
+
+// markRun handles records sharing a name hash: almost always copies of one
+// name, so each pass takes the first remaining record's name and sets aside
+// the records with another name (a hash collision) for the next pass.
+func (a *Archive) markRun(run []indexEntry, total *sizeSum) (int, error) {
+	type copyOf struct {
+		k     int    // position in run
+		usize uint64 // declared size
+	}
+	names := 0
+	rest := make([]int, len(run))
+	for k := range rest {
+		rest[k] = k
+	}
+	for len(rest) > 1 {
+		first, err := a.recordAt(run[rest[0]].off(), 0)
+		if err != nil {
+			return 0, readError(err)
+		}
+		name := string(first.name)
+		same := []copyOf{{rest[0], first.usize}}
+		var other []int
+		for _, k := range rest[1:] {
+			rec, err := a.recordAt(run[k].off(), len(name))
+			if err != nil {
+				return 0, readError(err)
+			}
+			if string(rec.name) == name {
+				same = append(same, copyOf{k, rec.usize})
+			} else {
+				other = append(other, k)
+			}
+		}
+		if len(same) > 1 {
+			names++
+			for _, c := range same {
+				e := &run[c.k]
+				if e.word&entryRejected == 0 {
+					a.regular--
+					a.rejected++
+					total.sub(c.usize)
+				}
+				e.word |= entryRejected | entryDuplicate
+			}
+			a.lim.Logger.Debug("unzip: entry rejected", "name", name, "reason", duplicateError(name), "copies", len(same))
+		}
+		rest = other
+	}
+	return names, nil
+}
+
+// position returns the position in index of the record at off, whose name
+// has the given hash.
+func (a *Archive) position(hash uint64, off int64) int {
+	i, _ := slices.BinarySearchFunc(a.index, hash, func(e indexEntry, h uint64) int { return cmp.Compare(e.hash, h) })
+	for ; i < len(a.index) && a.index[i].hash == hash; i++ {
+		if a.index[i].off() == off {
+			return i
+		}
+	}
+	return -1
+}
+
+// recordAt reads the central-directory record at off; nameLen is its
+// expected name length (a hint).
+func (a *Archive) recordAt(off int64, nameLen int) (dirRecord, error) {
+	return readRecordAt(a.ra, off, a.dir.base, nameLen)
+}
+
+// records calls fn for the records at the given positions of index, in
+// archive order (ps is sorted in place). A few records are read one by one;
+// more, by streaming the central directory.
+func (a *Archive) records(ps []int, fn func(i int, rec *dirRecord)) error {
+	slices.SortFunc(ps, func(x, y int) int { return cmp.Compare(a.index[x].word, a.index[y].word) })
+	if len(ps) <= fewRecords {
+		for _, i := range ps {
+			rec, err := a.recordAt(a.index[i].off(), 0)
+			if err != nil {
+				return err
+			}
+			fn(i, &rec)
+		}
+		return nil
+	}
+	sc := newDirScanner(a.ra, a.dir)
+	var rec dirRecord
+	for k := 0; k < len(ps); {
+		ok, err := sc.next(&rec)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return formatErr("central directory changed: no record at offset %d", a.index[ps[k]].off())
+		}
+		if rec.off == a.index[ps[k]].off() {
+			fn(ps[k], &rec)
+			k++
+		}
+	}
+	return nil
+}
+
+// sizeSum is a 128-bit sum of declared sizes, which are up to 2^63 each and
+// some of which are taken off again once duplicates are known.
+type sizeSum struct{ hi, lo uint64 }
+
+func (s *sizeSum) add(v uint64) {
+	var carry uint64
+	s.lo, carry = bits.Add64(s.lo, v, 0)
+	s.hi += carry
+}
+
+func (s *sizeSum) sub(v uint64) {
+	var borrow uint64
+	s.lo, borrow = bits.Sub64(s.lo, v, 0)
+	s.hi -= borrow
+}
+
+func (s sizeSum) over(limit int64) bool { return s.hi != 0 || s.lo > uint64(limit) }
+
+func duplicateError(name string) error {
+	return errclass.Permanentf("unzip: entry %q: %w", name, ErrDuplicate)
 }
 
 // check returns why an entry (not a directory) must be rejected, or nil.
-func (a *Archive) check(h *zip.FileHeader) error {
-	name := h.Name
+func (a *Archive) check(name string, rec *dirRecord) error {
 	if why := unsafeName(name); why != "" {
 		return errclass.Permanentf("unzip: entry %q: %w: %s", name, ErrUnsafePath, why)
 	}
-	if why := nonRegular(h); why != "" {
+	if why := nonRegular(rec.ext); why != "" {
 		return errclass.Permanentf("unzip: entry %q: %w: %s", name, ErrNotRegular, why)
 	}
-	if h.Flags&(flagEncrypted|flagStrongEncryption) != 0 {
+	if rec.flags&(flagEncrypted|flagStrongEncryption) != 0 {
 		return errclass.Permanentf("unzip: entry %q: %w", name, ErrEncrypted)
 	}
-	if h.Method != zip.Store && h.Method != zip.Deflate {
-		return errclass.Permanentf("unzip: entry %q: %w: method %d", name, ErrMethod, h.Method)
+	if rec.method != zip.Store && rec.method != zip.Deflate {
+		return errclass.Permanentf("unzip: entry %q: %w: method %d", name, ErrMethod, rec.method)
 	}
-	usize, csize := h.UncompressedSize64, h.CompressedSize64
+	usize, csize := rec.usize, rec.csize
 	if usize > uint64(a.lim.MaxEntrySize) {
 		return errclass.Permanentf("unzip: entry %q: %w: %d bytes declared, limit %d",
 			name, ErrEntrySize, usize, a.lim.MaxEntrySize)
@@ -308,7 +509,7 @@ func (a *Archive) check(h *zip.FileHeader) error {
 	if csize > math.MaxInt64 {
 		return errclass.Permanentf("unzip: entry %q: %w: compressed size %d", name, ErrFormat, csize)
 	}
-	if h.Method == zip.Store && usize != csize {
+	if rec.method == zip.Store && usize != csize {
 		return errclass.Permanentf("unzip: entry %q: %w: stored entry declares %d bytes compressed, %d uncompressed",
 			name, ErrSizeMismatch, csize, usize)
 	}
@@ -334,7 +535,8 @@ func (a *Archive) Manifest() (io.ReadCloser, error) {
 // ManifestFile returns the top-level manifest.xml entry. It does not mark
 // anything as referenced.
 func (a *Archive) ManifestFile() *File {
-	return a.file(a.manifest)
+	f := a.manifest
+	return &f
 }
 
 // Lookup maps a manifest rs:md path to its entry. One leading "/" is
@@ -346,44 +548,92 @@ func (a *Archive) ManifestFile() *File {
 // naming a rejected entry fails with the rejection reason. All these errors
 // are permanent. On success the entry is marked as referenced (see
 // [Archive.Unreferenced]).
+//
+// Lookup reads the entry's central-directory record again (one ReadAt,
+// usually); an error of the archive's ReaderAt is passed on wrapped,
+// keeping its class.
 func (a *Archive) Lookup(manifestPath string) (*File, error) {
 	name := strings.TrimPrefix(manifestPath, "/")
 	if why := unsafeName(name); why != "" {
 		return nil, errclass.Permanentf("unzip: manifest path %q: %w: %s", manifestPath, ErrUnsafePath, why)
 	}
-	if r, ok := a.rejected[name]; ok {
-		return nil, r
+	h := a.hash(name)
+	i, _ := slices.BinarySearchFunc(a.index, h, func(e indexEntry, h uint64) int { return cmp.Compare(e.hash, h) })
+	for ; i < len(a.index) && a.index[i].hash == h; i++ {
+		e := a.index[i]
+		rec, err := a.recordAt(e.off(), len(name))
+		if err != nil {
+			return nil, readError(err)
+		}
+		if string(rec.name) != name {
+			continue // another name with the same hash
+		}
+		if e.word&entryDuplicate != 0 {
+			return nil, duplicateError(name)
+		}
+		if err := a.check(name, &rec); err != nil {
+			return nil, err
+		}
+		a.refs[i/64].Or(1 << (i % 64))
+		return a.newFile(name, &rec), nil
 	}
-	i, ok := a.byName[name]
-	if !ok {
-		return nil, errclass.Permanentf("unzip: manifest path %q: %w", manifestPath, ErrNotInPackage)
-	}
-	a.refs[i/64].Or(1 << (i % 64))
-	return a.file(i), nil
+	return nil, errclass.Permanentf("unzip: manifest path %q: %w", manifestPath, ErrNotInPackage)
 }
 
 // Unreferenced lists, in archive order, the accepted entries other than
 // manifest.xml that no Lookup has referenced so far: entries absent from the
 // manifest, which the caller reports and skips.
+//
+// The names are read back from the central directory (record by record
+// when they are few, else in one stream). Should that fail (an error of the
+// archive's ReaderAt), the names read so far are returned and the error is
+// logged at Warn.
 func (a *Archive) Unreferenced() []string {
-	var out []string
-	for i, f := range a.zr.File {
-		if i == a.manifest || a.refs[i/64].Load()&(1<<(i%64)) != 0 {
-			continue
+	var ps []int
+	for i, e := range a.index {
+		if i != a.manifestAt && e.word&entryRejected == 0 && a.refs[i/64].Load()&(1<<(i%64)) == 0 {
+			ps = append(ps, i)
 		}
-		if j, ok := a.byName[f.Name]; ok && j == i {
-			out = append(out, f.Name)
-		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(ps))
+	err := a.records(ps, func(_ int, rec *dirRecord) { out = append(out, string(rec.name)) })
+	if err != nil {
+		a.lim.Logger.Warn("unzip: listing unreferenced entries failed", "error", readError(err),
+			"listed", len(out), "unreferenced", len(ps))
 	}
 	return out
 }
 
-// Rejected returns a copy of the rejected entries: name -> reason (a
-// permanent error wrapping one of the entry-level sentinels).
+// Rejected returns the rejected entries: name -> reason (a permanent error
+// wrapping one of the entry-level sentinels). The map is the caller's.
+//
+// The reasons are worked out again from the central directory, as for
+// Unreferenced (and with the same behaviour on a read error).
 func (a *Archive) Rejected() map[string]error {
-	m := make(map[string]error, len(a.rejected))
-	for k, v := range a.rejected {
-		m[k] = v
+	m := make(map[string]error)
+	if a.rejected == 0 {
+		return m
+	}
+	var ps []int
+	for i, e := range a.index {
+		if e.word&entryRejected != 0 {
+			ps = append(ps, i)
+		}
+	}
+	err := a.records(ps, func(i int, rec *dirRecord) {
+		name := string(rec.name)
+		if a.index[i].word&entryDuplicate != 0 {
+			m[name] = duplicateError(name)
+		} else if reason := a.check(name, rec); reason != nil {
+			m[name] = reason
+		}
+	})
+	if err != nil {
+		a.lim.Logger.Warn("unzip: listing rejected entries failed", "error", readError(err),
+			"listed", len(m), "rejected", len(ps))
 	}
 	return m
 }
@@ -400,22 +650,22 @@ type File struct {
 	CompressedSize int64     // declared compressed size
 	Method         uint16    // zip.Store or zip.Deflate
 	CRC32          uint32    // declared CRC-32 (IEEE)
-	Modified       time.Time // modification time, as the library decodes it
+	Modified       time.Time // modification time, decoded as archive/zip does
 
-	a  *Archive
-	zf *zip.File
+	a      *Archive
+	header int64 // offset of the local header; -1 if out of range
 }
 
-func (a *Archive) file(i int) *File {
-	zf := a.zr.File[i]
+// newFile returns the File of an accepted record.
+func (a *Archive) newFile(name string, rec *dirRecord) *File {
 	return &File{
-		Name:           zf.Name,
-		Size:           int64(zf.UncompressedSize64),
-		CompressedSize: int64(zf.CompressedSize64),
-		Method:         zf.Method,
-		CRC32:          zf.CRC32,
-		Modified:       zf.Modified,
+		Name:           name,
+		Size:           int64(rec.usize),
+		CompressedSize: int64(rec.csize),
+		Method:         rec.method,
+		CRC32:          rec.crc,
+		Modified:       modTime(rec.dosDate, rec.dosTime, rec.extra),
 		a:              a,
-		zf:             zf,
+		header:         rec.header,
 	}
 }

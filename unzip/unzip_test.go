@@ -112,6 +112,11 @@ func TestEntryRejections(t *testing.T) {
 		{name: "duplicate", entries: []rawEntry{file("a", body, zip.Store), file("a", []byte("other"), zip.Deflate)}, entry: "a", want: ErrDuplicate},
 		{name: "duplicate thrice", entries: []rawEntry{file("a", body, zip.Store), file("a", body, zip.Store), file("a", body, zip.Store)}, entry: "a", want: ErrDuplicate},
 		{name: "duplicate of a rejected entry", entries: []rawEntry{unix("a", 0o120777), file("a", body, zip.Store)}, entry: "a", want: ErrDuplicate},
+		{
+			name:    "duplicates do not count toward the total",
+			entries: []rawEntry{file("a", make([]byte, 600), zip.Deflate), file("a", make([]byte, 600), zip.Deflate)},
+			lim:     Limits{MaxTotalSize: 700}, entry: "a", want: ErrDuplicate,
+		},
 		{name: "declared size over cap", entries: []rawEntry{file("big", make([]byte, 2000), zip.Deflate)}, lim: Limits{MaxEntrySize: 1000}, entry: "big", want: ErrEntrySize},
 		{name: "declared size lies over cap", entries: []rawEntry{{name: "big", body: body, patch: func(h *rawHeader) { h.usize = 1 << 31; h.csize = 1 << 31 }}}, lim: Limits{MaxEntrySize: 1 << 30}, entry: "big", want: ErrEntrySize},
 		{name: "declared ratio over cap", entries: []rawEntry{file("zeros", make([]byte, 2<<20), zip.Deflate)}, lim: Limits{MaxRatio: 10}, entry: "zeros", want: ErrRatio},
@@ -849,7 +854,7 @@ func TestSourceErrors(t *testing.T) {
 			a := open(t, data, Limits{})
 			f, err := a.Lookup(name)
 			wantErr(t, err, nil)
-			off, err := f.zf.DataOffset()
+			off, err := f.dataOffset()
 			if err != nil {
 				t.Fatal(err)
 			}
