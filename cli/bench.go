@@ -3,10 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,26 +67,58 @@ func (a *app) serveCommand() *cobra.Command {
 	var dir, addr string
 	var publish int
 	var every, latency time.Duration
+	var ff faultFlags
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a directory written by gen (or any static ResourceSync source) on loopback, with Range and ETag support",
-		Args:  cobra.NoArgs,
+		Long: "Serve a directory written by gen (or any static ResourceSync source) on loopback, with Range and ETag support.\n\n" +
+			"With --fault-rate above 0 the server injects faults, reproducibly for a --fault-seed: 429s with Retry-After, 5xx storms,\n" +
+			"connection resets mid-body, drip-fed and stalled bodies, Range ignored, ETags changed on resume, wrong or missing\n" +
+			"Content-Length, flipped bytes in packages (--faults: all, transient, or a list of " + faultKindList() + ").\n" +
+			"The faults injected, by kind, are printed when the server stops.",
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if dir == "" {
 				return usagef("--dir is required")
 			}
-			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
+			var inj *bench.FaultInjector
+			if ff.rate > 0 {
+				var err error
+				if inj, err = ff.injector(a.logger()); err != nil {
+					return usageError{err}
+				}
+			} else if ff.rate < 0 {
+				return usagef("--fault-rate must be between 0 and 1")
+			}
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			so := bench.ServeOptions{Logger: a.logger(), Publish: publish}
-			if latency > 0 {
-				so.Wrap = delayed(latency)
+			so := bench.ServeOptions{Logger: a.logger()}
+			if latency > 0 || inj != nil {
+				so.Wrap = func(h http.Handler) http.Handler {
+					if inj != nil {
+						h = inj.Wrap(h)
+					}
+					if latency > 0 {
+						h = delayed(latency)(h)
+					}
+					return h
+				}
 			}
 			srv, err := bench.Serve(ctx, dir, addr, so)
 			if err != nil {
 				return usageError{err}
 			}
 			defer srv.Close()
+			if publish >= 0 {
+				srv.Handler.Publish(publish) // before anyone knows the URL
+			}
+			if inj != nil {
+				defer func() { fmt.Fprintf(a.stdout, "faults injected: %v\n", inj.Stats()) }()
+			}
 			fmt.Fprintf(a.stdout, "serving %s at %s\nsource description: %s.well-known/resourcesync\n", dir, srv.URL, srv.URL)
+			if inj != nil {
+				fmt.Fprintf(a.stdout, "injecting faults into %.0f %% of the requests (seed %d)\n", 100*ff.rate, ff.seed)
+			}
 			if every <= 0 {
 				<-ctx.Done()
 				return nil
@@ -90,7 +126,7 @@ func (a *app) serveCommand() *cobra.Command {
 			// Publish one more change package every interval.
 			tick := time.NewTicker(every)
 			defer tick.Stop()
-			for step := publish; ; {
+			for step := max(publish, 0); ; {
 				select {
 				case <-ctx.Done():
 					return nil
@@ -104,10 +140,84 @@ func (a *app) serveCommand() *cobra.Command {
 	}
 	c.Flags().StringVar(&dir, "dir", "", "directory to serve")
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "address to listen on (loopback)")
-	c.Flags().IntVar(&publish, "publish", 0, "publish only the first N change packages (0: all)")
+	c.Flags().IntVar(&publish, "publish", -1, "publish only the first N change packages, 0 for none (-1: all)")
 	c.Flags().DurationVar(&every, "publish-every", 0, "publish the next change package every interval (with --publish)")
 	c.Flags().DurationVar(&latency, "latency", 0, "wait this long before answering each request (a distant server)")
+	ff.register(c)
 	return c
+}
+
+// faultFlags are serve's fault injection flags.
+type faultFlags struct {
+	rate, resumeRate          float64
+	seed                      uint64
+	kinds, targets, path      string
+	form                      string
+	maxPerPath, stormLength   int
+	stormCodes                []int
+	retryAfter                time.Duration
+	resetAfter, lengthDelta   int64
+	dripChunk                 int
+	dripDelay, dripMax, stall time.Duration
+}
+
+func (ff *faultFlags) register(c *cobra.Command) {
+	fl := c.Flags()
+	fl.Float64Var(&ff.rate, "fault-rate", 0, "probability (0 to 1) that a request gets an injected fault (0: no faults)")
+	fl.Float64Var(&ff.resumeRate, "fault-resume-rate", 0, "probability for requests with a Range header (resumes; 0: --fault-rate)")
+	fl.Uint64Var(&ff.seed, "fault-seed", 1, "seed of the fault decisions (the same seed gives the same faults)")
+	fl.StringVar(&ff.kinds, "faults", "all", "kinds of fault: all, transient, or a comma-separated list of "+faultKindList())
+	fl.StringVar(&ff.targets, "fault-targets", "all", "files faults apply to: all, or some of packages, documents, resources")
+	fl.StringVar(&ff.path, "fault-path", "", "only inject faults into URL paths matching this regular expression")
+	fl.IntVar(&ff.maxPerPath, "fault-max-per-path", 0, "at most this many faults per URL path (0: no limit)")
+	fl.DurationVar(&ff.retryAfter, "fault-retry-after", bench.DefaultFaultRetryAfter, "Retry-After of 429s and storm 503s (negative: none)")
+	fl.StringVar(&ff.form, "fault-retry-after-form", bench.RetryAfterMixed, "Retry-After as seconds, date (HTTP-date) or mixed")
+	fl.IntVar(&ff.stormLength, "fault-storm-length", bench.DefaultFaultStormLength, "consecutive 5xx answers of a storm")
+	fl.IntSliceVar(&ff.stormCodes, "fault-storm-codes", []int{500, 502, 503}, "status codes of storms")
+	fl.Int64Var(&ff.resetAfter, "fault-reset-after", 0, "body bytes sent before a reset (0: a seeded offset; negative: right after the headers)")
+	fl.IntVar(&ff.dripChunk, "fault-drip-chunk", bench.DefaultFaultDripChunk, "bytes per drip-fed write")
+	fl.DurationVar(&ff.dripDelay, "fault-drip-delay", bench.DefaultFaultDripDelay, "sleep after each drip-fed write")
+	fl.DurationVar(&ff.dripMax, "fault-drip-max", bench.DefaultFaultDripMax, "longest a response is drip-fed")
+	fl.DurationVar(&ff.stall, "fault-stall", bench.DefaultFaultStallFor, "how long a stalled body stops (above the client's --stall-timeout to trip it)")
+	fl.Int64Var(&ff.lengthDelta, "fault-length-delta", 0, "how far a wrong Content-Length is off (0: a seeded 1 to 1024)")
+}
+
+// injector builds the fault injector the flags describe.
+func (ff *faultFlags) injector(log *slog.Logger) (*bench.FaultInjector, error) {
+	if ff.rate > 1 {
+		return nil, fmt.Errorf("--fault-rate %v: want 0 to 1", ff.rate)
+	}
+	kinds, err := bench.ParseFaultKinds(ff.kinds)
+	if err != nil {
+		return nil, fmt.Errorf("--faults: %w", err)
+	}
+	targets, err := bench.ParseFaultTargets(ff.targets)
+	if err != nil {
+		return nil, fmt.Errorf("--fault-targets: %w", err)
+	}
+	f := bench.Faults{Seed: ff.seed, Rate: ff.rate, ResumeRate: ff.resumeRate, Kinds: kinds, Targets: targets, MaxPerPath: ff.maxPerPath,
+		RetryAfter: ff.retryAfter, RetryAfterForm: ff.form, StormLength: ff.stormLength, StormCodes: ff.stormCodes,
+		ResetAfter: ff.resetAfter, DripChunk: ff.dripChunk, DripDelay: ff.dripDelay, DripMax: ff.dripMax,
+		StallFor: ff.stall, LengthDelta: ff.lengthDelta, Logger: log}
+	if ff.path != "" {
+		if f.Path, err = regexp.Compile(ff.path); err != nil {
+			return nil, fmt.Errorf("--fault-path: %w", err)
+		}
+	}
+	inj, err := bench.NewFaultInjector(f)
+	if err != nil {
+		return nil, fmt.Errorf("fault flags: %w", err)
+	}
+	return inj, nil
+}
+
+// faultKindList names every kind of fault, for help texts.
+func faultKindList() string {
+	var s []string
+	for _, k := range bench.FaultKinds() {
+		s = append(s, string(k))
+	}
+	return strings.Join(s, ", ")
 }
 
 // demoDir is where the demo puts everything it makes.

@@ -1,0 +1,267 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/pipeline"
+)
+
+// httpFaultSource generates the small source of the HTTP fault tests (60
+// resources in 3 packages) and returns its options and truth.
+func httpFaultSource(t *testing.T) (bench.GenOptions, map[string][]byte) {
+	t.Helper()
+	gen := bench.GenOptions{Dir: t.TempDir(), Resources: 60, Packages: 3, Seed: 17, MeanSize: 2 << 10}
+	if _, err := bench.Generate(t.Context(), gen); err != nil {
+		t.Fatal(err)
+	}
+	truth := map[string][]byte{}
+	if err := bench.Truth(t.Context(), gen, func(uri string, body io.Reader) error {
+		b, err := io.ReadAll(body)
+		truth[uri] = b
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return gen, truth
+}
+
+// httpFaultPackageURIs lists the resources of a generated package, from
+// its manifest copy.
+func httpFaultPackageURIs(t *testing.T, dir, name string) map[string]bool {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "packages", name+".manifest.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd, err := manifest.NewReader(f, manifest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for {
+		e, err := rd.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Loc] = true
+	}
+}
+
+// TestHTTPFaults runs a baseline against a source with one HTTP item of
+// the hostile-input checklist injected (bench.FaultInjector), one row per
+// item. Transient faults are survived: status ok, every resource delivered
+// intact, and the retries, resumes or restarts that survived them show in
+// the report. Permanent ones fail the one package they hit, with an error
+// naming what is wrong; everything else is delivered. In every case
+// nothing is written outside the sink, and the sink holds nothing that
+// differs from the source.
+func TestHTTPFaults(t *testing.T) {
+	t.Parallel()
+	gen, truth := httpFaultSource(t)
+	const victim = "part-00002"
+	victimURIs := httpFaultPackageURIs(t, gen.Dir, victim)
+	if len(victimURIs) == 0 || len(victimURIs) == len(truth) {
+		t.Fatalf("package %s holds %d of %d resources", victim, len(victimURIs), len(truth))
+	}
+	onlyVictim := regexp.MustCompile(`/` + victim + `\.zip$`)
+	seq := func(k ...bench.FaultKind) []bench.FaultKind { return k }
+	tests := []struct {
+		name   string
+		faults bench.Faults
+		// client changes the fetch options of the harness (retries 2,
+		// backoff 1–10 ms, stall timeout 5 s).
+		client func(o *fetch.Options)
+		// permanent, when set, is what the victim package's failure must
+		// say; the run is then partial.
+		permanent string
+		// survived checks the report's fetch counters of a survived run.
+		survived func(rep *pipeline.Report) bool
+		minTook  time.Duration
+		maxTook  time.Duration
+	}{
+		{name: "429 with Retry-After in seconds",
+			faults:   bench.Faults{Sequence: seq(bench.FaultThrottle), Targets: bench.TargetPackages, RetryAfter: time.Second, RetryAfterForm: bench.RetryAfterSeconds},
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries >= 3 },
+			minTook:  time.Second},
+		{name: "429 with Retry-After as an HTTP date",
+			faults:   bench.Faults{Sequence: seq(bench.FaultThrottle), Targets: bench.TargetPackages, RetryAfter: time.Second, RetryAfterForm: bench.RetryAfterDate},
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries >= 3 },
+			minTook:  900 * time.Millisecond},
+		{name: "503 with Retry-After as an HTTP date",
+			faults: bench.Faults{Sequence: seq(bench.FaultStorm), Targets: bench.TargetPackages, StormLength: 1, StormCodes: []int{503},
+				RetryAfter: time.Second, RetryAfterForm: bench.RetryAfterDate},
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries >= 3 },
+			minTook:  900 * time.Millisecond},
+		{name: "5xx storm",
+			faults:   bench.Faults{Sequence: seq(bench.FaultStorm), StormLength: 4, RetryAfter: -1},
+			client:   func(o *fetch.Options) { o.Retries = 5 },
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries >= 4 }},
+		{name: "reset mid-body",
+			faults:   bench.Faults{Sequence: seq(bench.FaultReset), ResetAfter: 1000},
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Resumes >= 3 }},
+		{name: "drip-feed",
+			faults:   bench.Faults{Sequence: seq(bench.FaultDrip), DripChunk: 256, DripDelay: 2 * time.Millisecond, DripMax: 300 * time.Millisecond},
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries == 0 },
+			minTook:  300 * time.Millisecond},
+		{name: "stall mid-body",
+			faults:   bench.Faults{Sequence: seq(bench.FaultStall), Targets: bench.TargetPackages, StallFor: 20 * time.Second},
+			client:   func(o *fetch.Options) { o.StallTimeout = 300 * time.Millisecond },
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Resumes >= 1 },
+			maxTook:  10 * time.Second},
+		{name: "Range ignored on resume",
+			faults:   bench.Faults{Sequence: seq(bench.FaultReset, bench.FaultRangeIgnored), Targets: bench.TargetPackages, ResetAfter: 1000},
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Restarts >= 3 }},
+		{name: "ETag changed on resume",
+			faults:   bench.Faults{Sequence: seq(bench.FaultReset, bench.FaultETagChanged), Targets: bench.TargetPackages, ResetAfter: 1000},
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Restarts >= 3 }},
+		{name: "Content-Length missing",
+			faults:   bench.Faults{Sequence: seq(bench.FaultLengthMissing)},
+			survived: func(rep *pipeline.Report) bool { return true }},
+		// A length or md5 that disagrees with the Resource Dump is a
+		// permanent failure of the package at once (no second download),
+		// so the injector hits every request of the victim: "a length
+		// that never matches".
+		{name: "Content-Length short",
+			faults:    bench.Faults{Rate: 1, Kinds: seq(bench.FaultLengthShort), Path: onlyVictim},
+			permanent: "Content-Length"},
+		{name: "Content-Length long",
+			faults:    bench.Faults{Rate: 1, Kinds: seq(bench.FaultLengthLong), Path: onlyVictim},
+			permanent: "Content-Length"},
+		{name: "flipped byte in a package",
+			faults:    bench.Faults{Rate: 1, Kinds: seq(bench.FaultFlip), Path: onlyVictim},
+			permanent: "md5"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			tc.faults.Seed = 1
+			inj, err := bench.NewFaultInjector(tc.faults)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := bench.Serve(ctx, gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: inj.Wrap, CacheDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			h := newHarness(t)
+			spool := t.TempDir()
+			start := time.Now()
+			rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) {
+				fo := fetch.Options{Retries: 2, BackoffInitial: time.Millisecond, BackoffMax: 10 * time.Millisecond, StallTimeout: 5 * time.Second}
+				if tc.client != nil {
+					tc.client(&fo)
+				}
+				o.Client = fetch.New(fo)
+				o.SpoolDir = spool
+			})
+			took := time.Since(start)
+			st := inj.Stats()
+			t.Logf("%v; %s; fetch %+v; faults: %v", took.Round(time.Millisecond), strings.TrimSpace(rep.Summary()), rep.Fetch, st)
+			if st.Faulted == 0 {
+				t.Fatalf("no fault injected")
+			}
+			got := h.held(ctx)
+			// Nothing unverified in the sink: every body held is the
+			// source's.
+			for uri, b := range got {
+				if want, ok := truth[uri]; !ok || !bytes.Equal(b, want) {
+					t.Errorf("the sink holds %s, which differs from the source", uri)
+				}
+			}
+			if tc.permanent == "" {
+				if rep.Status != pipeline.StatusOK || len(got) != len(truth) {
+					t.Fatalf("status %s, %d of %d resources held; failures %+v", rep.Status, len(got), len(truth), rep.Failures)
+				}
+				if !tc.survived(rep) {
+					t.Errorf("the report's fetch counters %+v do not show how the fault was survived", rep.Fetch)
+				}
+			} else {
+				if rep.Status != pipeline.StatusPartial || rep.Packages.Failed != 1 {
+					t.Fatalf("status %s, %d packages failed; want partial, 1", rep.Status, rep.Packages.Failed)
+				}
+				if len(rep.Failures) != 1 {
+					t.Fatalf("failures %+v, want one, of the package", rep.Failures)
+				}
+				f := rep.Failures[0]
+				if !strings.HasSuffix(f.URI, victim+".zip") || !f.Permanent || !strings.Contains(f.Error, tc.permanent) {
+					t.Errorf("failure %+v: want a permanent failure of %s mentioning %q", f, victim, tc.permanent)
+				}
+				for uri := range truth {
+					if _, held := got[uri]; held == victimURIs[uri] {
+						t.Errorf("%s (in the failed package: %v) held: %v", uri, victimURIs[uri], held)
+					}
+				}
+			}
+			if tc.minTook > 0 && took < tc.minTook {
+				t.Errorf("took %v, want at least %v (Retry-After honoured)", took, tc.minTook)
+			}
+			if tc.maxTook > 0 && took > tc.maxTook {
+				t.Errorf("took %v, want at most %v", took, tc.maxTook)
+			}
+			// Nothing outside the sink: the harness dir holds only the
+			// mirror and the state, the spool directory nothing.
+			entries, _ := os.ReadDir(h.dir)
+			for _, e := range entries {
+				if e.Name() != "mirror" && !strings.HasPrefix(e.Name(), "state.db") {
+					t.Errorf("unexpected %s next to the sink", e.Name())
+				}
+			}
+			if left, _ := os.ReadDir(spool); len(left) > 0 {
+				t.Errorf("%d files left in the spool directory", len(left))
+			}
+		})
+	}
+}
+
+// TestHTTPFaultDocumentChanged: a document whose ETag changes while a
+// resume of it is under way (reset, then a new ETag) cannot be read on:
+// the run stops with a SourceError saying the representation changed, and
+// nothing is written; the next run, the fault over, syncs everything.
+func TestHTTPFaultDocumentChanged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	gen, truth := httpFaultSource(t)
+	inj, err := bench.NewFaultInjector(bench.Faults{Sequence: []bench.FaultKind{bench.FaultReset, bench.FaultETagChanged},
+		Path: regexp.MustCompile(`^/resourcedump\.xml$`), ResetAfter: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(ctx, gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: inj.Wrap, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := newHarness(t)
+	_, err = pipeline.Baseline(ctx, h.options(srv.URL))
+	var se *pipeline.SourceError
+	if !errors.As(err, &se) || !errors.Is(err, fetch.ErrChanged) || !strings.Contains(err.Error(), "resourcedump.xml") {
+		t.Fatalf("err = %v, want a SourceError naming resourcedump.xml and wrapping fetch.ErrChanged", err)
+	}
+	if got := h.held(ctx); len(got) != 0 {
+		t.Fatalf("the sink holds %d resources after a failed discovery", len(got))
+	}
+	if st := inj.Stats(); st.ByKind[bench.FaultETagChanged] != 1 {
+		t.Fatalf("faults %v", st)
+	}
+	rep := h.baseline(ctx, srv.URL, nil)
+	if got := h.held(ctx); rep.Status != pipeline.StatusOK || len(got) != len(truth) {
+		t.Fatalf("second run: %s", rep.Summary())
+	}
+}
