@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
@@ -24,6 +25,22 @@ import (
 // hashRecordLen is the size of one resource's record in the side file of
 // digests used for the Resource List: md5 then sha-256.
 const hashRecordLen = md5.Size + sha256.Size
+
+// PackageFormat is the version of the ZIP layout the generator writes. It
+// is part of the bench harness's cache key, so that a dump written in an
+// older layout is never reused: raise it whenever the bytes of a package
+// change for the same GenOptions.
+//
+//	1: deflated entries with a data descriptor (sizes after the data)
+//	2: every entry with its sizes and CRC-32 in the local header, as
+//	   Python's zipfile writes to a seekable file (bodies up to
+//	   maxRawDeflate; larger deflated bodies keep the data descriptor)
+const PackageFormat = 2
+
+// maxRawDeflate bounds the bodies that are deflated into a buffer first, to
+// write their sizes in the local header; larger ones are streamed with a
+// data descriptor, so a packer's memory stays bounded.
+const maxRawDeflate = 16 << 20
 
 // pkgInfo is what the Resource Dump says about one package.
 type pkgInfo struct {
@@ -50,6 +67,10 @@ type packer struct {
 	sha256 hash.Hash
 	crc    hash.Hash32
 	copy   []byte
+	// deflated holds the current body deflated (bodies up to
+	// maxRawDeflate); fw deflates into it.
+	deflated bytes.Buffer
+	fw       *flate.Writer
 }
 
 func newPacker(p *plan, side *os.File) *packer {
@@ -267,17 +288,7 @@ func (pk *packer) writeZip(ctx context.Context, spec pkgSpec, path, manPath stri
 			continue
 		}
 		r := &it.r
-		var w io.Writer
-		if r.stored {
-			w, err = zw.CreateRaw(storedHeader(r.zipPath, r.lastmod, m.crcs[j], r.size))
-		} else {
-			w, err = zw.CreateHeader(&zip.FileHeader{Name: r.zipPath, Method: zip.Deflate, Modified: r.lastmod})
-		}
-		if err != nil {
-			return pkgInfo{}, fmt.Errorf("bench: package %s: entry %s: %w", path, r.zipPath, err)
-		}
-		pk.body.reset(r.seed, r.index, r.size, r.text)
-		if _, err := pk.body.WriteTo(w); err != nil {
+		if err := pk.writeEntry(zw, r, m.crcs[j]); err != nil {
 			return pkgInfo{}, fmt.Errorf("bench: package %s: entry %s: %w", path, r.zipPath, err)
 		}
 	}
@@ -290,10 +301,57 @@ func (pk *packer) writeZip(ctx context.Context, spec pkgSpec, path, manPath stri
 	return pkgInfo{length: n.n, hashes: fixity.Hashes{MD5: zmd5.Sum(nil), SHA256: zsha.Sum(nil)}}, nil
 }
 
+// writeEntry adds r's body to the package: stored with crc (from the
+// first pass) and its sizes in the local header; deflated into pk.deflated
+// first, to put its sizes and CRC-32 in the local header too, unless the
+// body is over maxRawDeflate (then with a data descriptor).
+func (pk *packer) writeEntry(zw *zip.Writer, r *resource, crc uint32) error {
+	pk.body.reset(r.seed, r.index, r.size, r.text)
+	if r.stored {
+		w, err := zw.CreateRaw(rawHeader(r.zipPath, zip.Store, r.lastmod, crc, r.size, r.size))
+		if err != nil {
+			return err
+		}
+		_, err = pk.body.WriteTo(w)
+		return err
+	}
+	if r.size > maxRawDeflate {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: r.zipPath, Method: zip.Deflate, Modified: r.lastmod})
+		if err != nil {
+			return err
+		}
+		_, err = pk.body.WriteTo(w)
+		return err
+	}
+	pk.deflated.Reset()
+	if pk.fw == nil {
+		fw, err := flate.NewWriter(&pk.deflated, flate.BestSpeed)
+		if err != nil {
+			return err
+		}
+		pk.fw = fw
+	} else {
+		pk.fw.Reset(&pk.deflated)
+	}
+	pk.crc.Reset()
+	if _, err := pk.body.WriteTo(io.MultiWriter(pk.crc, pk.fw)); err != nil {
+		return err
+	}
+	if err := pk.fw.Close(); err != nil {
+		return err
+	}
+	w, err := zw.CreateRaw(rawHeader(r.zipPath, zip.Deflate, r.lastmod, pk.crc.Sum32(), int64(pk.deflated.Len()), r.size))
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(pk.deflated.Bytes())
+	return err
+}
+
 // copyManifest adds the manifest copy at manPath as the stored entry
 // manifest.xml.
 func (pk *packer) copyManifest(zw *zip.Writer, manPath string, mod time.Time, crc uint32, length int64) error {
-	w, err := zw.CreateRaw(storedHeader("manifest.xml", mod, crc, length))
+	w, err := zw.CreateRaw(rawHeader("manifest.xml", zip.Store, mod, crc, length, length))
 	if err != nil {
 		return err
 	}
@@ -312,19 +370,19 @@ func (pk *packer) copyManifest(zw *zip.Writer, manPath string, mod time.Time, cr
 	return nil
 }
 
-// storedHeader returns the header of a stored entry whose CRC-32 and size
-// are known, so that they go in the local header and no data descriptor
+// rawHeader returns the header of an entry whose CRC-32 and sizes are
+// known, so that they go in the local header and no data descriptor
 // follows: a reader that reads the archive as it arrives can find where
-// each stored entry ends. It carries the same times as the headers that
+// each entry ends. It carries the same times as the headers that
 // zip.Writer.CreateHeader writes.
-func storedHeader(name string, mod time.Time, crc uint32, size int64) *zip.FileHeader {
+func rawHeader(name string, method uint16, mod time.Time, crc uint32, csize, size int64) *zip.FileHeader {
 	const zipVersion20 = 20
 	mod = mod.UTC()
 	fh := &zip.FileHeader{
 		Name:               name,
-		Method:             zip.Store,
+		Method:             method,
 		CRC32:              crc,
-		CompressedSize64:   uint64(size),
+		CompressedSize64:   uint64(csize),
 		UncompressedSize64: uint64(size),
 		CreatorVersion:     zipVersion20,
 		ReaderVersion:      zipVersion20,

@@ -49,10 +49,16 @@ type Result struct {
 // fatal error. Other errors are those of Open and Body.Read. Download does
 // not close or sync dst. The Result describes the work done even on error.
 func (c *Client) Download(ctx context.Context, url string, dst *os.File, want fixity.Expect) (Result, error) {
+	return c.download(ctx, url, dst, want, nil)
+}
+
+// download is Download, telling progress (when not nil) how far dst is
+// written (see DownloadProgress).
+func (c *Client) download(ctx context.Context, url string, dst *os.File, want fixity.Expect, progress Progress) (Result, error) {
 	var res Result
 	buf := make([]byte, downloadBuffer)
 	for changes := 0; ; changes++ {
-		err := c.downloadOnce(ctx, url, dst, want, buf, &res)
+		err := c.downloadOnce(ctx, url, dst, want, buf, &res, progress)
 		if err == nil || !errors.Is(err, ErrChanged) || changes >= c.retries {
 			return res, err
 		}
@@ -66,9 +72,12 @@ func (c *Client) Download(ctx context.Context, url string, dst *os.File, want fi
 }
 
 // downloadOnce makes one pass of Download from byte 0.
-func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, want fixity.Expect, buf []byte, res *Result) error {
+func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, want fixity.Expect, buf []byte, res *Result, progress Progress) error {
 	if err := dst.Truncate(0); err != nil {
 		return errclass.Fatalf("download %s: truncate %s: %w", url, dst.Name(), err)
+	}
+	if progress != nil {
+		progress(0)
 	}
 	if _, err := dst.Seek(0, io.SeekStart); err != nil {
 		return errclass.Fatalf("download %s: seek %s: %w", url, dst.Name(), err)
@@ -102,6 +111,9 @@ func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, wan
 				return errclass.Fatalf("download %s: write %s: %w", url, dst.Name(), err)
 			}
 			v.Write(buf[:n])
+			if progress != nil {
+				progress(v.N())
+			}
 		}
 		if rerr == io.EOF {
 			break

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -47,9 +48,10 @@ type result struct {
 	delivered  bool
 }
 
-// deliver verifies one manifest entry and writes it to every sink, unless
-// the state store says the destination already holds these exact bytes.
-func (r *run) deliver(ctx context.Context, j entryJob) result {
+// deliverEntry verifies one manifest entry and writes it to every sink,
+// unless the state store says the destination already holds these exact
+// bytes. The workers call it through deliver (stream.go).
+func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	e := j.entry
 	md := e.Metadata
 	rec := state.Resource{
@@ -94,7 +96,13 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 	// Where the bytes come from: the package's ZIP entry, or (lists) the
 	// resource's URL and its mirrors.
 	var sources []entryOpener
-	if j.arch != nil {
+	if j.stream != nil {
+		// Read by its local header while the package downloads (stream.go).
+		if want.Length >= 0 && j.stream.local.Size != want.Length {
+			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), md.Path, j.stream.local.Size, want.Length))
+		}
+		sources = []entryOpener{j.stream}
+	} else if j.arch != nil {
 		if md.Path == "" {
 			return failed("manifest", errclass.Permanentf("manifest entry has no path"))
 		}
@@ -154,6 +162,11 @@ func (r *run) deliver(ctx context.Context, j entryJob) result {
 		rec.Outcome = "unchanged"
 		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
 		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(deliveries) > 0}
+	}
+	if j.stream != nil && !r.claim(j.stream, e.Loc, prev, had, deliveries) {
+		// A streamed entry never replaces what the destination holds:
+		// the package's second phase delivers it (stream.go).
+		return result{}
 	}
 	res := &sink.Resource{URI: e.Loc, Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod, ResourceSet: j.pkg.ResourceSet}
 	for _, l := range rec.Links {
@@ -277,6 +290,7 @@ func (r *run) putRetrying(ctx context.Context, s boundSink, res *sink.Resource, 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = r.opts.SinkBackoff
 	bo.MaxInterval = 20 * r.opts.SinkBackoff
+	bo.Reset() // NewExponentialBackOff started at its own default (500 ms)
 	for attempt := 0; ; attempt++ {
 		n, err := r.put(ctx, s, res, f, want)
 		var se *sourceError
@@ -458,9 +472,9 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 					return err
 				}
 				if r.lateFailed == nil {
-					r.lateFailed = map[string]bool{}
+					r.lateFailed = map[string][]string{}
 				}
-				r.lateFailed[f.URI] = true
+				r.lateFailed[f.URI] = append(r.lateFailed[f.URI], s.name)
 			} else if len(r.sinks) > 1 && !rec.Deleted {
 				for _, o := range r.sinks {
 					if o.name != s.name {
@@ -511,10 +525,23 @@ func (r *run) add(b *state.Batch, res result) {
 	if res.failure != nil {
 		r.book.noteFailure(res.failure.Package)
 	}
-	if r.lateFailed[res.resource.URI] && (res.outcome == outWritten || res.outcome == outDeleted) {
-		// A batching sink already reported this write failed.
+	if failedSinks, late := r.lateFailed[res.resource.URI]; late && (res.outcome == outWritten || res.outcome == outDeleted) {
+		// A batching sink already reported this write failed (and
+		// counted the failure): it is not written, or deleted, after all;
+		// the other sinks took the version written.
 		r.book.noteFailure("")
 		delete(r.lateFailed, res.resource.URI)
+		if res.outcome == outDeleted {
+			r.counts.Deleted.Add(-1)
+			return
+		}
+		r.counts.Written.Add(-1)
+		for _, o := range r.sinks {
+			if len(r.sinks) > 1 && !slices.Contains(failedSinks, o.name) {
+				rc := &res.resource
+				b.Deliveries = append(b.Deliveries, state.Delivery{URI: rc.URI, Sink: o.name, Length: rc.Length, Hashes: rc.Hashes, ChangeTime: rc.ChangeTime})
+			}
+		}
 		return
 	}
 	if res.failure != nil {

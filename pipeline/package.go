@@ -121,23 +121,27 @@ func (r *run) fetchPackage(ctx context.Context, j packageJob) (*spooled, error) 
 	return sp, nil
 }
 
-// entryJob is one manifest entry of an unpacked package, to verify and deliver.
+// entryJob is one manifest entry of a package, to verify and deliver: from
+// an unpacked package (arch), from a package still downloading (stream), or
+// from its URL (lists, neither set).
 type entryJob struct {
-	pkg   *packageJob
-	entry *manifest.Entry
-	arch  *unzip.Archive
-	done  func()
+	pkg    *packageJob
+	entry  *manifest.Entry
+	arch   *unzip.Archive
+	stream *streamEntry
+	done   func()
 }
 
 // processPackage downloads one package to a spool file, checks it against
 // the Resource Dump's length and hashes, opens it safely (or, on a re-sync,
-// opens it in place by Range: see openPackage), streams its
-// manifest, and hands each entry to the workers. It returns only when every
-// entry it handed out is done (or ctx ends), then removes the spool file.
-// Failures of the package are recorded; only a cancelled run is returned.
+// opens it in place by Range: see openPackage), streams its manifest, and
+// hands each entry to the workers. Unless Options.DisableStreaming is set,
+// a downloaded package is read as it arrives (streamPackage). It returns
+// only when every entry it handed out is done (or ctx ends), then removes
+// the spool file. Failures of the package are recorded; only a cancelled
+// run, or a fatal error, is returned.
 func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entryJob) error {
 	log := r.log.With("package", j.URL)
-	pkgFail := func(stage string, err error) error { return r.packageFailed(ctx, j, j.At, stage, err) }
 	if j.Contents != "" {
 		n, held, err := r.allHeld(ctx, j.Contents, j.At)
 		if err != nil {
@@ -152,15 +156,42 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 			return nil
 		}
 	}
-	sp, err := r.openPackage(ctx, j)
-	if err != nil {
-		if errclass.IsFatal(err) {
-			return err
+	opened := func(sp *spooled, err error) error {
+		if err != nil {
+			if errclass.IsFatal(err) {
+				return err
+			}
+			return r.packageFailed(ctx, j, j.At, sp.stage, err)
 		}
-		return pkgFail(sp.stage, err)
+		defer sp.Close()
+		return r.unpackPackage(ctx, j, sp.arch, nil, out)
 	}
-	defer sp.Close()
-	arch := sp.arch
+	if r.opts.DisableStreaming {
+		return opened(r.openPackage(ctx, j))
+	}
+	if !r.opts.DisableRangeResync {
+		sp, ok, err := r.openRanged(ctx, j)
+		if err != nil || ok {
+			return opened(sp, err)
+		}
+	}
+	return r.streamPackage(ctx, j, out)
+}
+
+// unpackPackage streams the manifest of an opened package and hands each
+// entry to the workers, then reports the package's entries its manifest
+// does not list. With st, the package was read as it downloaded: the
+// entries delivered then are confirmed against arch, or retracted and
+// delivered again from arch (see streamPackage). It returns when every
+// entry it handed out is done, or ctx ends.
+func (r *run) unpackPackage(ctx context.Context, j packageJob, arch *unzip.Archive, st *streamState, out chan<- entryJob) error {
+	log := r.log.With("package", j.URL)
+	pkgFail := func(stage string, err error) error {
+		if rerr := r.retractAll(ctx, &j, st, stage+" failed"); rerr != nil {
+			return rerr
+		}
+		return r.packageFailed(ctx, j, j.At, stage, err)
+	}
 	mrc, err := arch.Manifest()
 	if err != nil {
 		return pkgFail("manifest", err)
@@ -196,6 +227,15 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 			}
 			break
 		}
+		if st != nil {
+			done, err := r.settle(ctx, &j, arch, st, e)
+			if err != nil {
+				return err
+			}
+			if done {
+				continue
+			}
+		}
 		wg.Add(1)
 		select {
 		case <-ctx.Done():
@@ -204,13 +244,14 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 		case out <- entryJob{pkg: &j, entry: e, arch: arch, done: wg.Done}:
 		}
 	}
+	// Entries streamed that the manifest no longer lists (or lists
+	// otherwise) are not the package's.
+	if err := r.retractAll(ctx, &j, st, "not in the package's manifest.xml"); err != nil {
+		return err
+	}
 	// Wait for the workers to finish this package's entries.
-	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-allDone:
+	if err := waitGroup(ctx, &wg); err != nil {
+		return err
 	}
 	if !broken.Load() {
 		for _, name := range arch.Unreferenced() {
@@ -221,4 +262,16 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 		r.counts.PackagesDone.Add(1)
 	}
 	return nil
+}
+
+// waitGroup waits for wg, or for ctx to end.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-allDone:
+		return nil
+	}
 }

@@ -82,6 +82,13 @@ type Options struct {
 	// re-sync, a package whose server honours Range is read in place and
 	// only its new or changed entries are fetched (see openPackage).
 	DisableRangeResync bool
+	// DisableStreaming processes a downloaded package only once it is
+	// complete. By default, while a package downloads, the entries that
+	// follow a leading manifest.xml are delivered as their bytes arrive,
+	// and confirmed (or retracted) against the central directory once the
+	// package is complete and its length and hashes are verified (see
+	// streamPackage).
+	DisableStreaming bool
 	// DisablePackageSkip reads every package again. By default a baseline
 	// skips, without reading anything of it, a package the state records
 	// as delivered in full to the same sinks with the same declared length
@@ -165,8 +172,13 @@ type run struct {
 	temporary atomic.Int64
 
 	// lateFailed are URIs a batching sink reported failed before their
-	// outcome reached the commit stage (owned by the commit goroutine).
-	lateFailed map[string]bool
+	// outcome reached the commit stage, with the sinks that failed them
+	// (owned by the commit goroutine).
+	lateFailed map[string][]string
+
+	// claims are the URIs written by streamed entries not yet confirmed
+	// (see stream.go).
+	claims claims
 
 	// onFinish, when set, runs after a run without fatal error, before the
 	// run is closed in the state store (checkpoints).

@@ -19,13 +19,16 @@ import (
 const genResultFile = "bench-gen.json"
 
 // CacheKey names the cache directory of a dump: its main parameters and a
-// hash of the whole GenOptions (Dir and Logger excluded).
+// hash of the whole GenOptions (Dir and Logger excluded) and of the
+// generator's package format (bench.PackageFormat), so that a dump written
+// in an older layout is never reused.
 func CacheKey(o bench.GenOptions) (string, error) {
 	o.Dir, o.Logger = "", nil
 	b, err := json.Marshal(o)
 	if err != nil {
 		return "", fmt.Errorf("harness: hashing generator options: %w", err)
 	}
+	b = fmt.Appendf(b, "\nformat %d", bench.PackageFormat)
 	sum := sha256.Sum256(b)
 	return fmt.Sprintf("r%d-s%d-%s", o.Resources, o.MeanSize, hex.EncodeToString(sum[:8])), nil
 }
