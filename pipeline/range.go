@@ -40,8 +40,10 @@ import (
 // corrupt entry of a downloaded package would.
 //
 // Whether the state holds "resources of this package" is approximated by
-// "the state holds any live resource": a state store serves one
-// destination, and a destination with nothing yet gains nothing from Range.
+// "the state held any live resource when the run began": a state store
+// serves one destination, and a destination with nothing yet gains nothing
+// from Range. (Deciding per package would turn a first sync to Range as soon
+// as its first outcomes are committed.)
 
 // manifestPrereadMax bounds the compressed size of a manifest.xml that
 // openRanged reads through before handing the package over: small enough
@@ -70,11 +72,7 @@ func (r *run) openPackage(ctx context.Context, j packageJob) (*spooled, error) {
 // is fatal or ctx ended.
 func (r *run) openRanged(ctx context.Context, j packageJob) (*spooled, bool, error) {
 	log := r.log.With("package", j.URL)
-	held, err := r.opts.Store.CountResources(ctx, false)
-	if err != nil {
-		return &spooled{stage: "state"}, false, err
-	}
-	if held == 0 {
+	if !r.resync {
 		return nil, false, nil
 	}
 	size, validator, ranges, err := r.opts.Client.Probe(ctx, j.URL)

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/pipeline"
@@ -190,4 +192,43 @@ func TestRangeResyncIgnored(t *testing.T) {
 			t.Errorf("disabled: %s, downloaded %d of %d", rep.Summary(), rep.Bytes.Downloaded, pkgBytes)
 		}
 	})
+}
+
+// TestFirstSyncNeverRanged: a first sync downloads every package whole,
+// so each package's hash is checked, even once its first outcomes are
+// committed: packages answer slowly, so later ones start after the commit
+// stage has recorded earlier ones.
+func TestFirstSyncNeverRanged(t *testing.T) {
+	ctx := context.Background()
+	gen := bench.GenOptions{Dir: t.TempDir(), Resources: 48, Packages: 6, Seed: 3, MeanSize: 2 << 10}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	ranged := 0
+	srv, err := bench.Serve(ctx, gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, ".zip") {
+				if r.Header.Get("Range") != "" {
+					mu.Lock()
+					ranged++
+					mu.Unlock()
+				}
+				time.Sleep(700 * time.Millisecond)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	h := newHarness(t)
+	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Concurrency = 1 })
+	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 48 {
+		t.Fatalf("first sync: %s", rep.Summary())
+	}
+	if ranged != 0 {
+		t.Errorf("%d Range requests during a first sync", ranged)
+	}
 }

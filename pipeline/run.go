@@ -176,6 +176,11 @@ type run struct {
 	// (owned by the commit goroutine).
 	lateFailed map[string][]string
 
+	// resync says the state held resources when the run began: a re-sync,
+	// where reading packages by Range can pay (see openRanged). Decided once,
+	// so that a first sync never turns to Range as its own outcomes commit.
+	resync bool
+
 	// claims are the URIs written by streamed entries not yet confirmed
 	// (see stream.go).
 	claims claims
@@ -237,6 +242,11 @@ func (r *run) begin(ctx context.Context, rep *Report) error {
 		return err
 	}
 	r.runID, rep.RunID = id, id
+	held, err := r.opts.Store.CountResources(ctx, false)
+	if err != nil {
+		return err
+	}
+	r.resync = held > 0
 	return nil
 }
 
