@@ -42,8 +42,10 @@ type Result struct {
 // starts over, at most Retries times; after that the retryable ErrChanged
 // error is returned.
 //
-// At the end the length and hashes are checked against want: a mismatch is a
-// permanent error wrapping fixity.ErrMismatch. A Content-Length that
+// At the end the length and hashes are checked against want: a mismatch
+// starts the download over once (unless Options.Retries is 0: bytes damaged
+// in transit look the same), and a second one is a permanent error wrapping
+// fixity.ErrMismatch. A Content-Length that
 // contradicts want.Length fails before the body is read, and a body that
 // grows past want.Length fails as soon as it does. Failing to write dst is a
 // fatal error. Other errors are those of Open and Body.Read. Download does
@@ -57,9 +59,22 @@ func (c *Client) Download(ctx context.Context, url string, dst *os.File, want fi
 func (c *Client) download(ctx context.Context, url string, dst *os.File, want fixity.Expect, progress Progress) (Result, error) {
 	var res Result
 	buf := make([]byte, downloadBuffer)
-	for changes := 0; ; changes++ {
+	changes, mismatches := 0, 0
+	for {
 		err := c.downloadOnce(ctx, url, dst, want, buf, &res, progress)
-		if err == nil || !errors.Is(err, ErrChanged) || changes >= c.retries {
+		switch {
+		case err == nil:
+			return res, nil
+		case errors.Is(err, ErrChanged) && changes < c.retries:
+			changes++
+			c.log.Info("representation changed, downloading again", "url", url, "err", err)
+		case errors.Is(err, fixity.ErrMismatch) && mismatches < mismatchRetries && c.retries > 0:
+			// A byte flipped in transit or a proxy's wrong length looks
+			// exactly like a bad package: only a second mismatch is taken
+			// for the package's own.
+			mismatches++
+			c.log.Warn("download does not match its expected length or hashes; downloading it again", "url", url, "err", err)
+		default:
 			return res, err
 		}
 		if cerr := ctx.Err(); cerr != nil {
@@ -67,9 +82,12 @@ func (c *Client) download(ctx context.Context, url string, dst *os.File, want fi
 		}
 		res.Restarts++
 		c.restarts.Add(1)
-		c.log.Info("representation changed, downloading again", "url", url, "err", err)
 	}
 }
+
+// mismatchRetries is how often a download whose length or hashes do not
+// match is started over before the mismatch is reported.
+const mismatchRetries = 1
 
 // downloadOnce makes one pass of Download from byte 0.
 func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, want fixity.Expect, buf []byte, res *Result, progress Progress) error {

@@ -110,12 +110,23 @@ func TestDownload(t *testing.T) {
 			class: errclass.Retryable, is: ErrChanged, requests: 2 * (1 + 3),
 		},
 		{
+			name: "hash mismatch once (bytes damaged in transit), then right",
+			handler: func(n int, w http.ResponseWriter, r *http.Request) {
+				if n == 0 {
+					content(w, r, old, etag, time.Time{})
+					return
+				}
+				content(w, r, data, etag, time.Time{})
+			},
+			want: wantAll, attempts: 2, restarts: 1, hashes: fixity.Hashes{MD5: sums.MD5, SHA256: sums.SHA256},
+		},
+		{
 			name: "hash mismatch",
 			handler: func(n int, w http.ResponseWriter, r *http.Request) {
 				content(w, r, old, etag, time.Time{})
 			},
 			want:  wantAll,
-			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 1,
+			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 2,
 		},
 		{
 			name: "Content-Length contradicts the expected length",
@@ -123,7 +134,7 @@ func TestDownload(t *testing.T) {
 				content(w, r, data[:1000], etag, time.Time{})
 			},
 			want:  wantAll,
-			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 1,
+			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 2,
 		},
 		{
 			name: "chunked body longer than expected",
@@ -131,7 +142,7 @@ func TestDownload(t *testing.T) {
 				chunked(w, append(append([]byte(nil), data...), data...))
 			},
 			want:  wantAll,
-			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 1,
+			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 2,
 		},
 		{
 			name: "chunked body shorter than expected",
@@ -139,7 +150,7 @@ func TestDownload(t *testing.T) {
 				chunked(w, data[:1000])
 			},
 			want:  wantAll,
-			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 1,
+			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 2,
 		},
 		{
 			name: "404",

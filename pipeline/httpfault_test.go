@@ -132,10 +132,17 @@ func TestHTTPFaults(t *testing.T) {
 		{name: "Content-Length missing",
 			faults:   bench.Faults{Sequence: seq(bench.FaultLengthMissing)},
 			survived: func(rep *pipeline.Report) bool { return true }},
-		// A length or md5 that disagrees with the Resource Dump is a
-		// permanent failure of the package at once (no second download),
-		// so the injector hits every request of the victim: "a length
-		// that never matches".
+		// A length or md5 that disagrees with the Resource Dump once (bytes
+		// damaged in transit) is survived: the package is downloaded again.
+		{name: "flipped byte once",
+			faults:   bench.Faults{Sequence: seq(bench.FaultFlip), Path: onlyVictim},
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Restarts >= 1 }},
+		{name: "Content-Length short once",
+			faults:   bench.Faults{Sequence: seq(bench.FaultLengthShort), Path: onlyVictim},
+			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Restarts >= 1 }},
+		// A second mismatch is the package's own: a permanent failure of
+		// that package, so the injector hits every request of the victim:
+		// "a length that never matches".
 		{name: "Content-Length short",
 			faults:    bench.Faults{Rate: 1, Kinds: seq(bench.FaultLengthShort), Path: onlyVictim},
 			permanent: "Content-Length"},
