@@ -11,6 +11,7 @@
 package pipeline
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/state"
@@ -484,18 +486,35 @@ func (e *SourceError) Error() string { return fmt.Sprintf("source %s: %v", e.URL
 // Unwrap returns the cause.
 func (e *SourceError) Unwrap() error { return e.Err }
 
-// openDocument fetches and starts parsing a ResourceSync document.
+// openDocument downloads a ResourceSync document to a spool file and
+// starts parsing it from there. Spooling first means a document that the
+// source republishes mid-transfer (its validator changes on a resume) is
+// simply downloaded again from the start by fetch.Client.Download, before
+// any of its entries has been acted on. The returned function closes and
+// removes the spool file.
 func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader, func(), error) {
-	body, err := r.opts.Client.Open(ctx, docURL)
+	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-doc-*.xml")
 	if err != nil {
+		return nil, nil, errclass.Fatalf("spool: %w", err)
+	}
+	done := func() {
+		f.Close()
+		os.Remove(f.Name())
+	}
+	if _, err := r.opts.Client.Download(ctx, docURL, f, fixity.Expect{Length: -1}); err != nil {
+		done()
 		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
 	}
-	rd, err := manifest.NewReader(body, r.opts.Document)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		done()
+		return nil, nil, errclass.Fatalf("spool: %w", err)
+	}
+	rd, err := manifest.NewReader(bufio.NewReaderSize(f, 64<<10), r.opts.Document)
 	if err != nil {
-		body.Close()
+		done()
 		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
 	}
-	return rd, func() { body.Close() }, nil
+	return rd, done, nil
 }
 
 // fail records a failure: in the report now, in the state store through the
