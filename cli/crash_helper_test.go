@@ -22,11 +22,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/sink/s3"
+	"github.com/rsharvest/rsharvest/sink/s3/s3test"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -44,7 +50,7 @@ func crashBuildBinary(t *testing.T) string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command to build the binary:", err)
+		t.Fatal("no go command to build the binary (the crash tests need it):", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -130,16 +136,18 @@ func crashTruth(t *testing.T, opts bench.GenOptions, k int) map[string]crashSums
 	return m
 }
 
-// crashRig is one harvester's working directory: the fs sink, the state store,
-// the spool directory and the child's TMPDIR, all under work.
+// crashRig is one harvester's working directory: the state store, the
+// spool directory and the child's TMPDIR, all under work, and its sink: an
+// fs mirror under work too, or a bucket of the test's MinIO.
 type crashRig struct {
 	bin    string
 	source string
 	work   string
+	sink   crashSink
 	runs   int // children started
 }
 
-func newCrashRig(t *testing.T, bin, source string) *crashRig {
+func newCrashRig(t *testing.T, bin, source string, tg *crashTarget) *crashRig {
 	t.Helper()
 	rg := &crashRig{bin: bin, source: source, work: t.TempDir()}
 	for _, d := range []string{rg.spool(), rg.tmp()} {
@@ -147,13 +155,312 @@ func newCrashRig(t *testing.T, bin, source string) *crashRig {
 			t.Fatal(err)
 		}
 	}
+	rg.sink = tg.newSink(t, rg.work)
 	return rg
 }
 
-func (rg *crashRig) mirror() string { return filepath.Join(rg.work, "mirror") }
-func (rg *crashRig) db() string     { return filepath.Join(rg.work, "state.db") }
-func (rg *crashRig) spool() string  { return filepath.Join(rg.work, "spool") }
-func (rg *crashRig) tmp() string    { return filepath.Join(rg.work, "tmp") }
+func (rg *crashRig) db() string    { return filepath.Join(rg.work, "state.db") }
+func (rg *crashRig) spool() string { return filepath.Join(rg.work, "spool") }
+func (rg *crashRig) tmp() string   { return filepath.Join(rg.work, "tmp") }
+
+// auditSink reads what the rig's sink holds (see crashSink.audit).
+func (rg *crashRig) auditSink(t *testing.T) map[string]crashSums {
+	t.Helper()
+	return rg.sink.audit(t)
+}
+
+// crashTarget makes the sinks of one test's rigs: fs mirrors, or buckets of
+// a MinIO server the test started on 127.0.0.1.
+type crashTarget struct {
+	kind  string         // "fs" or "s3"
+	minio *s3test.Server // s3 only
+	// keys maps every object key a bucket may hold to its URI: the key of
+	// every URI the source ever has, and the URI object of a hashed key.
+	keys map[string]string
+}
+
+// crashS3Prefix is the key prefix the s3 sinks of the crash tests write
+// under.
+const crashS3Prefix = "mirror"
+
+// newCrashTarget returns the target of kind "fs" or "s3"; for s3 it starts
+// MinIO (stopped when t ends) and computes the key of each of uris, every
+// URI the source ever has.
+func newCrashTarget(t *testing.T, kind string, uris []string) *crashTarget {
+	t.Helper()
+	tg := &crashTarget{kind: kind}
+	switch kind {
+	case "fs":
+	case "s3":
+		tg.minio = s3test.ForTest(t, s3test.Options{Memory: true})
+		// An S3 sink computes keys; it needs a bucket that exists.
+		bucket, err := tg.minio.NewBucket(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sk, err := s3.New(t.Context(), tg.s3Options(bucket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sk.Close(t.Context())
+		tg.keys = map[string]string{}
+		for _, uri := range uris {
+			key := sk.Key(uri)
+			if other, dup := tg.keys[key]; dup {
+				t.Fatalf("%s and %s have the same key %s", other, uri, key)
+			}
+			tg.keys[key] = uri
+			if strings.HasPrefix(key, crashS3Prefix+"/_long/") {
+				tg.keys[key+".uri"] = ""
+			}
+		}
+	default:
+		t.Fatalf("crash target: unknown sink kind %q", kind)
+	}
+	return tg
+}
+
+// s3Options are the options of an s3 sink over bucket, for the test's own
+// use (the child gets a spec and credentials in its environment).
+func (tg *crashTarget) s3Options(bucket string) s3.Options {
+	return s3.Options{Endpoint: tg.minio.Endpoint(), Bucket: bucket, Prefix: crashS3Prefix,
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey}
+}
+
+// newSink returns a new, empty sink for the rig working in work.
+func (tg *crashTarget) newSink(t *testing.T, work string) crashSink {
+	t.Helper()
+	if tg.kind == "fs" {
+		return fsCrashSink{dir: filepath.Join(work, "mirror")}
+	}
+	bucket, err := tg.minio.NewBucket(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &s3CrashSink{tg: tg, bucket: bucket}
+}
+
+// crashSink is the sink of one rig, as the child is given it and as the
+// test audits it.
+type crashSink interface {
+	// spec is the child's --sink argument, env what the child's
+	// environment needs besides.
+	spec() string
+	env() []string
+	// audit reads what the sink holds, raw and through the sink's own
+	// Inventory, and returns URI → digests. It fails the test on anything
+	// that is not a whole body at a key or path of the layout: a foreign
+	// or half-named entry, a URI held twice, raw and Inventory views that
+	// disagree, an object whose stored digests do not match its bytes.
+	audit(t *testing.T) map[string]crashSums
+	// partial counts the writes in progress a killed child left behind,
+	// invisible to audit: the fs sink's temporary files, the bucket's
+	// incomplete multipart uploads.
+	partial(t *testing.T) int
+	// partialCleaned says whether the next run removes what partial
+	// counts.
+	partialCleaned() bool
+	// partialName names what partial counts, for the log.
+	partialName() string
+}
+
+// fsCrashSink is an fs mirror in the rig's directory.
+type fsCrashSink struct{ dir string }
+
+func (fk fsCrashSink) spec() string         { return "fs:" + fk.dir }
+func (fk fsCrashSink) env() []string        { return nil }
+func (fk fsCrashSink) partialCleaned() bool { return true } // by fs.New
+func (fk fsCrashSink) partialName() string {
+	return "temporary files in the sink's " + crashSinkTmpDir
+}
+
+func (fk fsCrashSink) partial(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir(filepath.Join(fk.dir, crashSinkTmpDir))
+	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// s3CrashSink is a bucket of the test's MinIO, written under
+// crashS3Prefix.
+type s3CrashSink struct {
+	tg     *crashTarget
+	bucket string
+	// verified are the digests of the object versions an audit has read
+	// whole: a later audit reads only the objects written since.
+	verified map[crashObject]crashSums
+}
+
+func (sk *s3CrashSink) spec() string {
+	return "s3://" + sk.bucket + "/" + crashS3Prefix + "?endpoint=" + sk.tg.minio.Endpoint() + "&secure=false"
+}
+
+func (sk *s3CrashSink) env() []string {
+	return []string{"AWS_ACCESS_KEY_ID=" + s3test.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3test.SecretKey, "AWS_SESSION_TOKEN="}
+}
+
+// A lifecycle rule, not the next run, removes incomplete uploads.
+func (sk *s3CrashSink) partialCleaned() bool { return false }
+func (sk *s3CrashSink) partialName() string  { return "incomplete multipart uploads in the bucket" }
+
+func (sk *s3CrashSink) partial(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for u := range sk.tg.minio.Client().ListIncompleteUploads(t.Context(), sk.bucket, "", true) {
+		if u.Err != nil {
+			t.Fatalf("ListIncompleteUploads: %v", u.Err)
+		}
+		n++
+	}
+	return n
+}
+
+// crashObject is what a raw listing says of one object: its key, and the
+// ETag, stored sha-256, size and time of the version it lists.
+type crashObject struct {
+	key, etag, sha256 string
+	size              int64
+	modified          time.Time
+}
+
+// audit lists the bucket raw (every key must be one the source's URIs map
+// to, or a hashed key's URI object; nothing outside the prefix), then
+// walks the sink's own Inventory (s3.New + Walk) and reads through it (Get)
+// every object version no earlier audit of this bucket read. The raw and
+// Inventory views must agree on the set of URIs, and each object's bytes
+// must match the digests the raw listing shows for it: its ETag (the MD5
+// MinIO computed of a single PUT's bytes) and the sha-256 the sink stored
+// in its metadata. It returns URI → digests.
+//
+// A request the child had sent whole before it was killed may still be
+// completing in MinIO while the audit reads: a disagreement between the
+// views is looked at again, a few times, before it fails the test.
+func (sk *s3CrashSink) audit(t *testing.T) map[string]crashSums {
+	t.Helper()
+	const attempts = 6
+	for attempt := 1; ; attempt++ {
+		got, err := sk.auditOnce(t)
+		if err == nil {
+			if attempt > 1 {
+				t.Logf("bucket %s settled after %d audits: %d objects", sk.bucket, attempt, len(got))
+			}
+			return got
+		}
+		if attempt == attempts {
+			t.Fatalf("bucket %s, after %d audits: %v", sk.bucket, attempt, err)
+		}
+		t.Logf("bucket %s, audit %d: %v; looking again", sk.bucket, attempt, err)
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	}
+}
+
+// auditOnce is one look of audit. It fails t on what cannot be the work of
+// a request still completing (a foreign key, a URI held twice), and
+// returns the other disagreements as an error.
+func (sk *s3CrashSink) auditOnce(t *testing.T) (map[string]crashSums, error) {
+	t.Helper()
+	ctx := t.Context()
+	raw := map[string]crashObject{}
+	for obj := range sk.tg.minio.Client().ListObjects(ctx, sk.bucket, minio.ListObjectsOptions{Recursive: true, WithMetadata: true}) {
+		if obj.Err != nil {
+			t.Fatalf("listing bucket %s: %v", sk.bucket, obj.Err)
+		}
+		uri, ok := sk.tg.keys[obj.Key]
+		switch {
+		case !ok:
+			t.Fatalf("bucket %s: key %q is not the key of any URI of the source", sk.bucket, obj.Key)
+		case uri == "":
+			continue // the URI object of a hashed key
+		}
+		if prev, dup := raw[uri]; dup {
+			t.Fatalf("bucket %s: %s is held twice, at %q and %q", sk.bucket, uri, prev.key, obj.Key)
+		}
+		o := crashObject{key: obj.Key, etag: strings.Trim(obj.ETag, `"`), size: obj.Size, modified: obj.LastModified}
+		for k, v := range obj.UserMetadata {
+			if strings.EqualFold(strings.TrimPrefix(strings.ToLower(k), "x-amz-meta-"), "rsharvest-sha256") {
+				o.sha256 = v
+			}
+		}
+		raw[uri] = o
+	}
+	// The sink's view.
+	s, err := s3.New(ctx, sk.tg.s3Options(sk.bucket))
+	if err != nil {
+		t.Fatalf("s3.New after a kill: %v", err)
+	}
+	defer s.Close(ctx)
+	var uris []string
+	if err := s.Walk(ctx, func(uri string) error { uris = append(uris, uri); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	viaSink := make(map[string]crashSums, len(uris))
+	if sk.verified == nil {
+		sk.verified = map[crashObject]crashSums{}
+	}
+	// The versions read before are not read again; the others are, with a
+	// few requests in flight.
+	var walkedTwice, read []string
+	for _, uri := range uris {
+		if _, dup := viaSink[uri]; dup {
+			walkedTwice = append(walkedTwice, uri)
+			continue
+		}
+		viaSink[uri] = crashSums{}
+		if o, ok := raw[uri]; ok {
+			if sums, ok := sk.verified[o]; ok {
+				viaSink[uri] = sums
+				continue
+			}
+		}
+		read = append(read, uri)
+	}
+	if len(walkedTwice) > 0 {
+		t.Fatalf("the sink's Walk reports %q twice", walkedTwice)
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, uri := range read {
+		g.Go(func() error {
+			rc, err := s.Get(gctx, uri)
+			if err != nil {
+				return fmt.Errorf("Get %q: %w", uri, err)
+			}
+			defer rc.Close()
+			sums, err := crashSumOf(rc)
+			if err != nil {
+				return fmt.Errorf("Get %q: %w", uri, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			viaSink[uri] = sums
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err // deleted meanwhile?
+	}
+	if len(raw) != len(viaSink) {
+		return nil, fmt.Errorf("the sink's Inventory holds %d resources, its bucket %d objects", len(viaSink), len(raw))
+	}
+	for uri, o := range raw {
+		got, ok := viaSink[uri]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("the sink's Inventory lacks %s, which is in its bucket at %q", uri, o.key)
+		case o.sha256 != got.sha256:
+			return nil, fmt.Errorf("object %q: metadata sha-256 %q, its bytes %s (half-written?)", o.key, o.sha256, got.sha256)
+		case !strings.Contains(o.etag, "-") && o.etag != got.md5:
+			return nil, fmt.Errorf("object %q: ETag %s, the MD5 of its bytes %s (half-written?)", o.key, o.etag, got.md5)
+		}
+	}
+	for uri, o := range raw {
+		sk.verified[o] = viaSink[uri]
+	}
+	return viaSink, nil
+}
 
 // crashChildResult is how a child ended.
 type crashChildResult struct {
@@ -171,10 +478,10 @@ func (rg *crashRig) syncChild(t *testing.T, mode string, killAfter time.Duration
 	rg.runs++
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rg.bin, mode, "--source", rg.source, "--sink", "fs:"+rg.mirror(),
+	cmd := exec.CommandContext(ctx, rg.bin, mode, "--source", rg.source, "--sink", rg.sink.spec(),
 		"--state", rg.db(), "--spool-dir", rg.spool(), "--progress", "none", "--log-level", "warn",
 		"--concurrency", "2", "--workers", "2")
-	cmd.Env = append(os.Environ(), "TMPDIR="+rg.tmp())
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+rg.tmp()), rg.sink.env()...)
 	cmd.Dir = rg.work
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -227,9 +534,10 @@ func (rg *crashRig) finishChild(t *testing.T, mode string) crashChildResult {
 
 var crashDigits = regexp.MustCompile(`[0-9]+`)
 
-// crashLeftovers counts what killed children left outside the sink: temporary
-// files of the sink, spool files and files in the child's TMPDIR. It also
-// checks that nothing but the rig's own entries exists in its directory.
+// crashLeftovers counts what killed children left outside the sink's
+// content: partial writes in the sink (see crashSink.partial), spool files
+// and files in the child's TMPDIR. It also checks that nothing but the
+// rig's own entries exists in its directory.
 type crashLeftovers struct {
 	sinkTmp, spool, tmp int
 	names               []string // of the spool and TMPDIR files, digits as "*"
@@ -249,39 +557,37 @@ func (rg *crashRig) leftovers(t *testing.T) crashLeftovers {
 		}
 	}
 	var lo crashLeftovers
-	count := func(dir string, names bool) int {
+	count := func(dir string) int {
 		es, err := os.ReadDir(dir)
 		if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 			t.Fatal(err)
 		}
 		for _, e := range es {
-			if names {
-				lo.names = append(lo.names, crashDigits.ReplaceAllString(e.Name(), "*"))
-			}
+			lo.names = append(lo.names, crashDigits.ReplaceAllString(e.Name(), "*"))
 		}
 		return len(es)
 	}
-	lo.sinkTmp = count(filepath.Join(rg.mirror(), crashSinkTmpDir), false)
-	lo.spool = count(rg.spool(), true)
-	lo.tmp = count(rg.tmp(), true)
+	lo.sinkTmp = rg.sink.partial(t)
+	lo.spool = count(rg.spool())
+	lo.tmp = count(rg.tmp())
 	return lo
 }
 
-// auditSink lists the mirror raw, every regular file under it but the
+// audit lists the mirror raw, every regular file under it but the
 // sink's temporary directory (each must be at a path of the layout: nothing
 // foreign, nothing half-named), then reads it through the sink's own
 // Inventory (fs.New + Walk + Get). Both must agree. It returns URI → digests.
-func (rg *crashRig) auditSink(t *testing.T) map[string]crashSums {
+func (fk fsCrashSink) audit(t *testing.T) map[string]crashSums {
 	t.Helper()
 	raw := map[string]bool{}
-	if _, err := os.Stat(rg.mirror()); errors.Is(err, iofs.ErrNotExist) {
+	if _, err := os.Stat(fk.dir); errors.Is(err, iofs.ErrNotExist) {
 		return map[string]crashSums{} // killed before the sink was opened
 	}
-	err := filepath.WalkDir(rg.mirror(), func(p string, d iofs.DirEntry, err error) error {
+	err := filepath.WalkDir(fk.dir, func(p string, d iofs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(rg.mirror(), p)
+		rel, err := filepath.Rel(fk.dir, p)
 		if err != nil {
 			return err
 		}
@@ -308,7 +614,7 @@ func (rg *crashRig) auditSink(t *testing.T) map[string]crashSums {
 	// The sink's view. fs.New removes the temporary files of a killed
 	// process, exactly as the next child would.
 	ctx := t.Context()
-	sk, err := fs.New(rg.mirror(), fs.Options{})
+	sk, err := fs.New(fk.dir, fs.Options{})
 	if err != nil {
 		t.Fatalf("fs.New after a kill: %v", err)
 	}
