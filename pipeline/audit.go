@@ -178,7 +178,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 	if repair && !ar.Clean() {
 		for _, uri := range extras {
 			for _, s := range extraIn[uri] {
-				if err := deleteFrom(ctx, s, uri); err != nil {
+				if err := r.deleteFrom(ctx, s, uri); err != nil {
 					return nil, fmt.Errorf("repair: removing %s from %s: %w", uri, s.name, err)
 				}
 			}

@@ -287,24 +287,41 @@ func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sour
 // putRetrying puts with retries of a sink's temporary failures (the entry
 // is read again from the package each time), with exponential backoff.
 func (r *run) putRetrying(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, error) {
+	var n int64
+	err := r.sinkRetrying(ctx, s, res.URI, func() error {
+		var err error
+		n, err = r.put(ctx, s, res, f, want)
+		return err
+	}, func(err error) bool {
+		// Bytes that do not match, or a source that cannot be read, are
+		// not the sink's to retry.
+		var se *sourceError
+		return !errors.Is(err, fixity.ErrMismatch) && !errors.As(err, &se)
+	})
+	return n, err
+}
+
+// sinkRetrying runs try until it succeeds, fails with an error that is not
+// retryable (or that again rejects), SinkRetries retries are used up, or ctx
+// ends, waiting with exponential backoff from SinkBackoff between tries.
+func (r *run) sinkRetrying(ctx context.Context, s boundSink, uri string, try func() error, again func(error) bool) error {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = r.opts.SinkBackoff
 	bo.MaxInterval = 20 * r.opts.SinkBackoff
 	bo.Reset() // NewExponentialBackOff started at its own default (500 ms)
 	for attempt := 0; ; attempt++ {
-		n, err := r.put(ctx, s, res, f, want)
-		var se *sourceError
-		if err == nil || !errclass.IsRetryable(err) || errors.Is(err, fixity.ErrMismatch) || errors.As(err, &se) ||
+		err := try()
+		if err == nil || !errclass.IsRetryable(err) || (again != nil && !again(err)) ||
 			attempt >= r.opts.SinkRetries || ctx.Err() != nil {
-			return n, err
+			return err
 		}
 		wait := bo.NextBackOff()
-		r.log.Debug("sink write failed; retrying", "sink", s.name, "uri", res.URI, "attempt", attempt+1, "in", wait, "error", err)
+		r.log.Debug("sink call failed; retrying", "sink", s.name, "uri", uri, "attempt", attempt+1, "in", wait, "error", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return n, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
 	}

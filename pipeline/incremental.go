@@ -491,7 +491,7 @@ func (inc *incremental) deleteResource(ctx context.Context, c state.PlannedChang
 	rec := state.Resource{URI: c.URI, Source: inc.opts.Source, ResourceSet: set, Length: -1, ChangeTime: c.Time,
 		Package: c.Package, RunID: inc.runID, Outcome: state.OutcomeDeleted, Deleted: true}
 	for _, s := range inc.sinks {
-		if err := deleteFrom(ctx, s, c.URI); err != nil {
+		if err := inc.deleteFrom(ctx, s, c.URI); err != nil {
 			if errclass.IsFatal(err) {
 				return result{fatal: err}
 			}
@@ -508,20 +508,24 @@ func (inc *incremental) deleteResource(ctx context.Context, c state.PlannedChang
 	return result{outcome: outDeleted, resource: rec, change: string(manifest.Deleted)}
 }
 
-func deleteFrom(ctx context.Context, s boundSink, uri string) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case s.sem <- struct{}{}:
-	}
-	defer func() { <-s.sem }()
-	if err := s.Delete(ctx, uri); err != nil {
-		if errclass.Of(err) == errclass.Unclassified {
-			err = errclass.NewRetryable(err)
+// deleteFrom deletes uri from one sink within its concurrency, retrying a
+// temporary failure as puts are retried (see sinkRetrying).
+func (r *run) deleteFrom(ctx context.Context, s boundSink, uri string) error {
+	return r.sinkRetrying(ctx, s, uri, func() error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case s.sem <- struct{}{}:
 		}
-		return fmt.Errorf("delete: %w", err)
-	}
-	return nil
+		defer func() { <-s.sem }()
+		if err := s.Delete(ctx, uri); err != nil {
+			if errclass.Of(err) == errclass.Unclassified {
+				err = errclass.NewRetryable(err)
+			}
+			return fmt.Errorf("delete: %w", err)
+		}
+		return nil
+	}, nil)
 }
 
 var _ sink.Sink = boundSink{}

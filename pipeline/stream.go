@@ -711,7 +711,7 @@ func (r *run) retract(ctx context.Context, j *packageJob, se *streamEntry, why s
 		return nil
 	}
 	for _, s := range targets {
-		if err := deleteFrom(ctx, s, uri); err != nil {
+		if err := r.deleteFrom(ctx, s, uri); err != nil {
 			if errclass.IsFatal(err) || ctx.Err() != nil {
 				return err
 			}
