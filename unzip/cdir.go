@@ -31,6 +31,10 @@ const (
 	sigLocal     = 0x04034b50
 	lenLocal     = 30
 
+	// Records that may follow the entries, as a LocalScanner meets them.
+	sigDigital      = 0x05054b50 // digital signature
+	sigArchiveExtra = 0x08064b50 // archive extra data
+
 	// searchEOCD is how far from the end the end-of-central-directory
 	// record can start: its own length plus the longest comment.
 	searchEOCD = lenEOCD + math.MaxUint16

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zip"
@@ -17,7 +18,9 @@ import (
 // makes of the bytes. It also keeps reads within [0, size), whatever offsets
 // a hostile archive leads to: a negative offset is a format error, and past
 // the end it answers io.EOF itself, as the ZIP code expects, without asking
-// the caller's ReaderAt. io.EOF passes through unchanged.
+// the caller's ReaderAt. io.EOF passes through unchanged. While an archive's
+// size is not known yet (LocalOpener), size is math.MaxInt64 and only the
+// errors are marked.
 type sourceReaderAt struct {
 	ra   io.ReaderAt
 	size int64
@@ -64,8 +67,15 @@ type inflater struct {
 	fr io.ReadCloser // implements flate.Resetter
 }
 
-func (a *Archive) getInflater(src io.Reader) *inflater {
-	if in, ok := a.pool.Get().(*inflater); ok {
+// inflaterPool keeps inflaters for reuse. The zero value is ready for use;
+// it is safe for concurrent use.
+type inflaterPool struct {
+	pool sync.Pool // of *inflater
+}
+
+// get returns an inflater reading the compressed bytes of src.
+func (p *inflaterPool) get(src io.Reader) *inflater {
+	if in, ok := p.pool.Get().(*inflater); ok {
 		in.br.Reset(src)
 		if err := in.fr.(flate.Resetter).Reset(in.br, nil); err == nil {
 			return in
@@ -75,9 +85,10 @@ func (a *Archive) getInflater(src io.Reader) *inflater {
 	return &inflater{br: br, fr: flate.NewReader(br)}
 }
 
-func (a *Archive) putInflater(in *inflater) {
+// put gives in back for reuse.
+func (p *inflaterPool) put(in *inflater) {
 	in.br.Reset(nil)
-	a.pool.Put(in)
+	p.pool.Put(in)
 }
 
 // Open streams the entry's bytes, inflated. The reader fails with a
@@ -106,17 +117,7 @@ func (f *File) Open() (io.ReadCloser, error) {
 		return nil, errclass.Permanentf("unzip: entry %q: %w: data extends past the end of the archive", f.Name, ErrFormat)
 	}
 	sr := io.NewSectionReader(a.ra, off, f.CompressedSize)
-	r := &entryReader{f: f, section: sr}
-	switch f.Method {
-	case zip.Store:
-		r.src = sr
-	case zip.Deflate:
-		r.in = a.getInflater(sr)
-		r.src = r.in.fr
-	default: // unreachable: such entries are rejected by Open
-		return nil, errclass.Permanentf("unzip: entry %q: %w: method %d", f.Name, ErrMethod, f.Method)
-	}
-	return r, nil
+	return openEntry(f.Name, f.Method, f.Size, f.CRC32, sr, a.lim.MaxRatio, &a.pool)
 }
 
 // dataOffset reads the entry's local header and returns where its data
@@ -137,16 +138,39 @@ func (f *File) dataOffset() (int64, error) {
 }
 
 // entryReader enforces the declared size, the ratio cap and the CRC-32 on an
-// entry's data.
+// entry's data: of a File, or of a LocalEntry.
 type entryReader struct {
-	f       *File
+	name     string  // entry name, for errors
+	size     int64   // declared uncompressed size
+	crc32    uint32  // declared CRC-32
+	maxRatio float64 // Limits.MaxRatio
+
 	section *io.SectionReader // compressed bytes
+	pool    *inflaterPool     // where in goes back on Close
 	in      *inflater         // nil for stored entries
 	src     io.Reader         // uncompressed bytes
 	n       int64             // bytes yielded
 	crc     uint32
 	err     error // sticky: io.EOF after success, or the failure
 	closed  bool
+}
+
+// openEntry returns the reader of the entry name's data, whose compressed
+// bytes are section, checked against the declared size and crc and against
+// maxRatio. A deflated entry takes its decoder from pool, and gives it back
+// on Close. A method other than Store and Deflate fails with ErrMethod.
+func openEntry(name string, method uint16, size int64, crc uint32, section *io.SectionReader, maxRatio float64, pool *inflaterPool) (io.ReadCloser, error) {
+	r := &entryReader{name: name, size: size, crc32: crc, maxRatio: maxRatio, section: section}
+	switch method {
+	case zip.Store:
+		r.src = section
+	case zip.Deflate:
+		r.pool, r.in = pool, pool.get(section)
+		r.src = r.in.fr
+	default: // unreachable: such entries are rejected before they are opened
+		return nil, errclass.Permanentf("unzip: entry %q: %w: method %d", name, ErrMethod, method)
+	}
+	return r, nil
 }
 
 func (r *entryReader) Read(p []byte) (int, error) {
@@ -156,7 +180,7 @@ func (r *entryReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	remaining := r.f.Size - r.n
+	remaining := r.size - r.n
 	if remaining == 0 {
 		r.err = r.finish()
 		return 0, r.err
@@ -175,8 +199,8 @@ func (r *entryReader) Read(p []byte) (int, error) {
 	case err == nil:
 		return n, nil
 	case err == io.EOF:
-		if r.n < r.f.Size {
-			r.err = errclass.Permanentf("unzip: entry %q: %w: %d bytes, %d declared", r.f.Name, ErrSizeMismatch, r.n, r.f.Size)
+		if r.n < r.size {
+			r.err = errclass.Permanentf("unzip: entry %q: %w: %d bytes, %d declared", r.name, ErrSizeMismatch, r.n, r.size)
 		} else {
 			r.err = r.verify()
 		}
@@ -193,7 +217,7 @@ func (r *entryReader) finish() error {
 	for range 100 {
 		n, err := r.src.Read(b[:])
 		if n > 0 {
-			return errclass.Permanentf("unzip: entry %q: %w: more than the %d bytes declared", r.f.Name, ErrSizeMismatch, r.f.Size)
+			return errclass.Permanentf("unzip: entry %q: %w: more than the %d bytes declared", r.name, ErrSizeMismatch, r.size)
 		}
 		if err == io.EOF {
 			return r.verify()
@@ -202,12 +226,12 @@ func (r *entryReader) finish() error {
 			return r.dataError(err)
 		}
 	}
-	return errclass.Permanentf("unzip: entry %q: %w: decoder makes no progress", r.f.Name, ErrCorrupt)
+	return errclass.Permanentf("unzip: entry %q: %w: decoder makes no progress", r.name, ErrCorrupt)
 }
 
 func (r *entryReader) verify() error {
-	if r.crc != r.f.CRC32 {
-		return errclass.Permanentf("unzip: entry %q: %w: got %08x, declared %08x", r.f.Name, ErrChecksum, r.crc, r.f.CRC32)
+	if r.crc != r.crc32 {
+		return errclass.Permanentf("unzip: entry %q: %w: got %08x, declared %08x", r.name, ErrChecksum, r.crc, r.crc32)
 	}
 	return io.EOF
 }
@@ -220,10 +244,10 @@ func (r *entryReader) checkRatio() error {
 	}
 	pos, _ := r.section.Seek(0, io.SeekCurrent)
 	consumed := pos - int64(r.in.br.Buffered())
-	limit := r.f.a.lim.MaxRatio
+	limit := r.maxRatio
 	if float64(r.n) > limit*float64(consumed) {
 		return errclass.Permanentf("unzip: entry %q: %w: %d bytes from %d while inflating, limit %g",
-			r.f.Name, ErrRatio, r.n, consumed, limit)
+			r.name, ErrRatio, r.n, consumed, limit)
 	}
 	return nil
 }
@@ -232,12 +256,12 @@ func (r *entryReader) checkRatio() error {
 func (r *entryReader) dataError(err error) error {
 	var se *sourceError
 	if errors.As(err, &se) {
-		return fmt.Errorf("unzip: entry %q: reading archive: %w", r.f.Name, se.err)
+		return fmt.Errorf("unzip: entry %q: reading archive: %w", r.name, se.err)
 	}
 	if err == io.ErrUnexpectedEOF {
-		return errclass.Permanentf("unzip: entry %q: %w: compressed data truncated", r.f.Name, ErrCorrupt)
+		return errclass.Permanentf("unzip: entry %q: %w: compressed data truncated", r.name, ErrCorrupt)
 	}
-	return errclass.Permanentf("unzip: entry %q: %w: %w", r.f.Name, ErrCorrupt, err)
+	return errclass.Permanentf("unzip: entry %q: %w: %w", r.name, ErrCorrupt, err)
 }
 
 // Close releases the reader. It does not report a failed read: callers must
@@ -251,7 +275,7 @@ func (r *entryReader) Close() error {
 		r.err = errors.New("unzip: read after close")
 	}
 	if r.in != nil {
-		r.f.a.putInflater(r.in)
+		r.pool.put(r.in)
 		r.in = nil
 		r.src = nil
 	}

@@ -28,7 +28,6 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -172,7 +171,7 @@ type Archive struct {
 	regular    int             // number of accepted entries
 	rejected   int             // number of rejected records, duplicates included
 
-	pool sync.Pool // of *inflater
+	pool inflaterPool
 }
 
 // indexEntry is what an Archive keeps of a non-directory record: the hash
@@ -489,33 +488,42 @@ func duplicateError(name string) error {
 
 // check returns why an entry (not a directory) must be rejected, or nil.
 func (a *Archive) check(name string, rec *dirRecord) error {
+	return checkEntry(name, nonRegular(rec.ext), rec.flags, rec.method, rec.usize, rec.csize, a.lim)
+}
+
+// checkEntry returns why an entry (not a directory) must be rejected by
+// what its header says, or nil: the checks Archive applies to the central
+// directory's records, and LocalScanner and LocalOpener to local headers.
+// notRegular is why the entry's external attributes make it other than a
+// regular file (see nonRegular): "" when they do not, or when there are
+// none, as in a local header.
+func checkEntry(name, notRegular string, flags, method uint16, usize, csize uint64, lim Limits) error {
 	if why := unsafeName(name); why != "" {
 		return errclass.Permanentf("unzip: entry %q: %w: %s", name, ErrUnsafePath, why)
 	}
-	if why := nonRegular(rec.ext); why != "" {
-		return errclass.Permanentf("unzip: entry %q: %w: %s", name, ErrNotRegular, why)
+	if notRegular != "" {
+		return errclass.Permanentf("unzip: entry %q: %w: %s", name, ErrNotRegular, notRegular)
 	}
-	if rec.flags&(flagEncrypted|flagStrongEncryption) != 0 {
+	if flags&(flagEncrypted|flagStrongEncryption) != 0 {
 		return errclass.Permanentf("unzip: entry %q: %w", name, ErrEncrypted)
 	}
-	if rec.method != zip.Store && rec.method != zip.Deflate {
-		return errclass.Permanentf("unzip: entry %q: %w: method %d", name, ErrMethod, rec.method)
+	if method != zip.Store && method != zip.Deflate {
+		return errclass.Permanentf("unzip: entry %q: %w: method %d", name, ErrMethod, method)
 	}
-	usize, csize := rec.usize, rec.csize
-	if usize > uint64(a.lim.MaxEntrySize) {
+	if usize > uint64(lim.MaxEntrySize) {
 		return errclass.Permanentf("unzip: entry %q: %w: %d bytes declared, limit %d",
-			name, ErrEntrySize, usize, a.lim.MaxEntrySize)
+			name, ErrEntrySize, usize, lim.MaxEntrySize)
 	}
 	if csize > math.MaxInt64 {
 		return errclass.Permanentf("unzip: entry %q: %w: compressed size %d", name, ErrFormat, csize)
 	}
-	if rec.method == zip.Store && usize != csize {
+	if method == zip.Store && usize != csize {
 		return errclass.Permanentf("unzip: entry %q: %w: stored entry declares %d bytes compressed, %d uncompressed",
 			name, ErrSizeMismatch, csize, usize)
 	}
-	if usize >= RatioExemptSize && float64(usize) > a.lim.MaxRatio*float64(csize) {
+	if usize >= RatioExemptSize && float64(usize) > lim.MaxRatio*float64(csize) {
 		return errclass.Permanentf("unzip: entry %q: %w: %d bytes from %d declared, limit %g",
-			name, ErrRatio, usize, csize, a.lim.MaxRatio)
+			name, ErrRatio, usize, csize, lim.MaxRatio)
 	}
 	return nil
 }
@@ -523,6 +531,7 @@ func (a *Archive) check(name string, rec *dirRecord) error {
 // ZIP general-purpose flag bits.
 const (
 	flagEncrypted        = 0x1
+	flagDescriptor       = 0x8 // sizes and CRC-32 follow the data
 	flagStrongEncryption = 0x40
 )
 

@@ -114,11 +114,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 }
 
 func tryStart(ctx context.Context, bin, dir string) (*Server, error) {
-	addr, err := freeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	console, err := freeAddr()
+	console, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -372,9 +372,10 @@ func requiredVersion(gomod, module string) (string, error) {
 	return "", fmt.Errorf("s3test: %s does not require %s", gomod, module)
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr() (string, error) {
+// FreeAddr returns a loopback address (127.0.0.1:PORT) with a port that
+// was free a moment ago: nothing listens there unless another process has
+// taken it since.
+func FreeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("s3test: %w", err)
