@@ -38,6 +38,7 @@ type syncFlags struct {
 	config           string
 	prefer           string
 	set              string
+	rangeParts       int
 	// everyday marks a run chosen by sync.
 	everyday bool
 	// concurrencySet tells an explicit --concurrency (which then also
@@ -61,6 +62,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.BoolVar(&f.allowMissingHash, "allow-missing-hash", false, "accept manifest entries without md5/sha-1/sha-256 (length and CRC-32 only)")
 	fl.StringVar(&f.set, "set", "", "sync only this resource set: its capability list's URL, file or directory name (default: every set)")
 	fl.StringVar(&f.prefer, "prefer", "dump", "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first")
+	fl.IntVar(&f.rangeParts, "range-parts", 1, "download each large package as N parallel Range requests (for links where one connection is slower than the link)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bars on a terminal, log lines otherwise), bars, log, none")
 }
 
@@ -99,6 +101,9 @@ func (f *syncFlags) validate() error {
 	}
 	if f.concurrency < 1 || f.workers < 1 {
 		return usagef("--concurrency and --workers must be at least 1")
+	}
+	if f.rangeParts < 1 {
+		return usagef("--range-parts must be at least 1")
 	}
 	if f.rate < 0 || f.retries < 0 {
 		return usagef("--rate and --retries must not be negative")
@@ -283,6 +288,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		Retries:      fetchRetries(f.retries),
 		StallTimeout: f.stallTimeout,
 		Logger:       log,
+		RangeParts:   f.rangeParts,
 	})
 	return pipeline.Options{
 		Source:           f.source,

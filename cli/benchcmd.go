@@ -22,6 +22,8 @@ type benchFlags struct {
 	gen         bench.GenOptions
 	cache       string
 	link        string
+	connLink    string
+	rangeParts  int
 	latency     time.Duration
 	concurrency []int
 	work        string
@@ -55,6 +57,8 @@ func (a *app) benchCommand() *cobra.Command {
 	fl.Int64Var(&f.gen.Seed, "seed", 1, "seed of the pseudo-random content")
 	fl.StringVar(&f.cache, "cache", "", "directory of cached dumps (default $RSHARVEST_CACHE or ~/.cache/rsharvest/bench)")
 	fl.StringVar(&f.link, "link", "", "throttle the server's response bodies to this rate, e.g. 50MB/s (default unlimited)")
+	fl.StringVar(&f.connLink, "conn-link", "", "also throttle each response body on its own to this rate, e.g. 10MB/s (default unlimited)")
+	fl.IntVar(&f.rangeParts, "range-parts", 1, "download each large package as N parallel Range requests (for links where one connection is slower than the link)")
 	fl.DurationVar(&f.latency, "latency", 0, "delay every response by this long")
 	fl.IntSliceVar(&f.concurrency, "concurrency", []int{4}, "package concurrencies to run the pipeline at, e.g. 1,2,4")
 	fl.StringVar(&f.work, "work", "", "directory for mirrors and state (default a temp dir; tmpfs such as /dev/shm recommended)")
@@ -73,6 +77,13 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 	link, err := harness.ParseRate(f.link)
 	if err != nil {
 		return usageError{err}
+	}
+	connLink, err := harness.ParseRate(f.connLink)
+	if err != nil {
+		return usageError{err}
+	}
+	if f.rangeParts < 1 {
+		return usagef("--range-parts must be at least 1")
 	}
 	if f.latency < 0 {
 		return usagef("--latency must not be negative")
@@ -110,10 +121,11 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 		WorkDir:     work,
 		Concurrency: f.concurrency,
 		Link:        link,
+		ConnLink:    connLink,
 		Latency:     f.latency,
 		Refs:        f.refs,
 		Resync:      f.resync,
-		Pipeline:    a.benchPipeline(log),
+		Pipeline:    a.benchPipeline(log, f.rangeParts),
 		Logger:      log,
 	})
 	if err != nil {
@@ -136,8 +148,8 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 }
 
 // benchPipeline builds each run's options exactly as the baseline command
-// does, from its default flags with an fs sink.
-func (a *app) benchPipeline(log *slog.Logger) harness.OptionsFunc {
+// does, from its default flags with an fs sink and rangeParts.
+func (a *app) benchPipeline(log *slog.Logger, rangeParts int) harness.OptionsFunc {
 	return func(ctx context.Context, p harness.RunParams) (pipeline.Options, func(context.Context) error, error) {
 		f := syncFlags{
 			source:       p.Source,
@@ -150,6 +162,7 @@ func (a *app) benchPipeline(log *slog.Logger) harness.OptionsFunc {
 			stallTimeout: 30 * time.Second,
 			progress:     "none",
 			prefer:       "dump",
+			rangeParts:   rangeParts,
 		}
 		return a.pipelineOptions(ctx, f, log)
 	}

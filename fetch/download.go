@@ -50,6 +50,14 @@ type Result struct {
 // grows past want.Length fails as soon as it does. Failing to write dst is a
 // fatal error. Other errors are those of Open and Body.Read. Download does
 // not close or sync dst. The Result describes the work done even on error.
+//
+// With Options.RangeParts > 1, a representation that a "Range: bytes=0-0"
+// probe shows to be at least 2*Options.RangePartMin bytes long, served with
+// Range and a strong validator, is fetched as RangeParts contiguous parts
+// concurrently (see downloadParts); the digests are then computed by
+// reading dst back, and checked as above. When a part finds the
+// representation changed, or not served by Range after all, the download
+// starts over in one stream (a restart).
 func (c *Client) Download(ctx context.Context, url string, dst *os.File, want fixity.Expect) (Result, error) {
 	return c.download(ctx, url, dst, want, nil)
 }
@@ -60,8 +68,30 @@ func (c *Client) download(ctx context.Context, url string, dst *os.File, want fi
 	var res Result
 	buf := make([]byte, downloadBuffer)
 	changes, mismatches := 0, 0
+	parts := c.opts.RangeParts > 1
 	for {
-		err := c.downloadOnce(ctx, url, dst, want, buf, &res, progress)
+		var err error
+		if parts {
+			err = c.downloadParts(ctx, url, dst, want, buf, &res, progress)
+			switch {
+			case errors.Is(err, errOneStream):
+				parts = false
+				continue
+			case errors.Is(err, ErrChanged), errors.Is(err, ErrNoRange):
+				// The parts may be of different versions: start over in
+				// one stream, as without RangeParts.
+				parts = false
+				c.log.Info("parallel range download failed; downloading again in one stream", "url", url, "err", err)
+				if cerr := ctx.Err(); cerr != nil {
+					return res, cerr
+				}
+				res.Restarts++
+				c.restarts.Add(1)
+				continue
+			}
+		} else {
+			err = c.downloadOnce(ctx, url, dst, want, buf, &res, progress)
+		}
 		switch {
 		case err == nil:
 			return res, nil

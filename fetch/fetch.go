@@ -45,6 +45,8 @@ const (
 	DefaultMaxRetryAfter  = 120 * time.Second
 	DefaultStallTimeout   = 30 * time.Second
 	DefaultTimeout        = 60 * time.Second
+	// DefaultRangePartMin is the default Options.RangePartMin.
+	DefaultRangePartMin = 32 << 20
 	// MaxRedirects is the number of redirects followed per request; one
 	// more is a permanent error.
 	MaxRedirects = 10
@@ -99,6 +101,15 @@ type Options struct {
 	// Logger receives debug and info records about retries, resumes and
 	// restarts. Nil discards them.
 	Logger *slog.Logger
+	// RangeParts, when above 1, makes Download fetch a representation of
+	// at least 2*RangePartMin bytes as that many contiguous parts with
+	// concurrent Range requests, when a probe shows the server honours
+	// Range and gives a strong validator (see Download). 0 and 1 mean one
+	// stream.
+	RangeParts int
+	// RangePartMin is the least size of a part (see RangeParts). Default
+	// DefaultRangePartMin.
+	RangePartMin int64
 }
 
 // Stats are cumulative counters of a Client.
@@ -159,6 +170,9 @@ func New(opts Options) *Client {
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.RangePartMin <= 0 {
+		opts.RangePartMin = DefaultRangePartMin
 	}
 	if opts.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()

@@ -61,6 +61,9 @@ type Options struct {
 	// Link throttles the server's response bodies to this many bytes per
 	// second, all requests together; 0 means unlimited.
 	Link float64
+	// ConnLink throttles each response body on its own to this many bytes
+	// per second (within Link); 0 means unlimited.
+	ConnLink float64
 	// Latency delays every response by this long.
 	Latency time.Duration
 	// Refs runs the reference points.
@@ -130,9 +133,11 @@ type Result struct {
 	NumCPU     int       `json:"num_cpu"`
 	// LinkBytesPerSec is the throttle (0: none).
 	LinkBytesPerSec float64 `json:"link_bytes_per_s"`
-	Latency         string  `json:"latency"`
-	WorkDir         string  `json:"work_dir"`
-	Rows            []Row   `json:"rows"`
+	// ConnLinkBytesPerSec is the per-connection throttle (0: none).
+	ConnLinkBytesPerSec float64 `json:"conn_link_bytes_per_s,omitempty"`
+	Latency             string  `json:"latency"`
+	WorkDir             string  `json:"work_dir"`
+	Rows                []Row   `json:"rows"`
 	// Notes explain how to read the figures.
 	Notes []string `json:"notes"`
 }
@@ -159,7 +164,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("harness: concurrency %d is below 1", c)
 		}
 	}
-	if opts.Link < 0 || opts.Latency < 0 {
+	if opts.Link < 0 || opts.ConnLink < 0 || opts.Latency < 0 {
 		return nil, errors.New("harness: negative link rate or latency")
 	}
 	if opts.Pipeline == nil {
@@ -177,20 +182,21 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{
-		Started:         time.Now().UTC(),
-		Dump:            dump,
-		GOMAXPROCS:      runtime.GOMAXPROCS(0),
-		NumCPU:          runtime.NumCPU(),
-		LinkBytesPerSec: opts.Link,
-		Latency:         opts.Latency.String(),
-		WorkDir:         opts.WorkDir,
+		Started:             time.Now().UTC(),
+		Dump:                dump,
+		GOMAXPROCS:          runtime.GOMAXPROCS(0),
+		NumCPU:              runtime.NumCPU(),
+		LinkBytesPerSec:     opts.Link,
+		ConnLinkBytesPerSec: opts.ConnLink,
+		Latency:             opts.Latency.String(),
+		WorkDir:             opts.WorkDir,
 		Notes: []string{
 			"peak RSS of in-process rows is the maximum over the whole process so far (getrusage RUSAGE_SELF), not of that row alone",
 			"CPU seconds of pipeline runs include the in-process loopback server",
 		},
 	}
 	srv, err := bench.Serve(ctx, dump.Dir, "127.0.0.1:0", bench.ServeOptions{
-		Wrap:     Wrap(opts.Link, opts.Latency),
+		Wrap:     chain(Wrap(opts.Link, opts.Latency), ConnWrap(opts.ConnLink)),
 		CacheDir: opts.WorkDir,
 	})
 	if err != nil {
@@ -204,7 +210,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		if opts.Resync && i == len(opts.Concurrency)-1 {
 			after = func(p RunParams, first Row) error {
 				copyless, err := bench.Serve(ctx, dump.Dir, "127.0.0.1:0", bench.ServeOptions{
-					Wrap:     chain(Wrap(opts.Link, opts.Latency), withoutCopies),
+					Wrap:     chain(Wrap(opts.Link, opts.Latency), ConnWrap(opts.ConnLink), withoutCopies),
 					CacheDir: opts.WorkDir,
 				})
 				if err != nil {

@@ -19,6 +19,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if r.LinkBytesPerSec > 0 {
 		link = fmt.Sprintf("%.1f MB/s", r.LinkBytesPerSec/1e6)
 	}
+	if r.ConnLinkBytesPerSec > 0 {
+		link += fmt.Sprintf(", %.1f MB/s per connection", r.ConnLinkBytesPerSec/1e6)
+	}
 	fmt.Fprintf(w, "link %s, latency %s, GOMAXPROCS %d, work dir %s\n\n", link, r.Latency, r.GOMAXPROCS, r.WorkDir)
 	width := len("name")
 	for _, row := range r.Rows {

@@ -44,6 +44,22 @@ func Wrap(bytesPerSec float64, latency time.Duration) func(http.Handler) http.Ha
 	}
 }
 
+// ConnWrap returns a bench.ServeOptions.Wrap hook that sends every
+// response body at most bytesPerSec bytes per second on its own (a token
+// bucket of 32 KiB per request), as on a path where one connection is
+// slower than the link. Zero or less returns nil.
+func ConnWrap(bytesPerSec float64) func(http.Handler) http.Handler {
+	if bytesPerSec <= 0 {
+		return nil
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			lim := rate.NewLimiter(rate.Limit(bytesPerSec), chunk)
+			next.ServeHTTP(&throttled{ResponseWriter: w, r: r, lim: lim}, r)
+		})
+	}
+}
+
 // throttled is a ResponseWriter whose body writes wait for the bucket.
 type throttled struct {
 	http.ResponseWriter
