@@ -61,6 +61,8 @@ type Options struct {
 type FS struct {
 	dir    string // absolute, cleaned
 	root   *os.Root
+	tmp    *tmpFiles // creates files in tmpDir
+	pid    string    // this process's id, which starts temporary file names
 	opts   Options
 	log    *slog.Logger
 	bufs   sync.Pool // *[]byte of copyBufferSize
@@ -102,19 +104,23 @@ func New(dir string, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, errclass.Fatalf("fs sink: %w", err)
 	}
-	s := &FS{dir: abs, root: root, opts: opts, log: logger.With("sink", "fs:"+abs)}
+	s := &FS{dir: abs, root: root, pid: strconv.Itoa(os.Getpid()), opts: opts, log: logger.With("sink", "fs:"+abs)}
 	s.bufs.New = func() any {
 		b := make([]byte, copyBufferSize)
 		return &b
 	}
 	if err := s.resetTmp(); err != nil {
+		if s.tmp != nil {
+			_ = s.tmp.close()
+		}
 		_ = root.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// resetTmp empties the temporary directory and proves it writable.
+// resetTmp empties the temporary directory, opens it as s.tmp and proves
+// it writable.
 func (s *FS) resetTmp() error {
 	if entries, err := iofs.ReadDir(s.root.FS(), tmpDir); err == nil && len(entries) > 0 {
 		s.log.Info("removing temporary files left by an earlier run", "count", len(entries))
@@ -125,6 +131,11 @@ func (s *FS) resetTmp() error {
 	if err := s.root.Mkdir(tmpDir, 0o700); err != nil {
 		return errclass.Fatalf("fs sink %s: %w", s.dir, err)
 	}
+	tmp, err := openTmpFiles(s.root, s.dir)
+	if err != nil {
+		return errclass.Fatalf("fs sink %s: %w", s.dir, err)
+	}
+	s.tmp = tmp
 	name, f, err := s.createTemp()
 	if err == nil {
 		_, err = f.Write([]byte("rsharvest write check\n"))
@@ -225,15 +236,10 @@ func (s *FS) Put(ctx context.Context, r *sink.Resource, body io.Reader) (err err
 			return s.fsError("put", r.URI, err)
 		}
 	}
-	err = f.Close()
+	err = s.tmp.closeFile(f, path.Base(tmp), r.Lastmod)
 	f = nil
 	if err != nil {
 		return s.fsError("put", r.URI, err)
-	}
-	if !r.Lastmod.IsZero() {
-		if err = s.root.Chtimes(tmp, r.Lastmod, r.Lastmod); err != nil {
-			return s.fsError("put", r.URI, err)
-		}
 	}
 	if err = ctx.Err(); err != nil {
 		return errclass.Retryablef("fs: put %s: %w", short(r.URI), err)
@@ -480,14 +486,14 @@ func (s *FS) walkDir(ctx context.Context, r *os.Root, rel string, fn func(uri st
 	return nil
 }
 
-// Close releases the sink's directory handle. Every Put has committed or
+// Close releases the sink's directory handles. Every Put has committed or
 // cleaned up by the time it returns, so there is nothing to flush. Calling
 // it again is a no-op.
 func (s *FS) Close(context.Context) error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	if err := s.root.Close(); err != nil {
+	if err := errors.Join(s.tmp.close(), s.root.Close()); err != nil {
 		return errclass.Fatalf("fs sink %s: close: %w", s.dir, err)
 	}
 	return nil
@@ -497,12 +503,12 @@ func (s *FS) Close(context.Context) error {
 // relative to the root.
 func (s *FS) createTemp() (string, *os.File, error) {
 	for {
-		name := tmpDir + "/" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(s.seq.Add(1), 10)
-		f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+		name := s.pid + "-" + strconv.FormatUint(s.seq.Add(1), 10)
+		f, err := s.tmp.create(name)
 		if errors.Is(err, iofs.ErrExist) {
 			continue
 		}
-		return name, f, err
+		return tmpDir + "/" + name, f, err
 	}
 }
 

@@ -482,10 +482,12 @@ func BenchmarkPut(b *testing.B) {
 		name     string
 		opts     Options
 		parallel bool
+		lastmod  time.Time
 	}{
-		{"serial", Options{}, false},
-		{"parallel", Options{}, true},
-		{"serial-fsync", Options{Fsync: true}, false},
+		{"serial", Options{}, false, time.Time{}},
+		{"serial-lastmod", Options{}, false, time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)},
+		{"parallel", Options{}, true, time.Time{}},
+		{"serial-fsync", Options{Fsync: true}, false, time.Time{}},
 	}
 	for _, tt := range tests {
 		b.Run(tt.name, func(b *testing.B) {
@@ -495,7 +497,7 @@ func BenchmarkPut(b *testing.B) {
 			one := func() {
 				i := seq.Add(1)
 				uri := fmt.Sprintf("http://example.com/bench/%03d/%d.dat", i%100, i)
-				r := &sink.Resource{URI: uri, Length: int64(len(body))}
+				r := &sink.Resource{URI: uri, Length: int64(len(body)), Lastmod: tt.lastmod}
 				if err := s.Put(context.Background(), r, bytes.NewReader(body)); err != nil {
 					b.Fatal(err)
 				}

@@ -1,0 +1,41 @@
+//go:build !linux
+
+package fs
+
+import (
+	"os"
+	"time"
+)
+
+// tmpFiles creates the temporary files of a sink through a root opened on
+// the temporary directory, so that creating one resolves no path.
+type tmpFiles struct {
+	root *os.Root // the temporary directory
+}
+
+// openTmpFiles opens the temporary directory tmpDir of root.
+func openTmpFiles(root *os.Root, _ string) (*tmpFiles, error) {
+	r, err := root.OpenRoot(tmpDir)
+	if err != nil {
+		return nil, err
+	}
+	return &tmpFiles{root: r}, nil
+}
+
+// create creates the file name (one path element) in the temporary
+// directory, failing when it exists.
+func (t *tmpFiles) create(name string) (*os.File, error) {
+	return t.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+}
+
+// closeFile closes f, the temporary file name, and then sets its access
+// and modification times to mtime unless that is zero.
+func (t *tmpFiles) closeFile(f *os.File, name string, mtime time.Time) error {
+	if err := f.Close(); err != nil || mtime.IsZero() {
+		return err
+	}
+	return t.root.Chtimes(name, mtime, mtime)
+}
+
+// close releases the temporary directory.
+func (t *tmpFiles) close() error { return t.root.Close() }
