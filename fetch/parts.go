@@ -3,7 +3,6 @@ package fetch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -202,36 +200,8 @@ func (c *Client) partOnce(ctx context.Context, rawURL, host string, dst *os.File
 	defer cancel(nil)
 	defer resp.Body.Close()
 	final := resp.Request.URL.String()
-	changed := func(format string, a ...any) error {
-		return errclass.Retryablef("GET %s (%s): %w: %s", final, rng, ErrChanged, fmt.Sprintf(format, a...))
-	}
-	switch resp.StatusCode {
-	case http.StatusPartialContent:
-	case http.StatusOK:
-		if v := strongValidator(resp.Header); v != validator {
-			return changed("validator %q became %q", validator, v)
-		}
-		if resp.ContentLength >= 0 && resp.ContentLength != size {
-			return changed("length %d became %d", size, resp.ContentLength)
-		}
-		return errclass.Retryablef("GET %s (%s): %w: answered 200", final, rng, ErrNoRange)
-	case http.StatusRequestedRangeNotSatisfiable:
-		return changed("range not satisfiable")
-	default:
-		return statusError(resp, time.Now())
-	}
-	start, total, err := parseContentRange(resp.Header.Get("Content-Range"))
-	switch {
-	case err != nil:
-		return changed("%v", err)
-	case start != off:
-		return changed("asked for %s, got %q", rng, resp.Header.Get("Content-Range"))
-	case total >= 0 && total != size:
-		return changed("length %d became %d", size, total)
-	case !hasValidator(resp.Header, validator):
-		return changed("validator %q became %q", validator, validatorIn(resp.Header))
-	case resp.ContentLength >= 0 && resp.ContentLength != p.end-off:
-		return changed("asked for %d bytes, got %d", p.end-off, resp.ContentLength)
+	if err := checkRanged(resp, final, rng, off, p.end-off, size, validator); err != nil {
+		return err
 	}
 	p.contentType, p.etag = resp.Header.Get("Content-Type"), resp.Header.Get("ETag")
 	for off < p.end {

@@ -232,36 +232,8 @@ func (r *RangeReader) fetchOnce(off, n int64) ([]byte, error) {
 	defer cancel(nil)
 	defer resp.Body.Close()
 	final := resp.Request.URL.String()
-	changed := func(format string, a ...any) error {
-		return errclass.Retryablef("GET %s (%s): %w: %s", final, rng, ErrChanged, fmt.Sprintf(format, a...))
-	}
-	switch resp.StatusCode {
-	case http.StatusPartialContent:
-	case http.StatusOK:
-		if v := strongValidator(resp.Header); r.validator != "" && v != r.validator {
-			return nil, changed("validator %q became %q", r.validator, v)
-		}
-		if resp.ContentLength >= 0 && resp.ContentLength != r.size {
-			return nil, changed("length %d became %d", r.size, resp.ContentLength)
-		}
-		return nil, errclass.Retryablef("GET %s (%s): %w: answered 200", final, rng, ErrNoRange)
-	case http.StatusRequestedRangeNotSatisfiable:
-		return nil, changed("range not satisfiable")
-	default:
-		return nil, statusError(resp, time.Now())
-	}
-	start, total, err := parseContentRange(resp.Header.Get("Content-Range"))
-	switch {
-	case err != nil:
-		return nil, changed("%v", err)
-	case start != off:
-		return nil, changed("asked for %s, got %q", rng, resp.Header.Get("Content-Range"))
-	case total >= 0 && total != r.size:
-		return nil, changed("length %d became %d", r.size, total)
-	case r.validator != "" && !hasValidator(resp.Header, r.validator):
-		return nil, changed("validator %q became %q", r.validator, validatorIn(resp.Header))
-	case resp.ContentLength >= 0 && resp.ContentLength != n:
-		return nil, changed("asked for %d bytes, got %d", n, resp.ContentLength)
+	if err := checkRanged(resp, final, rng, off, n, r.size, r.validator); err != nil {
+		return nil, err
 	}
 	data := make([]byte, n)
 	got, err := r.c.readFull(actx, cancel, resp.Body, data)
@@ -275,9 +247,50 @@ func (r *RangeReader) fetchOnce(off, n int64) ([]byte, error) {
 	// Anything beyond the asked range means the server did not do as told.
 	var extra [1]byte
 	if k, _ := resp.Body.Read(extra[:]); k > 0 {
-		return nil, changed("body longer than the %d bytes asked", n)
+		return nil, errclass.Retryablef("GET %s (%s): %w: body longer than the %d bytes asked", final, rng, ErrChanged, n)
 	}
 	return data, nil
+}
+
+// checkRanged checks the answer to "Range: rng" (n bytes from off) with
+// If-Range: validator (none when "") of a representation of size bytes: a
+// 206 for exactly that span of the same representation. A 200 of the same
+// representation fails with a retryable ErrNoRange; any sign that the
+// representation changed, with a retryable ErrChanged; another status, as
+// statusError says.
+func checkRanged(resp *http.Response, final, rng string, off, n, size int64, validator string) error {
+	changed := func(format string, a ...any) error {
+		return errclass.Retryablef("GET %s (%s): %w: %s", final, rng, ErrChanged, fmt.Sprintf(format, a...))
+	}
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+	case http.StatusOK:
+		if v := strongValidator(resp.Header); validator != "" && v != validator {
+			return changed("validator %q became %q", validator, v)
+		}
+		if resp.ContentLength >= 0 && resp.ContentLength != size {
+			return changed("length %d became %d", size, resp.ContentLength)
+		}
+		return errclass.Retryablef("GET %s (%s): %w: answered 200", final, rng, ErrNoRange)
+	case http.StatusRequestedRangeNotSatisfiable:
+		return changed("range not satisfiable")
+	default:
+		return statusError(resp, time.Now())
+	}
+	start, total, err := parseContentRange(resp.Header.Get("Content-Range"))
+	switch {
+	case err != nil:
+		return changed("%v", err)
+	case start != off:
+		return changed("asked for %s, got %q", rng, resp.Header.Get("Content-Range"))
+	case total >= 0 && total != size:
+		return changed("length %d became %d", size, total)
+	case validator != "" && !hasValidator(resp.Header, validator):
+		return changed("validator %q became %q", validator, validatorIn(resp.Header))
+	case resp.ContentLength >= 0 && resp.ContentLength != n:
+		return changed("asked for %d bytes, got %d", n, resp.ContentLength)
+	}
+	return nil
 }
 
 // hasValidator reports whether a partial response carries validator: as
