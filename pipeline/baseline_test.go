@@ -260,59 +260,7 @@ func TestBaselineHostile(t *testing.T) {
 	if rep.Status != pipeline.StatusPartial {
 		t.Fatalf("status %s, want partial:\n%s", rep.Status, rep.Summary())
 	}
-	failures := map[string]pipeline.Failure{}
-	for _, f := range rep.Failures {
-		failures[f.URI] = f
-	}
-	got := h.held(ctx)
-	wantHeld := 0
-	for _, c := range hs.Cases {
-		t.Run(c.Name, func(t *testing.T) {
-			pkgURL := strings.Replace(c.Package, hostile.Base, srv.URL, 1)
-			if c.PackageError != "" {
-				f, ok := failures[pkgURL]
-				if !ok {
-					t.Fatalf("no failure recorded for package %s", pkgURL)
-				}
-				if !strings.Contains(strings.ToLower(f.Error), strings.ToLower(c.PackageError)) || !f.Permanent {
-					t.Errorf("package failure %q (permanent=%v), want it to mention %q", f.Error, f.Permanent, c.PackageError)
-				}
-			} else if f, ok := failures[pkgURL]; ok {
-				t.Errorf("package failed: %s", f.Error)
-			}
-			for uri, reason := range c.Failed {
-				f, ok := failures[uri]
-				if !ok {
-					t.Errorf("no failure recorded for %s", uri)
-					continue
-				}
-				if f.Package != pkgURL || !strings.Contains(strings.ToLower(f.Error), strings.ToLower(reason)) {
-					t.Errorf("%s: failure %q in package %q, want %q in %s", uri, f.Error, f.Package, reason, pkgURL)
-				}
-				if _, held := got[uri]; held {
-					t.Errorf("%s: failed but the sink holds it", uri)
-				}
-			}
-			for uri, body := range c.Good {
-				if !bytes.Equal(got[uri], body) {
-					t.Errorf("%s: not delivered intact", uri)
-				}
-			}
-			for _, name := range c.Unreferenced {
-				found := false
-				for _, s := range rep.Skips {
-					found = found || (s.Package == pkgURL && s.Entry == name)
-				}
-				if !found {
-					t.Errorf("unreferenced entry %s not reported (skips: %v)", name, rep.Skips)
-				}
-			}
-		})
-		wantHeld += len(c.Good)
-	}
-	if len(got) != wantHeld {
-		t.Errorf("sink holds %d resources, want exactly the %d good ones", len(got), wantHeld)
-	}
+	checkHostile(t, hs, srv.URL, rep, h.held(ctx), nil)
 	// Nothing outside the sink: the harness dir holds only the mirror and the state.
 	entries, _ := os.ReadDir(h.dir)
 	for _, e := range entries {
@@ -514,5 +462,70 @@ func TestBatchingSinkFailures(t *testing.T) {
 	}
 	if a.puts[victim] != 1 || b.puts[victim] != 2 {
 		t.Fatalf("puts a=%d b=%d, want 1 and 2", a.puts[victim], b.puts[victim])
+	}
+}
+
+// checkHostile checks, case by case, how a run of the hostile source ended:
+// each item fails with an error naming it (the package, or the bad
+// resources, which the sink does not hold), every good resource is
+// delivered intact, every unreferenced entry is reported, and the sink holds
+// exactly the good resources. onFailed, when set, is called for every
+// failed resource of a case.
+func checkHostile(t *testing.T, hs *hostile.Source, base string, rep *pipeline.Report, got map[string][]byte, onFailed func(c hostile.Case, uri string)) {
+	t.Helper()
+	failures := map[string]pipeline.Failure{}
+	for _, f := range rep.Failures {
+		failures[f.URI] = f
+	}
+	wantHeld := 0
+	for _, c := range hs.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			pkgURL := strings.Replace(c.Package, hostile.Base, base, 1)
+			if c.PackageError != "" {
+				f, ok := failures[pkgURL]
+				if !ok {
+					t.Fatalf("no failure recorded for package %s", pkgURL)
+				}
+				if !strings.Contains(strings.ToLower(f.Error), strings.ToLower(c.PackageError)) || !f.Permanent {
+					t.Errorf("package failure %q (permanent=%v), want it to mention %q", f.Error, f.Permanent, c.PackageError)
+				}
+			} else if f, ok := failures[pkgURL]; ok {
+				t.Errorf("package failed: %s", f.Error)
+			}
+			for uri, reason := range c.Failed {
+				f, ok := failures[uri]
+				if !ok {
+					t.Errorf("no failure recorded for %s", uri)
+					continue
+				}
+				if f.Package != pkgURL || !strings.Contains(strings.ToLower(f.Error), strings.ToLower(reason)) {
+					t.Errorf("%s: failure %q in package %q, want %q in %s", uri, f.Error, f.Package, reason, pkgURL)
+				}
+				if _, held := got[uri]; held {
+					t.Errorf("%s: failed but the sink holds it", uri)
+				}
+				if onFailed != nil {
+					onFailed(c, uri)
+				}
+			}
+			for uri, body := range c.Good {
+				if !bytes.Equal(got[uri], body) {
+					t.Errorf("%s: not delivered intact", uri)
+				}
+			}
+			for _, name := range c.Unreferenced {
+				found := false
+				for _, s := range rep.Skips {
+					found = found || (s.Package == pkgURL && s.Entry == name)
+				}
+				if !found {
+					t.Errorf("unreferenced entry %s not reported (skips: %v)", name, rep.Skips)
+				}
+			}
+		})
+		wantHeld += len(c.Good)
+	}
+	if len(got) != wantHeld {
+		t.Errorf("sink holds %d resources, want exactly the %d good ones", len(got), wantHeld)
 	}
 }
