@@ -2,7 +2,7 @@ package fs
 
 import (
 	"errors"
-	"fmt"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -296,40 +296,6 @@ func joinPieces(rel string) ([]string, error) {
 	return names, nil
 }
 
-// unescape decodes %XX escapes (upper- or lower-case hex).
-func unescape(s string) (string, error) {
-	if strings.IndexByte(s, '%') < 0 {
-		return s, nil
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", fmt.Errorf("truncated escape at byte %d", i)
-		}
-		hi, ok1 := unhex(s[i+1])
-		lo, ok2 := unhex(s[i+2])
-		if !ok1 || !ok2 {
-			return "", fmt.Errorf("bad escape at byte %d", i)
-		}
-		b.WriteByte(hi<<4 | lo)
-		i += 2
-	}
-	return b.String(), nil
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
-}
+// unescape decodes %XX escapes (upper- or lower-case hex); a truncated or
+// malformed escape is an error.
+func unescape(s string) (string, error) { return url.PathUnescape(s) }

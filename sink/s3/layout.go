@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -163,26 +164,4 @@ func escapeMeta(s string) string {
 }
 
 // unescapeMeta reverses escapeMeta.
-func unescapeMeta(s string) (string, error) {
-	if strings.IndexByte(s, '%') < 0 {
-		return s, nil
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", fmt.Errorf("truncated escape at byte %d", i)
-		}
-		v, err := hex.DecodeString(s[i+1 : i+3])
-		if err != nil {
-			return "", fmt.Errorf("bad escape at byte %d", i)
-		}
-		b.WriteByte(v[0])
-		i += 2
-	}
-	return b.String(), nil
-}
+func unescapeMeta(s string) (string, error) { return url.PathUnescape(s) }
