@@ -500,7 +500,6 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 				}
 			}
 			fl := Failure{URI: f.URI, Stage: "deliver", Error: fmt.Sprintf("sink %s: %v", s.name, f.Err), Permanent: errclass.IsPermanent(f.Err)}
-			r.book.noteFailure("")
 			var ct time.Time
 			if rec != nil {
 				fl.Package, ct = rec.Package, rec.ChangeTime
@@ -539,14 +538,10 @@ func removeString(ss []string, s string) []string {
 
 func (r *run) add(b *state.Batch, res result) {
 	now := time.Now().UTC()
-	if res.failure != nil {
-		r.book.noteFailure(res.failure.Package)
-	}
 	if failedSinks, late := r.lateFailed[res.resource.URI]; late && (res.outcome == outWritten || res.outcome == outDeleted) {
 		// A batching sink already reported this write failed (and
 		// counted the failure): it is not written, or deleted, after all;
 		// the other sinks took the version written.
-		r.book.noteFailure("")
 		delete(r.lateFailed, res.resource.URI)
 		if res.outcome == outDeleted {
 			r.counts.Deleted.Add(-1)
@@ -574,7 +569,7 @@ func (r *run) add(b *state.Batch, res result) {
 	}
 	switch res.outcome {
 	case outWritten, outUnchanged, outDeleted:
-		r.book.noteOutcome(res.resource.Package)
+		r.book.noteOutcomes(res.resource.Package, 1)
 		res.resource.Updated = now
 		b.Resources = append(b.Resources, res.resource)
 	case outFailed:

@@ -527,7 +527,6 @@ func (r *run) fail(ctx context.Context, f Failure, changeTime time.Time) {
 func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time) {
 	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
 	r.rec.fail(f)
-	r.book.noteFailure(f.Package)
 	if !f.Permanent {
 		r.noteHold(set, changeTime)
 	}

@@ -13,8 +13,8 @@ import (
 // Skipping whole packages on a re-sync.
 //
 // When a baseline run has delivered every resource of a dump package to
-// the run's sinks — no failure names the package, and nothing failed that
-// names no package — it records the package's fingerprint: the length and
+// the run's sinks — no failure of the run recorded in the state names the
+// package, and none names no package — it records the package's fingerprint: the length and
 // hashes the Resource Dump declares for it. A later baseline whose dump
 // declares the same fingerprint for the same URL, delivering to the same
 // sinks, skips the package without reading anything of it: not its
@@ -27,18 +27,14 @@ import (
 // committed every outcome: a run killed before then leaves none, so a
 // record never stands for an outcome not in the state.
 
-// packageBook tracks, during a run, what is needed to record packages.
+// packageBook tracks, during a run, what is needed to record packages;
+// which packages failed is read from the state when the run finishes.
 type packageBook struct {
 	mu sync.Mutex
 	// done are the packages processed to the end: URL -> fingerprint.
 	done map[string]string
-	// failed are the packages a failure names.
-	failed map[string]bool
 	// resources counts committed outcomes per package URL.
 	resources map[string]int64
-	// unattributed is set by a failure that names no package: then no
-	// package is recorded.
-	unattributed bool
 }
 
 func (b *packageBook) noteDone(url, fp string) {
@@ -53,20 +49,8 @@ func (b *packageBook) noteDone(url, fp string) {
 	b.done[url] = fp
 }
 
-func (b *packageBook) noteFailure(pkg string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if pkg == "" {
-		b.unattributed = true
-		return
-	}
-	if b.failed == nil {
-		b.failed = map[string]bool{}
-	}
-	b.failed[pkg] = true
-}
-
-func (b *packageBook) noteOutcome(pkg string) {
+// noteOutcomes counts n committed outcomes of package pkg.
+func (b *packageBook) noteOutcomes(pkg string, n int64) {
 	if pkg == "" {
 		return
 	}
@@ -75,20 +59,17 @@ func (b *packageBook) noteOutcome(pkg string) {
 	if b.resources == nil {
 		b.resources = map[string]int64{}
 	}
-	b.resources[pkg]++
+	b.resources[pkg] += n
 }
 
 // records returns the packages to record: done, not failed, with at least
 // one resource.
-func (b *packageBook) records(sinks string, runID int64) []state.PackageRecord {
+func (b *packageBook) records(sinks string, runID int64, failed map[string]bool) []state.PackageRecord {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.unattributed {
-		return nil
-	}
 	var out []state.PackageRecord
 	for url, fp := range b.done {
-		if b.failed[url] || b.resources[url] == 0 {
+		if failed[url] || b.resources[url] == 0 {
 			continue
 		}
 		out = append(out, state.PackageRecord{URL: url, Sinks: sinks, Fingerprint: fp, Resources: b.resources[url], RunID: runID})
@@ -145,17 +126,17 @@ func (r *run) skipPackage(ctx context.Context, j packageJob) (bool, error) {
 	r.counts.Unchanged.Add(rec.Resources)
 	r.counts.PackagesDone.Add(1)
 	r.book.noteDone(j.URL, fp)
-	r.book.mu.Lock()
-	if r.book.resources == nil {
-		r.book.resources = map[string]int64{}
-	}
-	r.book.resources[j.URL] += rec.Resources
-	r.book.mu.Unlock()
+	r.book.noteOutcomes(j.URL, rec.Resources)
 	return true, nil
 }
 
 // recordPackages records the packages this run delivered in full; called
-// once every outcome is committed.
+// once every outcome (and failure) is committed. A failure that names no
+// package records none.
 func (r *run) recordPackages(ctx context.Context) error {
-	return r.opts.Store.SetPackagesDone(ctx, r.book.records(r.sinkKey(), r.runID))
+	failed, unattributed, err := r.opts.Store.FailedPackages(ctx, r.runID)
+	if err != nil || unattributed {
+		return err
+	}
+	return r.opts.Store.SetPackagesDone(ctx, r.book.records(r.sinkKey(), r.runID, failed))
 }

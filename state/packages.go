@@ -77,3 +77,30 @@ func (s *Store) ForgetPackages(ctx context.Context) error {
 	}
 	return nil
 }
+
+// FailedPackages returns the packages that failures of run runID name, and
+// whether some failure of the run names no package.
+func (s *Store) FailedPackages(ctx context.Context, runID int64) (map[string]bool, bool, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT DISTINCT package FROM failures WHERE run_id = ?", runID)
+	if err != nil {
+		return nil, false, fatal("failures", err)
+	}
+	defer rows.Close()
+	failed := map[string]bool{}
+	unattributed := false
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, false, fatal("failures", err)
+		}
+		if p == "" {
+			unattributed = true
+		} else {
+			failed[p] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fatal("failures", err)
+	}
+	return failed, unattributed, nil
+}
