@@ -96,8 +96,17 @@ func sfFirst(uris []string) string {
 // resource it records as deleted is not in the sink.
 func sfCheckState(t *testing.T, store *state.Store, held map[string][]byte) {
 	t.Helper()
+	sfCheckStateExcept(t, store, held, nil)
+}
+
+// sfCheckStateExcept is sfCheckState for every URI not in except.
+func sfCheckStateExcept(t *testing.T, store *state.Store, held map[string][]byte, except map[string]bool) {
+	t.Helper()
 	n := 0
 	err := store.WalkResources(t.Context(), func(r state.Resource) error {
+		if except[r.URI] {
+			return nil
+		}
 		b, has := held[r.URI]
 		switch {
 		case r.Deleted:
@@ -175,8 +184,10 @@ func TestSinkFaultsBaseline(t *testing.T) {
 	}{
 		{name: "transient errors on every URI", putsPerURI: 3,
 			opts: sinkfault.Options{Rules: []sinkfault.Rule{sinkfault.FailFirst(2, sinkfault.Temporary("503 Service Unavailable"))}}},
-		{name: "a transient error on every 4th call",
-			opts: sinkfault.Options{Rules: []sinkfault.Rule{sinkfault.FailEvery(4, sinkfault.Temporary("connection reset by peer"))}}},
+		// Every 5th, not every 4th: with 4 workers taking turns, every 4th
+		// call can be the same worker's, every retry of one URI failing.
+		{name: "a transient error on every 5th call",
+			opts: sinkfault.Options{Rules: []sinkfault.Rule{sinkfault.FailEvery(5, sinkfault.Temporary("connection reset by peer"))}}},
 		{name: "a timeout (unclassified error) on the 5th call",
 			opts: sinkfault.Options{Rules: []sinkfault.Rule{sinkfault.FailNth(5, context.DeadlineExceeded)}}},
 		{name: "persistent temporary and permanent errors", wantTemp: tempBad, wantPerm: permBad,
@@ -617,7 +628,16 @@ func TestSinkFaultS3ServerKilled(t *testing.T) {
 	}
 	sk := open()
 	held := sfHeld(t, sk)
-	sfCheckState(t, h.store, held)
+	// A write in flight when MinIO was killed may have been stored
+	// without its answer reaching the sink: it failed (temporarily) and
+	// the bucket may hold the new version while the state keeps the old
+	// one. The sink may be ahead of the state there, never behind: those
+	// URIs are checked against the source after the next run.
+	failed := map[string]bool{}
+	for _, f := range rep.Failures {
+		failed[f.URI] = true
+	}
+	sfCheckStateExcept(t, h.store, held, failed)
 	cp := cs.checkpoint(t, h.store)
 	missing := cs.checkNotAhead(t, cp.Next, cs.steps, held, final)
 	if missing == 0 {
