@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rsharvest/rsharvest/pipeline"
 )
@@ -109,39 +111,24 @@ func downloadOnly(ctx context.Context, url string, concurrency int, d Dump) (Row
 		return Row{}, err
 	}
 	client := &http.Client{}
-	sem := make(chan struct{}, concurrency)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		total int64
-	)
+	var total atomic.Int64
 	before := selfUsage()
 	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
 	for _, f := range pkgs {
-		select {
-		case <-ctx.Done():
-			return Row{}, ctx.Err()
-		case sem <- struct{}{}:
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			n, err := getDiscard(ctx, client, url+"packages/"+filepath.Base(f))
-			mu.Lock()
-			defer mu.Unlock()
-			total += n
-			if err != nil && first == nil {
-				first = err
-			}
+		g.Go(func() error {
+			n, err := getDiscard(gctx, client, url+"packages/"+filepath.Base(f))
+			total.Add(n)
+			return err
 		})
 	}
-	wg.Wait()
+	if err := g.Wait(); err != nil {
+		return Row{}, err
+	}
 	elapsed := time.Since(start)
 	after := selfUsage()
-	if first != nil {
-		return Row{}, first
-	}
-	row := measured(elapsed, after.cpu-before.cpu, after.maxRSS, total, d)
+	row := measured(elapsed, after.cpu-before.cpu, after.maxRSS, total.Load(), d)
 	row.Concurrency = concurrency
 	row.Note = fmt.Sprintf("GET of every package, %d at a time, bytes discarded: the time the link alone needs", concurrency)
 	return row, nil
