@@ -39,6 +39,7 @@ type syncFlags struct {
 	prefer           string
 	set              string
 	rangeParts       int
+	maxDocumentSize  int64
 	// everyday marks a run chosen by sync.
 	everyday bool
 	// concurrencySet tells an explicit --concurrency (which then also
@@ -63,6 +64,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.set, "set", "", "sync only this resource set: its capability list's URL, file or directory name (default: every set)")
 	fl.StringVar(&f.prefer, "prefer", "dump", "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first")
 	fl.IntVar(&f.rangeParts, "range-parts", 1, "download each large package as N parallel Range requests (for links where one connection is slower than the link)")
+	fl.Int64Var(&f.maxDocumentSize, "max-document-size", manifest.DefaultMaxDocumentSize, "largest ResourceSync document read from the source, in bytes (-1: no cap)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bars on a terminal, log lines otherwise), bars, log, none")
 }
 
@@ -104,6 +106,9 @@ func (f *syncFlags) validate() error {
 	}
 	if f.rangeParts < 1 {
 		return usagef("--range-parts must be at least 1")
+	}
+	if f.maxDocumentSize == 0 || f.maxDocumentSize < -1 {
+		return usagef("--max-document-size must be a number of bytes, or -1 for no cap")
 	}
 	if f.rate < 0 || f.retries < 0 {
 		return usagef("--rate and --retries must not be negative")
@@ -303,6 +308,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		AllowMissingHash: f.allowMissingHash,
 		Prefer:           f.prefer,
 		Set:              f.set,
+		MaxDocumentSize:  f.maxDocumentSize,
 		Logger:           log,
 	}, closeSinks, nil
 }

@@ -130,6 +130,9 @@ func TestExitCodes(t *testing.T) {
 		{"bad from", []string{"incremental", "--source", srv.URL, "--sink", sinkFlag, "--state", state, "--from", "yesterday"}, ExitUsage},
 		{"source missing", []string{"baseline", "--source", srv.URL + "nothing.xml", "--sink", sinkFlag, "--state", state, "--retries", "0"}, ExitSource},
 		{"source not resourcesync", []string{"baseline", "--source", srv.URL + "packages/truncated.zip", "--sink", sinkFlag, "--state", state}, ExitSource},
+		{"source document over --max-document-size", []string{"baseline", "--source", strings.Replace(hs.Dump, hostile.Base, srv.URL, 1), "--sink", sinkFlag, "--state", state, "--max-document-size", "100"}, ExitSource},
+		{"bad --max-document-size", []string{"baseline", "--source", srv.URL, "--sink", sinkFlag, "--state", state, "--max-document-size", "0"}, ExitUsage},
+		{"discover, bad --max-document-size", []string{"discover", srv.URL, "--max-document-size", "-2"}, ExitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

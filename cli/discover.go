@@ -9,6 +9,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/discovery"
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
 )
 
@@ -22,6 +23,8 @@ func (a *app) discoverCommand() *cobra.Command {
 		rate    float64
 		retries int
 		maxDocs int
+		// maxDocSize caps one document's bytes.
+		maxDocSize int64
 	)
 	c := &cobra.Command{
 		Use:   "discover URL",
@@ -44,6 +47,9 @@ func (a *app) discoverCommand() *cobra.Command {
 			if rate < 0 || retries < 0 || maxDocs < 0 {
 				return usagef("--rate, --retries and --max-documents must not be negative")
 			}
+			if maxDocSize == 0 || maxDocSize < -1 {
+				return usagef("--max-document-size must be a number of bytes, or -1 for no cap")
+			}
 			hdr, err := parseHeaders(headers)
 			if err != nil {
 				return err
@@ -60,7 +66,7 @@ func (a *app) discoverCommand() *cobra.Command {
 				Logger:    log,
 			})
 			ctx := c.Context()
-			src, err := discovery.Discover(ctx, client, args[0], discovery.Options{MaxDocuments: maxDocs, Logger: log})
+			src, err := discovery.Discover(ctx, client, args[0], discovery.Options{MaxDocuments: maxDocs, MaxDocumentSize: maxDocSize, Logger: log})
 			if err != nil {
 				if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 					return err
@@ -79,5 +85,6 @@ func (a *app) discoverCommand() *cobra.Command {
 	fl.Float64Var(&rate, "rate", 0, "requests per second per host (0 = unlimited)")
 	fl.IntVar(&retries, "retries", 5, "retries of a failed request (timeouts, resets, 429, 5xx)")
 	fl.IntVar(&maxDocs, "max-documents", discovery.DefaultMaxDocuments, "read at most this many documents")
+	fl.Int64Var(&maxDocSize, "max-document-size", manifest.DefaultMaxDocumentSize, "read at most this many bytes of one document (-1: no cap)")
 	return c
 }

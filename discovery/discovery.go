@@ -68,6 +68,11 @@ type Options struct {
 	// documents read below the Source Description. Zero (or less) means
 	// DefaultMaxDepth.
 	MaxDepth int
+	// MaxDocumentSize is the most bytes read of one document: a longer one
+	// is not read further and fails, permanently, wrapping
+	// fetch.ErrTooLarge. Zero means manifest.DefaultMaxDocumentSize;
+	// negative means no cap.
+	MaxDocumentSize int64
 	// Logger receives a debug record per document read. Nil discards them.
 	Logger *slog.Logger
 }
@@ -173,6 +178,9 @@ func Discover(ctx context.Context, client *fetch.Client, start string, opts Opti
 	}
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = DefaultMaxDepth
+	}
+	if opts.MaxDocumentSize == 0 {
+		opts.MaxDocumentSize = manifest.DefaultMaxDocumentSize
 	}
 	log := opts.Logger
 	if log == nil {

@@ -467,3 +467,46 @@ func TestCancel(t *testing.T) {
 		t.Errorf("err = %v after %v, want the context's error at once", err, time.Since(begin))
 	}
 }
+
+// TestMaxDocumentSize: a document longer than Options.MaxDocumentSize is
+// read no further than the cap and reported as too large; one of exactly
+// the cap is read in full. The capability list is read to its end, so its
+// padding, after the entries, counts; the entry before it is kept.
+func TestMaxDocumentSize(t *testing.T) {
+	s := newSite(t)
+	pad := "<!--" + strings.Repeat("padding ", 20_000) + "-->"
+	cl := rsdoc("urlset", md(`capability="capabilitylist"`), `BASE/rd.xml capability="resourcedump"`) + pad
+	s.xml("/cl.xml", cl)
+	s.xml("/rd.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-01-01T00:00:00Z"`), `BASE/p1.zip`))
+	s.xml("/desc.xml", rsdoc("urlset", md(`capability="description"`), `BASE/cl.xml capability="capabilitylist"`))
+	size := int64(len(strings.ReplaceAll(cl, "BASE", s.URL)))
+	tests := []struct {
+		max     int64
+		tooLong bool
+	}{
+		{max: size},
+		{max: -1},
+		{max: size - 1, tooLong: true},
+		{max: 4096, tooLong: true},
+	}
+	for _, tc := range tests {
+		t.Run(strconv.FormatInt(tc.max, 10), func(t *testing.T) {
+			src := mustDiscover(t, s.URL+"/desc.xml", discovery.Options{MaxDocumentSize: tc.max})
+			if len(src.Sets) != 1 {
+				t.Fatalf("sets %+v", src.Sets)
+			}
+			// The entries read before the cap are kept; the rest of the
+			// document is reported as a warning.
+			got := strings.Join(append([]string{src.Sets[0].Err}, src.Warnings...), "; ")
+			if strings.Contains(got, fetch.ErrTooLarge.Error()) != tc.tooLong {
+				t.Fatalf("capability list of %d bytes, cap %d: error %q; %+v", size, tc.max, got, src)
+			}
+			if tc.tooLong && !strings.Contains(got, "cl.xml") {
+				t.Errorf("error %q does not name the document", got)
+			}
+			if c := src.Sets[0].Capabilities; len(c) != 1 || c[0].Kind != manifest.ResourceDump {
+				t.Errorf("capabilities %+v, want the resource dump listed before the cap", c)
+			}
+		})
+	}
+}

@@ -153,6 +153,37 @@ func TestDownload(t *testing.T) {
 			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 2,
 		},
 		{
+			name: "unknown length, body within Max",
+			handler: func(n int, w http.ResponseWriter, r *http.Request) {
+				chunked(w, data)
+			},
+			want: fixity.Expect{Length: -1, Max: int64(len(data))}, attempts: 1,
+		},
+		{
+			name: "Max does not apply to a declared length",
+			handler: func(n int, w http.ResponseWriter, r *http.Request) {
+				content(w, r, data, etag, time.Time{})
+			},
+			want:     fixity.Expect{Length: wantAll.Length, Hashes: wantAll.Hashes, Max: 1},
+			attempts: 1, hashes: fixity.Hashes{MD5: sums.MD5, SHA256: sums.SHA256},
+		},
+		{
+			name: "unknown length, chunked body past Max: cut off, not retried",
+			handler: func(n int, w http.ResponseWriter, r *http.Request) {
+				chunked(w, data)
+			},
+			want:  fixity.Expect{Length: -1, Max: 100_000},
+			class: errclass.Permanent, is: ErrTooLarge, requests: 1,
+		},
+		{
+			name: "unknown length, Content-Length past Max: fails before the body",
+			handler: func(n int, w http.ResponseWriter, r *http.Request) {
+				content(w, r, data, etag, time.Time{})
+			},
+			want:  fixity.Expect{Length: -1, Max: 100_000},
+			class: errclass.Permanent, is: ErrTooLarge, requests: 1,
+		},
+		{
 			name: "404",
 			handler: func(n int, w http.ResponseWriter, r *http.Request) {
 				status(w, http.StatusNotFound, "")

@@ -91,6 +91,9 @@ func (c *Client) downloadParts(ctx context.Context, rawURL string, dst *os.File,
 	if want.Length >= 0 && size != want.Length {
 		return errclass.Permanentf("download %s: %w: length %d, expected %d", rawURL, fixity.ErrMismatch, size, want.Length)
 	}
+	if err := checkMax(rawURL, want, size); err != nil {
+		return err
+	}
 	if err := dst.Truncate(0); err != nil {
 		return errclass.Fatalf("download %s: truncate %s: %w", rawURL, dst.Name(), err)
 	}

@@ -26,6 +26,8 @@ func TestDownloadParts(t *testing.T) {
 		size    int
 		handler func(data, old []byte) handlerFunc
 		badHash bool
+		// unknownMax, when set, makes the length unknown and caps it there.
+		unknownMax int64
 		// on success
 		parts    int // bounded part requests expected (0: one stream)
 		resumes  int // -1: any (the parts race)
@@ -81,6 +83,11 @@ func TestDownloadParts(t *testing.T) {
 			resumes: -1, restarts: 1,
 		},
 		{
+			name: "unknown length past the cap: fails after the probe",
+			size: 300_000, handler: serve, unknownMax: 100_000,
+			class: errclass.Permanent, is: ErrTooLarge, requests: 1,
+		},
+		{
 			name: "declared hash does not match: permanent after one retry",
 			size: 300_000, handler: serve, badHash: true,
 			class: errclass.Permanent, is: fixity.ErrMismatch, requests: 2 * (1 + 4),
@@ -112,6 +119,9 @@ func TestDownloadParts(t *testing.T) {
 			want := fixity.Expect{Length: int64(len(data)), Hashes: fixity.Hashes{MD5: sums.MD5, SHA256: sums.SHA256}}
 			if tc.badHash {
 				want.Hashes.SHA256 = hashesOf(old).SHA256
+			}
+			if tc.unknownMax > 0 {
+				want = fixity.Expect{Length: -1, Max: tc.unknownMax}
 			}
 			srv := newServer(t, tc.handler(data, old))
 			o := testOptions()

@@ -133,6 +133,11 @@ var ErrMismatch = errors.New("fixity mismatch")
 type Expect struct {
 	Length int64
 	Hashes Hashes
+	// Max, when above 0 and Length is unknown, is the most bytes the
+	// representation may have: a hostile server's endless body is cut off
+	// there instead of filling the disk. It is not checked by a Verifier
+	// (it is not fixity); fetch.Client.Download enforces it.
+	Max int64
 }
 
 // Verifier is an io.Writer that computes, in one pass, exactly the digests

@@ -71,7 +71,7 @@ func (d *discoverer) walkSource(ctx context.Context, source string) (string, err
 		!(bare || errors.Is(err, manifest.ErrNotResourceSync)) {
 		return start, err
 	}
-	src, derr := discovery.Discover(ctx, d.r.opts.Client, source, discovery.Options{Logger: d.r.log})
+	src, derr := discovery.Discover(ctx, d.r.opts.Client, source, discovery.Options{MaxDocumentSize: d.r.opts.MaxDocumentSize, Logger: d.r.log})
 	if derr != nil {
 		if ctx.Err() != nil {
 			return source, ctx.Err()

@@ -2,11 +2,15 @@ package pipeline_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,5 +265,75 @@ func TestHTTPFaultDocumentChanged(t *testing.T) {
 	}
 	if got := h.held(ctx); rep.Status != pipeline.StatusOK || len(got) != len(truth) || rep.Fetch.Restarts < 1 {
 		t.Fatalf("%s (restarts %d)", rep.Summary(), rep.Fetch.Restarts)
+	}
+}
+
+// TestHTTPFaultEndlessDocument: a source that answers for its Resource Dump
+// with an endless, well-formed-looking body (chunked, no Content-Length) is
+// cut off at Options.MaxDocumentSize: the run fails at once with an error
+// naming the document and the cap, and leaves nothing in the spool
+// directory or the sink.
+func TestHTTPFaultEndlessDocument(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	gen, _ := httpFaultSource(t)
+	var sent atomic.Int64
+	endless := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/resourcedump.xml" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/xml")
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
+				`<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">`+"\n")
+			pad := []byte(strings.Repeat("<!-- more to come -->\n", 1000))
+			for r.Context().Err() == nil {
+				n, err := w.Write(pad)
+				sent.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	srv, err := bench.Serve(ctx, gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: endless, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const limit = 1 << 20
+	h := newHarness(t)
+	spool := t.TempDir()
+	opts := h.options(srv.URL)
+	opts.SpoolDir = spool
+	opts.MaxDocumentSize = limit
+	rep, err := pipeline.Baseline(ctx, opts)
+	msg := ""
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case rep.Status == pipeline.StatusOK:
+		t.Fatalf("status ok from an endless Resource Dump: %s", rep.Summary())
+	case rep.Error != "":
+		msg = rep.Error
+	case len(rep.Failures) > 0:
+		msg = rep.Failures[0].Error
+	}
+	t.Logf("err %v; %s; server sent %d bytes", err, strings.TrimSpace(rep.Summary()), sent.Load())
+	if !errors.Is(err, fetch.ErrTooLarge) && !strings.Contains(msg, fetch.ErrTooLarge.Error()) ||
+		!strings.Contains(msg, "resourcedump.xml") || !strings.Contains(msg, strconv.Itoa(limit)) {
+		t.Errorf("the run's error %q does not name the document, its cap of %d bytes and %q", msg, limit, fetch.ErrTooLarge)
+	}
+	// The server may have written a little ahead into socket buffers, but
+	// not far past the cap.
+	if n := sent.Load(); n > 16*limit {
+		t.Errorf("the server sent %d bytes before the download stopped (cap %d)", n, limit)
+	}
+	if left, _ := os.ReadDir(spool); len(left) > 0 {
+		t.Errorf("%d files left in the spool directory", len(left))
+	}
+	if got := h.held(ctx); len(got) > 0 {
+		t.Errorf("the sink holds %d resources from a source whose dump was unreadable", len(got))
 	}
 }

@@ -68,6 +68,13 @@ type Options struct {
 	Limits unzip.Limits
 	// Document caps for every XML document and manifest read.
 	Document manifest.Options
+	// MaxDocumentSize caps the bytes of one ResourceSync document fetched
+	// from the source (documents are spooled to SpoolDir before they are
+	// parsed): a longer one fails, permanently, wrapping fetch.ErrTooLarge,
+	// so an endless body cannot fill the disk. It applies only when the
+	// document's length is not given by its referrer. Zero means
+	// manifest.DefaultMaxDocumentSize; negative means no cap.
+	MaxDocumentSize int64
 	// Set, when not empty, syncs only the resource set (capability list)
 	// it names: its URL, file name or directory name (see MatchesSet).
 	// By default every set of a Source Description is synced, each with
@@ -130,6 +137,9 @@ func (o *Options) defaults() error {
 	}
 	if o.SpoolDir == "" {
 		o.SpoolDir = os.TempDir()
+	}
+	if o.MaxDocumentSize == 0 {
+		o.MaxDocumentSize = manifest.DefaultMaxDocumentSize
 	}
 	if o.Counts == nil {
 		o.Counts = &Counts{}
@@ -501,7 +511,7 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader
 		f.Close()
 		os.Remove(f.Name())
 	}
-	if _, err := r.opts.Client.Download(ctx, docURL, f, fixity.Expect{Length: -1}); err != nil {
+	if _, err := r.opts.Client.Download(ctx, docURL, f, fixity.Expect{Length: -1, Max: max(r.opts.MaxDocumentSize, 0)}); err != nil {
 		done()
 		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
 	}
