@@ -37,7 +37,9 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"modernc.org/sqlite"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -125,12 +127,8 @@ func (s *Store) open(ctx context.Context, abs string) error {
 	if err := s.checkIdentity(ctx); err != nil {
 		return notStateFile(err)
 	}
-	var mode string
-	if err := w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
-		return fmt.Errorf("set WAL mode: %w", err)
-	}
-	if mode != "wal" {
-		return fmt.Errorf("set WAL mode: journal mode is %q", mode)
+	if err := s.setWAL(ctx); err != nil {
+		return err
 	}
 	if err := s.migrate(ctx); err != nil {
 		return err
@@ -166,6 +164,29 @@ func (s *Store) checkIdentity(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("%w (application id %#x, %d schema objects)", ErrNotStateFile, id, objects)
+}
+
+// setWAL puts the database in WAL mode. Processes opening a fresh file at
+// once can deadlock on the lock upgrade this needs; SQLite then answers
+// SQLITE_BUSY at once instead of waiting busy_timeout. That answer is
+// retried with backoff for up to 10 s; any other error is returned at once.
+func (s *Store) setWAL(ctx context.Context) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 5*time.Millisecond, 200*time.Millisecond, 10*time.Second
+	return backoff.Retry(func() error {
+		var mode string
+		err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
+		var se *sqlite.Error
+		switch {
+		case errors.As(err, &se) && se.Code()&0xff == 5: // SQLITE_BUSY
+			return fmt.Errorf("set WAL mode: %w", err)
+		case err != nil:
+			return backoff.Permanent(fmt.Errorf("set WAL mode: %w", err))
+		case mode != "wal":
+			return backoff.Permanent(fmt.Errorf("set WAL mode: journal mode is %q", mode))
+		}
+		return nil
+	}, backoff.WithContext(bo, ctx))
 }
 
 // notStateFile adds ErrNotStateFile to the errors SQLite gives for a file
