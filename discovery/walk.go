@@ -337,11 +337,11 @@ func (w *walker) read(ctx context.Context, d *doc) {
 		return
 	}
 	d.headerLinks = linkHeaderTargets(body.Header.Values("Link"), d.base)
-	var in io.Reader = body
-	if w.opts.MaxDocumentSize > 0 {
-		in = &cappedReader{r: body, left: w.opts.MaxDocumentSize, max: w.opts.MaxDocumentSize, url: d.url}
+	if err := body.Limit(w.opts.MaxDocumentSize); err != nil {
+		d.err = err
+		return
 	}
-	br := bufio.NewReaderSize(in, 64<<10)
+	br := bufio.NewReaderSize(body, 64<<10)
 	peek, err := br.Peek(sniffLen)
 	if err != nil && err != io.EOF {
 		d.err = err
@@ -782,33 +782,4 @@ func resolve(base *url.URL, ref string) (string, bool) {
 	}
 	r.Fragment, r.RawFragment = "", ""
 	return r.String(), true
-}
-
-// cappedReader reads at most max bytes of r; a Read past them fails,
-// permanently, wrapping fetch.ErrTooLarge (a body of exactly max bytes ends
-// with io.EOF as usual).
-type cappedReader struct {
-	r         io.Reader
-	left, max int64
-	url       string
-}
-
-func (c *cappedReader) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if c.left <= 0 {
-		// Only a byte beyond the cap, not the cap itself, is an error.
-		var one [1]byte
-		if n, err := c.r.Read(one[:]); n == 0 {
-			return 0, err
-		}
-		return 0, errclass.Permanentf("%s: %w: more than %d bytes", c.url, fetch.ErrTooLarge, c.max)
-	}
-	if int64(len(p)) > c.left {
-		p = p[:c.left]
-	}
-	n, err := c.r.Read(p)
-	c.left -= int64(n)
-	return n, err
 }

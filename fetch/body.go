@@ -93,6 +93,8 @@ type Body struct {
 	bo           *backoff.ExponentialBackOff
 
 	attempts, resumes, restarts int
+	// max, when above 0, is the most bytes Read may return (see Limit).
+	max int64
 }
 
 var _ io.ReadCloser = (*Body)(nil)
@@ -175,12 +177,53 @@ func (c *Client) newBody(ctx context.Context, rawURL string) (*Body, error) {
 	}, nil
 }
 
+// ErrTooLarge is wrapped by the permanent error of a Body (and of a
+// download) that exceeds its limit: see Body.Limit and fixity.Expect.Max.
+var ErrTooLarge = errors.New("larger than allowed")
+
+// Limit caps the representation at max bytes (max <= 0: no cap), so that a
+// hostile server's endless body is cut off. When the announced
+// Content-Length already exceeds max, Limit returns the error at once;
+// otherwise Read hands out the first max bytes and then returns it (a
+// representation of exactly max bytes ends with io.EOF as usual). The error is permanent and
+// wraps ErrTooLarge. Call Limit before the first Read.
+func (b *Body) Limit(max int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.max = max
+	if max > 0 && b.ContentLength > max {
+		b.err = b.tooLarge()
+		return b.err
+	}
+	return nil
+}
+
+func (b *Body) tooLarge() error {
+	return errclass.Permanentf("GET %s: %w: more than %d bytes", b.URL, ErrTooLarge, b.max)
+}
+
 // Read reads the next bytes of the representation; see Body for how
 // interruptions are handled. It returns io.EOF at the end, ctx.Err() when
-// the Open context ends, and otherwise classified errors naming the URL.
+// the Open context ends, the error of Limit past the limit, and otherwise
+// classified errors naming the URL.
 func (b *Body) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	n, err := b.read(p)
+	if b.max > 0 && b.off > b.max {
+		// Hand out the bytes up to the limit, none past it; the next Read
+		// fails.
+		b.err = b.tooLarge()
+		if keep := n - int(b.off-b.max); keep > 0 {
+			return keep, nil
+		}
+		return 0, b.err
+	}
+	return n, err
+}
+
+// read is Read with b.mu held.
+func (b *Body) read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}

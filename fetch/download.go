@@ -49,7 +49,7 @@ type Result struct {
 // contradicts want.Length fails before the body is read, and a body that
 // grows past want.Length fails as soon as it does. When want.Length is
 // unknown, a Content-Length or body beyond want.Max (when set) fails the same
-// way, permanently, wrapping ErrTooLarge. Failing to write dst is a
+// way, permanently, wrapping ErrTooLarge (see Body.Limit). Failing to write dst is a
 // fatal error. Other errors are those of Open and Body.Read. Download does
 // not close or sync dst. The Result describes the work done even on error.
 //
@@ -117,19 +117,6 @@ func (c *Client) download(ctx context.Context, url string, dst *os.File, want fi
 	}
 }
 
-// ErrTooLarge is wrapped by the permanent error of a download whose length
-// is unknown and exceeds fixity.Expect.Max.
-var ErrTooLarge = errors.New("larger than allowed")
-
-// checkMax fails (permanently) when want sets a Max and size, a length
-// announced or reached so far (< 0: not known), exceeds it.
-func checkMax(url string, want fixity.Expect, size int64) error {
-	if want.Length < 0 && want.Max > 0 && size > want.Max {
-		return errclass.Permanentf("download %s: %w: more than %d bytes", url, ErrTooLarge, want.Max)
-	}
-	return nil
-}
-
 // mismatchRetries is how often a download whose length or hashes do not
 // match is started over before the mismatch is reported.
 const mismatchRetries = 1
@@ -164,17 +151,16 @@ func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, wan
 	if want.Length >= 0 && b.ContentLength >= 0 && b.ContentLength != want.Length {
 		return errclass.Permanentf("download %s: %w: Content-Length %d, expected %d", b.URL, fixity.ErrMismatch, b.ContentLength, want.Length)
 	}
-	if err := checkMax(b.URL, want, b.ContentLength); err != nil {
-		return err
+	if want.Length < 0 {
+		if err := b.Limit(want.Max); err != nil {
+			return err
+		}
 	}
 	for {
 		n, rerr := b.Read(buf)
 		if n > 0 {
 			if want.Length >= 0 && v.N()+int64(n) > want.Length {
 				return errclass.Permanentf("download %s: %w: more than the expected %d bytes", b.URL, fixity.ErrMismatch, want.Length)
-			}
-			if err := checkMax(b.URL, want, v.N()+int64(n)); err != nil {
-				return err
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return errclass.Fatalf("download %s: write %s: %w", url, dst.Name(), err)

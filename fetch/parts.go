@@ -91,8 +91,8 @@ func (c *Client) downloadParts(ctx context.Context, rawURL string, dst *os.File,
 	if want.Length >= 0 && size != want.Length {
 		return errclass.Permanentf("download %s: %w: length %d, expected %d", rawURL, fixity.ErrMismatch, size, want.Length)
 	}
-	if err := checkMax(rawURL, want, size); err != nil {
-		return err
+	if want.Length < 0 && want.Max > 0 && size > want.Max {
+		return errclass.Permanentf("download %s: %w: more than %d bytes", rawURL, ErrTooLarge, want.Max)
 	}
 	if err := dst.Truncate(0); err != nil {
 		return errclass.Fatalf("download %s: truncate %s: %w", rawURL, dst.Name(), err)
