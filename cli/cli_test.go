@@ -39,18 +39,25 @@ func (h *headerLog) wrap(name string) func(http.Handler) http.Handler {
 	}
 }
 
-func TestBaselineCommand(t *testing.T) {
-	ctx := context.Background()
-	src := t.TempDir()
-	if _, err := bench.Generate(ctx, bench.GenOptions{Dir: src, Resources: 200, Packages: 3, Seed: 5, MeanSize: 2 << 10}); err != nil {
+// generatedSource generates a source of gen (in a temporary directory) and
+// serves it on loopback with so until the test ends.
+func generatedSource(t *testing.T, gen bench.GenOptions, so bench.ServeOptions) *bench.Server {
+	t.Helper()
+	gen.Dir = t.TempDir()
+	if _, err := bench.Generate(t.Context(), gen); err != nil {
 		t.Fatal(err)
 	}
-	hl := &headerLog{values: map[string][]string{}}
-	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{Wrap: hl.wrap("X-Api-Key")})
+	srv, err := bench.Serve(t.Context(), gen.Dir, "127.0.0.1:0", so)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func TestBaselineCommand(t *testing.T) {
+	hl := &headerLog{values: map[string][]string{}}
+	srv := generatedSource(t, bench.GenOptions{Resources: 200, Packages: 3, Seed: 5, MeanSize: 2 << 10}, bench.ServeOptions{Wrap: hl.wrap("X-Api-Key")})
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.json")
 	code, out, stderr := run(t, "baseline", "--source", srv.URL, "--sink", "fs:"+filepath.Join(dir, "mirror"),
@@ -152,16 +159,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestConfigFile(t *testing.T) {
-	ctx := context.Background()
-	src := t.TempDir()
-	if _, err := bench.Generate(ctx, bench.GenOptions{Dir: src, Resources: 50, Packages: 1, Seed: 9, MeanSize: 1 << 10}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := generatedSource(t, bench.GenOptions{Resources: 50, Packages: 1, Seed: 9, MeanSize: 1 << 10}, bench.ServeOptions{})
 	dir := t.TempDir()
 	// Seed 000's key works as written there; relative paths are the file's.
 	cfg := filepath.Join(dir, "rsharvest.yaml")
@@ -194,16 +192,7 @@ func TestConfigFile(t *testing.T) {
 // Change List runs a baseline the first time, and compares with the
 // snapshot again afterwards (nothing rewritten).
 func TestSyncWithoutChanges(t *testing.T) {
-	ctx := context.Background()
-	src := t.TempDir()
-	if _, err := bench.Generate(ctx, bench.GenOptions{Dir: src, Resources: 30, Packages: 1, Seed: 3, MeanSize: 1 << 10}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := generatedSource(t, bench.GenOptions{Resources: 30, Packages: 1, Seed: 3, MeanSize: 1 << 10}, bench.ServeOptions{})
 	dir := t.TempDir()
 	args := []string{"sync", "--source", srv.URL, "--sink", "fs:" + filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"), "--progress", "none"}
 	for i, want := range []string{"30 written", "30 unchanged"} {

@@ -82,9 +82,30 @@ func (h *harness) baseline(ctx context.Context, source string, mod func(*pipelin
 // held returns every URI the sink holds with its body.
 func (h *harness) held(ctx context.Context) map[string][]byte {
 	h.t.Helper()
+	return sinkBodies(ctx, h.t, h.sink)
+}
+
+// truthAfter returns what the generated source holds after Change Dump
+// package k: URI → body.
+func truthAfter(t *testing.T, gen bench.GenOptions, k int) map[string][]byte {
+	t.Helper()
+	want := map[string][]byte{}
+	if err := bench.TruthAfter(t.Context(), gen, k, func(uri string, body io.Reader) error {
+		b, err := io.ReadAll(body)
+		want[uri] = b
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// sinkBodies reads everything a sink holds through its Inventory: URI → body.
+func sinkBodies(ctx context.Context, t *testing.T, inv sink.Inventory) map[string][]byte {
+	t.Helper()
 	out := map[string][]byte{}
-	err := h.sink.Walk(ctx, func(uri string) error {
-		rc, err := h.sink.Get(ctx, uri)
+	err := inv.Walk(ctx, func(uri string) error {
+		rc, err := inv.Get(ctx, uri)
 		if err != nil {
 			return err
 		}
@@ -94,7 +115,7 @@ func (h *harness) held(ctx context.Context) map[string][]byte {
 		return err
 	})
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return out
 }
@@ -117,14 +138,7 @@ func TestBaselineEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := serve(t, src)
-	want := map[string][]byte{}
-	if err := bench.Truth(ctx, gen, func(uri string, body io.Reader) error {
-		b, err := io.ReadAll(body)
-		want[uri] = b
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	want := truthAfter(t, gen, 0)
 
 	h := newHarness(t)
 	rep := h.baseline(ctx, srv.URL, nil)

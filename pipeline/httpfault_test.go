@@ -28,15 +28,7 @@ func httpFaultSource(t *testing.T) (bench.GenOptions, map[string][]byte) {
 	if _, err := bench.Generate(t.Context(), gen); err != nil {
 		t.Fatal(err)
 	}
-	truth := map[string][]byte{}
-	if err := bench.Truth(t.Context(), gen, func(uri string, body io.Reader) error {
-		b, err := io.ReadAll(body)
-		truth[uri] = b
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return gen, truth
+	return gen, truthAfter(t, gen, 0)
 }
 
 // httpFaultPackageURIs lists the resources of a generated package, from

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -34,12 +33,7 @@ func TestListBaseline(t *testing.T) {
 	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(res.Listed) || rep.Packages.Total != 0 {
 		t.Fatalf("%s", rep.Summary())
 	}
-	want := map[string][]byte{}
-	bench.Truth(ctx, gen, func(uri string, body io.Reader) error {
-		b, err := io.ReadAll(body)
-		want[uri] = b
-		return err
-	})
+	want := truthAfter(t, gen, 0)
 	for uri, b := range h.held(ctx) {
 		if !bytes.Equal(want[uri], b) {
 			t.Fatalf("%s differs", uri)

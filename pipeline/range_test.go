@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,14 +26,7 @@ func rangeSource(t *testing.T) (bench.GenOptions, map[string][]byte, int64) {
 	if _, err := bench.Generate(ctx, gen); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]byte{}
-	if err := bench.Truth(ctx, gen, func(uri string, body io.Reader) error {
-		b, err := io.ReadAll(body)
-		want[uri] = b
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	want := truthAfter(t, gen, 0)
 	var pkgBytes int64
 	err := filepath.Walk(gen.Dir, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && strings.HasSuffix(p, ".zip") {

@@ -6,7 +6,6 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -28,42 +27,6 @@ import (
 // records what still fails; a checkpoint never passes a change that did
 // not reach the sink; the next run with a healthy sink delivers the rest,
 // and the sink then equals the source.
-
-// sfTruth returns what the generated source holds after Change Dump
-// package k: URI → body.
-func sfTruth(t *testing.T, gen bench.GenOptions, k int) map[string][]byte {
-	t.Helper()
-	want := map[string][]byte{}
-	if err := bench.TruthAfter(t.Context(), gen, k, func(uri string, body io.Reader) error {
-		b, err := io.ReadAll(body)
-		want[uri] = b
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return want
-}
-
-// sfHeld reads everything a sink holds through its Inventory: URI → body.
-func sfHeld(t *testing.T, inv sink.Inventory) map[string][]byte {
-	t.Helper()
-	ctx := t.Context()
-	out := map[string][]byte{}
-	err := inv.Walk(ctx, func(uri string) error {
-		rc, err := inv.Get(ctx, uri)
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		b, err := io.ReadAll(rc)
-		out[uri] = b
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // sfDiff lists the URIs whose body in got differs from want's (missing,
 // wrong or not in want), sorted.
@@ -163,7 +126,7 @@ func TestSinkFaultsBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := serve(t, src)
-	truth := sfTruth(t, gen, 0)
+	truth := truthAfter(t, gen, 0)
 	uris := slices.Sorted(maps.Keys(truth))
 	// Two URIs whose writes always fail temporarily, two whose writes the
 	// sink rejects for good.
@@ -240,7 +203,7 @@ func TestSinkFaultsBaseline(t *testing.T) {
 					t.Errorf("%s failed permanently after %d puts, want 1", uri, n)
 				}
 			}
-			held := sfHeld(t, h.sink)
+			held := sinkBodies(t.Context(), t, h.sink)
 			want := maps.Clone(truth)
 			for uri := range tt.wantTemp {
 				delete(want, uri)
@@ -286,7 +249,7 @@ func TestSinkFaultsBaseline(t *testing.T) {
 			if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(bad) || rep.Resources.Unchanged != int64(len(truth)-bad) {
 				t.Fatalf("second run: %s", rep.Summary())
 			}
-			held = sfHeld(t, h.sink)
+			held = sinkBodies(t.Context(), t, h.sink)
 			if d := sfDiff(held, truth); len(d) > 0 {
 				t.Fatalf("after the second run the sink differs from the source at %s", sfFirst(d))
 			}
@@ -347,7 +310,7 @@ func TestSinkRetryBackoff(t *testing.T) {
 func TestSinkTransientIncremental(t *testing.T) {
 	ctx := t.Context()
 	cs := newSFChangeSource(t, 120, 2, 50, 47)
-	final := sfTruth(t, cs.gen, cs.steps)
+	final := truthAfter(t, cs.gen, cs.steps)
 	tests := []struct{ op sinkfault.Op }{{sinkfault.OpPut}, {sinkfault.OpDelete}}
 	for _, tt := range tests {
 		t.Run(string(tt.op), func(t *testing.T) {
@@ -371,7 +334,7 @@ func TestSinkTransientIncremental(t *testing.T) {
 			if st.Faults == 0 {
 				t.Fatal("no faults: nothing tested")
 			}
-			held := sfHeld(t, h.sink)
+			held := sinkBodies(t.Context(), t, h.sink)
 			sfCheckState(t, h.store, held)
 			cp := cs.checkpoint(t, h.store)
 			missing := cs.checkNotAhead(t, cp.Next, cs.steps, held, final)
@@ -478,7 +441,7 @@ func (cs *sfChangeSource) checkNotAhead(t *testing.T, next time.Time, k int, hel
 func TestSinkDisappearsIncremental(t *testing.T) {
 	ctx := t.Context()
 	cs := newSFChangeSource(t, 150, 3, 50, 41)
-	final := sfTruth(t, cs.gen, cs.steps)
+	final := truthAfter(t, cs.gen, cs.steps)
 	tests := []struct {
 		name string
 		opts sinkfault.Options
@@ -521,7 +484,7 @@ func TestSinkDisappearsIncremental(t *testing.T) {
 					t.Fatalf("failure %+v does not say why", f)
 				}
 			}
-			held := sfHeld(t, h.sink)
+			held := sinkBodies(t.Context(), t, h.sink)
 			sfCheckState(t, h.store, held)
 			cp := cs.checkpoint(t, h.store)
 			if cp.Next.Before(cs.at) {
@@ -539,7 +502,7 @@ func TestSinkDisappearsIncremental(t *testing.T) {
 			if rep.Status != pipeline.StatusOK {
 				t.Fatalf("second run: %s", rep.Summary())
 			}
-			held = sfHeld(t, h.sink)
+			held = sinkBodies(t.Context(), t, h.sink)
 			if d := sfDiff(held, final); len(d) > 0 {
 				t.Fatalf("after the second run the sink differs from the source at %d URIs: %s", len(d), sfFirst(d))
 			}
@@ -561,7 +524,7 @@ func TestSinkFaultS3ServerKilled(t *testing.T) {
 	ctx := t.Context()
 	minio := s3test.ForTest(t, s3test.Options{Memory: true})
 	cs := newSFChangeSource(t, 80, 2, 40, 43)
-	final := sfTruth(t, cs.gen, cs.steps)
+	final := truthAfter(t, cs.gen, cs.steps)
 	bucket, err := minio.NewBucket(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -627,7 +590,7 @@ func TestSinkFaultS3ServerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	sk := open()
-	held := sfHeld(t, sk)
+	held := sinkBodies(t.Context(), t, sk)
 	// A write in flight when MinIO was killed may have been stored
 	// without its answer reaching the sink: it failed (temporarily) and
 	// the bucket may hold the new version while the state keeps the old
@@ -649,7 +612,7 @@ func TestSinkFaultS3ServerKilled(t *testing.T) {
 	if rep.Status != pipeline.StatusOK {
 		t.Fatalf("run after the restart: %s", rep.Summary())
 	}
-	held = sfHeld(t, sk)
+	held = sinkBodies(t.Context(), t, sk)
 	if d := sfDiff(held, final); len(d) > 0 {
 		t.Fatalf("after the restart and a run the bucket differs from the source at %d URIs: %s", len(d), sfFirst(d))
 	}
