@@ -48,8 +48,15 @@ func TestRunTinyDump(t *testing.T) {
 			continue
 		}
 		if row.Kind == KindResync {
-			if row.Speedup <= 1 || row.Ratio != 0 {
-				t.Errorf("re-sync row %+v: speedup not above 1", row)
+			// How much faster a re-sync is, is measured by the harness, not
+			// asserted here: on a dump this small it is within the noise.
+			// What must hold is that the figures are there and that the
+			// default re-sync (the package skip) downloads nothing.
+			if row.Speedup <= 0 || row.Seconds <= 0 || row.Ratio != 0 {
+				t.Errorf("re-sync row %+v: no speedup figure", row)
+			}
+			if row.Name == RowResync && row.DownloadedMB != 0 {
+				t.Errorf("re-sync row %+v: the package skip downloaded %.3f MB", row, row.DownloadedMB)
 			}
 			continue
 		}
