@@ -3,7 +3,7 @@
 // it in a single streaming pass.
 //
 // A hash attribute is a whitespace-separated list of "algorithm:digest"
-// tokens. The algorithms understood are md5, sha-1 and sha-256; digests are
+// tokens. The algorithms understood are md5, sha-1, sha-256 and sha-512; digests are
 // hex as the specification says, and md5 is also accepted in base64, as the
 // resync reference library writes it (the two are told apart by length).
 // Tokens of other algorithms are kept in Unknown and otherwise ignored.
@@ -14,6 +14,7 @@ import (
 	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -31,21 +32,42 @@ type Hashes struct {
 	MD5    []byte
 	SHA1   []byte
 	SHA256 []byte
+	SHA512 []byte
 	// Unknown keeps tokens of algorithms this package does not verify,
 	// verbatim ("sha-512:ab12…").
 	Unknown []string
 }
 
 // IsZero reports whether no verifiable digest is present.
-func (h Hashes) IsZero() bool { return h.MD5 == nil && h.SHA1 == nil && h.SHA256 == nil }
+func (h Hashes) IsZero() bool {
+	return h.MD5 == nil && h.SHA1 == nil && h.SHA256 == nil && h.SHA512 == nil
+}
 
 // Equal reports whether h and o give the same verifiable digests.
 func (h Hashes) Equal(o Hashes) bool {
-	return bytes.Equal(h.MD5, o.MD5) && bytes.Equal(h.SHA1, o.SHA1) && bytes.Equal(h.SHA256, o.SHA256)
+	return bytes.Equal(h.MD5, o.MD5) && bytes.Equal(h.SHA1, o.SHA1) &&
+		bytes.Equal(h.SHA256, o.SHA256) && bytes.Equal(h.SHA512, o.SHA512)
+}
+
+// Agree reports whether h and o both give at least one digest of a common
+// algorithm and every digest they have in common is equal: whether they
+// describe the same bytes, as far as both can tell.
+func (h Hashes) Agree(o Hashes) bool {
+	common := 0
+	for _, c := range [][2][]byte{{h.MD5, o.MD5}, {h.SHA1, o.SHA1}, {h.SHA256, o.SHA256}, {h.SHA512, o.SHA512}} {
+		if c[0] == nil || c[1] == nil {
+			continue
+		}
+		if !bytes.Equal(c[0], c[1]) {
+			return false
+		}
+		common++
+	}
+	return common > 0
 }
 
 // String renders the verifiable digests as a hash attribute value with hex
-// digests ("md5:… sha-1:… sha-256:…"), in that order. Unknown tokens are
+// digests ("md5:… sha-1:… sha-256:… sha-512:…"), in that order. Unknown tokens are
 // appended unchanged.
 func (h Hashes) String() string {
 	var parts []string
@@ -58,6 +80,9 @@ func (h Hashes) String() string {
 	if h.SHA256 != nil {
 		parts = append(parts, "sha-256:"+hex.EncodeToString(h.SHA256))
 	}
+	if h.SHA512 != nil {
+		parts = append(parts, "sha-512:"+hex.EncodeToString(h.SHA512))
+	}
 	parts = append(parts, h.Unknown...)
 	return strings.Join(parts, " ")
 }
@@ -66,7 +91,7 @@ func (h Hashes) String() string {
 var ErrMalformed = errors.New("malformed hash list")
 
 // ParseList parses a hash attribute value. An empty value gives zero Hashes.
-// A token for md5, sha-1 or sha-256 whose digest does not decode to the
+// A token for md5, sha-1, sha-256 or sha-512 whose digest does not decode to the
 // algorithm's size, a token without a colon, or a repeated algorithm is an
 // error (permanent, wrapping ErrMalformed). Algorithm names are compared
 // case-insensitively.
@@ -86,6 +111,8 @@ func ParseList(s string) (Hashes, error) {
 			dst, size = &h.SHA1, sha1.Size
 		case "sha-256", "sha256":
 			dst, size = &h.SHA256, sha256.Size
+		case "sha-512", "sha512":
+			dst, size = &h.SHA512, sha512.Size
 		default:
 			h.Unknown = append(h.Unknown, tok)
 			continue
@@ -149,11 +176,12 @@ type Verifier struct {
 	md5    hash.Hash
 	sha1   hash.Hash
 	sha256 hash.Hash
+	sha512 hash.Hash
 	w      io.Writer
 }
 
 // Compute selects digests to compute even when they are not expected.
-type Compute struct{ MD5, SHA1, SHA256 bool }
+type Compute struct{ MD5, SHA1, SHA256, SHA512 bool }
 
 // NewVerifier returns a Verifier for want that also computes the digests
 // selected by also.
@@ -171,6 +199,10 @@ func NewVerifier(want Expect, also Compute) *Verifier {
 	if want.Hashes.SHA256 != nil || also.SHA256 {
 		v.sha256 = sha256.New()
 		ws = append(ws, v.sha256)
+	}
+	if want.Hashes.SHA512 != nil || also.SHA512 {
+		v.sha512 = sha512.New()
+		ws = append(ws, v.sha512)
 	}
 	switch len(ws) {
 	case 0:
@@ -204,6 +236,9 @@ func (v *Verifier) Sum() Hashes {
 	if v.sha256 != nil {
 		h.SHA256 = v.sha256.Sum(nil)
 	}
+	if v.sha512 != nil {
+		h.SHA512 = v.sha512.Sum(nil)
+	}
 	return h
 }
 
@@ -218,7 +253,7 @@ func (v *Verifier) Check() error {
 	for _, c := range []struct {
 		name      string
 		got, want []byte
-	}{{"md5", got.MD5, v.want.Hashes.MD5}, {"sha-1", got.SHA1, v.want.Hashes.SHA1}, {"sha-256", got.SHA256, v.want.Hashes.SHA256}} {
+	}{{"md5", got.MD5, v.want.Hashes.MD5}, {"sha-1", got.SHA1, v.want.Hashes.SHA1}, {"sha-256", got.SHA256, v.want.Hashes.SHA256}, {"sha-512", got.SHA512, v.want.Hashes.SHA512}} {
 		if c.want != nil && !bytes.Equal(c.got, c.want) {
 			return errclass.Permanentf("%w: %s %x, expected %x", ErrMismatch, c.name, c.got, c.want)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/md5"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -18,6 +19,7 @@ import (
 const (
 	emptyMD5    = "d41d8cd98f00b204e9800998ecf8427e"
 	emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	emptySHA512 = "cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e"
 	emptySHA1   = "da39a3ee5e6b4b0d3255bfef95601890afd80709"
 )
 
@@ -30,6 +32,7 @@ func TestParseList(t *testing.T) {
 		md5     string
 		sha1    string
 		sha256  string
+		sha512  string
 		unknown int
 		wantErr bool
 	}{
@@ -39,7 +42,9 @@ func TestParseList(t *testing.T) {
 		{name: "md5 base64 (resync)", in: "md5:" + b64, md5: emptyMD5},
 		{name: "md5 base64 unpadded", in: "md5:" + strings.TrimRight(b64, "="), md5: emptyMD5},
 		{name: "all three, extra whitespace", in: "  md5:" + emptyMD5 + " \n\tsha-1:" + emptySHA1 + "   sha-256:" + emptySHA256 + " ", md5: emptyMD5, sha1: emptySHA1, sha256: emptySHA256},
-		{name: "unknown algorithm kept", in: "sha-512:abcd md5:" + emptyMD5, md5: emptyMD5, unknown: 1},
+		{name: "sha-512", in: "sha-512:" + emptySHA512, sha512: emptySHA512},
+		{name: "short sha-512", in: "sha-512:abcd md5:" + emptyMD5, wantErr: true},
+		{name: "unknown algorithm kept", in: "sha-384:abcd md5:" + emptyMD5, md5: emptyMD5, unknown: 1},
 		{name: "upper-case algorithm", in: "MD5:" + emptyMD5, md5: emptyMD5},
 		{name: "no colon", in: "md5" + emptyMD5, wantErr: true},
 		{name: "empty digest", in: "md5:", wantErr: true},
@@ -62,7 +67,7 @@ func TestParseList(t *testing.T) {
 			for _, c := range []struct {
 				got  []byte
 				want string
-			}{{h.MD5, tt.md5}, {h.SHA1, tt.sha1}, {h.SHA256, tt.sha256}} {
+			}{{h.MD5, tt.md5}, {h.SHA1, tt.sha1}, {h.SHA256, tt.sha256}, {h.SHA512, tt.sha512}} {
 				if hex.EncodeToString(c.got) != c.want {
 					t.Errorf("digest %x, want %s", c.got, c.want)
 				}
@@ -75,7 +80,7 @@ func TestParseList(t *testing.T) {
 }
 
 func TestStringRoundTrip(t *testing.T) {
-	h, err := ParseList("sha-256:" + emptySHA256 + " md5:" + emptyMD5)
+	h, err := ParseList("sha-512:" + emptySHA512 + " sha-256:" + emptySHA256 + " md5:" + emptyMD5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +108,9 @@ func TestReader(t *testing.T) {
 	long.Length++
 	noLen := expectFor(body)
 	noLen.Length = -1
+	s512 := sha512.Sum512(body)
+	only512 := Expect{Length: -1, Hashes: Hashes{SHA512: s512[:]}}
+	bad512 := Expect{Length: -1, Hashes: Hashes{SHA512: append([]byte{1}, s512[1:]...)}}
 	tests := []struct {
 		name     string
 		want     Expect
@@ -114,6 +122,8 @@ func TestReader(t *testing.T) {
 		{"more bytes than expected", short, true},
 		{"fewer bytes than expected", long, true},
 		{"nothing expected", Expect{Length: -1}, false},
+		{"sha-512 only", only512, false},
+		{"sha-512 differs", bad512, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,5 +184,28 @@ func BenchmarkReaderMD5SHA256(b *testing.B) {
 		if _, err := io.Copy(io.Discard, r); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestAgree(t *testing.T) {
+	a := []byte{1}
+	b := []byte{2}
+	tests := []struct {
+		name string
+		x, y Hashes
+		want bool
+	}{
+		{"nothing in common", Hashes{MD5: a}, Hashes{SHA256: a}, false},
+		{"equal md5", Hashes{MD5: a, SHA256: b}, Hashes{MD5: a}, true},
+		{"equal sha-512", Hashes{SHA512: a}, Hashes{SHA512: a, MD5: b}, true},
+		{"one differs", Hashes{MD5: a, SHA512: a}, Hashes{MD5: a, SHA512: b}, false},
+		{"both empty", Hashes{}, Hashes{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.x.Agree(tt.y); got != tt.want {
+				t.Fatalf("Agree = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
