@@ -176,3 +176,69 @@ func trunc(s string, n int) string {
 	}
 	return s
 }
+
+// ParseDatetimeLenient parses a datetime as real producers write it when
+// they do not write a W3C Datetime. It first tries ParseDatetime; when that
+// fails it accepts
+//
+//   - a space instead of the "T" between date and time,
+//   - a time without a zone designator, taken as UTC,
+//   - a zone offset without its colon ("+0530"),
+//   - an HTTP date (RFC 1123, RFC 850, ANSI C asctime) and RFC 1123 with a
+//     numeric zone,
+//
+// and reports lenient = true. Otherwise it returns ParseDatetime's error.
+func ParseDatetimeLenient(s string) (t time.Time, lenient bool, err error) {
+	t, err = ParseDatetime(s)
+	if err == nil {
+		return t, false, nil
+	}
+	v := strings.TrimSpace(s)
+	if lt, ok := lenientW3C(v); ok {
+		return lt, true, nil
+	}
+	for _, layout := range []string{time.RFC1123, time.RFC1123Z, time.RFC850, time.ANSIC} {
+		if lt, perr := time.Parse(layout, v); perr == nil {
+			if y := lt.UTC().Year(); y >= 0 && y <= 9999 {
+				return lt.UTC(), true, nil
+			}
+		}
+	}
+	return time.Time{}, false, err
+}
+
+// lenientW3C mends the deviations from W3C Datetime that
+// ParseDatetimeLenient accepts and parses the result strictly.
+func lenientW3C(v string) (time.Time, bool) {
+	if len(v) < 16 || v[4] != '-' || v[7] != '-' {
+		return time.Time{}, false
+	}
+	b := []byte(v)
+	if b[10] == ' ' {
+		b[10] = 'T'
+	}
+	s := string(b)
+	// The zone: none, or ±hhmm without a colon.
+	rest := s[16:] // after YYYY-MM-DDThh:mm
+	if len(rest) >= 3 && rest[0] == ':' {
+		rest = rest[3:]
+		if len(rest) > 0 && rest[0] == '.' {
+			i := 1
+			for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+				i++
+			}
+			rest = rest[i:]
+		}
+	}
+	clock := s[:len(s)-len(rest)]
+	switch {
+	case rest == "":
+		s = clock + "Z"
+	case len(rest) == 5 && (rest[0] == '+' || rest[0] == '-'):
+		s = clock + rest[:3] + ":" + rest[3:]
+	case rest == " UTC" || rest == " GMT" || rest == "UTC" || rest == "GMT":
+		s = clock + "Z"
+	}
+	t, why := parseW3C(s)
+	return t, why == ""
+}

@@ -105,3 +105,31 @@ func FuzzParseDatetime(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseDatetimeLenient(f *testing.F) {
+	for _, s := range []string{
+		"2013-01-02T13:00:00Z", "2013-01-02T13:00:00", "2013-01-02 13:00", "2013-01-02T13:00:00.5+0530",
+		"Wed, 02 Jan 2013 13:00:00 GMT", "Wed Jan  2 13:00:00 2013", "2013-01-02 13:00:00 UTC", "2013-13-45T99:99Z",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, lenient, err := ParseDatetimeLenient(s)
+		strict, serr := ParseDatetime(s)
+		switch {
+		case err != nil:
+			if serr == nil || !errors.Is(err, ErrDatetime) || !errclass.IsPermanent(err) {
+				t.Fatalf("ParseDatetimeLenient(%q): %v (strict: %v)", s, err, serr)
+			}
+		case !lenient:
+			if serr != nil || !got.Equal(strict) {
+				t.Fatalf("ParseDatetimeLenient(%q) = %v, not lenient, but strict gives %v, %v", s, got, strict, serr)
+			}
+		case serr == nil:
+			t.Fatalf("ParseDatetimeLenient(%q) lenient though strict parses it", s)
+		}
+		if err == nil && (got.Location() != time.UTC || got.Year() < 0 || got.Year() > 9999) {
+			t.Fatalf("ParseDatetimeLenient(%q) = %v", s, got)
+		}
+	})
+}

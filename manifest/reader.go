@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
@@ -368,7 +369,7 @@ header:
 					return r.malformed("the root has more than one rs:md")
 				}
 				sawMD = true
-				if err := r.parseMetadata(t.Attr, &h.Metadata); err != nil {
+				if err := r.parseMetadata(t.Attr, &h.Metadata, true); err != nil {
 					return r.malformed("root rs:md: %w", err)
 				}
 			case isRS(t.Name, "ln"):
@@ -457,7 +458,7 @@ func (r *Reader) readEntry(start xml.StartElement) (*Entry, error) {
 					note(errors.New("more than one <lastmod>"))
 				}
 				haveLastmod = true
-				tm, err := ParseDatetime(s)
+				tm, err := r.datetime("lastmod", s, r.changeTimes())
 				if err != nil {
 					note(fmt.Errorf("<lastmod>: %w", err))
 				}
@@ -469,7 +470,7 @@ func (r *Reader) readEntry(start xml.StartElement) (*Entry, error) {
 		case isRS(t.Name, "md"):
 			if haveMD {
 				note(errors.New("more than one rs:md"))
-			} else if err := r.parseMetadata(t.Attr, &e.Metadata); err != nil {
+			} else if err := r.parseMetadata(t.Attr, &e.Metadata, r.changeTimes()); err != nil {
 				note(fmt.Errorf("rs:md: %w", err))
 			}
 			haveMD = true
@@ -572,7 +573,11 @@ const (
 
 // parseMetadata fills m from the attributes of an rs:md element. Attributes
 // with a namespace and unknown ones are ignored.
-func (r *Reader) parseMetadata(attrs []xml.Attr, m *Metadata) error {
+//
+// A datetime that is not a W3C Datetime is read leniently (see
+// ParseDatetimeLenient), with a warning; one that cannot be read at all is
+// an error when strict, and is otherwise dropped with a warning.
+func (r *Reader) parseMetadata(attrs []xml.Attr, m *Metadata, strict bool) error {
 	var seen uint32
 	for _, a := range attrs {
 		if a.Name.Space != "" {
@@ -586,19 +591,19 @@ func (r *Reader) parseMetadata(attrs []xml.Attr, m *Metadata) error {
 			m.Capability = Capability(strings.TrimSpace(a.Value))
 		case "at":
 			bit = attrAt
-			m.At, err = ParseDatetime(a.Value)
+			m.At, err = r.datetime("at", a.Value, strict)
 		case "completed":
 			bit = attrCompleted
-			m.Completed, err = ParseDatetime(a.Value)
+			m.Completed, err = r.datetime("completed", a.Value, strict)
 		case "from":
 			bit = attrFrom
-			m.From, err = ParseDatetime(a.Value)
+			m.From, err = r.datetime("from", a.Value, strict)
 		case "until":
 			bit = attrUntil
-			m.Until, err = ParseDatetime(a.Value)
+			m.Until, err = r.datetime("until", a.Value, strict)
 		case "datetime":
 			bit = attrDatetime
-			m.Datetime, err = ParseDatetime(a.Value)
+			m.Datetime, err = r.datetime("datetime", a.Value, strict)
 		case "change":
 			bit = attrChange
 			m.Change = Change(strings.TrimSpace(a.Value))
@@ -637,6 +642,34 @@ func (r *Reader) parseMetadata(attrs []xml.Attr, m *Metadata) error {
 		}
 	}
 	return nil
+}
+
+// changeTimes reports whether the document's datetimes order changes (a
+// Change List, Change Dump or Change Dump manifest): there an entry whose
+// datetime cannot be read fails, while elsewhere (snapshots, whose times
+// are informative) it is dropped with a warning and the entry kept.
+func (r *Reader) changeTimes() bool {
+	switch r.header.Metadata.Capability {
+	case ChangeList, ChangeDump, ChangeDumpManifest:
+		return true
+	}
+	return false
+}
+
+// datetime parses the value of the datetime field name leniently (see
+// ParseDatetimeLenient), warning when it was not a W3C Datetime. A value
+// that cannot be read is an error when strict; otherwise it is dropped
+// (zero time) with a warning.
+func (r *Reader) datetime(name, v string, strict bool) (time.Time, error) {
+	t, lenient, err := ParseDatetimeLenient(v)
+	switch {
+	case err == nil && lenient:
+		r.warn(warnDatetimeLenient, "datetime is not a W3C Datetime; read leniently (no zone taken as UTC)", "field", name, "value", trunc(v, 64), "as", t.Format(time.RFC3339Nano))
+	case err != nil && !strict:
+		r.warn(warnDatetimeDropped, "datetime that cannot be read is ignored", "field", name, "error", err)
+		return time.Time{}, nil
+	}
+	return t, err
 }
 
 // parseLink reads the attributes of an rs:ln element. rel and href are
@@ -678,7 +711,7 @@ func (r *Reader) parseLink(attrs []xml.Attr) (Link, error) {
 			l.Length, err = parseLength(a.Value)
 		case "modified":
 			bit = attrModified
-			l.Modified, err = ParseDatetime(a.Value)
+			l.Modified, err = r.datetime("modified", a.Value, r.changeTimes())
 		case "path":
 			bit = attrPath
 			l.Path = a.Value
@@ -836,6 +869,8 @@ const (
 	warnLinkHash
 	warnPath
 	warnChange
+	warnDatetimeLenient
+	warnDatetimeDropped
 )
 
 func (r *Reader) warn(k warnKind, msg string, args ...any) {

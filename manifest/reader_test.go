@@ -316,7 +316,7 @@ func TestMalformedEntriesContinue(t *testing.T) {
   <url><loc>http://x/12<b>bold</b></loc></url>
   <url><loc>http://x/13</loc><rs:md length="99999999999999999999"/></url>
   <url><loc>http://x/14</loc><rs:ln rel="x" href="http://m/14" pri="1000000"/></url>
-  <url><loc>http://x/15</loc><rs:md hash="md5:0cc175b9c0f1b6a831c399e269772661 sha-512:abcd"/></url>
+  <url><loc>http://x/15</loc><rs:md hash="md5:0cc175b9c0f1b6a831c399e269772661 sha-384:abcd"/></url>
 `))
 	if res.err != nil {
 		t.Fatal(res.err)
@@ -325,10 +325,18 @@ func TestMalformedEntriesContinue(t *testing.T) {
 	for _, e := range res.entries {
 		good = append(good, e.Loc)
 	}
-	if want := []string{"http://x/0", "http://x/15"}; !reflect.DeepEqual(good, want) {
+	// In a snapshot document, an unusable datetime (entries 1 and 8) is
+	// dropped with a warning and the entry kept.
+	if want := []string{"http://x/0", "http://x/1", "http://x/8", "http://x/15"}; !reflect.DeepEqual(good, want) {
 		t.Fatalf("good entries %v, want %v", good, want)
 	}
-	if got := res.entries[1].Metadata.Hashes.Unknown; !reflect.DeepEqual(got, []string{"sha-512:abcd"}) {
+	if !res.entries[1].Lastmod.IsZero() || !res.entries[2].Metadata.At.IsZero() {
+		t.Errorf("unusable datetimes kept: %v %v", res.entries[1].Lastmod, res.entries[2].Metadata.At)
+	}
+	if !strings.Contains(res.warn, "datetime that cannot be read is ignored") {
+		t.Errorf("no warning about the dropped datetime: %s", res.warn)
+	}
+	if got := res.entries[3].Metadata.Hashes.Unknown; !reflect.DeepEqual(got, []string{"sha-384:abcd"}) {
 		t.Errorf("unknown hash kept as %v", got)
 	}
 	if !strings.Contains(res.warn, "hash algorithm not verified") {
@@ -340,14 +348,12 @@ func TestMalformedEntriesContinue(t *testing.T) {
 		msg   string
 		is    error
 	}{
-		{1, "http://x/1", "lastmod", ErrDatetime},
 		{2, "http://x/2", "hash", fixity.ErrMalformed},
 		{3, "http://x/3", "length", nil},
 		{4, "", "no <loc>", nil},
 		{5, "http://x/5", "pri", nil},
 		{6, "http://x/6", "more than one rs:md", nil},
 		{7, "http://x/7", "no rel", nil},
-		{8, "http://x/8", "at", ErrDatetime},
 		{9, "http://x/9b", "more than one <loc>", nil},
 		{10, "http://x/10", "given twice", nil},
 		{11, "", "no <loc>", nil},
@@ -649,7 +655,7 @@ func TestWriterRoundTrip(t *testing.T) {
 	md5a := unhex("0cc175b9c0f1b6a831c399e269772661")
 	sha1a := unhex("86f7e437faa5a7fce15d1ddcb9eaeaea377667b8")
 	sha := unhex("ca978112ca1bbdcafac231b39a23dc4da786eff8147fb4e7e7e6c69b6e8b2f0b")
-	hashes := fixity.Hashes{MD5: md5a, SHA1: sha1a, SHA256: sha, Unknown: []string{"sha-512:abc"}}
+	hashes := fixity.Hashes{MD5: md5a, SHA1: sha1a, SHA256: sha, Unknown: []string{"sha-384:abc"}}
 	link := Link{Rel: "duplicate", Href: "http://m.example.net/a?x=1&y=<2>", Type: "text/plain", Encoding: "gzip",
 		Hashes: hashes, Length: 42, Modified: ts("2021-01-02T03:04:05.678Z"), Path: "/p/a", Pri: 7}
 	for _, root := range []Root{URLSet, SitemapIndex} {
@@ -690,7 +696,7 @@ func TestWriterRoundTrip(t *testing.T) {
 					}
 				}
 			}
-			if n := strings.Count(res.warn, "level=WARN"); n != 1 || !strings.Contains(res.warn, "sha-512:abc") {
+			if n := strings.Count(res.warn, "level=WARN"); n != 1 || !strings.Contains(res.warn, "sha-384:abc") {
 				t.Errorf("want one warning, about sha-512:\n%s", res.warn)
 			}
 		})
