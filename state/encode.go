@@ -1,6 +1,7 @@
 package state
 
 import (
+	"crypto/sha512"
 	"database/sql"
 	"encoding/hex"
 	"fmt"
@@ -72,14 +73,22 @@ func decodeDigest(col string, v sql.NullString) ([]byte, error) {
 	return b, nil
 }
 
-// encodeOther stores the digests of algorithms fixity does not verify,
-// space-separated; NULL when there are none.
-func encodeOther(tokens []string) any {
+// encodeOther stores, space-separated, the sha-512 digest (as a
+// "sha-512:<hex>" token) and the tokens of algorithms fixity does not
+// verify; NULL when there are none. sha-512 shares the column so that
+// adding it needed no new column in every table that keeps hashes.
+func encodeOther(h fixity.Hashes) any {
+	tokens := h.Unknown
+	if h.SHA512 != nil {
+		tokens = append([]string{sha512Prefix + hex.EncodeToString(h.SHA512)}, tokens...)
+	}
 	if len(tokens) == 0 {
 		return nil
 	}
 	return strings.Join(tokens, " ")
 }
+
+const sha512Prefix = "sha-512:"
 
 func decodeHashes(md5, sha1, sha256, other sql.NullString) (fixity.Hashes, error) {
 	var h fixity.Hashes
@@ -94,7 +103,15 @@ func decodeHashes(md5, sha1, sha256, other sql.NullString) (fixity.Hashes, error
 		return fixity.Hashes{}, err
 	}
 	if other.Valid {
-		h.Unknown = strings.Fields(other.String)
+		for _, tok := range strings.Fields(other.String) {
+			if d, ok := strings.CutPrefix(tok, sha512Prefix); ok && len(d) == 2*sha512.Size {
+				if h.SHA512, err = hex.DecodeString(d); err != nil {
+					return fixity.Hashes{}, fmt.Errorf("column hash_other: %w", err)
+				}
+				continue
+			}
+			h.Unknown = append(h.Unknown, tok)
+		}
 	}
 	return h, nil
 }

@@ -100,7 +100,7 @@ func (p *Plan) Add(ctx context.Context, cs []PlannedChange) error {
 	for i := range cs {
 		c := &cs[i]
 		if _, err := st.ExecContext(ctx, c.URI, nanos(c.Time), c.Change, c.Package, nanos(c.PackageFrom), c.Seq,
-			c.Path, encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes.Unknown),
+			c.Path, encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes),
 			c.Length, c.Type, nanos(c.Lastmod)); err != nil {
 			return errclass.Fatalf("plan: add %s: %w", c.URI, err)
 		}

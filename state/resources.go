@@ -59,7 +59,30 @@ type Resource struct {
 	// Links are the resource's rs:ln links worth keeping (describedby,
 	// describes, …), as the source gave them.
 	Links []Link
+	// Verified says which check the bytes the destination holds passed:
+	// one of the Verified constants, or "" when not recorded (resources
+	// recorded by an older version, deletions).
+	Verified string
 }
+
+// What a resource's bytes were checked against when they were delivered.
+const (
+	// VerifiedHash: every digest the source gave (md5, sha-1, sha-256,
+	// sha-512) matched, and the length when given.
+	VerifiedHash = "hash"
+	// VerifiedLengthCRC: no usable digest; the declared length and the ZIP
+	// entry's CRC-32 matched.
+	VerifiedLengthCRC = "length+crc32"
+	// VerifiedCRC: no digest and no declared length; the ZIP entry's
+	// CRC-32 (and its own declared size) matched.
+	VerifiedCRC = "crc32"
+	// VerifiedLength: a resource fetched by GET with no digest; its
+	// declared length matched.
+	VerifiedLength = "length"
+	// VerifiedNone: a resource fetched by GET with neither digest nor
+	// length: only the transfer itself was complete.
+	VerifiedNone = "none"
+)
 
 // Link is a link of a resource recorded in the state.
 type Link struct {
@@ -77,19 +100,19 @@ func validOutcome(o string) bool {
 }
 
 const resourceCols = `uri, source, resource_set, length, md5, sha1, sha256, hash_other, type,
-	lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified, links`
+	lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified, links, verified`
 
 const selectResource = "SELECT " + resourceCols + " FROM resources"
 
 const upsertResourceSQL = "INSERT INTO resources (" + resourceCols + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (uri) DO UPDATE SET
 	source = excluded.source, resource_set = excluded.resource_set, length = excluded.length,
 	md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, hash_other = excluded.hash_other,
 	type = excluded.type, lastmod = excluded.lastmod, change_time = excluded.change_time,
 	package = excluded.package, outcome = excluded.outcome, deleted = excluded.deleted,
 	run_id = excluded.run_id, updated = excluded.updated, etag = excluded.etag,
-	last_modified = excluded.last_modified, links = excluded.links`
+	last_modified = excluded.last_modified, links = excluded.links, verified = excluded.verified`
 
 // resourceArgs validates r and gives the upsert's arguments. A zero Updated
 // becomes now.
@@ -112,9 +135,9 @@ func resourceArgs(r *Resource, now time.Time) ([]any, error) {
 	}
 	return []any{
 		r.URI, r.Source, r.ResourceSet, r.Length,
-		encodeDigest(r.Hashes.MD5), encodeDigest(r.Hashes.SHA1), encodeDigest(r.Hashes.SHA256), encodeOther(r.Hashes.Unknown),
+		encodeDigest(r.Hashes.MD5), encodeDigest(r.Hashes.SHA1), encodeDigest(r.Hashes.SHA256), encodeOther(r.Hashes),
 		r.Type, ts[0], ts[1], r.Package, r.Outcome, boolInt(r.Deleted), nullID(r.RunID), ts[2],
-		r.ETag, r.LastModified, linksArg(r.Links),
+		r.ETag, r.LastModified, linksArg(r.Links), r.Verified,
 	}, nil
 }
 
@@ -136,7 +159,7 @@ func scanResource(sc scanner) (Resource, error) {
 		links                        sql.NullString
 	)
 	if err := sc.Scan(&r.URI, &r.Source, &r.ResourceSet, &r.Length, &md5, &sha1, &sha256, &other, &r.Type,
-		&lastmod, &changeTime, &r.Package, &r.Outcome, &deleted, &runID, &updated, &r.ETag, &r.LastModified, &links); err != nil {
+		&lastmod, &changeTime, &r.Package, &r.Outcome, &deleted, &runID, &updated, &r.ETag, &r.LastModified, &links, &r.Verified); err != nil {
 		return Resource{}, err
 	}
 	if links.Valid && links.String != "" {

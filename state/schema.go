@@ -123,6 +123,9 @@ CREATE TABLE packages (
 	PRIMARY KEY (url, sinks)
 ) WITHOUT ROWID;
 `,
+		// 6: which check a resource's bytes passed (see the Verified
+		// constants); '' for resources recorded before it was kept.
+		`ALTER TABLE resources ADD COLUMN verified TEXT NOT NULL DEFAULT '';`,
 	}
 }
 

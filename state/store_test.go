@@ -61,12 +61,12 @@ func diffResource(got, want Resource) string {
 	if got.URI != want.URI || got.Source != want.Source || got.ResourceSet != want.ResourceSet ||
 		got.Length != want.Length || got.Type != want.Type || got.Package != want.Package ||
 		got.Outcome != want.Outcome || got.Deleted != want.Deleted || got.RunID != want.RunID ||
-		got.ETag != want.ETag || got.LastModified != want.LastModified {
+		got.ETag != want.ETag || got.LastModified != want.LastModified || got.Verified != want.Verified {
 		d = append(d, fmt.Sprintf("scalars: got %+v, want %+v", got, want))
 	}
 	if !got.Hashes.Equal(want.Hashes) || !slices.Equal(got.Hashes.Unknown, want.Hashes.Unknown) ||
 		(got.Hashes.MD5 == nil) != (want.Hashes.MD5 == nil) || (got.Hashes.SHA1 == nil) != (want.Hashes.SHA1 == nil) ||
-		(got.Hashes.SHA256 == nil) != (want.Hashes.SHA256 == nil) {
+		(got.Hashes.SHA256 == nil) != (want.Hashes.SHA256 == nil) || (got.Hashes.SHA512 == nil) != (want.Hashes.SHA512 == nil) {
 		d = append(d, fmt.Sprintf("hashes: got %q, want %q", got.Hashes, want.Hashes))
 	}
 	for _, f := range []struct {
@@ -465,10 +465,11 @@ func TestResourceRoundTrip(t *testing.T) {
 		{"every field", Resource{
 			URI: "http://example.com/res/1?q=a&b=ü", Source: "http://example.com/.well-known/resourcesync",
 			ResourceSet: "http://example.com/capabilitylist.xml", Length: 1234,
-			Hashes: hashesOf(t, md5Hex+" "+sha1Hex+" "+sha256Hex+" sha-512:abcd"),
+			Hashes: hashesOf(t, md5Hex+" "+sha1Hex+" "+sha256Hex+" sha-512:"+strings.Repeat("ab", 64)+" sha-384:abcd"),
 			Type:   "text/html; charset=utf-8", Lastmod: when, ChangeTime: when.Add(time.Nanosecond),
 			Package: "http://example.com/dump/part1.zip", Outcome: OutcomeWritten, RunID: run,
 			Updated: when.Add(time.Hour), ETag: `W/"abc"`, LastModified: "Tue, 15 Nov 1994 12:45:26 GMT",
+			Verified: VerifiedHash,
 		}},
 		{"zero times, nil hashes, unknown length, no run", Resource{
 			URI: "http://example.com/res/2", Length: -1, Outcome: OutcomeUnchanged,
@@ -476,7 +477,7 @@ func TestResourceRoundTrip(t *testing.T) {
 		}},
 		{"sha-256 only, empty length", Resource{
 			URI: "http://example.com/res/3", Length: 0, Hashes: hashesOf(t, sha256Hex), Outcome: OutcomeFailed,
-			Updated: when,
+			Updated: when, Verified: VerifiedLengthCRC,
 		}},
 		{"tombstone", Resource{
 			URI: "http://example.com/res/4", Length: -1, Outcome: OutcomeDeleted, Deleted: true,
