@@ -32,7 +32,8 @@ type syncFlags struct {
 	headers          []string
 	spoolDir         string
 	stallTimeout     time.Duration
-	allowMissingHash bool
+	allowMissingHash bool // accepted, no effect (hash-less resources are accepted by default)
+	requireHash      bool
 	progress         string
 	from, until      string
 	config           string
@@ -60,7 +61,9 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.StringArrayVar(&f.headers, "header", nil, "extra HTTP header 'Name: value' for every request (repeatable)")
 	fl.StringVar(&f.spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system temp dir)")
 	fl.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "fail (and resume) a download that receives no bytes for this long")
-	fl.BoolVar(&f.allowMissingHash, "allow-missing-hash", false, "accept manifest entries without md5/sha-1/sha-256 (length and CRC-32 only)")
+	fl.BoolVar(&f.requireHash, "require-hash", false, "refuse resources that give no md5, sha-1, sha-256 or sha-512 (by default they are delivered after their length and CRC-32 checks, and counted as unverified)")
+	fl.BoolVar(&f.allowMissingHash, "allow-missing-hash", false, "no effect, kept for compatibility: resources without a hash are accepted by default (see --require-hash)")
+	_ = fl.MarkDeprecated("allow-missing-hash", "resources without a hash are accepted by default; --require-hash refuses them")
 	fl.StringVar(&f.set, "set", "", "sync only this resource set: its capability list's URL, file or directory name (default: every set)")
 	fl.StringVar(&f.prefer, "prefer", "dump", "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first")
 	fl.IntVar(&f.rangeParts, "range-parts", 1, "download each large package as N parallel Range requests (for links where one connection is slower than the link)")
@@ -296,20 +299,20 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		RangeParts:   f.rangeParts,
 	})
 	return pipeline.Options{
-		Source:           f.source,
-		Sinks:            sinks,
-		SinkNames:        redactSpecs(f.sinks),
-		Store:            store,
-		Client:           client,
-		Concurrency:      f.concurrency,
-		Workers:          f.workers,
-		ListConcurrency:  listConcurrency(f),
-		SpoolDir:         f.spoolDir,
-		AllowMissingHash: f.allowMissingHash,
-		Prefer:           f.prefer,
-		Set:              f.set,
-		MaxDocumentSize:  f.maxDocumentSize,
-		Logger:           log,
+		Source:          f.source,
+		Sinks:           sinks,
+		SinkNames:       redactSpecs(f.sinks),
+		Store:           store,
+		Client:          client,
+		Concurrency:     f.concurrency,
+		Workers:         f.workers,
+		ListConcurrency: listConcurrency(f),
+		SpoolDir:        f.spoolDir,
+		RequireHash:     f.requireHash,
+		Prefer:          f.prefer,
+		Set:             f.set,
+		MaxDocumentSize: f.maxDocumentSize,
+		Logger:          log,
 	}, closeSinks, nil
 }
 

@@ -24,6 +24,7 @@ type Targets struct {
 	SpoolDir         *string        // spool-dir
 	StallTimeout     *time.Duration // stall-timeout
 	AllowMissingHash *bool          // allow-missing-hash
+	RequireHash      *bool          // require-hash
 	Prefer           *string        // prefer
 	Set              *string        // set
 	Progress         *string        // progress
@@ -63,6 +64,7 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setPtr(t.Retries, f.Retries, "retries", flagSet)
 	setPtr(t.Rate, f.Rate, "rate", flagSet)
 	setPtr(t.AllowMissingHash, f.AllowMissingHash, "allow-missing-hash", flagSet)
+	setPtr(t.RequireHash, f.RequireHash, "require-hash", flagSet)
 	if t.StallTimeout != nil && f.StallTimeout != nil && !flagSet("stall-timeout") {
 		*t.StallTimeout = time.Duration(*f.StallTimeout)
 	}

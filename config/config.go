@@ -89,8 +89,12 @@ type File struct {
 	SpoolDir string `yaml:"spool_dir,omitempty"`
 	// StallTimeout cuts a download receiving nothing for this long (>= 0).
 	StallTimeout *Duration `yaml:"stall_timeout,omitempty"`
-	// AllowMissingHash accepts manifest entries without a usable hash.
+	// AllowMissingHash is accepted for compatibility and does nothing:
+	// resources without a usable hash are accepted by default.
 	AllowMissingHash *bool `yaml:"allow_missing_hash,omitempty"`
+	// RequireHash refuses resources that give no md5, sha-1, sha-256 or
+	// sha-512 (--require-hash).
+	RequireHash *bool `yaml:"require_hash,omitempty"`
 	// Progress is the progress display: auto, bars, log or none.
 	Progress string `yaml:"progress,omitempty"`
 	// Prefer is "dump" or "list" (--prefer).

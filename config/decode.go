@@ -17,7 +17,7 @@ import (
 func knownKeys() []string {
 	return []string{
 		"allow_missing_hash", "capability_list_url", "concurrency", "from",
-		"headers", "log_level", "prefer", "progress", "rate", "report", "retries",
+		"headers", "log_level", "prefer", "progress", "rate", "report", "require_hash", "retries",
 		"set", "sink", "sinks", "source", "spool_dir", "stall_timeout", "state",
 		"until", "workers",
 	}
@@ -112,6 +112,8 @@ func (d *decoder) mapping(root *yaml.Node) error {
 			d.f.StallTimeout, err = d.duration(key, v)
 		case "allow_missing_hash":
 			d.f.AllowMissingHash, err = d.boolean(key, v)
+		case "require_hash":
+			d.f.RequireHash, err = d.boolean(key, v)
 		case "progress":
 			d.f.Progress, err = d.oneOf(key, v, "auto", "bars", "log", "none")
 		case "log_level":

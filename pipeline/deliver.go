@@ -90,8 +90,8 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		return failed("manifest", err)
 	}
 	want := fixity.Expect{Length: md.Length, Hashes: md.Hashes}
-	if want.Hashes.IsZero() && !r.opts.AllowMissingHash {
-		return failed("verify", errclass.Permanentf("no md5, sha-1 or sha-256 hash to verify against (use --allow-missing-hash to accept length and CRC-32 only)"))
+	if want.Hashes.IsZero() && r.opts.RequireHash {
+		return failed("verify", errclass.Permanentf("no md5, sha-1, sha-256 or sha-512 hash to verify against, and --require-hash is set"))
 	}
 	// Where the bytes come from: the package's ZIP entry, or (lists) the
 	// resource's URL and its mirrors.
@@ -206,7 +206,8 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	}
 	r.counts.Written.Add(1)
 	r.counts.BytesWritten.Add(rec.Length)
-	rec.Outcome = "written"
+	rec.Outcome = state.OutcomeWritten
+	rec.Verified = verifiedBy(want, j.stream != nil || j.arch != nil)
 	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(md.Change), delivered: len(r.sinks) > 1}
 }
 
@@ -376,6 +377,23 @@ func (s sourceReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// verifiedBy names the check that bytes delivered against want passed:
+// every expected digest, or without one the declared length and (inZIP)
+// the entry's CRC-32, which unzip checks on every read.
+func verifiedBy(want fixity.Expect, inZIP bool) string {
+	switch {
+	case !want.Hashes.IsZero():
+		return state.VerifiedHash
+	case inZIP && want.Length >= 0:
+		return state.VerifiedLengthCRC
+	case inZIP:
+		return state.VerifiedCRC
+	case want.Length >= 0:
+		return state.VerifiedLength
+	}
+	return state.VerifiedNone
+}
+
 // holds reports whether a state record shows the destination holding a
 // representation with the expected length and hashes.
 func holds(prev state.Resource, want fixity.Expect) bool {
@@ -385,17 +403,7 @@ func holds(prev state.Resource, want fixity.Expect) bool {
 	if want.Length >= 0 && prev.Length != want.Length {
 		return false
 	}
-	common := 0
-	for _, c := range [][2][]byte{{prev.Hashes.MD5, want.Hashes.MD5}, {prev.Hashes.SHA1, want.Hashes.SHA1}, {prev.Hashes.SHA256, want.Hashes.SHA256}} {
-		if c[0] == nil || c[1] == nil {
-			continue
-		}
-		if string(c[0]) != string(c[1]) {
-			return false
-		}
-		common++
-	}
-	return common > 0
+	return prev.Hashes.Agree(want.Hashes)
 }
 
 // absoluteURI checks that a resource's <loc> is usable as an identity.
@@ -505,6 +513,9 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 				fl.Package, ct = rec.Package, rec.ChangeTime
 				if rec.Outcome == state.OutcomeWritten {
 					r.counts.Written.Add(-1)
+					if rec.Verified != state.VerifiedHash {
+						r.counts.Unverified.Add(-1)
+					}
 				} else if rec.Outcome == state.OutcomeDeleted {
 					r.counts.Deleted.Add(-1)
 				}
@@ -566,6 +577,9 @@ func (r *run) add(b *state.Batch, res result) {
 	}
 	if res.change != "" && (res.outcome == outWritten || res.outcome == outDeleted) {
 		b.Changes = append(b.Changes, state.ChangeRecord{URI: res.resource.URI, Change: res.change, Datetime: res.resource.ChangeTime, RunID: r.runID, Package: res.resource.Package})
+	}
+	if res.outcome == outWritten && res.resource.Verified != state.VerifiedHash {
+		r.counts.Unverified.Add(1)
 	}
 	switch res.outcome {
 	case outWritten, outUnchanged, outDeleted:

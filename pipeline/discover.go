@@ -119,6 +119,9 @@ type discoverer struct {
 	onDump   func(docURL, resourceSet string, h *manifest.Header)
 	dumps    int
 	setsSeen int
+	// setsBroken counts the resource sets of a Source Description whose
+	// documents could not be read (see run.setBroken).
+	setsBroken int
 	// started is set once the walk's first document opened.
 	started bool
 }
@@ -165,9 +168,13 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 	h := rd.Header()
 	switch h.Metadata.Capability {
 	case manifest.Description:
+		var firstBroken error
 		defer func() {
 			if d.r.opts.Set != "" && d.setsSeen == 0 && err == nil {
 				err = errclass.Fatalf("%s: no resource set (capability list) named %q", docURL, d.r.opts.Set)
+			}
+			if err == nil && d.setsBroken > 0 && d.setsBroken == d.setsSeen {
+				err = firstBroken // not one set could be read: the source could not be
 			}
 		}()
 		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
@@ -179,7 +186,19 @@ func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth
 				return nil
 			}
 			d.setsSeen++
-			return d.walk(ctx, e.Loc, e.Loc, depth+1)
+			werr := d.walk(ctx, e.Loc, e.Loc, depth+1)
+			if werr == nil || ctx.Err() != nil || errclass.IsFatal(werr) || errors.Is(werr, ErrNoCapability) {
+				return werr
+			}
+			// One broken resource set does not stop the others: it is
+			// recorded as that set's failure, its checkpoint is held, and
+			// the walk goes on with the next set.
+			d.setsBroken++
+			if firstBroken == nil {
+				firstBroken = werr
+			}
+			d.r.setBroken(ctx, e.Loc, werr)
+			return nil
 		})
 	case manifest.CapabilityList:
 		// A capability list is small: note what it offers, then walk the

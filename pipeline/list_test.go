@@ -308,8 +308,8 @@ func TestDiscoveryPaths(t *testing.T) {
 	}
 }
 
-// TestConditionalGets: list entries without hashes (accepted with
-// AllowMissingHash) are fetched once; on the next run a conditional GET
+// TestConditionalGets: list entries without hashes (accepted by default,
+// counted as unverified) are fetched once; on the next run a conditional GET
 // with the recorded validators answers 304 and nothing is transferred or
 // rewritten.
 func TestConditionalGets(t *testing.T) {
@@ -326,12 +326,11 @@ func TestConditionalGets(t *testing.T) {
 	listSource(t, dir, bodies, list, nil)
 	srv := serve(t, dir)
 	h := newHarness(t)
-	mod := func(o *pipeline.Options) { o.AllowMissingHash = true }
-	if rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", mod); rep.Resources.Written != 2 {
+	if rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", nil); rep.Resources.Written != 2 || rep.Resources.Unverified != 2 {
 		t.Fatalf("%s", rep.Summary())
 	}
 	before := srv.Handler.Stats().BytesSent
-	rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", mod)
+	rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", nil)
 	if rep.Resources.Unchanged != 2 || rep.Resources.Written != 0 {
 		t.Fatalf("second run: %s", rep.Summary())
 	}

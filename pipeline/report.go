@@ -14,14 +14,17 @@ import (
 // Counts are the live counters of a run. Every field is updated atomically,
 // so a progress display may read them while the run goes on.
 type Counts struct {
-	PackagesTotal   atomic.Int64
-	PackagesDone    atomic.Int64
-	PackagesFailed  atomic.Int64
-	Written         atomic.Int64
-	Deleted         atomic.Int64
-	Unchanged       atomic.Int64
-	Failed          atomic.Int64
-	Skipped         atomic.Int64
+	PackagesTotal  atomic.Int64
+	PackagesDone   atomic.Int64
+	PackagesFailed atomic.Int64
+	Written        atomic.Int64
+	Deleted        atomic.Int64
+	Unchanged      atomic.Int64
+	Failed         atomic.Int64
+	Skipped        atomic.Int64
+	// Unverified counts the written resources that had no digest to check
+	// (only their length and, in a package, CRC-32): a subset of Written.
+	Unverified      atomic.Int64
 	BytesDownloaded atomic.Int64
 	BytesWritten    atomic.Int64
 }
@@ -71,6 +74,9 @@ type Report struct {
 		Unchanged int64 `json:"unchanged"`
 		Failed    int64 `json:"failed"`
 		Skipped   int64 `json:"skipped"`
+		// Unverified are the written resources that gave no digest: they
+		// passed only their declared length and, in a package, CRC-32.
+		Unverified int64 `json:"unverified"`
 	} `json:"resources"`
 	Bytes struct {
 		Downloaded int64 `json:"downloaded"`
@@ -135,6 +141,7 @@ func (r *recorder) fill(rep *Report, c *Counts) {
 	rep.Resources.Unchanged = c.Unchanged.Load()
 	rep.Resources.Failed = c.Failed.Load()
 	rep.Resources.Skipped = c.Skipped.Load()
+	rep.Resources.Unverified = c.Unverified.Load()
 	rep.Bytes.Downloaded = c.BytesDownloaded.Load()
 	rep.Bytes.Written = c.BytesWritten.Load()
 	r.mu.Lock()
@@ -183,6 +190,9 @@ func (rep *Report) Summary() string {
 	s += fmt.Sprintf("  packages:  %d total, %d done, %d failed\n", rep.Packages.Total, rep.Packages.Done, rep.Packages.Failed)
 	s += fmt.Sprintf("  resources: %d written, %d deleted, %d unchanged, %d failed, %d skipped\n",
 		rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed, rep.Resources.Skipped)
+	if rep.Resources.Unverified > 0 {
+		s += fmt.Sprintf("  unverified: %d of the written resources gave no hash (checked by length and CRC-32 only; --require-hash refuses them)\n", rep.Resources.Unverified)
+	}
 	s += fmt.Sprintf("  bytes:     %d downloaded, %d written (%.1f MB/s)\n", rep.Bytes.Downloaded, rep.Bytes.Written, mbps)
 	if rep.Error != "" {
 		s += "  error:     " + rep.Error + "\n"

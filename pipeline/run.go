@@ -21,7 +21,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -83,10 +82,14 @@ type Options struct {
 	// Prefer is "dump" (the default: Resource and Change Dumps, lists where
 	// no dump exists) or "list" (Resource and Change Lists first).
 	Prefer string
-	// AllowMissingHash accepts manifest entries that give no md5, sha-1 or
-	// sha-256, verifying only their length and the ZIP's CRC-32. By default
-	// such entries fail: rsharvest never writes a byte it could not verify.
-	AllowMissingHash bool
+	// RequireHash refuses resources that give no md5, sha-1, sha-256 or
+	// sha-512: each fails, permanently, before its bytes are read. By
+	// default (the specification makes hash and length optional) such a
+	// resource is delivered after the checks that exist — its declared
+	// length and, inside a package, the ZIP entry's CRC-32 — and counted as
+	// unverified (Report.Resources.Unverified; the state records the check
+	// it passed in state.Resource.Verified).
+	RequireHash bool
 	// DisableRangeResync always downloads whole packages. By default, on a
 	// re-sync, a package whose server honours Range is read in place and
 	// only its new or changed entries are fetched (see openPackage).
@@ -180,8 +183,7 @@ type run struct {
 	sets map[string]time.Time
 	// holds are, per resource set, the earliest change time of a
 	// temporary failure; temporary counts those failures.
-	holds     map[string]time.Time
-	temporary atomic.Int64
+	holds map[string]time.Time
 
 	// lateFailed are URIs a batching sink reported failed before their
 	// outcome reached the commit stage, with the sinks that failed them
@@ -270,7 +272,6 @@ const anySet = "*"
 // start no later than the earliest of them; with an unknown time (zero),
 // the set's checkpoint does not advance at all.
 func (r *run) noteHold(set string, t time.Time) {
-	r.temporary.Add(1)
 	r.atMu.Lock()
 	defer r.atMu.Unlock()
 	if r.holds == nil {
@@ -281,6 +282,18 @@ func (r *run) noteHold(set string, t time.Time) {
 	}
 	if prev, ok := r.holds[set]; !ok || t.Before(prev) {
 		r.holds[set] = t
+	}
+}
+
+// setBroken records that the documents of the resource set whose
+// Capability List is at set could not be read (err): a failure of that set,
+// which holds its checkpoint whatever err's class, since part of what the
+// set publishes was never seen.
+func (r *run) setBroken(ctx context.Context, set string, err error) {
+	f := Failure{URI: set, Stage: "resource set", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
+	r.failIn(ctx, f, set, time.Time{})
+	if f.Permanent {
+		r.noteHold(set, time.Time{})
 	}
 }
 
@@ -590,15 +603,16 @@ func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, e
 
 // setBaselineCheckpoints records, per resource set, the Resource Dump's
 // "at" as the point incremental sync continues from — unless a temporary
-// failure means part of the snapshot is still missing (seed 003).
+// failure of that set (or of no known set), or the set's broken documents,
+// mean part of its snapshot is still missing (seed 003).
 func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
-	if r.temporary.Load() > 0 {
-		return nil // part of the snapshot is still missing
-	}
 	now := time.Now().UTC()
 	for set, at := range r.sets {
 		if at.IsZero() {
 			continue
+		}
+		if _, held := r.holdOf(set); held {
+			continue // part of this set's snapshot is still missing
 		}
 		cp := state.Checkpoint{Source: r.opts.Source, CapabilityList: set, Next: at, Baseline: at, RunID: r.runID, Updated: now}
 		if err := r.opts.Store.SetCheckpoint(ctx, cp); err != nil {

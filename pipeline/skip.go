@@ -90,7 +90,7 @@ func fingerprint(j packageJob) string {
 	for _, d := range []struct {
 		name string
 		sum  []byte
-	}{{"md5", h.MD5}, {"sha-1", h.SHA1}, {"sha-256", h.SHA256}} {
+	}{{"md5", h.MD5}, {"sha-1", h.SHA1}, {"sha-256", h.SHA256}, {"sha-512", h.SHA512}} {
 		if d.sum != nil {
 			b.WriteString(" " + d.name + ":" + hex.EncodeToString(d.sum))
 		}

@@ -598,7 +598,7 @@ func (r *run) follow(ctx context.Context, j *packageJob, f *os.File, prog *spool
 			return stop(fmt.Sprintf("entry %q not found in manifest.xml", le.Name), nil)
 		}
 		se := &streamEntry{local: le, loc: e.Loc, path: e.Metadata.Path, sum: sumEntry(e), opener: st.opener}
-		if e.Loc == "" || (e.Metadata.Hashes.IsZero() && !r.opts.AllowMissingHash) {
+		if e.Loc == "" || (e.Metadata.Hashes.IsZero() && r.opts.RequireHash) {
 			// It fails before its bytes are looked at: phase 2 records
 			// it (not streamed, the entry stays unreferenced, as
 			// without streaming).
@@ -777,6 +777,7 @@ func sumEntry(e *manifest.Entry) entrySum {
 	str(string(md.Hashes.MD5))
 	str(string(md.Hashes.SHA1))
 	str(string(md.Hashes.SHA256))
+	str(string(md.Hashes.SHA512))
 	b = binary.AppendUvarint(b, uint64(len(md.Hashes.Unknown)))
 	for _, u := range md.Hashes.Unknown {
 		str(u)
