@@ -30,9 +30,20 @@ type Result struct {
 	// (dst truncated), or when a server answered a resume with the whole
 	// representation (its prefix discarded, dst untouched).
 	Restarts int
-	// ContentType and ETag are those of the response finally used.
-	ContentType, ETag string
+	// ContentType, ETag and LastModified are those of the response finally
+	// used.
+	ContentType, ETag, LastModified string
 }
+
+// Validators are what a destination keeps of a representation it holds to
+// ask, next time, whether it changed: its ETag and Last-Modified date
+// (either may be empty).
+type Validators struct {
+	ETag, LastModified string
+}
+
+// IsZero reports whether neither validator is known.
+func (v Validators) IsZero() bool { return v.ETag == "" && v.LastModified == "" }
 
 // Download streams url into dst, which must be open for writing (and
 // seeking): dst is truncated and written from offset 0, so on success it
@@ -61,16 +72,26 @@ type Result struct {
 // representation changed, or not served by Range after all, the download
 // starts over in one stream (a restart).
 func (c *Client) Download(ctx context.Context, url string, dst *os.File, want fixity.Expect) (Result, error) {
-	return c.download(ctx, url, dst, want, nil)
+	return c.download(ctx, url, dst, want, nil, Validators{})
+}
+
+// DownloadIfChanged is Download made conditional on the validators of a
+// copy the caller holds (If-None-Match, If-Modified-Since): when the server
+// answers 304 Not Modified, it returns an error wrapping ErrNotModified and
+// dst is left empty. With zero validators it is Download. A conditional
+// download is made in one stream, never in Range parts.
+func (c *Client) DownloadIfChanged(ctx context.Context, url string, dst *os.File, want fixity.Expect, held Validators) (Result, error) {
+	return c.download(ctx, url, dst, want, nil, held)
 }
 
 // download is Download, telling progress (when not nil) how far dst is
-// written (see DownloadProgress).
-func (c *Client) download(ctx context.Context, url string, dst *os.File, want fixity.Expect, progress Progress) (Result, error) {
+// written (see DownloadProgress), conditional on held (see
+// DownloadIfChanged).
+func (c *Client) download(ctx context.Context, url string, dst *os.File, want fixity.Expect, progress Progress, held Validators) (Result, error) {
 	var res Result
 	buf := make([]byte, downloadBuffer)
 	changes, mismatches := 0, 0
-	parts := c.opts.RangeParts > 1
+	parts := c.opts.RangeParts > 1 && held.IsZero()
 	for {
 		var err error
 		if parts {
@@ -92,7 +113,7 @@ func (c *Client) download(ctx context.Context, url string, dst *os.File, want fi
 				continue
 			}
 		} else {
-			err = c.downloadOnce(ctx, url, dst, want, buf, &res, progress)
+			err = c.downloadOnce(ctx, url, dst, want, buf, &res, progress, held)
 		}
 		switch {
 		case err == nil:
@@ -122,7 +143,7 @@ func (c *Client) download(ctx context.Context, url string, dst *os.File, want fi
 const mismatchRetries = 1
 
 // downloadOnce makes one pass of Download from byte 0.
-func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, want fixity.Expect, buf []byte, res *Result, progress Progress) error {
+func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, want fixity.Expect, buf []byte, res *Result, progress Progress, held Validators) error {
 	if err := dst.Truncate(0); err != nil {
 		return errclass.Fatalf("download %s: truncate %s: %w", url, dst.Name(), err)
 	}
@@ -136,6 +157,7 @@ func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, wan
 	if err != nil {
 		return err
 	}
+	b.ifNoneMatch, b.ifModifiedSince = held.ETag, held.LastModified
 	v := fixity.NewVerifier(want, c.opts.Compute)
 	defer func() {
 		b.Close()
@@ -147,7 +169,7 @@ func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, wan
 	if err := b.connect(0); err != nil {
 		return err
 	}
-	res.ContentType, res.ETag = b.ContentType, b.ETag
+	res.ContentType, res.ETag, res.LastModified = b.ContentType, b.ETag, b.LastModified
 	if want.Length >= 0 && b.ContentLength >= 0 && b.ContentLength != want.Length {
 		return errclass.Permanentf("download %s: %w: Content-Length %d, expected %d", b.URL, fixity.ErrMismatch, b.ContentLength, want.Length)
 	}

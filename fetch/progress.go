@@ -20,5 +20,5 @@ type Progress func(written int64)
 // The bytes progress reports have been written to dst but are not yet
 // verified: the length and hashes are checked only when the download ends.
 func (c *Client) DownloadProgress(ctx context.Context, url string, dst *os.File, want fixity.Expect, progress Progress) (Result, error) {
-	return c.download(ctx, url, dst, want, progress)
+	return c.download(ctx, url, dst, want, progress, Validators{})
 }

@@ -126,6 +126,19 @@ CREATE TABLE packages (
 		// 6: which check a resource's bytes passed (see the Verified
 		// constants); '' for resources recorded before it was kept.
 		`ALTER TABLE resources ADD COLUMN verified TEXT NOT NULL DEFAULT '';`,
+		// 7: the last copy of each small ResourceSync document read, with
+		// its validators, so that the next run asks the server whether it
+		// changed (If-None-Match, If-Modified-Since) and reads the copy on
+		// a 304.
+		`
+CREATE TABLE documents (
+	url           TEXT NOT NULL UNIQUE CHECK (url <> ''),
+	etag          TEXT NOT NULL,
+	last_modified TEXT NOT NULL,
+	body          BLOB NOT NULL,
+	updated       TEXT NOT NULL
+);
+`,
 	}
 }
 

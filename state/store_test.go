@@ -843,3 +843,40 @@ func TestMarkInterrupted(t *testing.T) {
 		t.Fatalf("run %+v %v", r, err)
 	}
 }
+
+func TestDocuments(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	const u = "http://example.org/resourcedump.xml"
+	if _, ok, err := s.Document(ctx, u); ok || err != nil {
+		t.Fatalf("empty store: %v %v", ok, err)
+	}
+	for _, d := range []Document{
+		{URL: u, ETag: `"1"`, Body: []byte("<urlset/>")},
+		{URL: u, LastModified: "Tue, 15 Nov 1994 12:45:26 GMT", Body: []byte("<urlset>2</urlset>")},
+		{URL: u, Body: []byte{}},
+	} {
+		if err := s.PutDocument(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := s.Document(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.ETag == "" && d.LastModified == "" {
+			if ok {
+				t.Errorf("a document without validators is kept: %+v", got)
+			}
+			continue
+		}
+		if !ok || got.ETag != d.ETag || got.LastModified != d.LastModified || string(got.Body) != string(d.Body) {
+			t.Errorf("got %+v %v, want %+v", got, ok, d)
+		}
+	}
+	if err := s.PutDocument(ctx, Document{URL: u, ETag: `"big"`, Body: make([]byte, MaxDocumentCopy+1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Document(ctx, u); ok {
+		t.Error("a document over MaxDocumentCopy is kept")
+	}
+}
