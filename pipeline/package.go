@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/unzip"
@@ -111,6 +112,7 @@ func (r *run) fetchPackage(ctx context.Context, j packageJob) (*spooled, error) 
 		return sp, err
 	}
 	r.log.Debug("package downloaded", "package", j.URL, "bytes", res.Bytes, "took", time.Since(started))
+	r.book.noteValidators(j.URL, fetch.Validators{ETag: res.ETag, LastModified: res.LastModified})
 	sp.stage = "unzip"
 	arch, err := unzip.Open(f, res.Bytes, r.opts.Limits)
 	if err != nil {

@@ -378,7 +378,7 @@ func (r *run) baseline(ctx context.Context) error {
 					if err := r.processPackage(ctx, j, entries); err != nil {
 						return err
 					}
-					r.book.noteDone(j.URL, fingerprint(j))
+					r.book.noteDone(j.URL, r.book.fingerprintOf(j))
 				}
 			}
 		})
@@ -524,9 +524,9 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader
 		f.Close()
 		os.Remove(f.Name())
 	}
-	if _, err := r.opts.Client.Download(ctx, docURL, f, fixity.Expect{Length: -1, Max: max(r.opts.MaxDocumentSize, 0)}); err != nil {
+	if err := r.fetchDocument(ctx, docURL, f); err != nil {
 		done()
-		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
+		return nil, nil, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		done()
@@ -538,6 +538,51 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader
 		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
 	}
 	return rd, done, nil
+}
+
+// fetchDocument downloads the document at docURL into f (empty, at offset
+// 0). When the state keeps a copy of it with validators, the request is
+// conditional, and on 304 Not Modified the copy is written to f instead; a
+// document downloaded with validators, and small enough, is kept for the
+// next run (see state.Document).
+func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) error {
+	held, cached, err := r.opts.Store.Document(ctx, docURL)
+	if err != nil {
+		return err
+	}
+	v := fetch.Validators{ETag: held.ETag, LastModified: held.LastModified}
+	res, err := r.opts.Client.DownloadIfChanged(ctx, docURL, f, fixity.Expect{Length: -1, Max: max(r.opts.MaxDocumentSize, 0)}, v)
+	if cached && errors.Is(err, fetch.ErrNotModified) {
+		r.log.Debug("document unchanged since the last run (304); reading the copy kept", "document", docURL)
+		if _, err := f.Write(held.Body); err != nil {
+			return errclass.Fatalf("spool: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", docURL, err)
+	}
+	keep := state.Document{URL: docURL}
+	switch {
+	case res.Bytes <= state.MaxDocumentCopy && (res.ETag != "" || res.LastModified != ""):
+		keep.ETag, keep.LastModified = res.ETag, res.LastModified
+		if keep.Body, err = readBack(f, res.Bytes); err != nil {
+			return err
+		}
+	case !cached:
+		return nil // nothing to ask about next time, nothing to forget
+	}
+	// Without validators, PutDocument forgets the old copy.
+	return r.opts.Store.PutDocument(ctx, keep)
+}
+
+// readBack reads the n bytes written to f from its start.
+func readBack(f *os.File, n int64) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == 0) {
+		return nil, errclass.Fatalf("spool: read back %s: %w", f.Name(), err)
+	}
+	return b, nil
 }
 
 // fail records a failure: in the report now, in the state store through the

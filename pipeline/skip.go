@@ -3,10 +3,13 @@ package pipeline
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -20,8 +23,13 @@ import (
 // sinks, skips the package without reading anything of it: not its
 // manifest copy, not its central directory, not one state record per
 // resource. A changed package (new hashes), a new set of sinks, or a state
-// that forgot resources (audit repair) reads it again. Packages whose dump
-// entry gives no hash are never skipped this way.
+// that forgot resources (audit repair) reads it again.
+//
+// A package whose dump entry gives no hash is fingerprinted by its declared
+// length (or none) and the validators its server sent with it (ETag,
+// Last-Modified): a later baseline asks the server with a conditional GET
+// whether it changed, and a 304 skips it without a byte of its body. Many
+// sources are static web servers that send Last-Modified and nothing else.
 //
 // Records are written when the run finishes, after the commit stage has
 // committed every outcome: a run killed before then leaves none, so a
@@ -35,6 +43,32 @@ type packageBook struct {
 	done map[string]string
 	// resources counts committed outcomes per package URL.
 	resources map[string]int64
+	// validators are those of the packages downloaded, by URL.
+	validators map[string]fetch.Validators
+}
+
+// noteValidators keeps the validators package url was downloaded with.
+func (b *packageBook) noteValidators(url string, v fetch.Validators) {
+	if v.IsZero() {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.validators == nil {
+		b.validators = map[string]fetch.Validators{}
+	}
+	b.validators[url] = v
+}
+
+// fingerprintOf returns package j's fingerprint: its declared hashes, or
+// else its validators (see validatorFingerprint), or "" when it has neither.
+func (b *packageBook) fingerprintOf(j packageJob) string {
+	if fp := fingerprint(j); fp != "" {
+		return fp
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return validatorFingerprint(j.Expect.Length, b.validators[j.URL])
 }
 
 func (b *packageBook) noteDone(url, fp string) {
@@ -98,6 +132,29 @@ func fingerprint(j packageJob) string {
 	return b.String()
 }
 
+// validatorFingerprint identifies a package whose dump gives no hash by
+// its declared length and its validators; "" without validators.
+func validatorFingerprint(length int64, v fetch.Validators) string {
+	if v.IsZero() {
+		return ""
+	}
+	return "length:" + strconv.FormatInt(length, 10) + "\netag:" + v.ETag + "\nlast-modified:" + v.LastModified
+}
+
+// parseValidatorFingerprint reads back what validatorFingerprint wrote.
+func parseValidatorFingerprint(fp string) (int64, fetch.Validators, bool) {
+	l, rest, ok := strings.Cut(fp, "\netag:")
+	if !ok {
+		return 0, fetch.Validators{}, false
+	}
+	etag, lm, ok := strings.Cut(rest, "\nlast-modified:")
+	n, err := strconv.ParseInt(strings.TrimPrefix(l, "length:"), 10, 64)
+	if !ok || err != nil || !strings.HasPrefix(l, "length:") {
+		return 0, fetch.Validators{}, false
+	}
+	return n, fetch.Validators{ETag: etag, LastModified: lm}, true
+}
+
 // sinkKey names the run's set of sinks, in order.
 func (r *run) sinkKey() string {
 	names := make([]string, len(r.sinks))
@@ -114,20 +171,51 @@ func (r *run) skipPackage(ctx context.Context, j packageJob) (bool, error) {
 	if r.opts.DisablePackageSkip || j.List {
 		return false, nil
 	}
-	fp := fingerprint(j)
-	if fp == "" {
-		return false, nil
-	}
 	rec, ok, err := r.opts.Store.PackageDone(ctx, j.URL, r.sinkKey())
-	if err != nil || !ok || rec.Fingerprint != fp {
+	if err != nil || !ok {
 		return false, err
+	}
+	if fp := fingerprint(j); fp != "" {
+		if rec.Fingerprint != fp {
+			return false, nil
+		}
+	} else {
+		length, held, ok := parseValidatorFingerprint(rec.Fingerprint)
+		if !ok || length != j.Expect.Length {
+			return false, nil
+		}
+		if same, err := r.notModified(ctx, j.URL, held); err != nil || !same {
+			return false, err
+		}
 	}
 	r.log.Debug("package skipped: delivered unchanged before", "package", j.URL, "resources", rec.Resources, "run", rec.RunID)
 	r.counts.Unchanged.Add(rec.Resources)
 	r.counts.PackagesDone.Add(1)
-	r.book.noteDone(j.URL, fp)
+	r.book.noteDone(j.URL, rec.Fingerprint)
 	r.book.noteOutcomes(j.URL, rec.Resources)
 	return true, nil
+}
+
+// notModified asks the server, with a conditional GET, whether the package
+// at url is still the one held validated; it reads none of a changed
+// package's body (the download that follows reads it). An error is
+// returned only when it is fatal or ctx ended: any other failure is left to
+// that download to meet and record.
+func (r *run) notModified(ctx context.Context, url string, held fetch.Validators) (bool, error) {
+	b, err := r.opts.Client.OpenIfChanged(ctx, url, held.ETag, held.LastModified)
+	switch {
+	case errors.Is(err, fetch.ErrNotModified):
+		return true, nil
+	case err == nil:
+		b.Close()
+		return false, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case errclass.IsFatal(err):
+		return false, err
+	}
+	r.log.Debug("conditional request for a package failed; downloading it", "package", url, "error", err)
+	return false, nil
 }
 
 // recordPackages records the packages this run delivered in full; called

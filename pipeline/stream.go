@@ -406,6 +406,9 @@ func (r *run) streamPackage(ctx context.Context, j packageJob, out chan<- entryJ
 		joined = true
 	}
 	r.counts.BytesDownloaded.Add(d.res.Bytes)
+	if d.err == nil {
+		r.book.noteValidators(j.URL, fetch.Validators{ETag: d.res.ETag, LastModified: d.res.LastModified})
+	}
 	log.Debug("package downloaded", "bytes", d.res.Bytes, "took", time.Since(started), "streamed", len(st.entries), "stopped", st.stopped)
 	// Every outcome of phase 1 is in before phase 2 looks at them.
 	if err := waitGroup(ctx, &wg); err != nil {
