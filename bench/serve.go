@@ -48,6 +48,9 @@ type ServeOptions struct {
 	// Logger receives one debug record per refused or failed request; nil
 	// discards.
 	Logger *slog.Logger
+	// Static serves like the plain static web servers many sources are:
+	// Last-Modified (and If-Modified-Since) only — no ETag, no Range.
+	Static bool
 	// Publish is the initial publication step of a generated Change Dump
 	// (see Handler.Publish); 0 (or any negative value) publishes every
 	// package.
@@ -265,8 +268,16 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request) {
 	etag += f.tag + `"`
 	hdr := w.Header()
 	hdr.Set("Content-Type", contentType(rel))
-	hdr.Set("ETag", etag)
-	hdr.Set("Accept-Ranges", "bytes")
+	if h.opts.Static {
+		// No validator but the date, and no Range: a request's Range,
+		// If-Range and If-None-Match are ignored, as such a server does.
+		r.Header.Del("Range")
+		r.Header.Del("If-Range")
+		r.Header.Del("If-None-Match")
+	} else {
+		hdr.Set("ETag", etag)
+		hdr.Set("Accept-Ranges", "bytes")
+	}
 	modtime := st.ModTime()
 	if f.stepped {
 		modtime = time.Time{}

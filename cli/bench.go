@@ -67,6 +67,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var dir, addr string
 	var publish int
 	var every, latency time.Duration
+	var static bool
 	var ff faultFlags
 	c := &cobra.Command{
 		Use:   "serve",
@@ -92,7 +93,7 @@ func (a *app) serveCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			so := bench.ServeOptions{Logger: a.logger()}
+			so := bench.ServeOptions{Logger: a.logger(), Static: static}
 			if latency > 0 || inj != nil {
 				so.Wrap = func(h http.Handler) http.Handler {
 					if inj != nil {
@@ -140,6 +141,7 @@ func (a *app) serveCommand() *cobra.Command {
 	}
 	c.Flags().StringVar(&dir, "dir", "", "directory to serve")
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "address to listen on (loopback)")
+	c.Flags().BoolVar(&static, "static", false, "serve like a plain static web server: Last-Modified only, no ETag and no Range")
 	c.Flags().IntVar(&publish, "publish", -1, "publish only the first N change packages, 0 for none (-1: all)")
 	c.Flags().DurationVar(&every, "publish-every", 0, "publish the next change package every interval (with --publish)")
 	c.Flags().DurationVar(&latency, "latency", 0, "wait this long before answering each request (a distant server)")

@@ -101,7 +101,7 @@ func writeOddDump(t *testing.T, dir string) oddDump {
 	d := oddDump{bodies: map[string][]byte{}, lastmod: map[string]time.Time{}, bad: uri + "wrong-sha512"}
 	type res struct {
 		name, lastmod, md string
-		when          time.Time
+		when              time.Time
 	}
 	mk := func(name string) []byte { return bytes.Repeat([]byte(name+" "), 200) }
 	var entries []string
