@@ -550,8 +550,15 @@ func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) erro
 	if err != nil {
 		return err
 	}
-	v := fetch.Validators{ETag: held.ETag, LastModified: held.LastModified}
-	res, err := r.opts.Client.DownloadIfChanged(ctx, docURL, f, fixity.Expect{Length: -1, Max: max(r.opts.MaxDocumentSize, 0)}, v)
+	limit := max(r.opts.MaxDocumentSize, 0)
+	if cached && limit > 0 && int64(len(held.Body)) > limit {
+		cached = false // the copy is over this run's cap: ask for the document itself
+	}
+	var v fetch.Validators
+	if cached {
+		v = fetch.Validators{ETag: held.ETag, LastModified: held.LastModified}
+	}
+	res, err := r.opts.Client.DownloadIfChanged(ctx, docURL, f, fixity.Expect{Length: -1, Max: limit}, v)
 	if cached && errors.Is(err, fetch.ErrNotModified) {
 		r.log.Debug("document unchanged since the last run (304); reading the copy kept", "document", docURL)
 		if _, err := f.Write(held.Body); err != nil {
