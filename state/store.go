@@ -73,6 +73,8 @@ type Store struct {
 	insertFailure    *sql.Stmt // on w
 	insertChange     *sql.Stmt // on w
 	upsertCheckpoint *sql.Stmt // on w
+
+	lock *FileLock // held by OpenExclusive's store until Close
 }
 
 // Open opens the state store at path, creating the file if it does not
@@ -98,6 +100,26 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		s.closeAll()
 		return nil, errclass.Fatalf("state: open %s: %w", path, err)
 	}
+	return s, nil
+}
+
+// OpenExclusive takes the state file's lock for one run (see Lock: at once,
+// or waiting up to wait) and then opens it as Open does; Close releases the
+// lock. command says what the run is, for a run that finds the file in use.
+func OpenExclusive(ctx context.Context, path, command string, wait time.Duration) (*Store, error) {
+	if path == "" || path == ":memory:" {
+		return nil, errclass.Fatalf("state: open %q: a file path is required", path)
+	}
+	lock, err := Lock(ctx, path, command, wait)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Open(ctx, path)
+	if err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	s.lock = lock
 	return s, nil
 }
 
@@ -227,7 +249,12 @@ func (s *Store) prepare(ctx context.Context) error {
 // connection checkpoints the log into the database file. Close must be
 // called once, after every other call has returned.
 func (s *Store) Close() error {
-	if err := s.closeAll(); err != nil {
+	err := s.closeAll()
+	if s.lock != nil {
+		err = errors.Join(err, s.lock.Unlock()) // after the last write
+		s.lock = nil
+	}
+	if err != nil {
 		return errclass.Fatalf("state: close %s: %w", s.path, err)
 	}
 	return nil

@@ -1,0 +1,73 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+)
+
+func TestLock(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	first, err := Lock(ctx, path, "rsharvest sync", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second lock (another open file description, as another process
+	// has) fails at once, naming the holder.
+	_, err = Lock(ctx, path, "rsharvest baseline", 0)
+	var le *LockedError
+	if !errors.As(err, &le) || !errors.Is(err, ErrLocked) || !errclass.IsFatal(err) {
+		t.Fatalf("second lock: %v, want a fatal *LockedError", err)
+	}
+	host, _ := os.Hostname()
+	if le.Holder.PID != os.Getpid() || le.Holder.Host != host || le.Holder.Command != "rsharvest sync" || time.Since(le.Holder.Started) > time.Minute {
+		t.Errorf("holder %+v", le.Holder)
+	}
+	for _, want := range []string{path, "pid ", host, "rsharvest sync", "since "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %q", err, want)
+		}
+	}
+
+	// A wait that ends before the lock is released fails the same way; one
+	// cancelled fails with the context's error.
+	if _, err := Lock(ctx, path, "x", 300*time.Millisecond); !errors.Is(err, ErrLocked) {
+		t.Errorf("bounded wait: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := Lock(cctx, path, "x", time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled wait: %v", err)
+	}
+
+	// A waiting lock gets it once the holder releases it.
+	got := make(chan error, 1)
+	go func() {
+		l, err := Lock(ctx, path, "waiter", time.Minute)
+		if err == nil {
+			defer l.Unlock()
+			_, err = Lock(ctx, path, "third", 0)
+			if le := (*LockedError)(nil); errors.As(err, &le) && le.Holder.Command == "waiter" {
+				err = nil
+			}
+		}
+		got <- err
+	}()
+	time.Sleep(2 * lockPoll)
+	if err := first.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if err := first.Unlock(); err != nil {
+		t.Errorf("second Unlock: %v", err)
+	}
+}
