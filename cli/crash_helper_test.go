@@ -274,13 +274,21 @@ func (fk fsCrashSink) partialName() string {
 	return "temporary files in the sink's " + crashSinkTmpDir
 }
 
+// partial counts the files under the sink's temporary directory (each
+// process writes in a directory of its own there).
 func (fk fsCrashSink) partial(t *testing.T) int {
 	t.Helper()
-	es, err := os.ReadDir(filepath.Join(fk.dir, crashSinkTmpDir))
+	n := 0
+	err := filepath.WalkDir(filepath.Join(fk.dir, crashSinkTmpDir), func(_ string, d iofs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return err
+	})
 	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		t.Fatal(err)
 	}
-	return len(es)
+	return n
 }
 
 // s3CrashSink is a bucket of the test's MinIO, written under
@@ -550,7 +558,7 @@ func (rg *crashRig) leftovers(t *testing.T) crashLeftovers {
 		t.Fatal(err)
 	}
 	known := map[string]bool{"mirror": true, "state.db": true, "state.db-wal": true, "state.db-shm": true,
-		"state.db-journal": true, "spool": true, "tmp": true}
+		"state.db-journal": true, "state.db.lock": true, "spool": true, "tmp": true}
 	for _, e := range ents {
 		if !known[e.Name()] {
 			t.Errorf("unexpected %q next to the mirror and the state store", e.Name())

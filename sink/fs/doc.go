@@ -62,13 +62,16 @@
 //
 // # Writing
 //
-// Put streams the body into a new file in DIR/.rsharvest-tmp (same
-// filesystem), sets its modification time to the resource's Lastmod when
-// there is one, and renames it onto its path only after the body has ended
-// with io.EOF, so a path never holds a partial body: a failed or cancelled
-// Put leaves the previous file, or none. Leftover temporary files from a
-// crash are removed when the sink is opened, so only one process may use a
-// DIR at a time. With Options.Fsync the file is synced before and its
+// Put streams the body into a new file in the sink's own temporary
+// directory, DIR/.rsharvest-tmp/PID-RANDOM (same filesystem), sets its
+// modification time to the resource's Lastmod when there is one, and
+// renames it onto its path only after the body has ended with io.EOF, so a
+// path never holds a partial body: a failed or cancelled Put leaves the
+// previous file, or none. The own directory is locked (flock) while the
+// sink is open and removed by Close. When a sink is opened, the
+// directories whose lock is free — their process ended, by a crash or
+// kill -9 too — are removed with what they hold; those of running
+// processes are left alone. With Options.Fsync the file is synced before and its
 // directory after the rename, which adds safety against power loss at the
 // cost of speed. Delete removes the file and then every directory it leaves
 // empty, up to but never including DIR. Every operation goes through an

@@ -2,6 +2,8 @@ package fs
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -61,8 +63,9 @@ type Options struct {
 type FS struct {
 	dir    string // absolute, cleaned
 	root   *os.Root
-	tmp    *tmpFiles // creates files in tmpDir
-	pid    string    // this process's id, which starts temporary file names
+	tmp    *tmpFiles // creates files in tmpRel
+	tmpRel string    // this sink's own temporary directory, under tmpDir
+	pid    string    // this process's id, which starts temporary names
 	opts   Options
 	log    *slog.Logger
 	bufs   sync.Pool // *[]byte of copyBufferSize
@@ -119,23 +122,37 @@ func New(dir string, opts Options) (*FS, error) {
 	return s, nil
 }
 
-// resetTmp empties the temporary directory, opens it as s.tmp and proves
+// resetTmp removes what ended processes left in the temporary directory
+// tmpDir, creates this sink's own directory in it (locked while the sink is
+// open, so that no other process removes it), opens it as s.tmp and proves
 // it writable.
 func (s *FS) resetTmp() error {
-	if entries, err := iofs.ReadDir(s.root.FS(), tmpDir); err == nil && len(entries) > 0 {
-		s.log.Info("removing temporary files left by an earlier run", "count", len(entries))
+	if err := s.root.Mkdir(tmpDir, 0o700); err != nil && !errors.Is(err, iofs.ErrExist) {
+		return errclass.Fatalf("fs sink %s: %w", s.dir, err)
 	}
-	if err := s.root.RemoveAll(tmpDir); err != nil {
+	if err := s.removeStaleTmp(); err != nil {
 		return errclass.Fatalf("fs sink %s: removing stale temporary files: %w", s.dir, err)
 	}
-	if err := s.root.Mkdir(tmpDir, 0o700); err != nil {
-		return errclass.Fatalf("fs sink %s: %w", s.dir, err)
+	for attempt := 0; ; attempt++ {
+		var rnd [6]byte
+		_, _ = rand.Read(rnd[:])
+		rel := tmpDir + "/" + s.pid + "-" + hex.EncodeToString(rnd[:])
+		if err := s.root.Mkdir(rel, 0o700); err != nil {
+			return errclass.Fatalf("fs sink %s: %w", s.dir, err)
+		}
+		tmp, err := openTmpFiles(s.root, s.dir, rel)
+		if err != nil {
+			return errclass.Fatalf("fs sink %s: %w", s.dir, err)
+		}
+		// Another process tidying up may have taken the new directory for
+		// a dead one's between its creation and its lock: then try again.
+		if _, err := s.root.Stat(rel); err != nil && attempt < 3 && isNotExist(err) {
+			_ = tmp.close()
+			continue
+		}
+		s.tmp, s.tmpRel = tmp, rel
+		break
 	}
-	tmp, err := openTmpFiles(s.root, s.dir)
-	if err != nil {
-		return errclass.Fatalf("fs sink %s: %w", s.dir, err)
-	}
-	s.tmp = tmp
 	name, f, err := s.createTemp()
 	if err == nil {
 		_, err = f.Write([]byte("rsharvest write check\n"))
@@ -143,6 +160,54 @@ func (s *FS) resetTmp() error {
 	}
 	if err != nil {
 		return errclass.Fatalf("fs sink %s: directory is not writable: %w", s.dir, err)
+	}
+	return nil
+}
+
+// removeStaleTmp removes, from the temporary directory tmpDir, the
+// directories of processes that have ended — their lock is free — and the
+// files an earlier version of rsharvest wrote there directly. The directory
+// of a live process, whose sink is open, is left alone.
+func (s *FS) removeStaleTmp() error {
+	entries, err := iofs.ReadDir(s.root.FS(), tmpDir)
+	if err != nil {
+		return err
+	}
+	removed, live := 0, 0
+	for _, e := range entries {
+		rel := tmpDir + "/" + e.Name()
+		if !e.IsDir() {
+			if err := s.root.Remove(rel); err != nil && !isNotExist(err) {
+				return err
+			}
+			removed++
+			continue
+		}
+		d, err := s.root.Open(rel)
+		if isNotExist(err) {
+			continue // another process removed it meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		free, err := lockDir(d)
+		if err == nil && free {
+			// Removed while locked: no process can start using it.
+			err = s.root.RemoveAll(rel)
+			removed++
+		} else if err == nil {
+			live++
+		}
+		_ = d.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if removed > 0 {
+		s.log.Info("removed temporary files left by ended runs", "count", removed)
+	}
+	if live > 0 {
+		s.log.Debug("temporary files of running processes left alone", "count", live)
 	}
 	return nil
 }
@@ -493,6 +558,11 @@ func (s *FS) Close(context.Context) error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	// The own temporary directory is empty once every Put has returned;
+	// it is removed while still locked.
+	if err := s.root.RemoveAll(s.tmpRel); err != nil {
+		s.log.Warn("cannot remove the temporary directory", "dir", s.tmpRel, "err", err)
+	}
 	if err := errors.Join(s.tmp.close(), s.root.Close()); err != nil {
 		return errclass.Fatalf("fs sink %s: close: %w", s.dir, err)
 	}
@@ -508,7 +578,7 @@ func (s *FS) createTemp() (string, *os.File, error) {
 		if errors.Is(err, iofs.ErrExist) {
 			continue
 		}
-		return tmpDir + "/" + name, f, err
+		return s.tmpRel + "/" + name, f, err
 	}
 }
 

@@ -44,15 +44,21 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// wantNoTemp checks that no temporary file is left in dir.
+// wantNoTemp checks that no temporary file is left in dir (the open sinks'
+// own, empty, temporary directories may be there).
 func wantNoTemp(t *testing.T, dir string) {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(dir, tmpDir))
+	err := filepath.WalkDir(filepath.Join(dir, tmpDir), func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			t.Errorf("temporary file left behind: %s", p)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Errorf("reading the temporary directory: %v", err)
-	}
-	for _, e := range entries {
-		t.Errorf("temporary file left behind: %s", e.Name())
 	}
 }
 
@@ -518,5 +524,50 @@ func BenchmarkPut(b *testing.B) {
 			}
 			b.ReportMetric(float64(seq.Load())/time.Since(start).Seconds(), "files/s")
 		})
+	}
+}
+
+// TestTempOfLiveProcessKept: opening a sink on a directory another open
+// sink (another process: the lock is per open file) is writing into leaves
+// that sink's temporary files alone, and removes those of ended ones.
+func TestTempOfLiveProcessKept(t *testing.T) {
+	dir := t.TempDir()
+	a := newFS(t, dir, Options{})
+	inFlight := filepath.Join(dir, filepath.FromSlash(a.tmpRel), "123-7")
+	if err := os.WriteFile(inFlight, []byte("half a body being written"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(dir, tmpDir, "99999-deadbeef")
+	if err := os.MkdirAll(dead, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dead, "99999-1"), []byte("left by a crash"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := newFS(t, dir, Options{})
+	if _, err := os.Stat(inFlight); err != nil {
+		t.Errorf("the open sink's temporary file was removed: %v", err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("the ended process's temporary directory is still there: %v", err)
+	}
+	put(t, b, "http://example.org/b", "written by b")
+	if err := os.Remove(inFlight); err != nil {
+		t.Fatal(err)
+	}
+	put(t, a, "http://example.org/a", "written by a")
+	for _, s := range []*FS{a, b} {
+		if err := s.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, tmpDir))
+	if err != nil || len(entries) != 0 {
+		t.Errorf("after both closed the temporary directory holds %v (%v)", entries, err)
+	}
+	c := newFS(t, dir, Options{})
+	defer c.Close(t.Context())
+	if got := walk(t, c); len(got) != 2 {
+		t.Errorf("mirror holds %q", got)
 	}
 }

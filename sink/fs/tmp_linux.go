@@ -2,6 +2,7 @@ package fs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -20,13 +21,38 @@ type tmpFiles struct {
 	path string   // the temporary directory's path, for messages
 }
 
-// openTmpFiles opens the temporary directory tmpDir of root.
-func openTmpFiles(root *os.Root, sinkDir string) (*tmpFiles, error) {
-	d, err := root.Open(tmpDir)
+// openTmpFiles opens the temporary directory rel of root and takes its
+// lock (see lockDir), held until close.
+func openTmpFiles(root *os.Root, sinkDir, rel string) (*tmpFiles, error) {
+	d, err := root.Open(rel)
 	if err != nil {
 		return nil, err
 	}
-	return &tmpFiles{dir: d, path: filepath.Join(sinkDir, tmpDir)}, nil
+	if ok, err := lockDir(d); err != nil || !ok {
+		d.Close()
+		if err == nil {
+			err = fmt.Errorf("temporary directory %s is locked by another process", rel)
+		}
+		return nil, err
+	}
+	return &tmpFiles{dir: d, path: filepath.Join(sinkDir, filepath.FromSlash(rel))}, nil
+}
+
+// lockDir takes an exclusive flock on the open directory d without
+// blocking: false means another process holds it (its sink is open). The
+// operating system releases the lock when the holder closes d or dies.
+func lockDir(d *os.File) (bool, error) {
+	for {
+		err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			return false, nil
+		case !errors.Is(err, syscall.EINTR):
+			return false, err
+		}
+	}
 }
 
 // create creates the file name (one path element) in the temporary
