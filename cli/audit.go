@@ -25,6 +25,7 @@ func (a *app) auditCommand() *cobra.Command {
 			if err := f.validate(); err != nil {
 				return err
 			}
+			f.command = c.CommandPath()
 			ar, err := a.runAudit(c.Context(), f, repair)
 			if ar != nil {
 				if asJSON {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,13 +35,17 @@ type syncFlags struct {
 	stallTimeout     time.Duration
 	allowMissingHash bool // accepted, no effect (hash-less resources are accepted by default)
 	requireHash      bool
-	progress         string
-	from, until      string
-	config           string
-	prefer           string
-	set              string
-	rangeParts       int
-	maxDocumentSize  int64
+	waitLock         time.Duration
+	// command is the command's path ("rsharvest sync"), recorded as the
+	// holder of the state file's lock.
+	command         string
+	progress        string
+	from, until     string
+	config          string
+	prefer          string
+	set             string
+	rangeParts      int
+	maxDocumentSize int64
 	// everyday marks a run chosen by sync.
 	everyday bool
 	// concurrencySet tells an explicit --concurrency (which then also
@@ -68,6 +73,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.prefer, "prefer", "dump", "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first")
 	fl.IntVar(&f.rangeParts, "range-parts", 1, "download each large package as N parallel Range requests (for links where one connection is slower than the link)")
 	fl.Int64Var(&f.maxDocumentSize, "max-document-size", manifest.DefaultMaxDocumentSize, "largest ResourceSync document read from the source, in bytes (-1: no cap)")
+	fl.DurationVar(&f.waitLock, "wait-lock", 0, "when another run uses the state file, wait up to this long for it to end (default: fail at once)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bars on a terminal, log lines otherwise), bars, log, none")
 }
 
@@ -109,6 +115,9 @@ func (f *syncFlags) validate() error {
 	}
 	if f.rangeParts < 1 {
 		return usagef("--range-parts must be at least 1")
+	}
+	if f.waitLock < 0 {
+		return usagef("--wait-lock must not be negative")
 	}
 	if f.maxDocumentSize == 0 || f.maxDocumentSize < -1 {
 		return usagef("--max-document-size must be a number of bytes, or -1 for no cap")
@@ -187,6 +196,7 @@ func (a *app) syncCommand(mode, short string) *cobra.Command {
 				return err
 			}
 			f.concurrencySet = c.Flags().Changed("concurrency")
+			f.command = c.CommandPath()
 			rep, err := a.runSync(c.Context(), mode, f)
 			if rep != nil {
 				fmt.Fprint(a.stdout, rep.Summary())
@@ -280,13 +290,19 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 	if err != nil {
 		return pipeline.Options{}, nil, err
 	}
-	sinks, closeSinks, err := openSinks(ctx, f.sinks)
+	// The state file is locked first: a sink opened by a second run must
+	// not touch the first one's work (the fs sink tidies its temporary
+	// directory).
+	store, err := state.OpenExclusive(ctx, f.state, cmp.Or(f.command, "rsharvest"), f.waitLock)
+	if errors.Is(err, state.ErrLocked) {
+		err = fmt.Errorf("%w; --wait-lock DURATION waits for it", err)
+	}
 	if err != nil {
 		return pipeline.Options{}, nil, usageError{err}
 	}
-	store, err := state.Open(ctx, f.state)
+	sinks, closeSinks, err := openSinks(ctx, f.sinks)
 	if err != nil {
-		closeSinks(ctx)
+		store.Close()
 		return pipeline.Options{}, nil, usageError{err}
 	}
 	client := fetch.New(fetch.Options{

@@ -20,7 +20,7 @@ func (a *app) applyConfig(c *cobra.Command, f *syncFlags) error {
 		Source: &f.source, State: &f.state, Report: &f.report, SpoolDir: &f.spoolDir, Progress: &f.progress, LogLevel: &a.logLevel,
 		From: &f.from, Until: &f.until, Sinks: &f.sinks, Headers: &f.headers,
 		Concurrency: &f.concurrency, Workers: &f.workers, Retries: &f.retries, Rate: &f.rate,
-		StallTimeout: &f.stallTimeout, AllowMissingHash: &f.allowMissingHash, RequireHash: &f.requireHash, Prefer: &f.prefer, Set: &f.set,
+		StallTimeout: &f.stallTimeout, WaitLock: &f.waitLock, AllowMissingHash: &f.allowMissingHash, RequireHash: &f.requireHash, Prefer: &f.prefer, Set: &f.set,
 	}, c.Flags().Changed)
 	return nil
 }

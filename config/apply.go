@@ -23,6 +23,7 @@ type Targets struct {
 	Until            *string        // until
 	SpoolDir         *string        // spool-dir
 	StallTimeout     *time.Duration // stall-timeout
+	WaitLock         *time.Duration // wait-lock
 	AllowMissingHash *bool          // allow-missing-hash
 	RequireHash      *bool          // require-hash
 	Prefer           *string        // prefer
@@ -67,6 +68,9 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setPtr(t.RequireHash, f.RequireHash, "require-hash", flagSet)
 	if t.StallTimeout != nil && f.StallTimeout != nil && !flagSet("stall-timeout") {
 		*t.StallTimeout = time.Duration(*f.StallTimeout)
+	}
+	if t.WaitLock != nil && f.WaitLock != nil && !flagSet("wait-lock") {
+		*t.WaitLock = time.Duration(*f.WaitLock)
 	}
 	if t.Sinks != nil && len(f.Sinks) > 0 && !flagSet("sink") {
 		*t.Sinks = slices.Clone(f.Sinks)

@@ -89,6 +89,9 @@ type File struct {
 	SpoolDir string `yaml:"spool_dir,omitempty"`
 	// StallTimeout cuts a download receiving nothing for this long (>= 0).
 	StallTimeout *Duration `yaml:"stall_timeout,omitempty"`
+	// WaitLock is how long a run waits for another run to release the
+	// state file (>= 0; --wait-lock).
+	WaitLock *Duration `yaml:"wait_lock,omitempty"`
 	// AllowMissingHash is accepted for compatibility and does nothing:
 	// resources without a usable hash are accepted by default.
 	AllowMissingHash *bool `yaml:"allow_missing_hash,omitempty"`

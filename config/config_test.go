@@ -38,7 +38,9 @@ from: 2024-01-01
 until: 2024-02-01T12:00:00Z
 spool_dir: spool
 stall_timeout: 2m
+wait_lock: 90
 allow_missing_hash: true
+require_hash: true
 progress: log
 log_level: debug
 `
@@ -69,7 +71,9 @@ log_level: debug
 			Until:            "2024-02-01T12:00:00Z",
 			SpoolDir:         "/etc/rsharvest/spool",
 			StallTimeout:     ptr(Duration(2 * time.Minute)),
+			WaitLock:         ptr(Duration(90 * time.Second)),
 			AllowMissingHash: ptr(true),
+			RequireHash:      ptr(true),
 			Progress:         "log",
 			LogLevel:         "debug",
 		}},

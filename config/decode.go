@@ -19,7 +19,7 @@ func knownKeys() []string {
 		"allow_missing_hash", "capability_list_url", "concurrency", "from",
 		"headers", "log_level", "prefer", "progress", "rate", "report", "require_hash", "retries",
 		"set", "sink", "sinks", "source", "spool_dir", "stall_timeout", "state",
-		"until", "workers",
+		"until", "wait_lock", "workers",
 	}
 }
 
@@ -110,6 +110,8 @@ func (d *decoder) mapping(root *yaml.Node) error {
 			d.f.Until, err = d.datetime(key, v)
 		case "stall_timeout":
 			d.f.StallTimeout, err = d.duration(key, v)
+		case "wait_lock":
+			d.f.WaitLock, err = d.duration(key, v)
 		case "allow_missing_hash":
 			d.f.AllowMissingHash, err = d.boolean(key, v)
 		case "require_hash":
