@@ -341,7 +341,14 @@ func (w *walker) read(ctx context.Context, d *doc) {
 		d.err = err
 		return
 	}
-	br := bufio.NewReaderSize(body, 64<<10)
+	// A document may come gzip-compressed (a sitemap.xml.gz, or
+	// Content-Encoding sent unasked); the cap applies to what it holds.
+	in, err := fetch.DecodeDocument(body, d.url, body.Header.Get("Content-Encoding"), w.opts.MaxDocumentSize)
+	if err != nil {
+		d.err = err
+		return
+	}
+	br := bufio.NewReaderSize(in, 64<<10)
 	peek, err := br.Peek(sniffLen)
 	if err != nil && err != io.EOF {
 		d.err = err

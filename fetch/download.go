@@ -30,9 +30,9 @@ type Result struct {
 	// (dst truncated), or when a server answered a resume with the whole
 	// representation (its prefix discarded, dst untouched).
 	Restarts int
-	// ContentType, ETag and LastModified are those of the response finally
-	// used.
-	ContentType, ETag, LastModified string
+	// ContentType, ContentEncoding, ETag and LastModified are those of the
+	// response finally used.
+	ContentType, ContentEncoding, ETag, LastModified string
 }
 
 // Validators are what a destination keeps of a representation it holds to
@@ -170,6 +170,7 @@ func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, wan
 		return err
 	}
 	res.ContentType, res.ETag, res.LastModified = b.ContentType, b.ETag, b.LastModified
+	res.ContentEncoding = b.Header.Get("Content-Encoding")
 	if want.Length >= 0 && b.ContentLength >= 0 && b.ContentLength != want.Length {
 		return errclass.Permanentf("download %s: %w: Content-Length %d, expected %d", b.URL, fixity.ErrMismatch, b.ContentLength, want.Length)
 	}

@@ -11,7 +11,6 @@
 package pipeline
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -524,7 +523,8 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader
 		f.Close()
 		os.Remove(f.Name())
 	}
-	if err := r.fetchDocument(ctx, docURL, f); err != nil {
+	encoding, err := r.fetchDocument(ctx, docURL, f)
+	if err != nil {
 		done()
 		return nil, nil, err
 	}
@@ -532,7 +532,14 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader
 		done()
 		return nil, nil, errclass.Fatalf("spool: %w", err)
 	}
-	rd, err := manifest.NewReader(bufio.NewReaderSize(f, 64<<10), r.opts.Document)
+	// A document may come gzip-compressed; the cap applies to what it
+	// holds (see fetch.DecodeDocument).
+	in, err := fetch.DecodeDocument(f, docURL, encoding, max(r.opts.MaxDocumentSize, 0))
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	rd, err := manifest.NewReader(in, r.opts.Document)
 	if err != nil {
 		done()
 		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
@@ -541,14 +548,15 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader
 }
 
 // fetchDocument downloads the document at docURL into f (empty, at offset
-// 0). When the state keeps a copy of it with validators, the request is
+// 0), as it comes (compressed or not), and returns its Content-Encoding.
+// When the state keeps a copy of it with validators, the request is
 // conditional, and on 304 Not Modified the copy is written to f instead; a
 // document downloaded with validators, and small enough, is kept for the
 // next run (see state.Document).
-func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) error {
+func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) (string, error) {
 	held, cached, err := r.opts.Store.Document(ctx, docURL)
 	if err != nil {
-		return err
+		return "", err
 	}
 	limit := max(r.opts.MaxDocumentSize, 0)
 	if cached && limit > 0 && int64(len(held.Body)) > limit {
@@ -562,25 +570,25 @@ func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) erro
 	if cached && errors.Is(err, fetch.ErrNotModified) {
 		r.log.Debug("document unchanged since the last run (304); reading the copy kept", "document", docURL)
 		if _, err := f.Write(held.Body); err != nil {
-			return errclass.Fatalf("spool: %w", err)
+			return "", errclass.Fatalf("spool: %w", err)
 		}
-		return nil
+		return held.Encoding, nil
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", docURL, err)
+		return "", fmt.Errorf("%s: %w", docURL, err)
 	}
 	keep := state.Document{URL: docURL}
 	switch {
 	case res.Bytes <= state.MaxDocumentCopy && (res.ETag != "" || res.LastModified != ""):
-		keep.ETag, keep.LastModified = res.ETag, res.LastModified
+		keep.ETag, keep.LastModified, keep.Encoding = res.ETag, res.LastModified, res.ContentEncoding
 		if keep.Body, err = readBack(f, res.Bytes); err != nil {
-			return err
+			return "", err
 		}
 	case !cached:
-		return nil // nothing to ask about next time, nothing to forget
+		return res.ContentEncoding, nil // nothing to ask about next time, nothing to forget
 	}
 	// Without validators, PutDocument forgets the old copy.
-	return r.opts.Store.PutDocument(ctx, keep)
+	return res.ContentEncoding, r.opts.Store.PutDocument(ctx, keep)
 }
 
 // readBack reads the n bytes written to f from its start.

@@ -18,16 +18,19 @@ const MaxDocumentCopy = 8 << 20
 type Document struct {
 	URL                string
 	ETag, LastModified string
-	Body               []byte
-	Updated            time.Time
+	// Encoding is the Content-Encoding the body came with: Body is kept
+	// as it came, compressed or not.
+	Encoding string
+	Body     []byte
+	Updated  time.Time
 }
 
 // Document returns the copy of the document at url, if one is kept.
 func (s *Store) Document(ctx context.Context, url string) (Document, bool, error) {
 	d := Document{URL: url}
 	var updated string
-	err := s.r.QueryRowContext(ctx, "SELECT etag, last_modified, body, updated FROM documents WHERE url = ?", url).
-		Scan(&d.ETag, &d.LastModified, &d.Body, &updated)
+	err := s.r.QueryRowContext(ctx, "SELECT etag, last_modified, encoding, body, updated FROM documents WHERE url = ?", url).
+		Scan(&d.ETag, &d.LastModified, &d.Encoding, &d.Body, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Document{}, false, nil
 	}
@@ -57,10 +60,10 @@ func (s *Store) PutDocument(ctx context.Context, d Document) error {
 	if d.Body == nil {
 		d.Body = []byte{}
 	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO documents (url, etag, last_modified, body, updated) VALUES (?, ?, ?, ?, ?)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO documents (url, etag, last_modified, encoding, body, updated) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (url) DO UPDATE SET etag = excluded.etag, last_modified = excluded.last_modified,
-		body = excluded.body, updated = excluded.updated`,
-		d.URL, d.ETag, d.LastModified, d.Body, d.Updated.UTC().Format(time.RFC3339Nano))
+		encoding = excluded.encoding, body = excluded.body, updated = excluded.updated`,
+		d.URL, d.ETag, d.LastModified, d.Encoding, d.Body, d.Updated.UTC().Format(time.RFC3339Nano))
 	if err != nil {
 		return fatal("document", err)
 	}

@@ -135,6 +135,7 @@ CREATE TABLE documents (
 	url           TEXT NOT NULL UNIQUE CHECK (url <> ''),
 	etag          TEXT NOT NULL,
 	last_modified TEXT NOT NULL,
+	encoding      TEXT NOT NULL,
 	body          BLOB NOT NULL,
 	updated       TEXT NOT NULL
 );
