@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/text/encoding/unicode"
+
 	"github.com/rsharvest/rsharvest/errclass"
 )
 
@@ -25,8 +27,19 @@ func FuzzReader(f *testing.F) {
 		`<urlset xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="x"/><sitemap><loc>y</loc></sitemap></urlset><!-- c -->`,
 		"\uFEFF<?xml version='1.0' encoding='us-ascii'?><sitemapindex><rs:md xmlns:rs=\"http://www.openarchives.org/rs/terms/\" capability=\"x\"/></sitemapindex>",
 		doc(`<rs:md capability="resourcelist"/>`) + "junk",
+		`<?xml version="1.0" encoding="ISO-8859-1"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="resourcelist"/><url><loc>http://x/caf` + "\xe9" + `</loc></url></urlset>`,
+		`<?xml version="1.0" encoding="windows-1252"?><urlset><rs:md xmlns:rs="http://www.openarchives.org/rs/terms/" capability="resourcelist"/><url><loc>http://x/` + "\x80\x93" + `</loc></url></urlset>`,
+		doc(`<rs:md capability="changelist"/><url><loc>http://x/1</loc><lastmod>2013-01-02 10:00:00</lastmod><rs:md change="updated" datetime="Wed, 02 Jan 2013 10:00:00 GMT"/></url>`),
 	} {
 		f.Add([]byte(d))
+	}
+	// UTF-16, with and without a byte order mark.
+	u16 := doc(`<rs:md capability="resourcelist"/><url><loc>http://x/é</loc></url>`)
+	for _, e := range []unicode.Endianness{unicode.LittleEndian, unicode.BigEndian} {
+		for _, bom := range []unicode.BOMPolicy{unicode.UseBOM, unicode.IgnoreBOM} {
+			b, _ := unicode.UTF16(e, bom).NewEncoder().Bytes([]byte(strings.Replace(u16, "UTF-8", "UTF-16", 1)))
+			f.Add(b)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, opts := range []Options{{}, {MaxTokenSize: 64, MaxDepth: 4, MaxEntries: 3}} {

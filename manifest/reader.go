@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bufio"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -10,6 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/text/encoding/ianaindex"
+	"golang.org/x/text/encoding/unicode"
+	"golang.org/x/text/transform"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
@@ -125,8 +130,9 @@ type Reader struct {
 // document is well-formed but not ResourceSync), except for errors of r
 // itself, which are returned wrapped but with their own class.
 //
-// The document must be UTF-8 (or declare US-ASCII); DOCTYPE and entity
-// declarations are rejected.
+// The document is UTF-8 unless its XML declaration names another encoding
+// (ISO-8859-1, windows-1252, … — see charsetReader) or it starts as UTF-16
+// does; DOCTYPE and entity declarations are rejected.
 func NewReader(r io.Reader, opts Options) (*Reader, error) {
 	if opts.MaxTokenSize <= 0 {
 		opts.MaxTokenSize = DefaultMaxTokenSize
@@ -138,7 +144,7 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	in := newCapReader(r, int64(opts.MaxTokenSize))
+	in := newCapReader(utf16ToUTF8(r), int64(opts.MaxTokenSize))
 	dec := xml.NewDecoder(in)
 	dec.Strict = true
 	dec.CharsetReader = charsetReader
@@ -791,14 +797,48 @@ func (r *Reader) checkDecl(inst string) {
 	}
 }
 
-// charsetReader accepts US-ASCII (a subset of UTF-8); the decoder handles
-// UTF-8 itself. Every other encoding is an error.
+// charsetReader decodes a document whose XML declaration names an
+// encoding other than UTF-8 (which the decoder reads itself): any encoding
+// of the IANA registry that golang.org/x/text knows, such as ISO-8859-1 or
+// windows-1252. UTF-16 was transcoded before the decoder saw the document
+// (see utf16ToUTF8), so that label passes the input through. An encoding
+// it does not know is an error naming the label.
 func charsetReader(label string, input io.Reader) (io.Reader, error) {
-	switch strings.ToLower(strings.TrimSpace(label)) {
-	case "us-ascii", "ascii":
+	name := strings.ToLower(strings.TrimSpace(label))
+	switch name {
+	case "us-ascii", "ascii", "utf-16", "utf-16le", "utf-16be", "utf16":
 		return input, nil
 	}
-	return nil, fmt.Errorf("unsupported encoding %q (want UTF-8 or US-ASCII)", trunc(label, 40))
+	enc, err := ianaindex.IANA.Encoding(name)
+	if err != nil || enc == nil {
+		return nil, fmt.Errorf("unsupported encoding %q", trunc(label, 40))
+	}
+	return enc.NewDecoder().Reader(input), nil
+}
+
+// utf16ToUTF8 returns r transcoded to UTF-8 when it starts as a UTF-16
+// document does — a byte order mark, or "<?" in either byte order without
+// one — and r otherwise. encoding/xml reads only ASCII-compatible input,
+// and a UTF-16 declaration cannot even be read without this.
+func utf16ToUTF8(r io.Reader) io.Reader {
+	br := bufio.NewReaderSize(r, 4096)
+	b, _ := br.Peek(4)
+	var enc *unicode.Endianness
+	le, be := unicode.LittleEndian, unicode.BigEndian
+	switch {
+	case len(b) >= 2 && b[0] == 0xff && b[1] == 0xfe:
+		enc = &le
+	case len(b) >= 2 && b[0] == 0xfe && b[1] == 0xff:
+		enc = &be
+	case len(b) == 4 && b[0] == '<' && b[1] == 0 && b[2] == '?' && b[3] == 0:
+		enc = &le
+	case len(b) == 4 && b[0] == 0 && b[1] == '<' && b[2] == 0 && b[3] == '?':
+		enc = &be
+	default:
+		return br
+	}
+	// The byte order mark, when there is one, is taken off and decides.
+	return transform.NewReader(br, unicode.UTF16(*enc, unicode.UseBOM).NewDecoder())
 }
 
 // directiveName names a <!…> directive for an error message.
