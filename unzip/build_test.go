@@ -30,7 +30,10 @@ type rawEntry struct {
 	creator uint16 // OS, the upper byte of "version made by"
 	ext     uint32 // external attributes
 	flags   uint16
-	zip64   bool // write sizes and offset through a zip64 extra field
+	// legacyName writes the name without the UTF-8 flag, as old tools
+	// write CP437 names; by default the flag is set.
+	legacyName bool
+	zip64      bool // write sizes and offset through a zip64 extra field
 	// raw, if non-nil, is written as the entry's data instead of body
 	// compressed with method (the true sizes and CRC still come from body).
 	raw []byte
@@ -101,7 +104,7 @@ func (ra rawArchive) build(t testing.TB) []byte {
 		h := rawHeader{
 			name:    e.name,
 			method:  e.method,
-			flags:   e.flags | 0x800, // UTF-8 names
+			flags:   e.flags | utf8Flag(e),
 			crc:     crc32.ChecksumIEEE(e.body),
 			csize:   uint64(len(data)),
 			usize:   uint64(len(e.body)),
@@ -251,4 +254,12 @@ func crc32Zeros(n int) uint32 {
 		n -= k
 	}
 	return crc
+}
+
+// utf8Flag is the UTF-8 name flag an entry is written with.
+func utf8Flag(e rawEntry) uint16 {
+	if e.legacyName {
+		return 0
+	}
+	return 0x800
 }

@@ -411,6 +411,7 @@ func FuzzMatchesLibrary(f *testing.F) {
 	f.Add(withManifest(file("a", text, zip.Deflate), file("b", text, zip.Store), file("b", text, zip.Store), rawEntry{name: "d/"}).build(f))
 	f.Add(rawArchive{zip64: true, entries: []rawEntry{{name: ManifestName, body: manifestBody, zip64: true}, {name: "z", body: text, method: zip.Deflate, zip64: true}}}.build(f))
 	f.Add(rawArchive{entries: withManifest(file("a", text, zip.Store)).entries, prefix: []byte("junk"), suffix: []byte("junk")}.build(f))
+	f.Add(dspaceArchive(f, text))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
@@ -420,19 +421,22 @@ func FuzzMatchesLibrary(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Entries are known by their keys (see EntryKey): names that
+		// differ only by a leading slash or by backslashes are copies.
 		copies := map[string]int{}
 		for _, zf := range zr.File {
-			if !isDir(zf.Name, zf.ExternalAttrs) {
-				copies[zf.Name]++
+			if key := EntryKey([]byte(zf.Name), zf.Flags); !isDir(key, zf.ExternalAttrs) {
+				copies[key]++
 			}
 		}
 		for _, zf := range zr.File {
-			if isDir(zf.Name, zf.ExternalAttrs) {
+			key := EntryKey([]byte(zf.Name), zf.Flags)
+			if isDir(key, zf.ExternalAttrs) {
 				continue
 			}
-			got, err := a.Lookup("/" + zf.Name)
+			got, err := a.Lookup("/" + key)
 			switch {
-			case copies[zf.Name] > 1:
+			case copies[key] > 1:
 				if !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrUnsafePath) {
 					t.Fatalf("%q, %d copies: %v", zf.Name, copies[zf.Name], err)
 				}
@@ -451,4 +455,17 @@ func FuzzMatchesLibrary(f *testing.F) {
 			}
 		}
 	})
+}
+
+// dspaceArchive is a package named as DSpace names its entries: a leading
+// slash, backslashes, a CP437 name, the manifest last, and a name that is
+// a copy of another once normalised.
+func dspaceArchive(tb testing.TB, text []byte) []byte {
+	return rawArchive{entries: []rawEntry{
+		file("/resources/1_file.pdf", text, zip.Deflate),
+		file(`\resources\2_file.pdf`, text, zip.Store),
+		{name: "caf\x82.txt", body: text, legacyName: true},
+		file("/dup", text, zip.Store), file("dup", text, zip.Store),
+		{name: "/manifest.xml", body: manifestBody},
+	}}.build(tb)
 }

@@ -33,6 +33,7 @@ func FuzzOpen(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte("PK\x05\x06"))
+	f.Add(dspaceArchive(f, text))
 
 	lim := Limits{MaxEntries: 100, MaxEntrySize: 4 << 20, MaxTotalSize: 8 << 20, MaxRatio: 100}
 	f.Fuzz(func(t *testing.T, data []byte) {

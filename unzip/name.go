@@ -1,10 +1,50 @@
 package unzip
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
 
-// unsafeName returns why name cannot be used as an entry name (or as a
-// manifest path once its leading slash is stripped), or "" when it can. No
-// cleaning is done: the name must be safe as it stands.
+	"golang.org/x/text/encoding/charmap"
+)
+
+// flagUTF8 is general-purpose flag bit 11 (the "language encoding flag"):
+// the name is UTF-8.
+const flagUTF8 = 0x800
+
+// EntryKey is the key a ZIP entry is known by, given its name as stored and
+// its general-purpose flags: an entry name is only ever matched against
+// manifest paths (rsharvest never writes a file by an entry's name), and
+// producers write names differently. A name without the UTF-8 flag that is
+// not valid UTF-8 is decoded as CP437, as APPNOTE 4.4.4 says; then every
+// backslash becomes a slash (DSpace on Windows writes its platform
+// separator) and one leading slash is removed (DSpace writes
+// "/resources/…"). Nothing else is cleaned: what is unsafe or ambiguous
+// after this is refused (see unsafeName, and duplicate names).
+func EntryKey(raw []byte, flags uint16) string {
+	s := string(raw)
+	if flags&flagUTF8 == 0 && !utf8.ValidString(s) {
+		if b, err := charmap.CodePage437.NewDecoder().Bytes(raw); err == nil {
+			s = string(b)
+		}
+	}
+	return PathKey(s)
+}
+
+// PathKey is the key a manifest rs:md path is matched by, as EntryKey for
+// an entry: backslashes become slashes and one leading slash is removed.
+func PathKey(p string) string {
+	if strings.IndexByte(p, '\\') >= 0 {
+		p = strings.ReplaceAll(p, `\`, "/")
+	}
+	return strings.TrimPrefix(p, "/")
+}
+
+// recordKey is the key of a central-directory record (see EntryKey).
+func recordKey(rec *dirRecord) string { return EntryKey(rec.name, rec.flags) }
+
+// unsafeName returns why name, a key made by EntryKey or PathKey, cannot
+// be used, or "" when it can. No cleaning is done: the key must be safe as
+// it stands.
 func unsafeName(name string) string {
 	if name == "" {
 		return "empty name"

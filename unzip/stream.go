@@ -30,7 +30,7 @@ var ErrDataDescriptor = errors.New("unzip: sizes follow the data (data descripto
 
 // LocalEntry is an entry as its local file header describes it.
 type LocalEntry struct {
-	Name           string // entry name, as in the archive
+	Name           string // the entry's key (see EntryKey)
 	Method         uint16 // zip.Store or zip.Deflate
 	Flags          uint16 // general-purpose flags
 	CRC32          uint32 // declared CRC-32 (IEEE)
@@ -131,7 +131,7 @@ func (s *LocalScanner) scan() (LocalEntry, error) {
 	if err := s.read(b); err != nil {
 		return e, err
 	}
-	e.Name = string(b[:nameLen])
+	e.Name = EntryKey(b[:nameLen], e.Flags)
 	e.DataOffset = s.off
 	if e.Flags&flagDescriptor != 0 {
 		return e, errclass.Permanentf("unzip: entry %q: %w", e.Name, ErrDataDescriptor)

@@ -53,9 +53,11 @@ func TestLocalScanner(t *testing.T) {
 		{name: "data descriptor stops", archive: withManifest(file("a", text, zip.Store), rawEntry{name: "b", body: text, method: zip.Deflate, flags: 0x8}, file("c", text, zip.Store)),
 			names: []string{ManifestName, "a"}, want: ErrDataDescriptor, failed: "b"},
 		{name: "dot-dot", archive: withManifest(file("../evil", text, zip.Store)), names: []string{ManifestName}, want: ErrUnsafePath, failed: "../evil"},
-		{name: "absolute", archive: withManifest(file("/etc/x", text, zip.Store)), names: []string{ManifestName}, want: ErrUnsafePath, failed: "/etc/x"},
+		{name: "absolute", archive: withManifest(file("//etc/x", text, zip.Store)), names: []string{ManifestName}, want: ErrUnsafePath, failed: "/etc/x"},
+		{name: "DSpace names", archive: withManifest(file("/resources/a.pdf", text, zip.Deflate), file(`\resources\b.pdf`, text, zip.Store), rawEntry{name: "caf\x82", body: text, legacyName: true}),
+			names: []string{ManifestName, "resources/a.pdf", "resources/b.pdf", "café"}, want: io.EOF},
 		{name: "drive letter", archive: withManifest(file("C:x", text, zip.Store)), names: []string{ManifestName}, want: ErrUnsafePath, failed: "C:x"},
-		{name: "backslash", archive: withManifest(file(`a\..\b`, text, zip.Store)), names: []string{ManifestName}, want: ErrUnsafePath, failed: `a\..\b`},
+		{name: "backslash", archive: withManifest(file(`a\..\b`, text, zip.Store)), names: []string{ManifestName}, want: ErrUnsafePath, failed: "a/../b"},
 		{name: "control character", archive: withManifest(file("a\x00b", text, zip.Store)), names: []string{ManifestName}, want: ErrUnsafePath, failed: "a\x00b"},
 		{name: "encrypted", archive: withManifest(rawEntry{name: "e", body: text, flags: 0x1}), names: []string{ManifestName}, want: ErrEncrypted, failed: "e"},
 		{name: "method", archive: withManifest(rawEntry{name: "m", body: text, method: 12}), names: []string{ManifestName}, want: ErrMethod, failed: "m"},
@@ -114,7 +116,7 @@ func TestLocalScanner(t *testing.T) {
 				for i, f := range zr.File {
 					e := got[i]
 					off, _ := f.DataOffset()
-					if e.Name != f.Name || e.Method != f.Method || e.CRC32 != f.CRC32 || e.Size != int64(f.UncompressedSize64) ||
+					if e.Name != EntryKey([]byte(f.Name), f.Flags) || e.Method != f.Method || e.CRC32 != f.CRC32 || e.Size != int64(f.UncompressedSize64) ||
 						e.CompressedSize != int64(f.CompressedSize64) || e.DataOffset != off || e.IsDir() != strings.HasSuffix(f.Name, "/") {
 						t.Errorf("entry %d: %+v, central directory %+v at %d", i, e, f.FileHeader, off)
 					}
@@ -296,6 +298,7 @@ func FuzzLocalScanner(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.build(f))
 	}
+	f.Add(dspaceArchive(f, text))
 	f.Add([]byte{})
 	f.Add([]byte("PK\x03\x04"))
 	lim := Limits{MaxEntries: 100, MaxEntrySize: 4 << 20, MaxTotalSize: 8 << 20, MaxRatio: 100}

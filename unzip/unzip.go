@@ -274,7 +274,7 @@ func (a *Archive) scan() error {
 		if records > a.lim.MaxEntries {
 			return errclass.Permanentf("%w: more than %d", ErrTooManyEntries, a.lim.MaxEntries)
 		}
-		name := string(rec.name)
+		name := recordKey(&rec)
 		if isDir(name, rec.ext) {
 			continue
 		}
@@ -381,7 +381,7 @@ func (a *Archive) markRun(run []indexEntry, total *sizeSum) (int, error) {
 		if err != nil {
 			return 0, readError(err)
 		}
-		name := string(first.name)
+		name := recordKey(&first)
 		same := []copyOf{{rest[0], first.usize}}
 		var other []int
 		for _, k := range rest[1:] {
@@ -389,7 +389,7 @@ func (a *Archive) markRun(run []indexEntry, total *sizeSum) (int, error) {
 			if err != nil {
 				return 0, readError(err)
 			}
-			if string(rec.name) == name {
+			if recordKey(&rec) == name {
 				same = append(same, copyOf{k, rec.usize})
 			} else {
 				other = append(other, k)
@@ -548,9 +548,10 @@ func (a *Archive) ManifestFile() *File {
 	return &f
 }
 
-// Lookup maps a manifest rs:md path to its entry. One leading "/" is
-// stripped (a path without it, as resync writes, is accepted too); the rest
-// must equal an entry name exactly, with no cleaning. A path that is unsafe
+// Lookup maps a manifest rs:md path to its entry: the path's key (see
+// PathKey: backslashes made slashes, one leading "/" stripped, so a path
+// without it, as resync writes, is accepted too) must equal an entry's key
+// (see EntryKey) exactly, with no other cleaning. A path that is unsafe
 // as an entry name would be (a ".." segment, a backslash, NUL or another
 // control character, a drive letter, empty) fails with ErrUnsafePath. A path
 // naming no entry (or only a directory) fails with ErrNotInPackage; a path
@@ -562,7 +563,7 @@ func (a *Archive) ManifestFile() *File {
 // usually); an error of the archive's ReaderAt is passed on wrapped,
 // keeping its class.
 func (a *Archive) Lookup(manifestPath string) (*File, error) {
-	name := strings.TrimPrefix(manifestPath, "/")
+	name := PathKey(manifestPath)
 	if why := unsafeName(name); why != "" {
 		return nil, errclass.Permanentf("unzip: manifest path %q: %w: %s", manifestPath, ErrUnsafePath, why)
 	}
@@ -574,7 +575,7 @@ func (a *Archive) Lookup(manifestPath string) (*File, error) {
 		if err != nil {
 			return nil, readError(err)
 		}
-		if string(rec.name) != name {
+		if recordKey(&rec) != name {
 			continue // another name with the same hash
 		}
 		if e.word&entryDuplicate != 0 {
@@ -608,7 +609,7 @@ func (a *Archive) Unreferenced() []string {
 		return nil
 	}
 	out := make([]string, 0, len(ps))
-	err := a.records(ps, func(_ int, rec *dirRecord) { out = append(out, string(rec.name)) })
+	err := a.records(ps, func(_ int, rec *dirRecord) { out = append(out, recordKey(rec)) })
 	if err != nil {
 		a.lim.Logger.Warn("unzip: listing unreferenced entries failed", "error", readError(err),
 			"listed", len(out), "unreferenced", len(ps))
@@ -633,7 +634,7 @@ func (a *Archive) Rejected() map[string]error {
 		}
 	}
 	err := a.records(ps, func(i int, rec *dirRecord) {
-		name := string(rec.name)
+		name := recordKey(rec)
 		if a.index[i].word&entryDuplicate != 0 {
 			m[name] = duplicateError(name)
 		} else if reason := a.check(name, rec); reason != nil {
@@ -654,7 +655,7 @@ func (a *Archive) Len() int { return a.regular }
 // File is an accepted regular entry of an Archive. Its fields describe the
 // central-directory record and must not be changed.
 type File struct {
-	Name           string    // entry name, as in the archive
+	Name           string    // the entry's key (see EntryKey)
 	Size           int64     // declared uncompressed size
 	CompressedSize int64     // declared compressed size
 	Method         uint16    // zip.Store or zip.Deflate
