@@ -110,7 +110,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		// listed and checks the manifest against the package's inventory.
 		f, err := j.arch.Lookup(md.Path)
 		if err != nil {
-			return failed("unzip", fmt.Errorf("manifest path %q: %w", md.Path, err))
+			return failed("unzip", err) // it names the path and the entry
 		}
 		if want.Length >= 0 && f.Size != want.Length {
 			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), md.Path, f.Size, want.Length))

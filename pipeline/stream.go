@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -587,7 +586,7 @@ func (r *run) follow(ctx context.Context, j *packageJob, f *os.File, prog *spool
 				skipped = true
 				continue
 			}
-			name := strings.TrimPrefix(me.Metadata.Path, "/")
+			name := unzip.PathKey(me.Metadata.Path)
 			if name == le.Name {
 				e = me
 				break
@@ -634,7 +633,7 @@ func (r *run) follow(ctx context.Context, j *packageJob, f *os.File, prog *spool
 // Whatever e's path, a streamed entry of e's URI not confirmed yet is
 // retracted first, so its delete cannot undo e's delivery.
 func (r *run) settle(ctx context.Context, j *packageJob, arch *unzip.Archive, st *streamState, e *manifest.Entry) (bool, error) {
-	se := st.entries[strings.TrimPrefix(e.Metadata.Path, "/")]
+	se := st.entries[unzip.PathKey(e.Metadata.Path)]
 	if e.Metadata.Path == "" {
 		se = nil
 	}

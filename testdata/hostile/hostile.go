@@ -255,6 +255,11 @@ func cases() []pkg {
 	withBad("duplicate-name", entry{uri: uri("duplicate-name", "dup"), path: "/dup.txt", body: []byte("first")}, func(p *pkg) {
 		p.files = func(zw *zip.Writer) error { return add(zw, "dup.txt", []byte("second"), zip.Store) }
 	})
+	// Names are matched after one leading "/" is removed and "\" made "/"
+	// (as DSpace writes them): two names that then agree are ambiguous.
+	withBad("duplicate-after-normalisation", entry{uri: uri("duplicate-after-normalisation", "dup"), path: "/dup.txt", body: []byte("first")}, func(p *pkg) {
+		p.files = func(zw *zip.Writer) error { return add(zw, "/dup.txt", []byte("second"), zip.Store) }
+	})
 	// Sizes and caps.
 	lie := bytes.Repeat([]byte("L"), 4096)
 	withBad("size-lies", entry{uri: uri("size-lies", "lie"), path: "/lie.bin", body: lie[:100], noZip: true}, func(p *pkg) {
@@ -426,18 +431,19 @@ func expect(p pkg, pkgURL string) Case {
 
 // failReason is a substring of the error each bad resource must fail with.
 var failReason = map[string]string{
-	"zip-slip":         "..",
-	"absolute-path":    "",
-	"windows-path":     "",
-	"backslash-slip":   "",
-	"symlink":          "symlink",
-	"device":           "",
-	"duplicate-name":   "duplicate",
-	"size-lies":        "",
-	"compression-bomb": "ratio",
-	"path-not-in-zip":  "not in",
-	"wrong-hash":       "sha-256",
-	"wrong-md5-only":   "md5",
-	"wrong-length":     "length",
-	"malformed-hash":   "sha-512",
+	"zip-slip":                      "..",
+	"absolute-path":                 "",
+	"windows-path":                  "",
+	"backslash-slip":                "",
+	"symlink":                       "symlink",
+	"device":                        "",
+	"duplicate-name":                "duplicate",
+	"duplicate-after-normalisation": "duplicate",
+	"size-lies":                     "",
+	"compression-bomb":              "ratio",
+	"path-not-in-zip":               "not in",
+	"wrong-hash":                    "sha-256",
+	"wrong-md5-only":                "md5",
+	"wrong-length":                  "length",
+	"malformed-hash":                "sha-512",
 }
