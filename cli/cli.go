@@ -121,6 +121,9 @@ type app struct {
 	cpuProfile     string
 	profile        *os.File
 	code           int
+	// stderrTerm is stderr shared by the log and the progress line (see
+	// term).
+	stderrTerm *terminal
 }
 
 func (a *app) logger() *slog.Logger {
@@ -130,9 +133,9 @@ func (a *app) logger() *slog.Logger {
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if a.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(a.stderr, opts))
+		return slog.New(slog.NewJSONHandler(a.term(), opts))
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, opts))
+	return slog.New(slog.NewTextHandler(a.term(), opts))
 }
 
 func (a *app) rootCommand() *cobra.Command {

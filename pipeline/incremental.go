@@ -174,7 +174,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 				inc.log.Debug("package outside the range; not requested", "package", j.URL)
 				return nil
 			}
-			inc.counts.PackagesTotal.Add(1)
+			inc.counts.notePackage(j.Expect.Length)
 			pkgs = append(pkgs, j)
 			inc.mu.Lock()
 			inc.pkgSet[j.URL] = j.ResourceSet

@@ -111,6 +111,7 @@ func (r *run) fetchPackage(ctx context.Context, j packageJob) (*spooled, error) 
 		sp.Close()
 		return sp, err
 	}
+	r.counts.PackageBytesDone.Add(res.Bytes)
 	r.log.Debug("package downloaded", "package", j.URL, "bytes", res.Bytes, "took", time.Since(started))
 	r.book.noteValidators(j.URL, fetch.Validators{ETag: res.ETag, LastModified: res.LastModified})
 	sp.stage = "unzip"
@@ -153,6 +154,7 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 			// The manifest copy shows the destination holds every
 			// resource of the package: nothing to download.
 			log.Debug("package skipped: every resource already held", "resources", n)
+			r.counts.PackageBytesDone.Add(max(j.Expect.Length, 0))
 			r.counts.Unchanged.Add(n)
 			r.counts.PackagesDone.Add(1)
 			return nil

@@ -409,3 +409,18 @@ func TestBrokenResourceSet(t *testing.T) {
 		}
 	}
 }
+
+func TestSourceErrorNamesTheSourceOnce(t *testing.T) {
+	const u = "http://example.org/capabilitylist.xml"
+	for _, tt := range []struct {
+		cause error
+		want  string
+	}{
+		{fmt.Errorf("giving up after 3 attempts: GET %s: connection refused", u), "source unreadable: giving up after 3 attempts: GET " + u + ": connection refused"},
+		{fmt.Errorf("not a ResourceSync document"), "source " + u + " unreadable: not a ResourceSync document"},
+	} {
+		if got := (&pipeline.SourceError{URL: u, Err: tt.cause}).Error(); got != tt.want || strings.Count(got, u) != 1 {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+}

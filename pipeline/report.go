@@ -27,6 +27,24 @@ type Counts struct {
 	Unverified      atomic.Int64
 	BytesDownloaded atomic.Int64
 	BytesWritten    atomic.Int64
+
+	// For a progress display: the declared lengths of the packages the run
+	// will read (PackagesUnsized counts those whose length is not
+	// declared: then the total is unknown), and the bytes of them received
+	// so far, live, or skipped as held already.
+	PackageBytesTotal atomic.Int64
+	PackagesUnsized   atomic.Int64
+	PackageBytesDone  atomic.Int64
+}
+
+// notePackage counts a package the run will read in the display totals.
+func (c *Counts) notePackage(length int64) {
+	c.PackagesTotal.Add(1)
+	if length >= 0 {
+		c.PackageBytesTotal.Add(length)
+	} else {
+		c.PackagesUnsized.Add(1)
+	}
 }
 
 // Failure is one failed item of a run, as written to the report.

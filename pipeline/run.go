@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -474,7 +475,7 @@ func (r *run) discover(ctx context.Context, out chan<- packageJob, entries chan<
 		}
 	}
 	d.emit = func(ctx context.Context, j packageJob) error {
-		r.counts.PackagesTotal.Add(1)
+		r.counts.notePackage(j.Expect.Length)
 		r.noteSet(j.ResourceSet, j.At)
 		select {
 		case <-ctx.Done():
@@ -487,7 +488,8 @@ func (r *run) discover(ctx context.Context, out chan<- packageJob, entries chan<
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errclass.IsFatal(err) {
+		var se *SourceError
+		if errclass.IsFatal(err) || errors.As(err, &se) {
 			return err
 		}
 		// The source itself could not be read: nothing can be synced.
@@ -503,7 +505,15 @@ type SourceError struct {
 	Err error
 }
 
-func (e *SourceError) Error() string { return fmt.Sprintf("source %s: %v", e.URL, e.Err) }
+// Error names the source once: the cause's own words when they name it
+// already (a fetch error names the URL it requested).
+func (e *SourceError) Error() string {
+	msg := e.Err.Error()
+	if strings.Contains(msg, e.URL) {
+		return "source unreadable: " + msg
+	}
+	return fmt.Sprintf("source %s unreadable: %s", e.URL, msg)
+}
 
 // Unwrap returns the cause.
 func (e *SourceError) Unwrap() error { return e.Err }
@@ -575,7 +585,7 @@ func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) (str
 		return held.Encoding, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", docURL, err)
+		return "", err // a fetch error names the URL
 	}
 	keep := state.Document{URL: docURL}
 	switch {

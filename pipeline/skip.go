@@ -191,6 +191,7 @@ func (r *run) skipPackage(ctx context.Context, j packageJob) (bool, error) {
 	r.log.Debug("package skipped: delivered unchanged before", "package", j.URL, "resources", rec.Resources, "run", rec.RunID)
 	r.counts.Unchanged.Add(rec.Resources)
 	r.counts.PackagesDone.Add(1)
+	r.counts.PackageBytesDone.Add(max(j.Expect.Length, 0))
 	r.book.noteDone(j.URL, rec.Fingerprint)
 	r.book.noteOutcomes(j.URL, rec.Resources)
 	return true, nil

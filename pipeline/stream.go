@@ -378,7 +378,14 @@ func (r *run) streamPackage(ctx context.Context, j packageJob, out chan<- entryJ
 	dl := make(chan downloaded, 1)
 	started := time.Now()
 	go func() {
-		res, err := r.opts.Client.DownloadProgress(dctx, j.URL, f, j.Expect, prog.update)
+		var shown int64 // bytes of this package counted in PackageBytesDone
+		res, err := r.opts.Client.DownloadProgress(dctx, j.URL, f, j.Expect, func(n int64) {
+			prog.update(n)
+			if n > shown {
+				r.counts.PackageBytesDone.Add(n - shown)
+				shown = n
+			}
+		})
 		<-r.downloads
 		prog.end(err)
 		dl <- downloaded{res, err}
