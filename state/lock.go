@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/flock"
 )
 
 // ErrLocked is wrapped by the error of Lock when another run holds the
@@ -74,7 +75,10 @@ func Lock(ctx context.Context, path, command string, wait time.Duration) (*FileL
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		ok, err := tryLock(f)
+		ok, err := flock.TryLock(f)
+		if !flock.Supported {
+			ok, err = true, nil // runs on one state file are not kept apart here
+		}
 		if err != nil {
 			f.Close()
 			return nil, errclass.Fatalf("state: lock %s: %w", path, err)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/rsharvest/rsharvest/internal/flock"
 )
 
 // tmpFiles creates the temporary files of a sink. On Linux it holds the
@@ -41,19 +43,7 @@ func openTmpFiles(root *os.Root, sinkDir, rel string) (*tmpFiles, error) {
 // lockDir takes an exclusive flock on the open directory d without
 // blocking: false means another process holds it (its sink is open). The
 // operating system releases the lock when the holder closes d or dies.
-func lockDir(d *os.File) (bool, error) {
-	for {
-		err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, syscall.EWOULDBLOCK):
-			return false, nil
-		case !errors.Is(err, syscall.EINTR):
-			return false, err
-		}
-	}
-}
+func lockDir(d *os.File) (bool, error) { return flock.TryLock(d) }
 
 // create creates the file name (one path element) in the temporary
 // directory, failing when it exists. Like os.Root it never follows a
