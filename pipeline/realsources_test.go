@@ -408,6 +408,15 @@ func TestBrokenResourceSet(t *testing.T) {
 			t.Fatalf("run %d ended differently:\n%s\nfirst run:\n%s", i+1, got, first)
 		}
 	}
+
+	// A re-sync skips the sound sets' packages, delivered in full before,
+	// though the run that delivered them was partial.
+	h := newHarness(t)
+	h.baseline(ctx, srv.URL, nil)
+	rep := h.baseline(ctx, srv.URL, nil)
+	if rep.Packages.Done < 4 || rep.Bytes.Downloaded != 0 {
+		t.Errorf("re-sync: %d packages done, %d bytes downloaded; want the sound sets' 4 packages skipped\n%s", rep.Packages.Done, rep.Bytes.Downloaded, rep.Summary())
+	}
 }
 
 func TestSourceErrorNamesTheSourceOnce(t *testing.T) {

@@ -290,7 +290,9 @@ func (r *run) noteHold(set string, t time.Time) {
 // which holds its checkpoint whatever err's class, since part of what the
 // set publishes was never seen.
 func (r *run) setBroken(ctx context.Context, set string, err error) {
-	f := Failure{URI: set, Stage: "resource set", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
+	// The set stands where a package would: the packages of the other
+	// sets delivered in full are still recorded (see recordPackages).
+	f := Failure{URI: set, Package: set, Stage: "resource set", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 	r.failIn(ctx, f, set, time.Time{})
 	if f.Permanent {
 		r.noteHold(set, time.Time{})
