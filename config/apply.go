@@ -18,6 +18,8 @@ type Targets struct {
 	Workers          *int           // workers
 	Rate             *float64       // rate
 	Retries          *int           // retries
+	RangeParts       *int           // range-parts
+	MaxDocumentSize  *int64         // max-document-size
 	Headers          *[]string      // header, each "Name: value"
 	From             *string        // from
 	Until            *string        // until
@@ -30,6 +32,7 @@ type Targets struct {
 	Set              *string        // set
 	Progress         *string        // progress
 	LogLevel         *string        // log-level
+	LogFormat        *string        // log-format
 }
 
 // Apply copies every value set in the file onto the targets whose flag was
@@ -58,11 +61,14 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setString(t.SpoolDir, f.SpoolDir, "spool-dir", flagSet)
 	setString(t.Progress, f.Progress, "progress", flagSet)
 	setString(t.LogLevel, f.LogLevel, "log-level", flagSet)
+	setString(t.LogFormat, f.LogFormat, "log-format", flagSet)
 	setString(t.Prefer, f.Prefer, "prefer", flagSet)
 	setString(t.Set, f.Set, "set", flagSet)
 	setPtr(t.Concurrency, f.Concurrency, "concurrency", flagSet)
 	setPtr(t.Workers, f.Workers, "workers", flagSet)
 	setPtr(t.Retries, f.Retries, "retries", flagSet)
+	setPtr(t.RangeParts, f.RangeParts, "range-parts", flagSet)
+	setPtr(t.MaxDocumentSize, f.MaxDocumentSize, "max-document-size", flagSet)
 	setPtr(t.Rate, f.Rate, "rate", flagSet)
 	setPtr(t.AllowMissingHash, f.AllowMissingHash, "allow-missing-hash", flagSet)
 	setPtr(t.RequireHash, f.RequireHash, "require-hash", flagSet)

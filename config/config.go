@@ -18,9 +18,14 @@
 //	until: 2024-02-01
 //	spool_dir: /var/tmp/rsharvest
 //	stall_timeout: 30s                    # a Go duration, or a number of seconds
-//	allow_missing_hash: false
+//	wait_lock: 10m                        # a Go duration, or a number of seconds
+//	require_hash: false
+//	allow_missing_hash: false             # accepted, no effect
+//	range_parts: 1                        # at least 1
+//	max_document_size: 268435456          # bytes, at least 1; -1: no cap
 //	progress: auto                        # auto, bars, log, none
 //	log_level: info                       # debug, info, warn, error
+//	log_format: text                      # text, json
 //
 // Decoding is strict: an unknown key (with the closest known key suggested),
 // a duplicate key, a value of the wrong type or out of range, and a second
@@ -78,6 +83,12 @@ type File struct {
 	Rate *float64 `yaml:"rate,omitempty"`
 	// Retries is the number of retries of a failed request (>= 0).
 	Retries *int `yaml:"retries,omitempty"`
+	// RangeParts downloads each large package as this many parallel Range
+	// requests (>= 1; --range-parts).
+	RangeParts *int `yaml:"range_parts,omitempty"`
+	// MaxDocumentSize caps the bytes of one ResourceSync document, once
+	// decompressed (>= 1, or -1 for no cap; --max-document-size).
+	MaxDocumentSize *int64 `yaml:"max_document_size,omitempty"`
 	// Headers maps header names, as written, to values. No two names are
 	// equal ignoring case.
 	Headers map[string]string `yaml:"headers,omitempty"`
@@ -106,6 +117,8 @@ type File struct {
 	Set string `yaml:"set,omitempty"`
 	// LogLevel is the log level: debug, info, warn or error.
 	LogLevel string `yaml:"log_level,omitempty"`
+	// LogFormat is the log format: text or json.
+	LogFormat string `yaml:"log_format,omitempty"`
 }
 
 // Duration is a time.Duration read from YAML as a Go duration string

@@ -31,6 +31,8 @@ concurrency: 3
 workers: 16
 rate: 2.5
 retries: 0
+range_parts: 4
+max_document_size: -1
 headers:
   Authorization: Bearer s3cret
   X-Count: 5
@@ -43,6 +45,7 @@ allow_missing_hash: true
 require_hash: true
 progress: log
 log_level: debug
+log_format: json
 `
 	tests := []struct {
 		name string
@@ -66,6 +69,8 @@ log_level: debug
 			Workers:          ptr(16),
 			Rate:             ptr(2.5),
 			Retries:          ptr(0),
+			RangeParts:       ptr(4),
+			MaxDocumentSize:  ptr(int64(-1)),
 			Headers:          map[string]string{"Authorization": "Bearer s3cret", "X-Count": "5"},
 			From:             "2024-01-01",
 			Until:            "2024-02-01T12:00:00Z",
@@ -76,6 +81,7 @@ log_level: debug
 			RequireHash:      ptr(true),
 			Progress:         "log",
 			LogLevel:         "debug",
+			LogFormat:        "json",
 		}},
 		{"null values are absent", "source:\nworkers: ~\nheaders:\nsinks:\n", &File{}},
 		{"single sink string", "sink: fs:out\n", &File{Sinks: []string{"fs:/etc/rsharvest/out"}}},
@@ -131,6 +137,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"negative concurrency", "concurrency: -1\n", 1, 14, `concurrency: -1 is negative`},
 		{"zero workers", "workers: 0\n", 1, 10, `workers: 0: want at least 1`},
 		{"negative retries", "retries: -2\n", 1, 10, `retries: -2 is negative`},
+		{"zero range parts", "range_parts: 0\n", 1, 14, `range_parts: 0: want at least 1`},
+		{"zero document size", "max_document_size: 0\n", 1, 20, `want a number of bytes of at least 1, or -1`},
+		{"bad document size", "max_document_size: big\n", 1, 20, `max_document_size: want a number of bytes`},
 		{"negative rate", "rate: -0.5\n", 1, 7, `rate: -0.5 is negative`},
 		{"negative stall timeout", "stall_timeout: -1s\n", 1, 16, `is negative`},
 		{"bad stall timeout", "stall_timeout: soon\n", 1, 16, `want a duration`},

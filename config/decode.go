@@ -17,7 +17,7 @@ import (
 func knownKeys() []string {
 	return []string{
 		"allow_missing_hash", "capability_list_url", "concurrency", "from",
-		"headers", "log_level", "prefer", "progress", "rate", "report", "require_hash", "retries",
+		"headers", "log_format", "log_level", "max_document_size", "prefer", "progress", "range_parts", "rate", "report", "require_hash", "retries",
 		"set", "sink", "sinks", "source", "spool_dir", "stall_timeout", "state",
 		"until", "wait_lock", "workers",
 	}
@@ -98,6 +98,10 @@ func (d *decoder) mapping(root *yaml.Node) error {
 			d.f.Workers, err = d.integer(key, v, 1)
 		case "retries":
 			d.f.Retries, err = d.integer(key, v, 0)
+		case "range_parts":
+			d.f.RangeParts, err = d.integer(key, v, 1)
+		case "max_document_size":
+			d.f.MaxDocumentSize, err = d.documentSize(key, v)
 		case "rate":
 			d.f.Rate, err = d.rate(key, v)
 		case "headers":
@@ -120,6 +124,8 @@ func (d *decoder) mapping(root *yaml.Node) error {
 			d.f.Progress, err = d.oneOf(key, v, "auto", "bars", "log", "none")
 		case "log_level":
 			d.f.LogLevel, err = d.oneOf(key, v, "debug", "info", "warn", "error")
+		case "log_format":
+			d.f.LogFormat, err = d.oneOf(key, v, "text", "json")
 		case "prefer":
 			d.f.Prefer, err = d.oneOf(key, v, "dump", "list")
 		case "set":
@@ -273,6 +279,18 @@ func (d *decoder) integer(key string, v *yaml.Node, least int) (*int, error) {
 	}
 	if n < least {
 		return nil, d.errorf(v, "%s: %d: want at least %d", key, n, least)
+	}
+	return &n, nil
+}
+
+// documentSize reads a byte count of at least 1, or -1 for no cap.
+func (d *decoder) documentSize(key string, v *yaml.Node) (*int64, error) {
+	var n int64
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Decode(&n) != nil {
+		return nil, d.errorf(v, "%s: want a number of bytes (or -1: no cap), not %s", key, describe(v))
+	}
+	if n == 0 || n < -1 {
+		return nil, d.errorf(v, "%s: %d: want a number of bytes of at least 1, or -1 for no cap", key, n)
 	}
 	return &n, nil
 }
