@@ -1,0 +1,102 @@
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/rsharvest/rsharvest"
+
+// allowed maps each production package of the module (a path relative to
+// the module; "x/..." covers x and everything below it) to the module
+// packages it may import. The first matching entry applies. It is the
+// table of docs/ARCHITECTURE.md.
+var allowed = []struct {
+	pkg     string
+	imports []string
+}{
+	{"errclass", nil},
+	{"internal/flock", nil},
+	{"fixity", []string{"errclass"}},
+	{"manifest", []string{"errclass", "fixity"}},
+	{"unzip", []string{"errclass"}},
+	{"fetch", []string{"errclass", "fixity"}},
+	{"state", []string{"errclass", "fixity", "internal/flock"}},
+	{"sink/s3/s3test", []string{"sink", "sink/fs", "sink/s3", "errclass"}},
+	{"sink/sinktest", []string{"sink", "errclass", "fixity"}},
+	{"sink/...", []string{"sink", "sink/fs", "errclass", "fixity", "internal/flock"}},
+	{"discovery", []string{"errclass", "fetch", "manifest"}},
+	{"config", []string{"manifest"}},
+	{"pipeline", []string{"discovery", "errclass", "fetch", "fixity", "manifest", "sink", "state", "unzip"}},
+	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "errclass", "fixity", "manifest"}},
+	{"bench", []string{"errclass", "fixity", "manifest"}},
+	{"cli", []string{"*"}},
+	{"cmd/rsharvest", []string{"cli"}},
+	{"internal/archtest", nil},
+}
+
+// TestImports lists the module's packages with go list and checks every
+// import of a module package against the table.
+func TestImports(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal("no go command to list the packages:", err)
+	}
+	cmd := exec.Command(goCmd, "list", "-json=ImportPath,Imports", module+"/...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		rules, ok := rulesFor(rel)
+		if !ok {
+			t.Errorf("package %s is not in the table of allowed imports (internal/archtest, docs/ARCHITECTURE.md)", rel)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module+"/")
+			if !slices.Contains(rules, "*") && !slices.Contains(rules, dep) {
+				t.Errorf("%s imports %s, which it may not (allowed: %v)", rel, dep, rules)
+			}
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("go list found %d packages", seen)
+	}
+}
+
+func rulesFor(rel string) ([]string, bool) {
+	for _, a := range allowed {
+		if dir, ok := strings.CutSuffix(a.pkg, "/..."); ok {
+			if rel == dir || strings.HasPrefix(rel, dir+"/") {
+				return a.imports, true
+			}
+			continue
+		}
+		if a.pkg == rel || path.Clean(a.pkg) == rel {
+			return a.imports, true
+		}
+	}
+	return nil, false
+}
