@@ -412,6 +412,7 @@ func FuzzMatchesLibrary(f *testing.F) {
 	f.Add(rawArchive{zip64: true, entries: []rawEntry{{name: ManifestName, body: manifestBody, zip64: true}, {name: "z", body: text, method: zip.Deflate, zip64: true}}}.build(f))
 	f.Add(rawArchive{entries: withManifest(file("a", text, zip.Store)).entries, prefix: []byte("junk"), suffix: []byte("junk")}.build(f))
 	f.Add(dspaceArchive(f, text))
+	f.Add(refusedNamesArchive(f, text))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 		if err != nil {

@@ -34,6 +34,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("PK\x05\x06"))
 	f.Add(dspaceArchive(f, text))
+	f.Add(refusedNamesArchive(f, text))
 
 	lim := Limits{MaxEntries: 100, MaxEntrySize: 4 << 20, MaxTotalSize: 8 << 20, MaxRatio: 100}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -54,6 +55,10 @@ func FuzzOpen(f *testing.F) {
 		}
 		files := []*File{a.ManifestFile()}
 		for _, name := range a.Unreferenced() {
+			// An accepted key is safe, and normalised once for all.
+			if why := unsafeName(name); why != "" || PathKey(name) != name {
+				t.Fatalf("accepted %q (%s), key of it %q", name, why, PathKey(name))
+			}
 			fl, err := a.Lookup(name)
 			if err != nil {
 				t.Fatalf("Lookup(%q) of an unreferenced entry: %v", name, err)

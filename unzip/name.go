@@ -19,7 +19,12 @@ const flagUTF8 = 0x800
 // backslash becomes a slash (DSpace on Windows writes its platform
 // separator) and one leading slash is removed (DSpace writes
 // "/resources/…"). Nothing else is cleaned: what is unsafe or ambiguous
-// after this is refused (see unsafeName, and duplicate names).
+// after this is refused (see unsafeName, and duplicate names). A name with
+// the UTF-8 flag is taken as it is, valid UTF-8 or not.
+//
+// Every name read from an archive (central directory and local headers
+// alike) becomes a key through this one function, so that Open's Archive
+// and LocalScanner name an entry the same way.
 func EntryKey(raw []byte, flags uint16) string {
 	s := string(raw)
 	if flags&flagUTF8 == 0 && !utf8.ValidString(s) {
@@ -44,7 +49,8 @@ func recordKey(rec *dirRecord) string { return EntryKey(rec.name, rec.flags) }
 
 // unsafeName returns why name, a key made by EntryKey or PathKey, cannot
 // be used, or "" when it can. No cleaning is done: the key must be safe as
-// it stands.
+// it stands. (A key holds no backslash; the check stays as a guard for
+// names that did not go through EntryKey or PathKey.)
 func unsafeName(name string) string {
 	if name == "" {
 		return "empty name"

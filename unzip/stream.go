@@ -21,7 +21,10 @@ import (
 // central directory may still disagree with what the local headers say (an
 // entry it does not list, a symlink or device attribute, a duplicate name):
 // a caller that acts on local entries before the archive is complete must
-// confirm each against Open's Archive once it is.
+// confirm each against Open's Archive once it is. LocalScanner keeps no
+// names, so it does not refuse duplicates itself; it names entries by the
+// same keys as Archive does (see EntryKey), so a caller that compares the
+// names it is given sees "/a" and "a" as the same name.
 
 // ErrDataDescriptor means an entry's local header does not give its sizes
 // (general-purpose flag bit 3: they follow the data in a data descriptor),

@@ -299,6 +299,7 @@ func FuzzLocalScanner(f *testing.F) {
 		f.Add(s.build(f))
 	}
 	f.Add(dspaceArchive(f, text))
+	f.Add(refusedNamesArchive(f, text))
 	f.Add([]byte{})
 	f.Add([]byte("PK\x03\x04"))
 	lim := Limits{MaxEntries: 100, MaxEntrySize: 4 << 20, MaxTotalSize: 8 << 20, MaxRatio: 100}
@@ -318,7 +319,7 @@ func FuzzLocalScanner(f *testing.F) {
 				t.Fatalf("entry %+v after offset %d", e, next)
 			}
 			next = e.End()
-			if unsafeName(e.Name) != "" || e.Size > lim.MaxEntrySize {
+			if unsafeName(e.Name) != "" || PathKey(e.Name) != e.Name || e.Size > lim.MaxEntrySize {
 				t.Fatalf("entry %+v accepted", e)
 			}
 			rc, err := op.Open(e)

@@ -48,8 +48,9 @@ const (
 // common and harmless.
 const RatioExemptSize = 1 << 20
 
-// ManifestName is the name of the manifest entry at the top level of a dump
-// package.
+// ManifestName is the key of the manifest entry at the top level of a dump
+// package: an entry stored as "manifest.xml" or, as DSpace may write it,
+// "/manifest.xml" (see EntryKey).
 const ManifestName = "manifest.xml"
 
 // Archive-level errors. Open returns permanent errors wrapping one of them.
@@ -78,14 +79,16 @@ var (
 // [Archive.Rejected]) or a lookup fails. All are returned as permanent errors.
 var (
 	// ErrUnsafePath means a name that could escape a destination directory
-	// or is otherwise unusable: empty, absolute, a ".." segment, a drive
-	// letter, a backslash, or a control character.
+	// or is otherwise unusable once made a key (see EntryKey and PathKey):
+	// empty, still absolute, a ".." segment, a drive letter, or a control
+	// character (NUL included).
 	ErrUnsafePath = errors.New("unzip: unsafe name")
 	// ErrNotRegular means a symlink, device, FIFO, socket or other
 	// non-regular entry.
 	ErrNotRegular = errors.New("unzip: not a regular file")
-	// ErrDuplicate means the name occurs more than once in the archive; every
-	// copy is rejected because the name is ambiguous.
+	// ErrDuplicate means the name's key occurs more than once in the
+	// archive ("/a" and "a", or `a\b` and "a/b", are copies); every copy
+	// is rejected because the name is ambiguous.
 	ErrDuplicate = errors.New("unzip: duplicate entry name")
 	// ErrEntrySize means the declared uncompressed size is over
 	// Limits.MaxEntrySize.
@@ -551,9 +554,12 @@ func (a *Archive) ManifestFile() *File {
 // Lookup maps a manifest rs:md path to its entry: the path's key (see
 // PathKey: backslashes made slashes, one leading "/" stripped, so a path
 // without it, as resync writes, is accepted too) must equal an entry's key
-// (see EntryKey) exactly, with no other cleaning. A path that is unsafe
-// as an entry name would be (a ".." segment, a backslash, NUL or another
-// control character, a drive letter, empty) fails with ErrUnsafePath. A path
+// (see EntryKey) exactly, with no other cleaning. Manifest paths are
+// normalised as entry names are, so that a path and the entry it names
+// agree whichever separator the producer used in each. A path whose key is
+// unsafe as an entry's would be (a ".." segment, still absolute, NUL or
+// another control character, a drive letter, empty) fails with
+// ErrUnsafePath. A path
 // naming no entry (or only a directory) fails with ErrNotInPackage; a path
 // naming a rejected entry fails with the rejection reason. All these errors
 // are permanent. On success the entry is marked as referenced (see

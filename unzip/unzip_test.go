@@ -100,7 +100,6 @@ func TestEntryRejections(t *testing.T) {
 		{name: "backslash dotdot", entries: []rawEntry{file(`..\evil`, body, zip.Store)}, entry: "../evil", want: ErrUnsafePath},
 		{name: "backslash dotdot inside", entries: []rawEntry{file(`a\..\..\x`, body, zip.Store)}, entry: "a/../../x", want: ErrUnsafePath},
 		{name: "NUL", entries: []rawEntry{file("a\x00b", body, zip.Store)}, entry: "a\x00b", want: ErrUnsafePath},
-		{name: "NUL", entries: []rawEntry{file("a\x00b", body, zip.Store)}, entry: "a\x00b", want: ErrUnsafePath},
 		{name: "newline", entries: []rawEntry{file("a\nb", body, zip.Store)}, entry: "a\nb", want: ErrUnsafePath},
 		{name: "DEL", entries: []rawEntry{file("a\x7f", body, zip.Store)}, entry: "a\x7f", want: ErrUnsafePath},
 		{name: "C1 control", entries: []rawEntry{file("a\u0085b", body, zip.Store)}, entry: "a\u0085b", want: ErrUnsafePath},
