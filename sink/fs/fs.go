@@ -34,6 +34,10 @@ var (
 
 const (
 	copyBufferSize = 256 << 10
+	// tmpAttempts bounds the attempts to create and lock the sink's own
+	// temporary directory, which another sink opening at the same moment
+	// may remove before it is locked (see resetTmp).
+	tmpAttempts = 10
 	// commitAttempts bounds the MkdirAll+Rename attempts of one Put: a
 	// concurrent Delete may prune the file's directory between the two.
 	commitAttempts = 4
@@ -133,7 +137,7 @@ func (s *FS) resetTmp() error {
 	if err := s.removeStaleTmp(); err != nil {
 		return errclass.Fatalf("fs sink %s: removing stale temporary files: %w", s.dir, err)
 	}
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
 		var rnd [6]byte
 		_, _ = rand.Read(rnd[:])
 		rel := tmpDir + "/" + s.pid + "-" + hex.EncodeToString(rnd[:])
@@ -141,17 +145,21 @@ func (s *FS) resetTmp() error {
 			return errclass.Fatalf("fs sink %s: %w", s.dir, err)
 		}
 		tmp, err := openTmpFiles(s.root, s.dir, rel)
-		if err != nil {
+		if err == nil {
+			// Locked; but the directory may have gone before that.
+			if _, err = s.root.Stat(rel); err == nil {
+				s.tmp, s.tmpRel = tmp, rel
+				break
+			}
+			_ = tmp.close()
+		}
+		// Another sink opening on this directory may have taken the new,
+		// not yet locked, directory for an ended process's: it removed it
+		// (gone), or holds its lock while removing it (busy). Then take
+		// another name.
+		if attempt == tmpAttempts || !(isNotExist(err) || errors.Is(err, errTmpBusy)) {
 			return errclass.Fatalf("fs sink %s: %w", s.dir, err)
 		}
-		// Another process tidying up may have taken the new directory for
-		// a dead one's between its creation and its lock: then try again.
-		if _, err := s.root.Stat(rel); err != nil && attempt < 3 && isNotExist(err) {
-			_ = tmp.close()
-			continue
-		}
-		s.tmp, s.tmpRel = tmp, rel
-		break
 	}
 	name, f, err := s.createTemp()
 	if err == nil {

@@ -23,6 +23,11 @@ type tmpFiles struct {
 	path string   // the temporary directory's path, for messages
 }
 
+// errTmpBusy is wrapped by openTmpFiles' error when another open file (a
+// sink opening meanwhile, removing what it takes for an ended process's
+// directory) holds the temporary directory's lock.
+var errTmpBusy = errors.New("locked by another process")
+
 // openTmpFiles opens the temporary directory rel of root and takes its
 // lock (see lockDir), held until close.
 func openTmpFiles(root *os.Root, sinkDir, rel string) (*tmpFiles, error) {
@@ -33,7 +38,7 @@ func openTmpFiles(root *os.Root, sinkDir, rel string) (*tmpFiles, error) {
 	if ok, err := lockDir(d); err != nil || !ok {
 		d.Close()
 		if err == nil {
-			err = fmt.Errorf("temporary directory %s is locked by another process", rel)
+			err = fmt.Errorf("temporary directory %s: %w", rel, errTmpBusy)
 		}
 		return nil, err
 	}

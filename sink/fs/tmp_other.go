@@ -3,6 +3,7 @@
 package fs
 
 import (
+	"errors"
 	"os"
 	"time"
 )
@@ -12,6 +13,10 @@ import (
 type tmpFiles struct {
 	root *os.Root // the temporary directory
 }
+
+// errTmpBusy would report a temporary directory locked by another process;
+// without flock none is locked, so openTmpFiles never returns it.
+var errTmpBusy = errors.New("locked by another process")
 
 // openTmpFiles opens the temporary directory rel of root.
 func openTmpFiles(root *os.Root, _, rel string) (*tmpFiles, error) {
