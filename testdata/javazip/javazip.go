@@ -2,19 +2,24 @@
 // java.util.zip.ZipOutputStream, as DSpace's ResourceSync module does, for
 // tests that must meet real producers' packages rather than the project's
 // own writer's. It needs a JDK (javac and java on PATH); without one it
-// fails the test, telling how to install it.
+// fails the test, telling how to install it: it never skips.
+//
+// ZipWriter.java is compiled once per test binary, in a temporary
+// directory removed at once; each package is then written by `java -cp`
+// from a copy of the compiled class in the calling test's own temporary
+// directory, so nothing is left behind and nothing is shared between
+// processes.
 package javazip
 
 import (
 	"bytes"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -30,11 +35,25 @@ type Entry struct {
 
 // Write writes entries, in order, to a new ZIP file at out with
 // java.util.zip.ZipOutputStream: every entry deflated and followed by a
-// data descriptor, names as given.
+// data descriptor, names as given, in UTF-8 with the UTF-8 flag set.
 func Write(tb testing.TB, out string, entries []Entry) {
 	tb.Helper()
-	classDir := compile(tb)
+	WriteCharset(tb, out, "UTF-8", entries)
+}
+
+// WriteCharset is Write with the entry names encoded in the given Java
+// charset: with any other than UTF-8 (such as "IBM437", the ZIP
+// specification's original code page) ZipOutputStream writes the names'
+// bytes in it without the UTF-8 flag, as older producers do.
+func WriteCharset(tb testing.TB, out, charset string, entries []Entry) {
+	tb.Helper()
+	classes := compiled(tb)
 	dir := tb.TempDir()
+	for name, b := range classes {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	var list bytes.Buffer
 	for i, e := range entries {
 		if strings.ContainsAny(e.Name, "\t\n\r") {
@@ -46,44 +65,60 @@ func Write(tb testing.TB, out string, entries []Entry) {
 		}
 		fmt.Fprintf(&list, "%s\t%s\n", e.Name, p)
 	}
-	cmd := exec.Command(tool(tb, "java"), "-cp", classDir, "ZipWriter", out)
+	cmd := exec.Command(tool(tb, "java"), "-cp", dir, "ZipWriter", out, charset)
 	cmd.Stdin = &list
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("javazip: java ZipWriter: %v\n%s", err, b)
 	}
 }
 
-// compile compiles ZipWriter.java once per version of its source into a
-// directory of the system's temporary directory, and returns it.
-func compile(tb testing.TB) string {
+var compile struct {
+	once    sync.Once
+	classes map[string][]byte // file name → bytes
+	err     string            // why compiling failed
+}
+
+// compiled compiles ZipWriter.java, once per test binary, and returns the
+// class files javac wrote.
+func compiled(tb testing.TB) map[string][]byte {
 	tb.Helper()
-	sum := sha256.Sum256(source)
-	dir := filepath.Join(os.TempDir(), "rsharvest-javazip-"+hex.EncodeToString(sum[:8]))
-	if _, err := os.Stat(filepath.Join(dir, "ZipWriter.class")); err == nil {
-		return dir
-	}
 	javac := tool(tb, "javac")
-	work, err := os.MkdirTemp(os.TempDir(), "rsharvest-javazip-build-")
+	compile.once.Do(func() { compile.classes, compile.err = compileSource(javac) })
+	if compile.err != "" {
+		tb.Fatalf("javazip: %s", compile.err)
+	}
+	return compile.classes
+}
+
+// compileSource runs javac on ZipWriter.java in a temporary directory,
+// which it removes, and returns the class files; or why it failed.
+func compileSource(javac string) (map[string][]byte, string) {
+	work, err := os.MkdirTemp("", "rsharvest-javazip-")
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err.Error()
 	}
 	defer os.RemoveAll(work)
-	if err := os.WriteFile(filepath.Join(work, "ZipWriter.java"), source, 0o600); err != nil {
-		tb.Fatal(err)
+	src := filepath.Join(work, "ZipWriter.java")
+	if err := os.WriteFile(src, source, 0o600); err != nil {
+		return nil, err.Error()
 	}
-	if b, err := exec.Command(javac, "-d", work, filepath.Join(work, "ZipWriter.java")).CombinedOutput(); err != nil {
-		tb.Fatalf("javazip: javac: %v\n%s", err, b)
+	out := filepath.Join(work, "classes")
+	if b, err := exec.Command(javac, "-d", out, src).CombinedOutput(); err != nil {
+		return nil, fmt.Sprintf("javac: %v\n%s", err, b)
 	}
-	if err := os.Remove(filepath.Join(work, "ZipWriter.java")); err != nil {
-		tb.Fatal(err)
+	files, err := filepath.Glob(filepath.Join(out, "*.class"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Sprintf("javac wrote no class files (%v)", err)
 	}
-	// Another test process may have got there first: either copy will do.
-	if err := os.Rename(work, dir); err != nil {
-		if _, serr := os.Stat(filepath.Join(dir, "ZipWriter.class")); serr != nil {
-			tb.Fatalf("javazip: %v", err)
+	classes := map[string][]byte{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err.Error()
 		}
+		classes[filepath.Base(f)] = b
 	}
-	return dir
+	return classes, ""
 }
 
 // tool finds a JDK command, failing the test when there is none.
