@@ -1,6 +1,9 @@
 // Package hostile builds, by code, a ResourceSync source whose packages
-// carry one item each of the hostile-input checklist (DESIGN.md): zip-slip
-// and absolute names, symlinks and devices, duplicate names, lying sizes,
+// carry one item each of the hostile-input checklist (DESIGN.md): entry
+// names that stay unsafe once normalised as producers' names are (one
+// leading "/" removed, "\" read as "/"): zip-slip, also through backslashes,
+// names still absolute, drive letters; symlinks and devices, duplicate
+// names, also after normalisation, lying sizes,
 // compression bombs, too many entries, truncated archives and trailing junk,
 // missing or misplaced manifests, inventory mismatches, wrong hashes and
 // lengths, missing and unknown hashes, malformed datetimes, DOCTYPEs, deep
@@ -71,6 +74,7 @@ type Source struct {
 // entry is one resource of a package under construction.
 type entry struct {
 	uri, path string
+	zipName   string // the entry's name in the ZIP; "" is path without its leading "/"
 	body      []byte
 	md        func(*manifest.Metadata) // edits the manifest entry (lies)
 	lastmod   string                   // raw lastmod; "" = a valid one
@@ -171,7 +175,11 @@ func (p *pkg) build() ([]byte, error) {
 		if e.noZip {
 			continue
 		}
-		if err := add(zw, strings.TrimPrefix(e.path, "/"), e.body, zip.Deflate); err != nil {
+		name := e.zipName
+		if name == "" {
+			name = strings.TrimPrefix(e.path, "/")
+		}
+		if err := add(zw, name, e.body, zip.Deflate); err != nil {
 			return nil, err
 		}
 	}
@@ -240,11 +248,14 @@ func cases() []pkg {
 	withOdd := func(name string, odd entry) {
 		ps = append(ps, pkg{name: name, entries: append(good(name, 3), odd)})
 	}
-	// ZIP names.
+	// ZIP names: a name is matched after one leading "/" is removed and
+	// "\" read as "/" (as DSpace writes them, "/resources/…" or
+	// "\resources\…"); these stay unsafe after that, the entry and the
+	// manifest path alike.
 	withBad("zip-slip", entry{uri: uri("zip-slip", "evil"), path: "/../evil.txt", body: []byte("escaped")}, nil)
-	withBad("absolute-path", entry{uri: uri("absolute-path", "abs"), path: "//etc/abs.txt", body: []byte("absolute")}, nil)
-	withBad("windows-path", entry{uri: uri("windows-path", "win"), path: `/C:\win.txt`, body: []byte("windows")}, nil)
-	withBad("backslash-slip", entry{uri: uri("backslash-slip", "bs"), path: `/..\bs.txt`, body: []byte("backslash")}, nil)
+	withBad("absolute-path", entry{uri: uri("absolute-path", "abs"), path: "//etc/abs.txt", zipName: "//etc/abs.txt", body: []byte("absolute")}, nil)
+	withBad("windows-path", entry{uri: uri("windows-path", "win"), path: `/C:\win.txt`, zipName: `\C:\win.txt`, body: []byte("windows")}, nil)
+	withBad("backslash-slip", entry{uri: uri("backslash-slip", "bs"), path: `/res\..\..\bs.txt`, zipName: `res\..\..\bs.txt`, body: []byte("backslash")}, nil)
 	// Entry types.
 	withBad("symlink", entry{uri: uri("symlink", "link"), path: "/link", body: []byte("/etc/passwd"), noZip: true}, func(p *pkg) {
 		p.files = func(zw *zip.Writer) error { return addMode(zw, "link", []byte("/etc/passwd"), fs.ModeSymlink|0o777) }
@@ -431,10 +442,10 @@ func expect(p pkg, pkgURL string) Case {
 
 // failReason is a substring of the error each bad resource must fail with.
 var failReason = map[string]string{
-	"zip-slip":                      "..",
-	"absolute-path":                 "",
-	"windows-path":                  "",
-	"backslash-slip":                "",
+	"zip-slip":                      `".." segment`,
+	"absolute-path":                 "absolute name",
+	"windows-path":                  "drive letter",
+	"backslash-slip":                `".." segment`,
 	"symlink":                       "symlink",
 	"device":                        "",
 	"duplicate-name":                "duplicate",
