@@ -2,6 +2,8 @@ package fetch
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +22,13 @@ import (
 // ".gz", the server sent Content-Encoding gzip or x-gzip unasked, or
 // nothing said so); with Content-Encoding deflate, a zlib stream or raw
 // DEFLATE is inflated. A body that says it is compressed but is not (a
-// ".gz" URL a server already decompressed) is read as it is.
+// ".gz" URL a server already decompressed, a "deflate" label on plain
+// XML) is read as it is. A body sent with a Content-Encoding rsharvest
+// does not decode (br, zstd, compress) that does not start as XML or HTML
+// does fails with a permanent error naming the document and the coding.
+//
+// Only documents (XML, and the HTML pages discovery reads) go through
+// DecodeDocument: packages and resources are kept byte for byte as sent.
 //
 // max, when above 0, caps the decompressed bytes: reading more fails with a
 // permanent error wrapping ErrTooLarge ("larger than allowed") that names
@@ -28,7 +36,7 @@ import (
 // compressed stream is a permanent error naming the document.
 func DecodeDocument(r io.Reader, docURL, contentEncoding string, max int64) (io.Reader, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	magic, err := br.Peek(2)
+	head, err := br.Peek(sniffLen)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
@@ -36,24 +44,68 @@ func DecodeDocument(r io.Reader, docURL, contentEncoding string, max int64) (io.
 	var how string
 	ce := strings.ToLower(strings.TrimSpace(contentEncoding))
 	switch {
-	case len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b:
+	case len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b:
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, corrupt(docURL, "gzip", err)
+			return nil, decodeError(docURL, "gzip", err)
 		}
 		dec, how = zr, "gzip"
-	case ce == "deflate" && len(magic) == 2 && isZlibHeader(magic):
+	case ce == "deflate" && len(head) >= 2 && isZlibHeader(head):
 		zr, err := zlib.NewReader(br)
 		if err != nil {
-			return nil, corrupt(docURL, "zlib", err)
+			return nil, decodeError(docURL, "zlib", err)
 		}
 		dec, how = zr, "zlib"
-	case ce == "deflate":
+	case ce == "deflate" && !startsAsMarkup(head):
 		dec, how = flate.NewReader(br), "deflate"
+	case !knownCoding(ce) && !startsAsMarkup(head):
+		return nil, errclass.Permanentf("document %s: sent with Content-Encoding %q, which rsharvest does not decode (it asks for identity; gzip, x-gzip and deflate are decoded)",
+			docURL, truncate(contentEncoding, 40))
 	default:
 		dec = br
 	}
 	return &documentReader{r: dec, url: docURL, how: how, max: max}, nil
+}
+
+// sniffLen is how many leading bytes DecodeDocument looks at.
+const sniffLen = 64
+
+// knownCoding reports whether ce (lower case) is a content coding
+// DecodeDocument decodes, or none. Some servers put a charset there
+// ("utf-8"): that is not a coding, but the body then starts as markup.
+func knownCoding(ce string) bool {
+	switch ce {
+	case "", "identity", "gzip", "x-gzip", "deflate":
+		return true
+	}
+	return false
+}
+
+// startsAsMarkup reports whether b, the first bytes of a body, start as an
+// XML document or an HTML page does: after an optional UTF-8 byte order
+// mark and white space, "<" then "?", "!" or a letter; or a UTF-16 byte
+// order mark, or "<" in UTF-16 without one. No compressed stream rsharvest
+// would be sent starts so but by a wild chance.
+func startsAsMarkup(b []byte) bool {
+	if len(b) >= 2 && (b[0] == 0xfe && b[1] == 0xff || b[0] == 0xff && b[1] == 0xfe ||
+		b[0] == '<' && b[1] == 0 || b[0] == 0 && b[1] == '<') {
+		return true
+	}
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) < 2 || b[0] != '<' {
+		return false
+	}
+	c := b[1] | 0x20 // lower case for letters
+	return b[1] == '?' || b[1] == '!' || c >= 'a' && c <= 'z'
+}
+
+// truncate shortens s, a header value, for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // isZlibHeader reports whether b starts a zlib stream (RFC 1950): method
@@ -64,7 +116,14 @@ func isZlibHeader(b []byte) bool {
 	return b[0]&0x0f == 8 && b[0]>>4 <= 7 && (uint16(b[0])<<8|uint16(b[1]))%31 == 0
 }
 
-func corrupt(docURL, how string, err error) error {
+// decodeError is the error of a decompressor: the reader's own errors pass
+// as they are (the transport's are classified already, a context's end is
+// not the document's fault), any other means the compressed stream itself
+// is broken, permanently.
+func decodeError(docURL, how string, err error) error {
+	if errclass.Of(err) != errclass.Unclassified || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	return errclass.Permanentf("document %s: %s-compressed body cannot be read: %w", docURL, how, err)
 }
 
@@ -92,10 +151,8 @@ func (d *documentReader) Read(p []byte) (int, error) {
 		}
 		return 0, d.err
 	}
-	if err != nil && err != io.EOF && d.how != "" && errclass.Of(err) == errclass.Unclassified {
-		// The compressed stream itself is broken (the transport's own
-		// errors are classified already).
-		d.err = corrupt(d.url, d.how, err)
+	if err != nil && err != io.EOF && d.how != "" {
+		d.err = decodeError(d.url, d.how, err)
 		return n, d.err
 	}
 	return n, err
