@@ -41,6 +41,22 @@ func FuzzReader(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	// What producers get wrong: windows-1252 bytes declared ISO-8859-1, a
+	// byte order mark contradicting the declaration, a WHATWG-only label,
+	// one x/text refuses, and a document still gzip-compressed (its reader
+	// must refuse it cleanly: decompression is fetch's).
+	ls := doc(`<rs:md capability="resourcelist"/><url><loc>http://x/“é”</loc></url>`)
+	le, _ := unicode.UTF16(unicode.LittleEndian, unicode.UseBOM).NewEncoder().Bytes([]byte(strings.Replace(ls, "UTF-8", "ISO-8859-1", 1)))
+	f.Add(le)
+	for _, d := range []string{
+		strings.Replace(strings.ReplaceAll(ls, "“é”", "\x93\xe9\x94"), "UTF-8", "ISO-8859-1", 1),
+		"\xef\xbb\xbf" + strings.Replace(ls, "UTF-8", "latin1", 1),
+		strings.Replace(strings.ReplaceAll(ls, "“é”", "\x85"), "UTF-8", "cp1252", 1),
+		strings.Replace(ls, "UTF-8", "ISO-2022-KR", 1),
+		"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff\xb2\x29\x2d\xca\x29\x4e\x2d\xd1\xb7\x03\x04\x00\x00\xff\xff",
+	} {
+		f.Add([]byte(d))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, opts := range []Options{{}, {MaxTokenSize: 64, MaxDepth: 4, MaxEntries: 3}} {
 			checkReader(t, data, opts)

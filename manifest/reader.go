@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/htmlindex"
 	"golang.org/x/text/encoding/ianaindex"
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
@@ -117,8 +119,9 @@ type Reader struct {
 	count int64 // entries returned
 	err   error // sticky: terminal error or io.EOF
 
-	text   []byte // reused buffer for element text
-	warned uint32 // warnKind bits already logged
+	text    []byte // reused buffer for element text
+	warned  uint32 // warnKind bits already logged
+	sniffed string // the encoding the first bytes show (see sniffEncoding)
 }
 
 // NewReader starts reading a ResourceSync document from r and reads its
@@ -132,7 +135,9 @@ type Reader struct {
 //
 // The document is UTF-8 unless its XML declaration names another encoding
 // (ISO-8859-1, windows-1252, … — see charsetReader) or it starts as UTF-16
-// does; DOCTYPE and entity declarations are rejected.
+// does; a byte order mark wins over the declaration. An encoding that
+// cannot be decoded fails the document (ErrMalformed), naming the label.
+// DOCTYPE and entity declarations are rejected.
 func NewReader(r io.Reader, opts Options) (*Reader, error) {
 	if opts.MaxTokenSize <= 0 {
 		opts.MaxTokenSize = DefaultMaxTokenSize
@@ -144,11 +149,17 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	in := newCapReader(utf16ToUTF8(r), int64(opts.MaxTokenSize))
+	src, sniffed := sniffEncoding(r)
+	in := newCapReader(src, int64(opts.MaxTokenSize))
 	dec := xml.NewDecoder(in)
 	dec.Strict = true
 	dec.CharsetReader = charsetReader
-	mr := &Reader{dec: dec, in: in, opts: opts, log: log}
+	if sniffed != "" {
+		// A byte order mark (or UTF-16's own shape) decides; a declaration
+		// naming something else is a producer's slip (see checkDecl).
+		dec.CharsetReader = func(_ string, input io.Reader) (io.Reader, error) { return input, nil }
+	}
+	mr := &Reader{dec: dec, in: in, opts: opts, log: log, sniffed: sniffed}
 	if err := mr.readHeader(); err != nil {
 		return nil, err
 	}
@@ -794,51 +805,81 @@ func (r *Reader) checkDecl(inst string) {
 		if enc != "UTF-8" && strings.EqualFold(enc, "utf-8") {
 			r.warn(warnDeclCase, "XML declaration with lower-case encoding", "encoding", enc)
 		}
+		if r.sniffed != "" && !sameEncoding(enc, r.sniffed) {
+			r.warn(warnDeclEncoding, "XML declaration names an encoding its byte order mark (or UTF-16 bytes) contradicts; reading the document as "+r.sniffed, "encoding", trunc(enc, 40))
+		}
 	}
 }
 
 // charsetReader decodes a document whose XML declaration names an
-// encoding other than UTF-8 (which the decoder reads itself): any encoding
-// of the IANA registry that golang.org/x/text knows, such as ISO-8859-1 or
-// windows-1252. UTF-16 was transcoded before the decoder saw the document
-// (see utf16ToUTF8), so that label passes the input through. An encoding
-// it does not know is an error naming the label.
+// encoding other than UTF-8 (which the decoder reads itself). The label is
+// looked up as the WHATWG Encoding Standard defines labels, as browsers do
+// (golang.org/x/text's htmlindex: "cp1252", "latin1", …), then in the IANA
+// registry (ianaindex) for what the web does not use (IBM437, …).
+//
+// Like browsers, it reads ISO-8859-1 as windows-1252: the two differ only
+// in 0x80–0x9F, control characters no document means in ISO-8859-1, and
+// the curly quotes, dashes and € that Windows software writes into
+// documents declaring it. US-ASCII (a subset of UTF-8) and a UTF-16 label
+// on a document that does not look like UTF-16 (UTF-8 mislabelled; see
+// sniffEncoding) pass the input through. An encoding that cannot be
+// decoded is an error naming the label.
 func charsetReader(label string, input io.Reader) (io.Reader, error) {
 	name := strings.ToLower(strings.TrimSpace(label))
 	switch name {
-	case "us-ascii", "ascii", "utf-16", "utf-16le", "utf-16be", "utf16":
+	case "us-ascii", "ascii", "utf8", "utf-16", "utf-16le", "utf-16be", "utf16":
 		return input, nil
 	}
-	enc, err := ianaindex.IANA.Encoding(name)
-	if err != nil || enc == nil {
+	enc, err := htmlindex.Get(name)
+	if err != nil || enc == encoding.Replacement {
+		// The WHATWG maps a few unsafe encodings (ISO-2022-KR, HZ, …) to
+		// "replacement", which decodes to one U+FFFD: not a document.
+		enc, err = ianaindex.IANA.Encoding(name)
+	}
+	if err != nil || enc == nil || enc == encoding.Replacement {
 		return nil, fmt.Errorf("unsupported encoding %q", trunc(label, 40))
 	}
 	return enc.NewDecoder().Reader(input), nil
 }
 
-// utf16ToUTF8 returns r transcoded to UTF-8 when it starts as a UTF-16
-// document does — a byte order mark, or "<?" in either byte order without
-// one — and r otherwise. encoding/xml reads only ASCII-compatible input,
-// and a UTF-16 declaration cannot even be read without this.
-func utf16ToUTF8(r io.Reader) io.Reader {
+// sniffEncoding looks at the first bytes of r. A UTF-16 document — a byte
+// order mark, or "<?" in either byte order without one — is returned
+// transcoded to UTF-8: encoding/xml reads only ASCII-compatible input, and
+// could not even read a UTF-16 declaration. It also returns the encoding
+// those bytes show ("UTF-8" for a UTF-8 byte order mark, "UTF-16LE" or
+// "UTF-16BE"), "" when they show none; that encoding then wins over the
+// one the declaration names.
+func sniffEncoding(r io.Reader) (io.Reader, string) {
 	br := bufio.NewReaderSize(r, 4096)
 	b, _ := br.Peek(4)
-	var enc *unicode.Endianness
-	le, be := unicode.LittleEndian, unicode.BigEndian
+	var e unicode.Endianness
+	var name string
 	switch {
+	case len(b) >= 3 && b[0] == 0xef && b[1] == 0xbb && b[2] == 0xbf:
+		return br, "UTF-8" // the decoder reads it; readHeader skips the mark
 	case len(b) >= 2 && b[0] == 0xff && b[1] == 0xfe:
-		enc = &le
+		e, name = unicode.LittleEndian, "UTF-16LE"
 	case len(b) >= 2 && b[0] == 0xfe && b[1] == 0xff:
-		enc = &be
+		e, name = unicode.BigEndian, "UTF-16BE"
 	case len(b) == 4 && b[0] == '<' && b[1] == 0 && b[2] == '?' && b[3] == 0:
-		enc = &le
+		e, name = unicode.LittleEndian, "UTF-16LE"
 	case len(b) == 4 && b[0] == 0 && b[1] == '<' && b[2] == 0 && b[3] == '?':
-		enc = &be
+		e, name = unicode.BigEndian, "UTF-16BE"
 	default:
-		return br
+		return br, ""
 	}
 	// The byte order mark, when there is one, is taken off and decides.
-	return transform.NewReader(br, unicode.UTF16(*enc, unicode.UseBOM).NewDecoder())
+	return transform.NewReader(br, unicode.UTF16(e, unicode.UseBOM).NewDecoder()), name
+}
+
+// sameEncoding reports whether a declared label names the encoding
+// sniffEncoding found ("UTF-8", "UTF-16LE" or "UTF-16BE").
+func sameEncoding(label, sniffed string) bool {
+	l := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(label)), "_", "-")
+	if sniffed == "UTF-8" {
+		return l == "utf-8" || l == "utf8" || l == "us-ascii" || l == "ascii"
+	}
+	return l == "utf-16" || l == "utf16" || l == strings.ToLower(sniffed) || l == "ucs-2" || l == "iso-10646-ucs-2"
 }
 
 // directiveName names a <!…> directive for an error message.
@@ -911,6 +952,7 @@ const (
 	warnChange
 	warnDatetimeLenient
 	warnDatetimeDropped
+	warnDeclEncoding
 )
 
 func (r *Reader) warn(k warnKind, msg string, args ...any) {
