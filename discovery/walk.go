@@ -376,6 +376,9 @@ func (w *walker) read(ctx context.Context, d *doc) {
 	case errors.Is(err, manifest.ErrMalformed):
 		d.notRS = "not a well-formed XML document (" + err.Error() + ")"
 		return
+	case strings.Contains(err.Error(), d.url):
+		d.err = err // a fetch or decompression error names the document
+		return
 	default:
 		d.err = fmt.Errorf("%s: %w", d.url, err)
 		return
