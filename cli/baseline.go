@@ -199,7 +199,7 @@ func (a *app) syncCommand(mode, short string) *cobra.Command {
 			f.command = c.CommandPath()
 			rep, err := a.runSync(c.Context(), mode, f)
 			if rep != nil {
-				fmt.Fprint(a.stdout, rep.Summary())
+				fmt.Fprint(a.stdout, summary(rep, err))
 			}
 			if err != nil {
 				return err
@@ -290,15 +290,9 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 	if err != nil {
 		return pipeline.Options{}, nil, err
 	}
-	// The state file is locked first: a sink opened by a second run must
-	// not touch the first one's work (the fs sink tidies its temporary
-	// directory).
-	store, err := state.OpenExclusive(ctx, f.state, cmp.Or(f.command, "rsharvest"), f.waitLock)
-	if errors.Is(err, state.ErrLocked) {
-		err = fmt.Errorf("%w; --wait-lock DURATION waits for it", err)
-	}
+	store, err := openState(ctx, f, log)
 	if err != nil {
-		return pipeline.Options{}, nil, usageError{err}
+		return pipeline.Options{}, nil, err
 	}
 	sinks, closeSinks, err := openSinks(ctx, f.sinks)
 	if err != nil {
@@ -313,6 +307,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		StallTimeout: f.stallTimeout,
 		Logger:       log,
 		RangeParts:   f.rangeParts,
+		OnRetry:      a.onRetry(log),
 	})
 	return pipeline.Options{
 		Source:          f.source,
@@ -330,6 +325,34 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		MaxDocumentSize: f.maxDocumentSize,
 		Logger:          log,
 	}, closeSinks, nil
+}
+
+// openState opens the state store for one run, holding its lock until it
+// is closed. It is called before the sinks are opened, so that a second
+// run on the same state file stops before it touches anything of the
+// first's. A state file in use fails at once, or after --wait-lock (said
+// in the log when the wait begins), with a usage error (exit 2) naming the
+// run holding it; a run interrupted while it waits is not a usage error.
+func openState(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, error) {
+	command := cmp.Or(f.command, "rsharvest")
+	store, err := state.OpenExclusive(ctx, f.state, command, 0)
+	if errors.Is(err, state.ErrLocked) && f.waitLock > 0 {
+		log.Info("waiting for the state file", "why", err, "wait-lock", f.waitLock)
+		store, err = state.OpenExclusive(ctx, f.state, command, f.waitLock)
+		if errors.Is(err, state.ErrLocked) {
+			err = fmt.Errorf("%w; waited --wait-lock %s for it", err, f.waitLock)
+		}
+	} else if errors.Is(err, state.ErrLocked) {
+		err = fmt.Errorf("%w; use --wait-lock DURATION to wait for it", err)
+	}
+	switch {
+	case err == nil:
+		return store, nil
+	case ctx.Err() != nil:
+		return nil, err
+	default:
+		return nil, usageError{err}
+	}
 }
 
 // openSinks opens every sink spec; on failure it closes those already open.

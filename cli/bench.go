@@ -265,6 +265,7 @@ func (a *app) demo(ctx context.Context, resources int) error {
 		stallTimeout: 30 * time.Second,
 		progress:     "auto",
 		prefer:       "dump",
+		command:      "rsharvest demo",
 	}
 	// First the snapshot, as the source stood before its changes …
 	srv.Handler.Publish(0)

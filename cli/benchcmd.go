@@ -163,6 +163,7 @@ func (a *app) benchPipeline(log *slog.Logger, rangeParts int) harness.OptionsFun
 			progress:     "none",
 			prefer:       "dump",
 			rangeParts:   rangeParts,
+			command:      "rsharvest bench",
 		}
 		return a.pipelineOptions(ctx, f, log)
 	}
