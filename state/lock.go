@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -55,8 +56,15 @@ type FileLock struct {
 	f *os.File
 }
 
-// LockPath is the lock file of the state file at path.
-func LockPath(path string) string { return path + ".lock" }
+// LockPath is the lock file of the state file at path: FILE.lock beside
+// the file itself, symbolic links resolved, so that runs naming one state
+// file by different paths share one lock.
+func LockPath(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	return path + ".lock"
+}
 
 // lockPoll is how often a waiting Lock tries again.
 const lockPoll = 200 * time.Millisecond

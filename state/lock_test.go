@@ -71,3 +71,29 @@ func TestLock(t *testing.T) {
 		t.Errorf("second Unlock: %v", err)
 	}
 }
+
+// TestLockThroughSymlink: a run naming the state file through a symbolic
+// link takes the same lock as one naming the file itself.
+func TestLockThroughSymlink(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	l, err := Lock(ctx, path, "rsharvest sync", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	if _, err := Lock(ctx, link, "rsharvest sync", 0); !errors.Is(err, ErrLocked) {
+		t.Fatalf("lock through a symbolic link: %v, want ErrLocked", err)
+	}
+	if LockPath(link) != LockPath(path) {
+		t.Errorf("LockPath(%s) = %s, LockPath(%s) = %s", link, LockPath(link), path, LockPath(path))
+	}
+}
