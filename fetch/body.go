@@ -353,10 +353,7 @@ func (b *Body) connect(wait time.Duration) error {
 		}
 		b.c.retried.Add(1)
 		wait = b.c.retryWait(b.bo, err)
-		// A person watching sees at once what is being retried (a source
-		// that refuses connections, say), not a silent wait.
-		b.c.log.Warn("request failed; retrying", "url", b.reqURL, "retry", b.fails, "of", b.c.retries,
-			"in", wait.Round(time.Millisecond), "error", err)
+		b.c.retrying(b.reqURL, b.fails, wait, err)
 	}
 }
 

@@ -98,9 +98,15 @@ type Options struct {
 	// Compute selects digests Download computes (and reports in
 	// Result.Hashes) even when want does not ask for them.
 	Compute fixity.Compute
-	// Logger receives debug and info records about retries, resumes and
-	// restarts. Nil discards them.
+	// Logger receives debug and info records about resumes and restarts,
+	// and a warning for each retry when OnRetry is nil. Nil discards them.
 	Logger *slog.Logger
+	// OnRetry, when set, is told of every request that failed temporarily
+	// and is about to be sent again (see Retry), instead of the log's
+	// warning: a progress display can show at once what is being retried.
+	// It is called on the requesting goroutine, before the wait, possibly
+	// from several goroutines at once, and must return quickly.
+	OnRetry func(Retry)
 	// RangeParts, when above 1, makes Download fetch a representation of
 	// at least 2*RangePartMin bytes as that many contiguous parts with
 	// concurrent Range requests, when a probe shows the server honours

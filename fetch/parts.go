@@ -162,7 +162,8 @@ func (c *Client) fetchPart(ctx context.Context, rawURL, host string, dst *os.Fil
 		if errors.Is(err, ErrChanged) || errors.Is(err, ErrNoRange) || !errclass.IsRetryable(err) {
 			return err
 		}
-		if p.off.Load() > from {
+		resumed := p.off.Load() > from
+		if resumed {
 			fails = 0
 			bo.Reset()
 			if p.resumes >= c.maxResumes {
@@ -177,7 +178,11 @@ func (c *Client) fetchPart(ctx context.Context, rawURL, host string, dst *os.Fil
 			c.retried.Add(1)
 		}
 		wait := c.retryWait(bo, err)
-		c.log.Debug("resuming part", "url", rawURL, "offset", p.off.Load(), "end", p.end, "wait", wait, "err", err)
+		if resumed {
+			c.log.Debug("resuming part", "url", rawURL, "offset", p.off.Load(), "end", p.end, "wait", wait, "err", err)
+		} else {
+			c.retrying(rawURL, fails, wait, err)
+		}
 		if err := c.sleep(ctx, wait); err != nil {
 			return err
 		}

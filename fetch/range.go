@@ -207,7 +207,7 @@ func (r *RangeReader) fetch(off, n int64) ([]byte, error) {
 		}
 		r.c.retried.Add(1)
 		wait := r.c.retryWait(bo, err)
-		r.c.log.Debug("retrying range", "url", r.url, "offset", off, "failures", fails, "wait", wait, "err", err)
+		r.c.retrying(r.url, fails, wait, err)
 		if err := r.c.sleep(r.ctx, wait); err != nil {
 			return nil, err
 		}
@@ -407,7 +407,9 @@ func (c *Client) Probe(ctx context.Context, rawURL string) (size int64, validato
 			return -1, "", false, errclass.Retryablef("giving up after %d attempts: %w", fails, err)
 		}
 		c.retried.Add(1)
-		if err := c.sleep(ctx, c.retryWait(bo, err)); err != nil {
+		wait := c.retryWait(bo, err)
+		c.retrying(rawURL, fails, wait, err)
+		if err := c.sleep(ctx, wait); err != nil {
 			return -1, "", false, err
 		}
 	}
