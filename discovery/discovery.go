@@ -212,11 +212,12 @@ const expectedDoc = `expected a ResourceSync Source Description, Capability List
 const expectedSite = `expected a Source Description at /.well-known/resourcesync, a ResourceSync document in a robots.txt Sitemap: line, ` +
 	`or a <link rel="resourcesync"> or HTTP Link header with rel="resourcesync" on the home page`
 
-// notFound builds the error for nothing found from start: tried lists what
-// each attempt met; the error is retryable when one of them failed
+// notFound builds the error for nothing found: tried lists what each
+// attempt met, each naming its URL (the start's among them, so the error
+// does not name it again); the error is retryable when one of them failed
 // temporarily.
-func notFound(start, expected string, tried []string, retry bool) error {
-	err := fmt.Errorf("%w from %s: %s; %s", ErrNotFound, start, strings.Join(tried, "; "), expected)
+func notFound(expected string, tried []string, retry bool) error {
+	err := fmt.Errorf("%w: %s; %s", ErrNotFound, strings.Join(tried, "; "), expected)
 	if retry {
 		return errclass.NewRetryable(err)
 	}

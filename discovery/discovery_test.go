@@ -338,6 +338,12 @@ func TestNotResourceSync(t *testing.T) {
 			if tc.path != "/missing.xml" && !strings.Contains(msg, "expected a ResourceSync Source Description") {
 				t.Errorf("err = %s, want it to say what was expected", msg)
 			}
+			if n := strings.Count(msg, "BASE"+tc.path+" ") + strings.Count(msg, "BASE"+tc.path+":"); n != 1 {
+				t.Errorf("err = %s names BASE%s %d times, want once", msg, tc.path, n)
+			}
+			if strings.Count(msg, "not a ResourceSync document") > 1 || strings.Count(msg, "malformed document") > 0 {
+				t.Errorf("err = %s says the same thing twice", msg)
+			}
 		})
 	}
 
@@ -348,6 +354,12 @@ func TestNotResourceSync(t *testing.T) {
 	for _, want := range []string{"BASE/.well-known/resourcesync", "404", "BASE/robots.txt", "BASE/ is an HTML page", "expected a Source Description at /.well-known/resourcesync"} {
 		if !errors.Is(err, discovery.ErrNotFound) || !strings.Contains(msg, want) {
 			t.Errorf("bare site: err = %s, want it to contain %q", msg, want)
+		}
+	}
+	// Each URL tried is named once; the site is the home page, named so.
+	for _, u := range []string{"BASE/.well-known/resourcesync:", "BASE/robots.txt:", "BASE/ "} {
+		if n := strings.Count(msg, u); n != 1 {
+			t.Errorf("bare site: err = %s names %q %d times, want once", msg, u, n)
 		}
 	}
 	// A temporary failure makes the error retryable.

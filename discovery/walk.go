@@ -193,7 +193,7 @@ func (w *walker) site(ctx context.Context, start *url.URL) ([]found, error) {
 		return fs, nil
 	}
 	note(why, d.err)
-	return nil, notFound(start.String(), expectedSite, tried, retry || lretry)
+	return nil, notFound(expectedSite, tried, retry || lretry)
 }
 
 // given looks for the ResourceSync documents of a URL that is not a bare
@@ -204,7 +204,8 @@ func (w *walker) given(ctx context.Context, start string) ([]found, error) {
 		return nil, err
 	}
 	if d.err != nil {
-		err := fmt.Errorf("%w from %s: %w", ErrNotFound, start, d.err)
+		// d.err names start (fetch errors name the URL requested).
+		err := fmt.Errorf("%w: %w", ErrNotFound, d.err)
 		if errclass.IsRetryable(d.err) {
 			return nil, errclass.NewRetryable(err)
 		}
@@ -220,7 +221,7 @@ func (w *walker) given(ctx context.Context, start string) ([]found, error) {
 	if len(fs) > 0 {
 		return fs, nil
 	}
-	return nil, notFound(start, expectedDoc, []string{why}, retry)
+	return nil, notFound(expectedDoc, []string{why}, retry)
 }
 
 // follow reads the rel="resourcesync" targets of d's page, then of its
@@ -371,10 +372,10 @@ func (w *walker) read(ctx context.Context, d *doc) {
 		d.err = ctx.Err()
 		return
 	case errors.Is(err, manifest.ErrNotResourceSync):
-		d.notRS = "not a ResourceSync document (" + err.Error() + ")"
+		d.notRS = "not a ResourceSync document (" + detail(err, manifest.ErrNotResourceSync) + ")"
 		return
 	case errors.Is(err, manifest.ErrMalformed):
-		d.notRS = "not a well-formed XML document (" + err.Error() + ")"
+		d.notRS = "not a well-formed XML document (" + detail(err, manifest.ErrMalformed) + ")"
 		return
 	case strings.Contains(err.Error(), d.url):
 		d.err = err // a fetch or decompression error names the document
@@ -792,4 +793,17 @@ func resolve(base *url.URL, ref string) (string, bool) {
 	}
 	r.Fragment, r.RawFragment = "", ""
 	return r.String(), true
+}
+
+// detail returns what err's message says after sentinel's own words, so
+// that a message built around it does not say them twice ("not a
+// ResourceSync document (line 1: …)", not "(manifest: malformed document:
+// not a ResourceSync document: line 1: …)"); the whole message when they
+// are not in it.
+func detail(err, sentinel error) string {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, sentinel.Error()+": "); ok && after != "" {
+		return after
+	}
+	return msg
 }

@@ -508,8 +508,13 @@ type SourceError struct {
 }
 
 // Error names the source once: the cause's own words when they name it
-// already (a fetch error names the URL it requested).
+// already (a fetch error names the URL it requested), and a cause that is
+// itself a SourceError as it stands.
 func (e *SourceError) Error() string {
+	var inner *SourceError
+	if errors.As(e.Err, &inner) {
+		return e.Err.Error()
+	}
 	msg := e.Err.Error()
 	if strings.Contains(msg, e.URL) {
 		return "source unreadable: " + msg
