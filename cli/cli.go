@@ -22,6 +22,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -124,6 +125,9 @@ type app struct {
 	// stderrTerm is stderr shared by the log and the progress line (see
 	// term).
 	stderrTerm *terminal
+	// retries is the live display's board of requests being retried,
+	// while it runs (see onRetry).
+	retries atomic.Pointer[retryBoard]
 }
 
 func (a *app) logger() *slog.Logger {

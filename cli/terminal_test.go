@@ -69,42 +69,66 @@ func (s *screen) waitFor(re *regexp.Regexp) []string {
 	}
 }
 
+// progressLine is the live display's progress line, whole: a line that
+// another overwrote in part (a \r line redrawn without clearing) does not
+// match it.
+var progressLine = regexp.MustCompile(`^\d+(\.\d+)? (B|KiB|MiB|GiB)( / \d+(\.\d+)? (B|KiB|MiB|GiB), \d+%)?, \d+(\.\d+)? (B|KiB|MiB|GiB)/s(, ETA (-|\d+s|\d+m\d\ds|\d+h\d\dm))?; written \d+, unchanged \d+, failed \d+(, deleted \d+)?(; packages \d+/\d+)?$`)
+
+// checkNotGarbled fails when a line of the screen holds a fragment of the
+// display after something else, or a display line with text after it.
+func checkNotGarbled(t *testing.T, lines []string) {
+	t.Helper()
+	for _, l := range lines {
+		garbled := (strings.Contains(l, "retrying ") && !strings.HasPrefix(l, "retrying ")) ||
+			(strings.Contains(l, "; written ") && !progressLine.MatchString(l)) ||
+			strings.Count(l, "B/s") > 1
+		if garbled {
+			t.Errorf("garbled line on the screen: %q\n%s", l, strings.Join(lines, "\n"))
+		}
+	}
+}
+
 // TestTerminalRefusedSource: against a source that refuses connections,
-// the screen says at once what is being retried, on lines of their own, and
-// the final error names the source once.
+// the screen says at once, on a status line under the progress line, what
+// is being retried and why; the final error appears once and names the
+// source once.
 func TestTerminalRefusedSource(t *testing.T) {
 	bin := crashBuildBinary(t)
 	work := t.TempDir()
 	src := "http://127.0.0.1:9/capabilitylist.xml"
 	s := newScreen(t, bin, "baseline", "--source", src, "--sink", "fs:"+filepath.Join(work, "m"),
 		"--state", filepath.Join(work, "s.db"), "--progress", "bars", "--retries", "3")
-	lines := s.waitFor(regexp.MustCompile(`request failed; retrying.*connection refused`))
-	for _, l := range lines {
-		if strings.Contains(l, "retrying") && !strings.HasPrefix(l, "time=") {
-			t.Errorf("a retry record shares its line with something else (garbled): %q", l)
-		}
-		if strings.Contains(l, "retrying") && !strings.Contains(l, "url="+src) {
-			t.Errorf("the retry record does not name what is retried: %q", l)
+	retry := regexp.MustCompile(`^retrying ` + regexp.QuoteMeta(src) + `: dial tcp 127\.0\.0\.1:9: connect: connection refused \(attempt [2-4] of 4, next in [0-9.]+m?s\)$`)
+	lines := s.waitFor(retry)
+	checkNotGarbled(t, lines)
+	for i, l := range lines {
+		if retry.MatchString(l) && (i == 0 || !progressLine.MatchString(lines[i-1])) {
+			t.Errorf("the retry line is not under the progress line:\n%s", strings.Join(lines, "\n"))
 		}
 	}
+
 	lines = s.waitFor(regexp.MustCompile(`^EXIT=`))
 	screenText := strings.Join(lines, "\n")
+	checkNotGarbled(t, lines)
 	if !strings.Contains(screenText, "EXIT=3") {
 		t.Errorf("exit code not 3:\n%s", screenText)
 	}
-	var final string
+	var final []string
 	for _, l := range lines {
 		if strings.HasPrefix(l, "rsharvest: ") {
-			final = l
+			final = append(final, l)
 		}
 	}
-	if final == "" || !strings.Contains(final, "connection refused") {
-		t.Fatalf("no final error on the screen:\n%s", screenText)
+	if len(final) != 1 || !strings.Contains(final[0], "connection refused") {
+		t.Fatalf("want one final error saying connection refused:\n%s", screenText)
 	}
-	if n := strings.Count(final, src); n != 1 {
-		t.Errorf("the final error names the source %d times: %q", n, final)
+	if n := strings.Count(final[0], src); n != 1 {
+		t.Errorf("the final error names the source %d times: %q", n, final[0])
 	}
-	for _, twice := range []string{"source " + src + ": source", src + ": " + src} {
+	if n := strings.Count(screenText, "giving up after"); n != 1 {
+		t.Errorf("the screen shows the error %d times, want once:\n%s", n, screenText)
+	}
+	for _, twice := range []string{"source " + src + ": source", src + ": " + src, "source unreadable: source unreadable"} {
 		if strings.Contains(screenText, twice) {
 			t.Errorf("the screen repeats a prefix (%q):\n%s", twice, screenText)
 		}
@@ -145,30 +169,35 @@ func (s *slowWriter) Write(p []byte) (int, error) {
 func (s *slowWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // TestTerminalProgress: while a dump whose package lengths are declared
-// downloads, one progress line shows the bytes done of the total, the
-// percentage, the rate and the time left, and the resources written,
-// unchanged and failed so far; the summary follows.
+// comes over a slow link, one progress line shows the bytes done of the
+// total, the percentage, the rate and the time left, and the resources
+// written, unchanged and failed so far; at the end it stays, complete,
+// above the summary.
 func TestTerminalProgress(t *testing.T) {
 	bin := crashBuildBinary(t)
 	srv := generatedSource(t, bench.GenOptions{Resources: 300, Packages: 3, Seed: 9, MeanSize: 20 << 10, NoOddNames: true}, bench.ServeOptions{Wrap: slowly})
 	work := t.TempDir()
 	s := newScreen(t, bin, "baseline", "--source", srv.URL, "--sink", "fs:"+filepath.Join(work, "m"),
 		"--state", filepath.Join(work, "s.db"), "--progress", "bars", "--concurrency", "1")
-	progress := regexp.MustCompile(`\d+% \|.*\| \(\d+(\.\d+)? ?[KM]iB/\d+(\.\d+)? ?MiB, \d+(\.\d+)? ?[KM]iB/s\) \[\d+s:\d+s\] written \d+, unchanged \d+, failed \d+; packages \d+/3`)
-	lines := s.waitFor(progress)
-	bars := 0
+	during := regexp.MustCompile(`^\d+\.\d+ MiB / \d+\.\d+ MiB, \d+%, \d+(\.\d+)? (B|KiB|MiB)/s, ETA \d+s; written \d+, unchanged \d+, failed \d+; packages [0-3]/3$`)
+	lines := s.waitFor(during)
+	checkNotGarbled(t, lines)
+	shown := 0
 	for _, l := range lines {
-		if progress.MatchString(l) {
-			bars++
+		if progressLine.MatchString(l) {
+			shown++
 		}
 	}
-	if bars != 1 {
-		t.Errorf("%d progress lines on the screen, want one:\n%s", bars, strings.Join(lines, "\n"))
+	if shown != 1 {
+		t.Errorf("%d progress lines on the screen, want one:\n%s", shown, strings.Join(lines, "\n"))
 	}
+
 	lines = s.waitFor(regexp.MustCompile(`^EXIT=`))
+	checkNotGarbled(t, lines)
 	screenText := strings.Join(lines, "\n")
-	if !strings.Contains(screenText, "EXIT=0") || !strings.Contains(screenText, "300 written") ||
-		!regexp.MustCompile(`100% \|.*written 300, unchanged 0, failed 0; packages 3/3`).MatchString(screenText) {
+	end := regexp.MustCompile(`(?m)^(\d+\.\d+ MiB) / (\d+\.\d+ MiB), 100%, .*, ETA 0s; written 300, unchanged 0, failed 0; packages 3/3$`)
+	m := end.FindStringSubmatch(screenText)
+	if !strings.Contains(screenText, "EXIT=0") || !strings.Contains(screenText, "300 written") || m == nil || m[1] != m[2] {
 		t.Errorf("the screen at the end:\n%s", screenText)
 	}
 }
