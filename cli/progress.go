@@ -69,29 +69,27 @@ func (t *terminal) Write(p []byte) (int, error) {
 }
 
 // show replaces the display by lines.
-func (t *terminal) show(lines ...string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var b strings.Builder
-	t.erase(&b)
-	t.lines = lines
-	t.draw(&b)
-	io.WriteString(t.w, b.String())
-}
+func (t *terminal) show(lines ...string) { t.replace(lines, false) }
 
 // end replaces the display by lines and leaves them on the screen as
 // ordinary text: what follows is written below them.
-func (t *terminal) end(lines ...string) {
+func (t *terminal) end(lines ...string) { t.replace(lines, true) }
+
+// replace draws lines in place of the display; leave keeps them on the
+// screen as ordinary text.
+func (t *terminal) replace(lines []string, leave bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var b strings.Builder
 	t.erase(&b)
 	t.lines = lines
 	t.draw(&b)
-	if t.shown > 0 {
-		b.WriteByte('\n')
+	if leave {
+		if t.shown > 0 {
+			b.WriteByte('\n')
+		}
+		t.lines, t.shown = nil, 0
 	}
-	t.lines, t.shown = nil, 0
 	io.WriteString(t.w, b.String())
 }
 

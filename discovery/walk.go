@@ -377,11 +377,8 @@ func (w *walker) read(ctx context.Context, d *doc) {
 	case errors.Is(err, manifest.ErrMalformed):
 		d.notRS = "not a well-formed XML document (" + detail(err, manifest.ErrMalformed) + ")"
 		return
-	case strings.Contains(err.Error(), d.url):
-		d.err = err // a fetch or decompression error names the document
-		return
 	default:
-		d.err = fmt.Errorf("%s: %w", d.url, err)
+		d.err = errclass.About(d.url, err)
 		return
 	}
 	h := rd.Header()

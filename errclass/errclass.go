@@ -15,6 +15,7 @@ package errclass
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Class is the class of an error.
@@ -98,3 +99,13 @@ func IsPermanent(err error) bool { return Of(err) == Permanent }
 
 // IsFatal reports whether err is classified fatal.
 func IsFatal(err error) bool { return Of(err) == Fatal }
+
+// About wraps err with what it is about — "name: err" — unless err's
+// message names it already (a fetch error names the URL it requested), so
+// that a message names each thing once. The class is kept.
+func About(name string, err error) error {
+	if err == nil || strings.Contains(err.Error(), name) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}

@@ -34,3 +34,22 @@ func TestOf(t *testing.T) {
 		t.Fatal("nil stays nil")
 	}
 }
+
+func TestAbout(t *testing.T) {
+	const u = "http://x/d.xml"
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{Permanentf("GET %s: gone", u), "GET " + u + ": gone"},
+		{Permanentf("malformed"), u + ": malformed"},
+	} {
+		got := About(u, tt.err)
+		if got.Error() != tt.want || !IsPermanent(got) || !errors.Is(got, tt.err) {
+			t.Errorf("About = %v, want %q, permanent, wrapping", got, tt.want)
+		}
+	}
+	if About(u, nil) != nil {
+		t.Error("About(nil) is not nil")
+	}
+}

@@ -338,7 +338,7 @@ func (d *discoverer) eachEntry(ctx context.Context, docURL string, rd *manifest.
 				d.r.fail(ctx, Failure{URI: orDefault(ee.Loc, docURL), Stage: "document", Error: fmt.Sprintf("%s: %v", docURL, err), Permanent: true}, time.Time{})
 				continue
 			}
-			return fmt.Errorf("%s: %w", docURL, err)
+			return errclass.About(docURL, err)
 		}
 		if err := absoluteHTTP(e.Loc); err != nil {
 			d.r.counts.Failed.Add(1)

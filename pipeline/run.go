@@ -559,7 +559,7 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader
 	rd, err := manifest.NewReader(in, r.opts.Document)
 	if err != nil {
 		done()
-		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
+		return nil, nil, errclass.About(docURL, err)
 	}
 	return rd, done, nil
 }
