@@ -13,9 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/retry"
 )
 
 var (
@@ -87,10 +86,11 @@ type Body struct {
 	cur                          *attempt // the response being read, nil between attempts
 	interrupt                    error    // why the last attempt ended early
 	err                          error    // sticky final result of Read (io.EOF included)
-	fails                        int      // consecutive attempts without progress
 	// attemptStart is b.off when the current (or last) attempt began.
 	attemptStart int64
-	bo           *backoff.ExponentialBackOff
+	// budget counts the consecutive attempts without progress and paces
+	// them; it is spent across reconnections.
+	budget *retry.Budget
 
 	attempts, resumes, restarts int
 	// max, when above 0, is the most bytes Read may return (see Limit).
@@ -173,7 +173,7 @@ func (c *Client) newBody(ctx context.Context, rawURL string) (*Body, error) {
 		bctx:          bctx,
 		cancel:        cancel,
 		total:         -1,
-		bo:            c.newBackOff(),
+		budget:        c.policy(rawURL).Start(),
 	}, nil
 }
 
@@ -305,13 +305,9 @@ func (b *Body) resume() error {
 		return errclass.Fatalf("GET %s: internal error: no attempt to resume", b.reqURL)
 	}
 	if b.off > b.attemptStart {
-		b.fails = 0
-		b.bo.Reset()
-	} else {
-		b.fails++
-		if b.fails > b.c.retries {
-			return errclass.Retryablef("giving up after %d attempts without progress: %w", b.fails, b.interrupt)
-		}
+		b.budget.Reset()
+	} else if !b.budget.Spend() {
+		return errclass.Retryablef("giving up after %d attempts without progress: %w", b.budget.Attempts(), b.interrupt)
 	}
 	if b.resumes+b.restarts >= b.c.maxResumes {
 		return errclass.Retryablef("giving up after %d resumes: %w", b.resumes+b.restarts, b.interrupt)
@@ -320,7 +316,7 @@ func (b *Body) resume() error {
 		b.resumes++
 		b.c.resumes.Add(1)
 	}
-	wait := b.bo.NextBackOff()
+	wait := b.budget.Backoff(nil)
 	b.c.log.Info("resuming transfer", "url", b.reqURL, "offset", b.off, "ranged", b.ranges, "wait", wait)
 	return b.connect(wait)
 }
@@ -328,33 +324,21 @@ func (b *Body) resume() error {
 // connect waits, then sends requests until one yields a usable response,
 // retrying retryable failures within the budget.
 func (b *Body) connect(wait time.Duration) error {
-	for {
-		if wait > 0 {
-			if err := b.c.sleep(b.bctx, wait); err != nil {
-				if cerr := b.ctxErr(); cerr != nil {
-					return cerr
-				}
-				return err
+	if wait > 0 {
+		if err := b.budget.Wait(b.bctx, wait); err != nil {
+			if cerr := b.ctxErr(); cerr != nil {
+				return cerr
 			}
+			return err
 		}
-		err := b.try()
-		if err == nil {
-			return nil
-		}
+	}
+	err := b.budget.Do(b.bctx, b.try)
+	if err != nil {
 		if cerr := b.ctxErr(); cerr != nil {
 			return cerr
 		}
-		if errors.Is(err, ErrChanged) || !errclass.IsRetryable(err) {
-			return err
-		}
-		b.fails++
-		if b.fails > b.c.retries {
-			return errclass.Retryablef("giving up after %d attempts: %w", b.fails, err)
-		}
-		b.c.retried.Add(1)
-		wait = b.c.retryWait(b.bo, err)
-		b.c.retrying(b.reqURL, b.fails, wait, err)
 	}
+	return err
 }
 
 // try sends one request for the bytes from b.off on and, when the response

@@ -28,11 +28,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/internal/retry"
 )
 
 // Defaults used by New for zero Options fields.
@@ -285,27 +285,35 @@ func (c *Client) wait(ctx context.Context, host string) error {
 	return nil
 }
 
-// newBackOff returns the backoff policy of one transfer.
-func (c *Client) newBackOff() *backoff.ExponentialBackOff {
-	return backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(c.opts.BackoffInitial),
-		backoff.WithMaxInterval(c.opts.BackoffMax),
-		backoff.WithMaxElapsedTime(0), // attempts are counted, not timed
-	)
-}
-
-// retryWait is how long to wait before retrying after err: the next
-// backoff, or the server's Retry-After (capped) when that is longer.
-func (c *Client) retryWait(bo backoff.BackOff, err error) time.Duration {
-	d := bo.NextBackOff()
-	if d == backoff.Stop {
-		d = c.opts.BackoffMax
+// policy is the retry policy of the requests for rawURL: Options.Retries
+// retries of temporary failures (not of ErrChanged or ErrNoRange, which
+// their callers handle), waits growing from BackoffInitial to BackoffMax
+// or the server's Retry-After (capped at MaxRetryAfter) when that is
+// longer, each retry counted and reported (see retrying).
+func (c *Client) policy(rawURL string) retry.Policy {
+	return retry.Policy{
+		Retries: c.retries,
+		Initial: c.opts.BackoffInitial,
+		Max:     c.opts.BackoffMax,
+		Retryable: func(err error) bool {
+			return errclass.IsRetryable(err) && !errors.Is(err, ErrChanged) && !errors.Is(err, ErrNoRange)
+		},
+		Floor: func(err error) time.Duration {
+			var se *StatusError
+			if errors.As(err, &se) && se.RetryAfter > 0 {
+				return min(se.RetryAfter, c.opts.MaxRetryAfter)
+			}
+			return 0
+		},
+		Notify: func(r retry.Retry) {
+			c.retried.Add(1)
+			c.retrying(rawURL, r.Attempt-1, r.Wait, r.Err)
+		},
+		GiveUp: func(attempts int, err error) error {
+			return errclass.Retryablef("giving up after %d attempts: %w", attempts, err)
+		},
+		Sleep: c.sleep,
 	}
-	var se *StatusError
-	if errors.As(err, &se) && se.RetryAfter > 0 {
-		d = max(d, min(se.RetryAfter, c.opts.MaxRetryAfter))
-	}
-	return d
 }
 
 // sleepCtx waits for d or until ctx is done, whichever comes first.

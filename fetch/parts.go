@@ -15,6 +15,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/internal/retry"
 )
 
 // errOneStream is returned by downloadParts when the representation is not
@@ -149,44 +150,36 @@ func (c *Client) downloadParts(ctx context.Context, rawURL string, dst *os.File,
 // validator) into dst, resuming from where it got to after an interruption,
 // within the client's budgets. It returns nil once the part is written.
 func (c *Client) fetchPart(ctx context.Context, rawURL, host string, dst *os.File, size int64, validator string, p *part, buf []byte, pp *partProgress) error {
-	bo := c.newBackOff()
-	for fails := 0; ; {
+	pol := c.policy(rawURL)
+	notify := pol.Notify
+	pol.Notify = func(r retry.Retry) {
+		if r.Progressed {
+			c.log.Debug("resuming part", "url", rawURL, "offset", p.off.Load(), "end", p.end, "wait", r.Wait, "err", r.Err)
+			return
+		}
+		notify(r)
+	}
+	budget := pol.Start()
+	err := budget.Do(ctx, func() error {
 		from := p.off.Load()
 		err := c.partOnce(ctx, rawURL, host, dst, size, validator, p, buf, pp)
-		if err == nil {
-			return nil
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		if errors.Is(err, ErrChanged) || errors.Is(err, ErrNoRange) || !errclass.IsRetryable(err) {
+		if err == nil || p.off.Load() == from || !pol.Retryable(err) {
 			return err
 		}
-		resumed := p.off.Load() > from
-		if resumed {
-			fails = 0
-			bo.Reset()
-			if p.resumes >= c.maxResumes {
-				return errclass.Retryablef("giving up after %d resumes: %w", p.resumes, err)
-			}
-			p.resumes++
-			c.resumes.Add(1)
-		} else {
-			if fails++; fails > c.retries {
-				return errclass.Retryablef("giving up after %d attempts: %w", fails, err)
-			}
-			c.retried.Add(1)
+		// Progress: the count of retries starts again, and the resume is
+		// counted against its own budget.
+		budget.Progress()
+		if p.resumes >= c.maxResumes {
+			return retry.Stop(errclass.Retryablef("giving up after %d resumes: %w", p.resumes, err))
 		}
-		wait := c.retryWait(bo, err)
-		if resumed {
-			c.log.Debug("resuming part", "url", rawURL, "offset", p.off.Load(), "end", p.end, "wait", wait, "err", err)
-		} else {
-			c.retrying(rawURL, fails, wait, err)
-		}
-		if err := c.sleep(ctx, wait); err != nil {
-			return err
-		}
+		p.resumes++
+		c.resumes.Add(1)
+		return err
+	})
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
 	}
+	return err
 }
 
 // partOnce sends one Range request for the rest of part p and writes what

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/retry"
 )
 
 // ErrNoRange is wrapped (in a retryable error) when a server answers a
@@ -190,28 +191,15 @@ func (r *RangeReader) get(off, n int64) (*span, error) {
 
 // fetch requests bytes [off, off+n) with retries.
 func (r *RangeReader) fetch(off, n int64) ([]byte, error) {
-	bo := r.c.newBackOff()
-	for fails := 0; ; {
-		data, err := r.fetchOnce(off, n)
-		if err == nil {
-			return data, nil
-		}
-		if cerr := r.ctx.Err(); cerr != nil {
-			return nil, cerr
-		}
-		if errors.Is(err, ErrChanged) || errors.Is(err, ErrNoRange) || !errclass.IsRetryable(err) {
-			return nil, err
-		}
-		if fails++; fails > r.c.retries {
-			return nil, errclass.Retryablef("giving up after %d attempts: %w", fails, err)
-		}
-		r.c.retried.Add(1)
-		wait := r.c.retryWait(bo, err)
-		r.c.retrying(r.url, fails, wait, err)
-		if err := r.c.sleep(r.ctx, wait); err != nil {
-			return nil, err
-		}
+	var data []byte
+	err := retry.Do(r.ctx, r.c.policy(r.url), func() (err error) {
+		data, err = r.fetchOnce(off, n)
+		return err
+	})
+	if cerr := r.ctx.Err(); cerr != nil {
+		return nil, cerr
 	}
+	return data, err
 }
 
 // fetchOnce sends one Range request for [off, off+n) and reads its body.
@@ -394,25 +382,17 @@ func (c *Client) Probe(ctx context.Context, rawURL string) (size int64, validato
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return -1, "", false, errclass.Permanentf("GET %q: not an absolute http(s) URL", rawURL)
 	}
-	bo := c.newBackOff()
-	for fails := 0; ; {
+	err = retry.Do(ctx, c.policy(rawURL), func() (err error) {
 		size, validator, ranges, err = c.probeOnce(ctx, rawURL, u.Host)
-		if err == nil || ctx.Err() != nil || !errclass.IsRetryable(err) {
-			if cerr := ctx.Err(); cerr != nil {
-				return -1, "", false, cerr
-			}
-			return size, validator, ranges, err
-		}
-		if fails++; fails > c.retries {
-			return -1, "", false, errclass.Retryablef("giving up after %d attempts: %w", fails, err)
-		}
-		c.retried.Add(1)
-		wait := c.retryWait(bo, err)
-		c.retrying(rawURL, fails, wait, err)
-		if err := c.sleep(ctx, wait); err != nil {
-			return -1, "", false, err
-		}
+		return err
+	})
+	if cerr := ctx.Err(); cerr != nil {
+		return -1, "", false, cerr
 	}
+	if err != nil {
+		return -1, "", false, err
+	}
+	return size, validator, ranges, nil
 }
 
 func (c *Client) probeOnce(ctx context.Context, rawURL, host string) (int64, string, bool, error) {

@@ -9,11 +9,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/internal/retry"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/state"
@@ -306,26 +305,18 @@ func (r *run) putRetrying(ctx context.Context, s boundSink, res *sink.Resource, 
 // retryable (or that again rejects), SinkRetries retries are used up, or ctx
 // ends, waiting with exponential backoff from SinkBackoff between tries.
 func (r *run) sinkRetrying(ctx context.Context, s boundSink, uri string, try func() error, again func(error) bool) error {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = r.opts.SinkBackoff
-	bo.MaxInterval = 20 * r.opts.SinkBackoff
-	bo.Reset() // NewExponentialBackOff started at its own default (500 ms)
-	for attempt := 0; ; attempt++ {
-		err := try()
-		if err == nil || !errclass.IsRetryable(err) || (again != nil && !again(err)) ||
-			attempt >= r.opts.SinkRetries || ctx.Err() != nil {
-			return err
-		}
-		wait := bo.NextBackOff()
-		r.log.Debug("sink call failed; retrying", "sink", s.name, "uri", uri, "attempt", attempt+1, "in", wait, "error", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	err := retry.Do(ctx, retry.Policy{
+		Retries: r.opts.SinkRetries,
+		Initial: r.opts.SinkBackoff,
+		Max:     20 * r.opts.SinkBackoff,
+		Retryable: func(err error) bool {
+			return errclass.IsRetryable(err) && (again == nil || again(err))
+		},
+		Notify: func(rt retry.Retry) {
+			r.log.Debug("sink call failed; retrying", "sink", s.name, "uri", uri, "attempt", rt.Attempt-1, "in", rt.Wait, "error", rt.Err)
+		},
+	}, try)
+	return err
 }
 
 // put streams one entry into one sink through a verifying reader, so the

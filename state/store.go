@@ -39,10 +39,10 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"modernc.org/sqlite"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/retry"
 )
 
 // ErrNotFound is wrapped by the error of a lookup that names a row that does
@@ -191,24 +191,30 @@ func (s *Store) checkIdentity(ctx context.Context) error {
 // setWAL puts the database in WAL mode. Processes opening a fresh file at
 // once can deadlock on the lock upgrade this needs; SQLite then answers
 // SQLITE_BUSY at once instead of waiting busy_timeout. That answer is
-// retried with backoff for up to 10 s; any other error is returned at once.
+// retried with backoff for about 10 s; any other error is returned at once.
 func (s *Store) setWAL(ctx context.Context) error {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 5*time.Millisecond, 200*time.Millisecond, 10*time.Second
-	return backoff.Retry(func() error {
+	return retry.Do(ctx, retry.Policy{
+		Retries:   60, // 5 ms growing to 200 ms: about 10 s in all
+		Initial:   5 * time.Millisecond,
+		Max:       200 * time.Millisecond,
+		Retryable: isBusy,
+	}, func() error {
 		var mode string
 		err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
-		var se *sqlite.Error
 		switch {
-		case errors.As(err, &se) && se.Code()&0xff == 5: // SQLITE_BUSY
-			return fmt.Errorf("set WAL mode: %w", err)
 		case err != nil:
-			return backoff.Permanent(fmt.Errorf("set WAL mode: %w", err))
+			return fmt.Errorf("set WAL mode: %w", err)
 		case mode != "wal":
-			return backoff.Permanent(fmt.Errorf("set WAL mode: journal mode is %q", mode))
+			return fmt.Errorf("set WAL mode: journal mode is %q", mode)
 		}
 		return nil
-	}, backoff.WithContext(bo, ctx))
+	})
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == 5
 }
 
 // notStateFile adds ErrNotStateFile to the errors SQLite gives for a file

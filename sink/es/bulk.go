@@ -9,9 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/retry"
 )
 
 // action is one action of a bulk request: its metadata line and, for an
@@ -180,45 +179,53 @@ type bulkResult struct {
 // temporary reason and splitting a request refused as a whole, and returns
 // the actions that could not be applied.
 func (s *ES) send(ctx context.Context, acts []*action) []failure {
-	bo := backoff.WithMaxRetries(backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(s.opts.RetryWait),
-		backoff.WithMaxInterval(30*time.Second),
-		backoff.WithMaxElapsedTime(0),
-	), uint64(s.opts.Retries))
 	var failed []failure
-	for {
+	var retryAfter time.Duration
+	var lastErr error
+	err := retry.Do(ctx, retry.Policy{
+		Retries:   s.opts.Retries,
+		Initial:   s.opts.RetryWait,
+		Max:       30 * time.Second,
+		Retryable: func(error) bool { return true }, // the attempt decides
+		Floor:     func(error) time.Duration { return retryAfter },
+		Notify: func(r retry.Retry) {
+			s.log.Debug("retrying bulk request", "actions", len(acts), "wait", r.Wait, "err", r.Err)
+		},
+		GiveUp: func(_ int, err error) error {
+			return errclass.Retryablef("%w (gave up after %d retries)", err, s.opts.Retries)
+		},
+	}, func() error {
 		res := s.bulk(ctx, acts)
-		var lastErr error
+		retryAfter = res.retryAfter
 		switch {
 		case res.fatal:
-			return append(failed, failAll(acts, res.err)...)
+			failed = append(failed, failAll(acts, res.err)...)
 		case res.split && len(acts) == 1:
-			return append(failed, failure{acts[0], errclass.NewPermanent(res.err)})
+			failed = append(failed, failure{acts[0], errclass.NewPermanent(res.err)})
 		case res.split:
 			s.log.Debug("bulk request refused, splitting it", "actions", len(acts), "err", res.err)
 			half := len(acts) / 2
 			failed = append(failed, s.send(ctx, acts[:half])...)
-			return append(failed, s.send(ctx, acts[half:])...)
+			failed = append(failed, s.send(ctx, acts[half:])...)
 		case res.err != nil:
 			lastErr = res.err
+			return res.err
 		default:
 			failed = append(failed, res.rejected...)
-			if len(res.retry) == 0 {
-				return failed
+			if len(res.retry) > 0 {
+				acts, lastErr = res.retry, res.retryErr
+				return res.retryErr
 			}
-			acts, lastErr = res.retry, res.retryErr
 		}
-		wait := bo.NextBackOff()
-		if wait == backoff.Stop || ctx.Err() != nil {
-			err := errclass.Retryablef("%w (gave up after %d retries)", lastErr, s.opts.Retries)
-			return append(failed, failAll(acts, err)...)
-		}
-		wait = max(wait, res.retryAfter)
-		s.log.Debug("retrying bulk request", "actions", len(acts), "wait", wait, "err", lastErr)
-		if err := sleep(ctx, wait); err != nil {
-			return append(failed, failAll(acts, errclass.Retryablef("%w (retry cut short: %w)", lastErr, err))...)
-		}
+		return nil
+	})
+	if err == nil {
+		return failed
 	}
+	if cerr := ctx.Err(); cerr != nil && err == cerr && lastErr != nil {
+		err = errclass.Retryablef("%w (retry cut short: %w)", lastErr, err)
+	}
+	return append(failed, failAll(acts, err)...)
 }
 
 func failAll(acts []*action, err error) []failure {

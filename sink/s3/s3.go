@@ -44,9 +44,11 @@ const (
 
 	// defaultEndpoint is Amazon S3's.
 	defaultEndpoint = "s3.amazonaws.com"
-	// clientRetries bounds the attempts minio-go makes of one request (of
-	// those it can repeat: not a streamed body). The pipeline retries too.
-	clientRetries = 3
+	// readRetries bounds the attempts minio-go makes of one request the
+	// pipeline does not retry itself (the bucket check, Get, Walk). Put and
+	// Delete are sent once: the pipeline retries them, reading the entry
+	// again, and retries are not nested.
+	readRetries = 3
 	// openTimeout bounds the checks New makes of the endpoint and bucket.
 	openTimeout = 30 * time.Second
 	// maxURIMeta is the longest escaped URI stored in metadata; S3 caps
@@ -110,7 +112,10 @@ func (o Options) String() string {
 // the key the package documentation describes. Its methods are safe for
 // concurrent use; concurrent writes of one URI take effect in some order.
 type S3 struct {
+	// client sends Put's and Delete's requests once (the pipeline retries
+	// them); reads retries the requests nothing else retries.
 	client    *minio.Client
+	reads     *minio.Client
 	transport *http.Transport
 	bucket    string
 	prefix    string // "" or ending in "/"
@@ -157,18 +162,30 @@ func New(ctx context.Context, opts Options) (*S3, error) {
 		return nil, errclass.Fatalf("s3 sink %s: %w", name, err)
 	}
 	tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, 2*opts.Concurrency)
-	client, err := minio.New(opts.Endpoint, &minio.Options{
-		Creds:      credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken),
-		Secure:     opts.Secure,
-		Region:     opts.Region,
-		Transport:  tr,
-		MaxRetries: clientRetries,
-	})
+	newClient := func(attempts int) (*minio.Client, error) {
+		c, err := minio.New(opts.Endpoint, &minio.Options{
+			Creds:      credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken),
+			Secure:     opts.Secure,
+			Region:     opts.Region,
+			Transport:  tr,
+			MaxRetries: attempts,
+		})
+		if err != nil {
+			return nil, errclass.Fatalf("s3 sink %s: endpoint %q: %w", name, opts.Endpoint, err)
+		}
+		return c, nil
+	}
+	writes, err := newClient(1)
 	if err != nil {
-		return nil, errclass.Fatalf("s3 sink %s: endpoint %q: %w", name, opts.Endpoint, err)
+		return nil, err
+	}
+	reads, err := newClient(readRetries)
+	if err != nil {
+		return nil, err
 	}
 	s := &S3{
-		client:    client,
+		client:    writes,
+		reads:     reads,
 		transport: tr,
 		bucket:    opts.Bucket,
 		prefix:    prefix,
@@ -187,7 +204,7 @@ func New(ctx context.Context, opts Options) (*S3, error) {
 func (s *S3) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	ok, err := s.client.BucketExists(ctx, s.bucket)
+	ok, err := s.reads.BucketExists(ctx, s.bucket)
 	if err != nil {
 		var resp minio.ErrorResponse
 		if errors.As(err, &resp) && resp.StatusCode != 0 {
@@ -435,7 +452,7 @@ func (s *S3) Get(ctx context.Context, uri string) (io.ReadCloser, error) {
 		return nil, errclass.Retryablef("%s: %w", what, err)
 	}
 	key, _ := objectKey(s.prefix, uri)
-	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	obj, err := s.reads.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err == nil {
 		// The request is made lazily; Stat makes it now.
 		_, err = obj.Stat()
@@ -464,7 +481,7 @@ func (s *S3) Walk(ctx context.Context, fn func(uri string) error) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the listing when fn stops the walk
-	objects := s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, Recursive: true})
+	objects := s.reads.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, Recursive: true})
 	for obj := range objects {
 		if obj.Err != nil {
 			return classify(ctx, s.name+": walk", obj.Err)
@@ -496,7 +513,7 @@ func (s *S3) Walk(ctx context.Context, fn func(uri string) error) error {
 // false, with a warning, when that is missing or does not match the key.
 func (s *S3) hashedURI(ctx context.Context, key string) (string, bool, error) {
 	what := s.name + ": walk: reading the URI of " + key
-	obj, err := s.client.GetObject(ctx, s.bucket, key+uriSuffix, minio.GetObjectOptions{})
+	obj, err := s.reads.GetObject(ctx, s.bucket, key+uriSuffix, minio.GetObjectOptions{})
 	if err != nil {
 		return "", false, classify(ctx, what, err)
 	}

@@ -13,9 +13,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/retry"
 )
 
 // defaultResponseLimit bounds the answers to updates and pings.
@@ -87,33 +86,31 @@ func retryStatus(code int) bool {
 // the statuses of retryStatus), up to Options.Retries times with
 // exponential backoff. It returns the answer's body.
 func (s *Solr) do(ctx context.Context, req request) ([]byte, error) {
-	bo := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(s.opts.BackoffInitial),
-		backoff.WithMaxInterval(s.opts.BackoffMax),
-		backoff.WithMaxElapsedTime(0), // attempts are counted, not timed
-	)
-	for attempt := 0; ; attempt++ {
-		data, err := s.roundTrip(ctx, req)
-		if err == nil || attempt >= s.opts.Retries || ctx.Err() != nil || !shouldRetry(err, req) {
-			return data, err
-		}
-		wait := bo.NextBackOff()
-		if wait == backoff.Stop {
-			wait = s.opts.BackoffMax
-		}
-		var se *StatusError
-		if errors.As(err, &se) && se.RetryAfter > wait {
-			wait = min(se.RetryAfter, s.opts.BackoffMax)
-		}
-		s.log.Warn("retrying a request", "handler", req.handler, "attempt", attempt+1, "wait", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, errclass.Retryablef("solr %s: %s: %w", s.name, req.handler, ctx.Err())
-		case <-t.C:
-		}
+	var data []byte
+	err := retry.Do(ctx, retry.Policy{
+		Retries:   s.opts.Retries,
+		Initial:   s.opts.BackoffInitial,
+		Max:       s.opts.BackoffMax,
+		Retryable: func(err error) bool { return shouldRetry(err, req) },
+		Floor: func(err error) time.Duration {
+			var se *StatusError
+			if errors.As(err, &se) {
+				return min(se.RetryAfter, s.opts.BackoffMax)
+			}
+			return 0
+		},
+		Notify: func(r retry.Retry) {
+			s.log.Warn("retrying a request", "handler", req.handler, "attempt", r.Attempt-1, "wait", r.Wait, "err", r.Err)
+		},
+	}, func() (err error) {
+		data, err = s.roundTrip(ctx, req)
+		return err
+	})
+	if err != nil && err == ctx.Err() {
+		// A wait was cut short.
+		return nil, errclass.Retryablef("solr %s: %s: %w", s.name, req.handler, err)
 	}
+	return data, err
 }
 
 func shouldRetry(err error, req request) bool {
