@@ -694,7 +694,7 @@ func (rg *crashRig) snapState(t *testing.T, full bool) crashStateSnap {
 	if err != nil {
 		t.Fatalf("state.Open after run %d: %v", rg.runs, err)
 	}
-	err = st.WalkResources(ctx, func(r state.Resource) error {
+	err = st.WalkResources(ctx, "", func(r state.Resource) error {
 		out := r.Outcome
 		if out == state.OutcomeWritten || out == state.OutcomeUnchanged {
 			out = "held"

@@ -194,7 +194,7 @@ func (s *soakRunner) checkState(t *testing.T, mirror map[string]crashSums) int {
 		}
 	}
 	recorded := map[string]bool{}
-	err = st.WalkResources(ctx, func(r state.Resource) error {
+	err = st.WalkResources(ctx, "", func(r state.Resource) error {
 		got, has := mirror[r.URI]
 		switch {
 		case r.Deleted:
@@ -220,7 +220,7 @@ func (s *soakRunner) checkState(t *testing.T, mirror map[string]crashSums) int {
 			report("the mirror holds %s, the state does not record it as held", uri)
 		}
 	}
-	if n, err := st.CountResources(ctx, false); err != nil || n != int64(len(mirror)) {
+	if n, err := st.CountResources(ctx, "", false); err != nil || n != int64(len(mirror)) {
 		report("CountResources = %d (%v), the mirror holds %d", n, err, len(mirror))
 	}
 	return problems

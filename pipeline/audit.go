@@ -184,7 +184,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 			}
 			ar.Removed++
 		}
-		if err := opts.Store.ForgetResources(ctx, append(forget, extras...)); err != nil {
+		if err := opts.Store.ForgetResources(ctx, opts.SourceKey, append(forget, extras...)); err != nil {
 			return nil, err
 		}
 		rep, err := Baseline(ctx, opts)

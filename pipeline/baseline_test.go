@@ -157,7 +157,7 @@ func TestBaselineEndToEnd(t *testing.T) {
 			t.Fatalf("%s: body differs (%d vs %d bytes)", uri, len(got[uri]), len(b))
 		}
 	}
-	n, err := h.store.CountResources(ctx, false)
+	n, err := h.store.CountResources(ctx, "", false)
 	if err != nil || n != int64(len(want)) {
 		t.Fatalf("state holds %d resources (%v)", n, err)
 	}
@@ -402,7 +402,7 @@ func TestSeveralSinks(t *testing.T) {
 	if a.puts[victim] != 1 || b.puts[victim] != 5 {
 		t.Fatalf("puts of the victim: a=%d b=%d; want a=1 (not re-delivered) b=5 (4 tries, then one)", a.puts[victim], b.puts[victim])
 	}
-	if ds, _ := h.store.Deliveries(ctx, victim); len(ds) != 0 {
+	if ds, _ := deliveriesOf(ctx, h.store, victim); len(ds) != 0 {
 		t.Fatalf("deliveries left after every sink took it: %+v", ds)
 	}
 	if _, ok, _ := h.store.Checkpoint(ctx, srv.URL, srv.URL+"capabilitylist.xml"); !ok {
@@ -466,7 +466,7 @@ func TestBatchingSinkFailures(t *testing.T) {
 	if rep.Status != pipeline.StatusPartial || rep.Resources.Failed != 1 || rep.Resources.Written != int64(len(uris)-1) {
 		t.Fatalf("%s", rep.Summary())
 	}
-	if rec, ok, _ := h.store.Resource(ctx, victim); ok && rec.Outcome == "written" {
+	if rec, ok, _ := recordOf(ctx, h.store, victim); ok && rec.Outcome == "written" {
 		t.Fatal("a write the batching sink failed is recorded as synced")
 	}
 	b.fail[victim] = false
@@ -542,4 +542,28 @@ func checkHostile(t *testing.T, hs *hostile.Source, base string, rep *pipeline.R
 	if len(got) != wantHeld {
 		t.Errorf("sink holds %d resources, want exactly the %d good ones", len(got), wantHeld)
 	}
+}
+
+// recordOf returns the record of uri whatever source it belongs to (the
+// tests' state files hold one source).
+func recordOf(ctx context.Context, st *state.Store, uri string) (state.Resource, bool, error) {
+	var rec state.Resource
+	var ok bool
+	err := st.WalkResources(ctx, "", func(r state.Resource) error {
+		if r.URI == uri {
+			rec, ok = r, true
+		}
+		return nil
+	})
+	return rec, ok, err
+}
+
+// deliveriesOf returns the partial deliveries of uri whatever source it
+// belongs to.
+func deliveriesOf(ctx context.Context, st *state.Store, uri string) ([]state.Delivery, error) {
+	rec, ok, err := recordOf(ctx, st, uri)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return st.Deliveries(ctx, rec.Source, uri)
 }

@@ -53,7 +53,7 @@ func TestCatchUpInSteps(t *testing.T) {
 				t.Fatalf("step %d: %s differs", k, uri)
 			}
 		}
-		n, err := h.store.CountResources(ctx, false)
+		n, err := h.store.CountResources(ctx, "", false)
 		if err != nil || n != int64(len(want)) {
 			t.Fatalf("step %d: state holds %d live resources (%v), want %d", k, n, err, len(want))
 		}

@@ -54,7 +54,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	e := j.entry
 	md := e.Metadata
 	rec := state.Resource{
-		URI: e.Loc, Source: r.opts.Source, ResourceSet: j.pkg.ResourceSet,
+		URI: e.Loc, Source: r.opts.SourceKey, ResourceSet: j.pkg.ResourceSet,
 		Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod,
 		ChangeTime: e.ChangeTime(), Package: j.pkg.URL, RunID: r.runID,
 	}
@@ -67,7 +67,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 			rec.Links = append(rec.Links, state.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
 		}
 	}
-	prev, had, err := r.opts.Store.Resource(ctx, e.Loc)
+	prev, had, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, e.Loc)
 	if err != nil {
 		return result{fatal: err}
 	}
@@ -140,7 +140,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	// already holds this version is not written again.
 	var deliveries []state.Delivery
 	if len(r.sinks) > 1 {
-		if deliveries, err = r.opts.Store.Deliveries(ctx, e.Loc); err != nil {
+		if deliveries, err = r.opts.Store.Deliveries(ctx, r.opts.SourceKey, e.Loc); err != nil {
 			return result{fatal: err}
 		}
 	}
@@ -194,14 +194,14 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 			out := failed("deliver", fmt.Errorf("sink %s: %w", s.name, err))
 			for _, o := range r.sinks {
 				if already[o.name] {
-					took = append(took, state.Delivery{URI: e.Loc, Sink: o.name, Length: want.Length, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
+					took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.Loc, Sink: o.name, Length: want.Length, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
 				}
 			}
 			out.deliveries = took
 			return out
 		}
 		rec.Length = n
-		took = append(took, state.Delivery{URI: e.Loc, Sink: s.name, Length: n, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
+		took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.Loc, Sink: s.name, Length: n, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
 	}
 	r.counts.Written.Add(1)
 	r.counts.BytesWritten.Add(rec.Length)
@@ -484,7 +484,7 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 			if rec == nil {
 				// Committed earlier, or its outcome is still on its way
 				// to the commit stage: forget it either way.
-				if err := r.opts.Store.ForgetResources(ctx, []string{f.URI}); err != nil {
+				if err := r.opts.Store.ForgetResources(ctx, r.opts.SourceKey, []string{f.URI}); err != nil {
 					return err
 				}
 				if r.lateFailed == nil {
@@ -494,7 +494,7 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 			} else if len(r.sinks) > 1 && !rec.Deleted {
 				for _, o := range r.sinks {
 					if o.name != s.name {
-						b.Deliveries = append(b.Deliveries, state.Delivery{URI: rec.URI, Sink: o.name, Length: rec.Length, Hashes: rec.Hashes, ChangeTime: rec.ChangeTime})
+						b.Deliveries = append(b.Deliveries, state.Delivery{Source: rec.Source, URI: rec.URI, Sink: o.name, Length: rec.Length, Hashes: rec.Hashes, ChangeTime: rec.ChangeTime})
 					}
 				}
 			}
@@ -522,20 +522,10 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 			}
 			r.log.Warn("sink failed a queued write", "sink", s.name, "uri", f.URI, "error", f.Err)
 			b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: fl.URI, Package: fl.Package, Stage: fl.Stage, Error: fl.Error, Permanent: fl.Permanent, ChangeTime: ct, At: time.Now().UTC()})
-			b.Delivered = removeString(b.Delivered, f.URI)
+			b.Delivered = slices.DeleteFunc(b.Delivered, func(k state.Key) bool { return k.URI == f.URI })
 		}
 	}
 	return nil
-}
-
-func removeString(ss []string, s string) []string {
-	out := ss[:0]
-	for _, x := range ss {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 func (r *run) add(b *state.Batch, res result) {
@@ -553,7 +543,7 @@ func (r *run) add(b *state.Batch, res result) {
 		for _, o := range r.sinks {
 			if len(r.sinks) > 1 && !slices.Contains(failedSinks, o.name) {
 				rc := &res.resource
-				b.Deliveries = append(b.Deliveries, state.Delivery{URI: rc.URI, Sink: o.name, Length: rc.Length, Hashes: rc.Hashes, ChangeTime: rc.ChangeTime})
+				b.Deliveries = append(b.Deliveries, state.Delivery{Source: rc.Source, URI: rc.URI, Sink: o.name, Length: rc.Length, Hashes: rc.Hashes, ChangeTime: rc.ChangeTime})
 			}
 		}
 		return
@@ -564,7 +554,7 @@ func (r *run) add(b *state.Batch, res result) {
 	}
 	b.Deliveries = append(b.Deliveries, res.deliveries...)
 	if res.delivered || res.outcome == outDeleted {
-		b.Delivered = append(b.Delivered, res.resource.URI)
+		b.Delivered = append(b.Delivered, state.Key{Source: res.resource.Source, URI: res.resource.URI})
 	}
 	if res.change != "" && (res.outcome == outWritten || res.outcome == outDeleted) {
 		b.Changes = append(b.Changes, state.ChangeRecord{URI: res.resource.URI, Change: res.change, Datetime: res.resource.ChangeTime, RunID: r.runID, Package: res.resource.Package})

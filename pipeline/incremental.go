@@ -95,7 +95,7 @@ func (inc *incremental) resolve(ctx context.Context, set string) (*setRange, err
 		return sr, nil
 	}
 	sr := &setRange{from: inc.rng.From, until: inc.rng.Until}
-	cp, ok, err := inc.opts.Store.Checkpoint(ctx, inc.opts.Source, set)
+	cp, ok, err := inc.opts.Store.Checkpoint(ctx, inc.opts.SourceKey, set)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 			return nil
 		},
 		onDump: func(docURL, set string, h *manifest.Header) {
-			if err := inc.opts.Store.RecordChangeDocument(ctx, state.ChangeDocument{URL: docURL, Source: inc.opts.Source, ResourceSet: set,
+			if err := inc.opts.Store.RecordChangeDocument(ctx, state.ChangeDocument{URL: docURL, Source: inc.opts.SourceKey, ResourceSet: set,
 				Capability: string(h.Metadata.Capability), From: h.Metadata.From, Until: h.Metadata.Until, Open: h.Metadata.Until.IsZero(), RunID: inc.runID}); err != nil {
 				inc.log.Warn("cannot record the change document", "url", docURL, "error", err)
 			}
@@ -407,7 +407,7 @@ func (inc *incremental) markHeld(ctx context.Context) error {
 		return err
 	}
 	err := inc.plan.Puts(ctx, func(c state.PlannedChange) error {
-		prev, had, err := inc.opts.Store.Resource(ctx, c.URI)
+		prev, had, err := inc.opts.Store.Resource(ctx, inc.opts.SourceKey, c.URI)
 		if err != nil || !had {
 			return err
 		}
@@ -417,7 +417,7 @@ func (inc *incremental) markHeld(ctx context.Context) error {
 		}
 		if len(inc.sinks) > 1 {
 			// Partial deliveries are settled per entry by deliver.
-			if ds, err := inc.opts.Store.Deliveries(ctx, c.URI); err != nil || len(ds) > 0 {
+			if ds, err := inc.opts.Store.Deliveries(ctx, inc.opts.SourceKey, c.URI); err != nil || len(ds) > 0 {
 				return err
 			}
 		}
@@ -479,7 +479,7 @@ func (inc *incremental) deleteResource(ctx context.Context, c state.PlannedChang
 	if j, ok := inc.packageSet(c.Package); ok {
 		set = j
 	}
-	prev, had, err := inc.opts.Store.Resource(ctx, c.URI)
+	prev, had, err := inc.opts.Store.Resource(ctx, inc.opts.SourceKey, c.URI)
 	if err != nil {
 		return result{fatal: err}
 	}
@@ -488,7 +488,7 @@ func (inc *incremental) deleteResource(ctx context.Context, c state.PlannedChang
 		inc.counts.Unchanged.Add(1)
 		return result{outcome: outSuperseded}
 	}
-	rec := state.Resource{URI: c.URI, Source: inc.opts.Source, ResourceSet: set, Length: -1, ChangeTime: c.Time,
+	rec := state.Resource{URI: c.URI, Source: inc.opts.SourceKey, ResourceSet: set, Length: -1, ChangeTime: c.Time,
 		Package: c.Package, RunID: inc.runID, Outcome: state.OutcomeDeleted, Deleted: true}
 	for _, s := range inc.sinks {
 		if err := inc.deleteFrom(ctx, s, c.URI); err != nil {
@@ -679,7 +679,7 @@ func (inc *incremental) setCheckpoints(ctx context.Context, rep *Report) error {
 				next = sr.from // never before where this run started
 			}
 		}
-		cp := state.Checkpoint{Source: inc.opts.Source, CapabilityList: set, Next: next, Baseline: sr.prev.Baseline, Open: sr.open, RunID: inc.runID, Updated: now}
+		cp := state.Checkpoint{Source: inc.opts.SourceKey, CapabilityList: set, Next: next, Baseline: sr.prev.Baseline, Open: sr.open, RunID: inc.runID, Updated: now}
 		if err := inc.opts.Store.SetCheckpoint(ctx, cp); err != nil {
 			return err
 		}

@@ -170,7 +170,7 @@ func TestListOnlySource(t *testing.T) {
 	if string(got[u("r/c.txt")]) != "c from the mirror" || string(got[u("r/a.txt")]) != "a v1" {
 		t.Fatalf("baseline held %v", keys(got))
 	}
-	if rb, ok, _ := h.store.Resource(ctx, u("r/b.txt")); !ok || len(rb.Links) != 1 || rb.Links[0].Rel != "describedby" || rb.Links[0].Href != "http://example.org/meta/b.xml" {
+	if rb, ok, _ := recordOf(ctx, h.store, u("r/b.txt")); !ok || len(rb.Links) != 1 || rb.Links[0].Rel != "describedby" || rb.Links[0].Href != "http://example.org/meta/b.xml" {
 		t.Errorf("describedby link not recorded: %+v", rb.Links)
 	}
 	rep = h.incremental(ctx, source, pipeline.Range{})

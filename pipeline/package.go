@@ -47,7 +47,7 @@ func (r *run) allHeld(ctx context.Context, copyURL string, at time.Time) (int64,
 		if err != nil {
 			return n, isEOF(err) && n > 0, nil
 		}
-		prev, had, err := r.opts.Store.Resource(ctx, e.Loc)
+		prev, had, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, e.Loc)
 		if err != nil {
 			return 0, false, err
 		}

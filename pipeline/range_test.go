@@ -53,7 +53,7 @@ func staleRecords(t *testing.T, h *harness, want map[string][]byte) []string {
 	var stale []string
 	var recs []state.Resource
 	for i := 0; i < len(uris); i += 100 {
-		rec, ok, err := h.store.Resource(ctx, uris[i])
+		rec, ok, err := recordOf(ctx, h.store, uris[i])
 		if err != nil || !ok || len(rec.Hashes.MD5) == 0 {
 			t.Fatalf("%s: record %v %v %v", uris[i], ok, err, rec.Hashes)
 		}
@@ -96,7 +96,7 @@ func checkResync(t *testing.T, h *harness, url string, want map[string][]byte, s
 		}
 	}
 	for _, u := range stale {
-		rec, _, err := h.store.Resource(ctx, u)
+		rec, _, err := recordOf(ctx, h.store, u)
 		if err != nil || !bytes.Equal(rec.Hashes.MD5, sums(want[u]).MD5) || rec.Outcome != state.OutcomeWritten {
 			t.Errorf("%s: record after re-sync %+v (%v)", u, rec, err)
 		}

@@ -184,7 +184,7 @@ func TestHashlessResourcesAccepted(t *testing.T) {
 				if !bytes.Equal(held[uri], body) {
 					t.Errorf("%s not delivered intact (failure: %s)", uri, failed[uri])
 				}
-				rec, ok, err := h.store.Resource(ctx, uri)
+				rec, ok, err := recordOf(ctx, h.store, uri)
 				if err != nil || !ok {
 					t.Fatalf("%s: no state record (%v)", uri, err)
 				}
@@ -237,12 +237,12 @@ func TestListWithoutFixity(t *testing.T) {
 	}
 	base := srv.URL
 	for uri, want := range map[string]string{base + "r/a": state.VerifiedNone, base + "r/b": state.VerifiedLength} {
-		rec, ok, err := h.store.Resource(ctx, uri)
+		rec, ok, err := recordOf(ctx, h.store, uri)
 		if err != nil || !ok || rec.Verified != want {
 			t.Errorf("%s: %+v %v %v; want verified %q", uri, rec, ok, err, want)
 		}
 	}
-	rec, _, _ := h.store.Resource(ctx, base+"r/b")
+	rec, _, _ := recordOf(ctx, h.store, base+"r/b")
 	if want := time.Date(2015, 12, 31, 7, 0, 0, 0, time.UTC); !rec.Lastmod.Equal(want) {
 		t.Errorf("lastmod %v, want %v", rec.Lastmod, want)
 	}
@@ -299,7 +299,7 @@ func TestChangeListBadDatetime(t *testing.T) {
 	if !bytes.Equal(held[srv.URL+"r/x"], x) || !bytes.Equal(held[srv.URL+"r/z"], z) || held[srv.URL+"r/y"] != nil {
 		t.Errorf("held: %v", keys(held))
 	}
-	rec, _, _ := h.store.Resource(ctx, srv.URL+"r/x")
+	rec, _, _ := recordOf(ctx, h.store, srv.URL+"r/x")
 	if want := time.Date(2016, 1, 2, 0, 0, 0, 0, time.UTC); !rec.ChangeTime.Equal(want) {
 		t.Errorf("change time of x %v, want %v", rec.ChangeTime, want)
 	}

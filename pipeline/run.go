@@ -40,6 +40,11 @@ type Options struct {
 	// Resource Dump or Resource Dump Index, or a bare site URL (then
 	// /.well-known/resourcesync is read).
 	Source string
+	// SourceKey names the source in the state store: the resources,
+	// deliveries, change documents and checkpoints of a run are kept under
+	// it, so two sources that publish the same URI keep separate records,
+	// and runs with the same key share what is held. Default: Source.
+	SourceKey string
 	// Sinks receive every verified resource. At least one is required.
 	Sinks []sink.Sink
 	// SinkNames name the sinks in the state store (which sink took which
@@ -125,6 +130,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Store == nil || o.Client == nil {
 		return errclass.Fatalf("pipeline: a state store and a fetch client are required")
+	}
+	if o.SourceKey == "" {
+		o.SourceKey = o.Source
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 4
@@ -256,7 +264,7 @@ func (r *run) begin(ctx context.Context, rep *Report) error {
 		return err
 	}
 	r.runID, rep.RunID = id, id
-	held, err := r.opts.Store.CountResources(ctx, false)
+	held, err := r.opts.Store.CountResources(ctx, r.opts.SourceKey, false)
 	if err != nil {
 		return err
 	}
@@ -691,7 +699,7 @@ func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
 		if _, held := r.holdOf(set); held {
 			continue // part of this set's snapshot is still missing
 		}
-		cp := state.Checkpoint{Source: r.opts.Source, CapabilityList: set, Next: at, Baseline: at, RunID: r.runID, Updated: now}
+		cp := state.Checkpoint{Source: r.opts.SourceKey, CapabilityList: set, Next: at, Baseline: at, RunID: r.runID, Updated: now}
 		if err := r.opts.Store.SetCheckpoint(ctx, cp); err != nil {
 			return err
 		}

@@ -66,7 +66,7 @@ func sfCheckState(t *testing.T, store *state.Store, held map[string][]byte) {
 func sfCheckStateExcept(t *testing.T, store *state.Store, held map[string][]byte, except map[string]bool) {
 	t.Helper()
 	n := 0
-	err := store.WalkResources(t.Context(), func(r state.Resource) error {
+	err := store.WalkResources(t.Context(), "", func(r state.Resource) error {
 		if except[r.URI] {
 			return nil
 		}

@@ -712,7 +712,7 @@ func (r *run) retract(ctx context.Context, j *packageJob, se *streamEntry, why s
 		return nil
 	}
 	// Another job of this run may have written it since (and be recorded).
-	cur, ok, err := r.opts.Store.Resource(ctx, uri)
+	cur, ok, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, uri)
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func (b *endBody) Read(q []byte) (int, error) {
 func records(t *testing.T, st *state.Store) map[string]state.Resource {
 	t.Helper()
 	out := map[string]state.Resource{}
-	err := st.WalkResources(context.Background(), func(r state.Resource) error {
+	err := st.WalkResources(context.Background(), "", func(r state.Resource) error {
 		r.RunID, r.Updated = 0, time.Time{}
 		out[r.URI] = r
 		return nil

@@ -145,9 +145,10 @@ func (inv *Inventory) Close() error {
 	return err
 }
 
-// ForgetResources removes the records of uris, so that the next sync
-// fetches them again (audit repair), and every package record with them.
-func (s *Store) ForgetResources(ctx context.Context, uris []string) error {
+// ForgetResources removes the records of uris from source, so that the
+// next sync fetches them again (audit repair), and every package record
+// with them.
+func (s *Store) ForgetResources(ctx context.Context, source string, uris []string) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fatal("forget", err)
@@ -160,10 +161,10 @@ func (s *Store) ForgetResources(ctx context.Context, uris []string) error {
 		}
 	}
 	for _, u := range uris {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM resources WHERE uri = ?", u); err != nil {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM resources WHERE source = ? AND uri = ?", source, u); err != nil {
 			return fatal("forget", err)
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE uri = ?", u); err != nil {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE source = ? AND uri = ?", source, u); err != nil {
 			return fatal("forget", err)
 		}
 	}

@@ -65,7 +65,7 @@ func BenchmarkLookup(b *testing.B) {
 			if i%2 == 1 {
 				uri += "/absent"
 			}
-			_, ok, err := s.Resource(ctx, uri)
+			_, ok, err := s.Resource(ctx, "http://example.com/", uri)
 			if err != nil {
 				b.Error(err)
 				return

@@ -83,12 +83,12 @@ type Batch struct {
 	Failures []Failure
 	// Changes are appended to the change log.
 	Changes []ChangeRecord
-	// Deliveries are upserted by (URI, sink): sinks that took a version
-	// of a resource that some other sink did not.
+	// Deliveries are upserted by (source, URI, sink): sinks that took a
+	// version of a resource that some other sink did not.
 	Deliveries []Delivery
-	// Delivered lists URIs every sink now holds: their deliveries are
+	// Delivered lists resources every sink now holds: their deliveries are
 	// cleared (after Deliveries are applied).
-	Delivered []string
+	Delivered []Key
 	// Checkpoint, if not nil, is set last.
 	Checkpoint *Checkpoint
 }
@@ -102,6 +102,7 @@ func (b *Batch) empty() bool {
 // another sink has not taken it yet, so a later run re-delivers only to the
 // sinks that lack it.
 type Delivery struct {
+	Source     string
 	URI        string
 	Sink       string
 	Length     int64
@@ -109,16 +110,21 @@ type Delivery struct {
 	ChangeTime time.Time
 }
 
-// Deliveries returns the partial deliveries recorded for uri.
-func (s *Store) Deliveries(ctx context.Context, uri string) ([]Delivery, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT sink, length, md5, sha1, sha256, change_time FROM deliveries WHERE uri = ?", uri)
+// Key identifies a resource: the source it belongs to and its URI.
+type Key struct {
+	Source, URI string
+}
+
+// Deliveries returns the partial deliveries recorded for uri from source.
+func (s *Store) Deliveries(ctx context.Context, source, uri string) ([]Delivery, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT sink, length, md5, sha1, sha256, change_time FROM deliveries WHERE source = ? AND uri = ?", source, uri)
 	if err != nil {
 		return nil, fatal("deliveries", err)
 	}
 	defer rows.Close()
 	var out []Delivery
 	for rows.Next() {
-		d := Delivery{URI: uri}
+		d := Delivery{Source: source, URI: uri}
 		var md5, sha1, sha256, ct sql.NullString
 		if err := rows.Scan(&d.Sink, &d.Length, &md5, &sha1, &sha256, &ct); err != nil {
 			return nil, fatal("deliveries", err)
@@ -215,18 +221,18 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 		d := &b.Deliveries[i]
 		ct, err := encodeTime(d.ChangeTime)
 		if err == nil {
-			_, err = tx.ExecContext(ctx, `INSERT INTO deliveries (uri, sink, length, md5, sha1, sha256, change_time) VALUES (?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (uri, sink) DO UPDATE SET length = excluded.length, md5 = excluded.md5, sha1 = excluded.sha1,
+			_, err = tx.ExecContext(ctx, `INSERT INTO deliveries (source, uri, sink, length, md5, sha1, sha256, change_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (source, uri, sink) DO UPDATE SET length = excluded.length, md5 = excluded.md5, sha1 = excluded.sha1,
 				sha256 = excluded.sha256, change_time = excluded.change_time`,
-				d.URI, d.Sink, d.Length, encodeDigest(d.Hashes.MD5), encodeDigest(d.Hashes.SHA1), encodeDigest(d.Hashes.SHA256), ct)
+				d.Source, d.URI, d.Sink, d.Length, encodeDigest(d.Hashes.MD5), encodeDigest(d.Hashes.SHA1), encodeDigest(d.Hashes.SHA256), ct)
 		}
 		if err != nil {
 			return fmt.Errorf("delivery %d (%q, %q): %w", i, d.URI, d.Sink, err)
 		}
 	}
-	for _, uri := range b.Delivered {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE uri = ?", uri); err != nil {
-			return fmt.Errorf("delivered %q: %w", uri, err)
+	for _, k := range b.Delivered {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE source = ? AND uri = ?", k.Source, k.URI); err != nil {
+			return fmt.Errorf("delivered %q: %w", k.URI, err)
 		}
 	}
 	if c := b.Checkpoint; c != nil {

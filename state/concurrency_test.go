@@ -48,7 +48,7 @@ func TestConcurrentLookupsDuringCommits(t *testing.T) {
 				// pace hundreds of lookups still overlap every commit.
 				time.Sleep(3 * time.Millisecond)
 				uri := fmt.Sprintf("hot/%d", (i*7+g)%hot)
-				r, ok, err := s.Resource(ctx, uri)
+				r, ok, err := s.Resource(ctx, "", uri)
 				if err != nil {
 					report(fmt.Errorf("lookup %s: %w", uri, err))
 					return
@@ -68,7 +68,7 @@ func TestConcurrentLookupsDuringCommits(t *testing.T) {
 	wg.Go(func() {
 		for !done.Load() {
 			var fresh int
-			err := s.WalkResources(ctx, func(r Resource) error {
+			err := s.WalkResources(ctx, "", func(r Resource) error {
 				if strings.HasPrefix(r.URI, "new/") {
 					fresh++
 				}
@@ -113,7 +113,7 @@ func TestConcurrentLookupsDuringCommits(t *testing.T) {
 	if found.Load() == 0 {
 		t.Error("the readers never found a resource")
 	}
-	n, err := s.CountResources(ctx, true)
+	n, err := s.CountResources(ctx, "", true)
 	if want := int64(hot + batches*(batchSize-hot)); err != nil || n != want {
 		t.Errorf("CountResources = %d, %v; want %d", n, err, want)
 	}
@@ -181,7 +181,7 @@ func TestCrashDuringCommit(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("round %d: checkpoint %v, %v", round, ok, err)
 		}
-		n, err := s.CountResources(ctx, true)
+		n, err := s.CountResources(ctx, "", true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,11 +20,14 @@ const (
 	OutcomeFailed    = "failed"    // the last attempt failed (see Failures)
 )
 
-// Resource is the current state of one resource URI at the destination.
+// Resource is the current state of one resource at the destination. A
+// resource belongs to a source: it is identified by (Source, URI), so two
+// sources may publish the same URI.
 type Resource struct {
-	// URI identifies the resource; it must not be empty.
+	// URI identifies the resource within its source; it must not be empty.
 	URI string
-	// Source is the source URL the resource came from.
+	// Source is the source the resource came from (the source URL a run
+	// was given).
 	Source string
 	// ResourceSet is the capability list URL of its resource set, or "".
 	ResourceSet string
@@ -106,8 +109,8 @@ const selectResource = "SELECT " + resourceCols + " FROM resources"
 
 const upsertResourceSQL = "INSERT INTO resources (" + resourceCols + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (uri) DO UPDATE SET
-	source = excluded.source, resource_set = excluded.resource_set, length = excluded.length,
+ON CONFLICT (source, uri) DO UPDATE SET
+	resource_set = excluded.resource_set, length = excluded.length,
 	md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, hash_other = excluded.hash_other,
 	type = excluded.type, lastmod = excluded.lastmod, change_time = excluded.change_time,
 	package = excluded.package, outcome = excluded.outcome, deleted = excluded.deleted,
@@ -185,13 +188,14 @@ func scanResource(sc scanner) (Resource, error) {
 	return r, nil
 }
 
-// Resource returns the recorded state of uri, and false when there is none
+// Resource returns the recorded state of uri from source, and false when
+// there is none
 // (a deleted resource's tombstone is returned, with Deleted set). It is a
 // primary-key lookup through a prepared statement on the read pool, safe to
 // call from many goroutines while another commits; it sees every Commit that
 // returned before it was called.
-func (s *Store) Resource(ctx context.Context, uri string) (Resource, bool, error) {
-	r, err := scanResource(s.getResource.QueryRowContext(ctx, uri))
+func (s *Store) Resource(ctx context.Context, source, uri string) (Resource, bool, error) {
+	r, err := scanResource(s.getResource.QueryRowContext(ctx, source, uri))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Resource{}, false, nil
 	}
@@ -201,7 +205,7 @@ func (s *Store) Resource(ctx context.Context, uri string) (Resource, bool, error
 	return r, true, nil
 }
 
-// PutResources inserts or overwrites (by URI) the state of every resource
+// PutResources inserts or overwrites (by source and URI) the state of every resource
 // in rs, in one transaction: all or none are stored. The last write wins;
 // keeping older changes from overwriting newer ones (ChangeTime) is the
 // caller's decision. Each resource must have a URI, a Length >= -1 and a
@@ -215,27 +219,29 @@ func (s *Store) PutResources(ctx context.Context, rs []Resource) error {
 	return s.ForgetPackages(ctx)
 }
 
-// CountResources returns the number of resources recorded, counting
-// tombstones (Deleted) only when includeDeleted is set.
-func (s *Store) CountResources(ctx context.Context, includeDeleted bool) (int64, error) {
-	q := "SELECT count(*) FROM resources"
+// CountResources returns the number of resources recorded from source
+// (from every source when source is ""), counting tombstones (Deleted) only
+// when includeDeleted is set.
+func (s *Store) CountResources(ctx context.Context, source string, includeDeleted bool) (int64, error) {
+	q := "SELECT count(*) FROM resources WHERE (? = '' OR source = ?)"
 	if !includeDeleted {
-		q += " WHERE deleted = 0"
+		q += " AND deleted = 0"
 	}
 	var n int64
-	if err := s.r.QueryRowContext(ctx, q).Scan(&n); err != nil {
+	if err := s.r.QueryRowContext(ctx, q, source, source).Scan(&n); err != nil {
 		return 0, fatal("count resources", err)
 	}
 	return n, nil
 }
 
-// WalkResources calls fn for every recorded resource, tombstones included,
-// in URI order, streaming rows from one read transaction (a consistent
+// WalkResources calls fn for every resource recorded from source (from
+// every source when source is ""), tombstones included, in (source, URI)
+// order, streaming rows from one read transaction (a consistent
 // snapshot; commits made meanwhile are not seen). If fn returns an error the
 // walk stops and WalkResources returns that error unchanged. fn may call
 // the Store's other methods.
-func (s *Store) WalkResources(ctx context.Context, fn func(Resource) error) error {
-	rows, err := s.r.QueryContext(ctx, selectResource+" ORDER BY uri")
+func (s *Store) WalkResources(ctx context.Context, source string, fn func(Resource) error) error {
+	rows, err := s.r.QueryContext(ctx, selectResource+" WHERE (? = '' OR source = ?) ORDER BY source, uri", source, source)
 	if err != nil {
 		return fatal("walk resources", err)
 	}

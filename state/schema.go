@@ -140,6 +140,57 @@ CREATE TABLE documents (
 	updated       TEXT NOT NULL
 );
 `,
+		// 8: records belong to a source: resources and deliveries are keyed
+		// by (source, uri), so two sources may publish the same URI.
+		// Existing rows keep the source they were recorded with.
+		`
+CREATE TABLE resources_by_source (
+	source        TEXT NOT NULL,
+	uri           TEXT NOT NULL CHECK (uri <> ''),
+	resource_set  TEXT NOT NULL,
+	length        INTEGER NOT NULL CHECK (length >= -1),
+	md5           TEXT,
+	sha1          TEXT,
+	sha256        TEXT,
+	hash_other    TEXT,
+	type          TEXT NOT NULL,
+	lastmod       TEXT,
+	change_time   TEXT,
+	package       TEXT NOT NULL,
+	outcome       TEXT NOT NULL CHECK (outcome IN ('written', 'unchanged', 'deleted', 'failed')),
+	deleted       INTEGER NOT NULL CHECK (deleted IN (0, 1)),
+	run_id        INTEGER REFERENCES runs (id),
+	updated       TEXT,
+	etag          TEXT NOT NULL,
+	last_modified TEXT NOT NULL,
+	links         TEXT,
+	verified      TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (source, uri)
+) WITHOUT ROWID;
+INSERT INTO resources_by_source (source, uri, resource_set, length, md5, sha1, sha256, hash_other, type,
+	lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified, links, verified)
+SELECT source, uri, resource_set, length, md5, sha1, sha256, hash_other, type,
+	lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified, links, verified
+FROM resources;
+CREATE TABLE deliveries_by_source (
+	source      TEXT NOT NULL,
+	uri         TEXT NOT NULL CHECK (uri <> ''),
+	sink        TEXT NOT NULL CHECK (sink <> ''),
+	length      INTEGER NOT NULL CHECK (length >= -1),
+	md5         TEXT,
+	sha1        TEXT,
+	sha256      TEXT,
+	change_time TEXT,
+	PRIMARY KEY (source, uri, sink)
+) WITHOUT ROWID;
+INSERT INTO deliveries_by_source (source, uri, sink, length, md5, sha1, sha256, change_time)
+SELECT coalesce(r.source, ''), d.uri, d.sink, d.length, d.md5, d.sha1, d.sha256, d.change_time
+FROM deliveries d LEFT JOIN resources r ON r.uri = d.uri;
+DROP TABLE resources;
+DROP TABLE deliveries;
+ALTER TABLE resources_by_source RENAME TO resources;
+ALTER TABLE deliveries_by_source RENAME TO deliveries;
+`,
 	}
 }
 

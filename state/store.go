@@ -4,9 +4,10 @@
 // It keeps
 //   - runs: one row per harvest run (the harvest log), with its final status
 //     and a JSON report;
-//   - resources: the current state of every resource URI (fixity, type,
-//     lastmod, the datetime of the change that produced it, a tombstone when
-//     it was deleted at the source, HTTP validators);
+//   - resources: the current state of every resource, keyed by its source
+//     and URI (fixity, type, lastmod, the datetime of the change that
+//     produced it, a tombstone when it was deleted at the source, HTTP
+//     validators), and the per-sink deliveries of those not every sink has;
 //   - failures: the detail log of per-item failures of a run, temporary or
 //     permanent;
 //   - checkpoints: per source and capability list, where the next incremental
@@ -236,7 +237,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		dst   **sql.Stmt
 		query string
 	}{
-		{s.r, &s.getResource, selectResource + " WHERE uri = ?"},
+		{s.r, &s.getResource, selectResource + " WHERE source = ? AND uri = ?"},
 		{s.w, &s.upsertResource, upsertResourceSQL},
 		{s.w, &s.insertFailure, insertFailureSQL},
 		{s.w, &s.insertChange, insertChangeSQL},

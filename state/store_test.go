@@ -141,7 +141,7 @@ func TestOpenCreatesAndReopens(t *testing.T) {
 		if versions != len(migrations()) || max != len(migrations()) {
 			t.Errorf("schema_version has %d rows, max %d; want %d", versions, max, len(migrations()))
 		}
-		got, ok, err := s2.Resource(ctx, r.URI)
+		got, ok, err := s2.Resource(ctx, r.Source, r.URI)
 		if err != nil || !ok || got.Length != 3 || got.RunID != id {
 			t.Errorf("after reopen: %+v, %v, %v", got, ok, err)
 		}
@@ -258,7 +258,7 @@ func TestOpenConcurrently(t *testing.T) {
 		}
 	}
 	for i, s := range stores {
-		if n, err := s.CountResources(ctx, true); err != nil || n != int64(len(stores)) {
+		if n, err := s.CountResources(ctx, "", true); err != nil || n != int64(len(stores)) {
 			t.Errorf("store %d counts %d, %v", i, n, err)
 		}
 	}
@@ -493,7 +493,7 @@ func TestResourceRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok, err := s.Resource(ctx, tt.r.URI)
+			got, ok, err := s.Resource(ctx, tt.r.Source, tt.r.URI)
 			if err != nil || !ok {
 				t.Fatalf("Resource = %v, %v", ok, err)
 			}
@@ -503,7 +503,7 @@ func TestResourceRoundTrip(t *testing.T) {
 		})
 	}
 
-	if _, ok, err := s.Resource(ctx, "http://example.com/absent"); ok || err != nil {
+	if _, ok, err := s.Resource(ctx, "", "http://example.com/absent"); ok || err != nil {
 		t.Errorf("absent: %v, %v", ok, err)
 	}
 
@@ -512,16 +512,16 @@ func TestResourceRoundTrip(t *testing.T) {
 	if err := s.PutResources(ctx, []Resource{{URI: "u:updated", Length: -1, Outcome: OutcomeWritten}}); err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := s.Resource(ctx, "u:updated")
+	got, _, err := s.Resource(ctx, "", "u:updated")
 	if err != nil || got.Updated.Before(before.Add(-time.Second)) || got.Updated.After(time.Now().Add(time.Second)) {
 		t.Errorf("Updated = %v, %v; want about now", got.Updated, err)
 	}
 
-	n, err := s.CountResources(ctx, false)
+	n, err := s.CountResources(ctx, "", false)
 	if err != nil || n != 4 {
 		t.Errorf("CountResources(false) = %d, %v; want 4", n, err)
 	}
-	n, err = s.CountResources(ctx, true)
+	n, err = s.CountResources(ctx, "", true)
 	if err != nil || n != 5 {
 		t.Errorf("CountResources(true) = %d, %v; want 5", n, err)
 	}
@@ -537,7 +537,7 @@ func TestPutResourcesOverwrite(t *testing.T) {
 		Hashes: hashesOf(t, md5Hex+" "+sha256Hex), Type: "text/plain", Lastmod: t0, ChangeTime: t0,
 		Package: "http://x/p.zip", Outcome: OutcomeWritten, RunID: run, Updated: t0, ETag: "e", LastModified: "lm",
 	}
-	bare := Resource{URI: "http://x/1", Length: -1, Outcome: OutcomeDeleted, Deleted: true, Updated: t0.Add(time.Hour)}
+	bare := Resource{URI: "http://x/1", Source: full.Source, Length: -1, Outcome: OutcomeDeleted, Deleted: true, Updated: t0.Add(time.Hour)}
 	changed := full
 	changed.Length, changed.Hashes, changed.Updated = 11, hashesOf(t, sha1Hex), t0.Add(2*time.Hour)
 
@@ -555,14 +555,14 @@ func TestPutResourcesOverwrite(t *testing.T) {
 		if err := s.PutResources(ctx, st.batch); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
-		got, ok, err := s.Resource(ctx, full.URI)
+		got, ok, err := s.Resource(ctx, full.Source, full.URI)
 		if err != nil || !ok {
 			t.Fatalf("%s: %v, %v", st.name, ok, err)
 		}
 		if d := diffResource(got, st.want); d != "" {
 			t.Errorf("%s: %s", st.name, d)
 		}
-		if n, _ := s.CountResources(ctx, true); n != 1 {
+		if n, _ := s.CountResources(ctx, "", true); n != 1 {
 			t.Errorf("%s: %d rows, want 1", st.name, n)
 		}
 	}
@@ -756,7 +756,7 @@ func TestCommitAtomic(t *testing.T) {
 	if err := s.Commit(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	n, _ := s.CountResources(ctx, true)
+	n, _ := s.CountResources(ctx, "", true)
 	fs, _ := s.Failures(ctx, run)
 	cs, _ := s.Changes(ctx, run)
 	_, ok, _ := s.Checkpoint(ctx, cp.Source, "")
@@ -797,10 +797,10 @@ func TestWalkResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []string
-	if err := s.WalkResources(ctx, func(r Resource) error {
+	if err := s.WalkResources(ctx, "", func(r Resource) error {
 		seen = append(seen, r.URI)
 		// Lookups from inside the walk work.
-		if _, ok, err := s.Resource(ctx, r.URI); !ok || err != nil {
+		if _, ok, err := s.Resource(ctx, r.Source, r.URI); !ok || err != nil {
 			return fmt.Errorf("lookup inside walk: %v, %v", ok, err)
 		}
 		return nil
@@ -812,14 +812,14 @@ func TestWalkResources(t *testing.T) {
 	}
 	stop := errors.New("stop")
 	calls := 0
-	err := s.WalkResources(ctx, func(Resource) error { calls++; return stop })
+	err := s.WalkResources(ctx, "", func(Resource) error { calls++; return stop })
 	if err != stop || calls != 1 {
 		t.Errorf("walk returned %v after %d calls, want stop after 1", err, calls)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	wantFatal(t, s.WalkResources(cancelled, func(Resource) error { return nil }))
-	_, _, err = s.Resource(cancelled, "a")
+	wantFatal(t, s.WalkResources(cancelled, "", func(Resource) error { return nil }))
+	_, _, err = s.Resource(cancelled, "", "a")
 	wantFatal(t, err)
 }
 
@@ -878,5 +878,103 @@ func TestDocuments(t *testing.T) {
 	}
 	if _, ok, _ := s.Document(ctx, u); ok {
 		t.Error("a document over MaxDocumentCopy is kept")
+	}
+}
+
+// TestResourcesBelongToSources: two sources may publish the same URI; each
+// keeps its own record, deliveries and repair.
+func TestResourcesBelongToSources(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	a := Resource{URI: "http://x/same", Source: "http://a/", Length: 1, Outcome: OutcomeWritten}
+	b := Resource{URI: "http://x/same", Source: "http://b/", Length: 2, Outcome: OutcomeWritten}
+	if err := s.Commit(ctx, Batch{
+		Resources:  []Resource{a, b},
+		Deliveries: []Delivery{{Source: a.Source, URI: a.URI, Sink: "s1", Length: 1}, {Source: b.Source, URI: b.URI, Sink: "s1", Length: 2}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []Resource{a, b} {
+		got, ok, err := s.Resource(ctx, want.Source, want.URI)
+		if err != nil || !ok || got.Length != want.Length {
+			t.Errorf("Resource(%s, %s) = %+v, %v, %v; want length %d", want.Source, want.URI, got, ok, err, want.Length)
+		}
+		if n, err := s.CountResources(ctx, want.Source, false); err != nil || n != 1 {
+			t.Errorf("CountResources(%s) = %d, %v; want 1", want.Source, n, err)
+		}
+		if ds, err := s.Deliveries(ctx, want.Source, want.URI); err != nil || len(ds) != 1 || ds[0].Length != want.Length {
+			t.Errorf("Deliveries(%s) = %+v, %v", want.Source, ds, err)
+		}
+	}
+	if n, err := s.CountResources(ctx, "", false); err != nil || n != 2 {
+		t.Errorf("CountResources(all) = %d, %v; want 2", n, err)
+	}
+	if err := s.Commit(ctx, Batch{Delivered: []Key{{Source: a.Source, URI: a.URI}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ForgetResources(ctx, a.Source, []string{a.URI}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Resource(ctx, a.Source, a.URI); ok {
+		t.Error("ForgetResources(a) left a's record")
+	}
+	if _, ok, _ := s.Resource(ctx, b.Source, b.URI); !ok {
+		t.Error("ForgetResources(a) removed b's record")
+	}
+	if ds, _ := s.Deliveries(ctx, b.Source, b.URI); len(ds) != 1 {
+		t.Errorf("b's deliveries = %+v, want one (only a's were delivered and forgotten)", ds)
+	}
+	var walked []string
+	if err := s.WalkResources(ctx, "", func(r Resource) error { walked = append(walked, r.Source); return nil }); err != nil || !slices.Equal(walked, []string{"http://b/"}) {
+		t.Errorf("WalkResources = %v, %v", walked, err)
+	}
+}
+
+// TestMigrateToSourceKeys: a state file written before resources were keyed
+// by source opens, and keeps every resource and delivery under the source
+// it was recorded with.
+func TestMigrateToSourceKeys(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{
+		fmt.Sprintf("PRAGMA application_id = %d", applicationID),
+		"CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)",
+	}
+	for v, m := range migrations()[:7] {
+		stmts = append(stmts, m, fmt.Sprintf("INSERT INTO schema_version VALUES (%d, '2026-01-01T00:00:00Z')", v+1))
+	}
+	stmts = append(stmts,
+		`INSERT INTO runs (id, mode, source, status) VALUES (1, 'baseline', 'http://a/', 'ok')`,
+		`INSERT INTO resources (uri, source, resource_set, length, md5, type, package, outcome, deleted, run_id, etag, last_modified, verified)
+			VALUES ('http://a/1', 'http://a/', 'http://a/cl', 5, '1e0d5cb8ef6ba40c99b14c0237be735e', 'text/plain', 'http://a/p.zip', 'written', 0, 1, 'e', '', 'hash')`,
+		`INSERT INTO deliveries (uri, sink, length) VALUES ('http://a/1', 'sink1', 5)`,
+	)
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open a version-7 file: %v", err)
+	}
+	defer s.Close()
+	got, ok, err := s.Resource(ctx, "http://a/", "http://a/1")
+	if err != nil || !ok || got.Length != 5 || got.Package != "http://a/p.zip" || got.Verified != "hash" || got.RunID != 1 || got.Hashes.MD5 == nil {
+		t.Errorf("migrated resource = %+v, %v, %v", got, ok, err)
+	}
+	if ds, err := s.Deliveries(ctx, "http://a/", "http://a/1"); err != nil || len(ds) != 1 || ds[0].Sink != "sink1" {
+		t.Errorf("migrated deliveries = %+v, %v", ds, err)
+	}
+	if _, ok, _ := s.Resource(ctx, "http://b/", "http://a/1"); ok {
+		t.Error("another source sees the migrated resource")
 	}
 }

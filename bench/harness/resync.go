@@ -61,7 +61,15 @@ func resyncs(ctx context.Context, opts Options, srvURL, copylessURL string, p Ru
 		} else {
 			p.Source = srvURL
 		}
-		row, err := measureRun(ctx, opts, p, d, v.mod, func(rep *pipeline.Report) error {
+		mod := func(o *pipeline.Options) {
+			// The copyless server serves the same source: its records are
+			// the first run's.
+			o.SourceKey = srvURL
+			if v.mod != nil {
+				v.mod(o)
+			}
+		}
+		row, err := measureRun(ctx, opts, p, d, mod, func(rep *pipeline.Report) error {
 			if rep.Status != pipeline.StatusOK || rep.Resources.Written != 0 || rep.Resources.Unchanged != int64(d.Resources) {
 				return fmt.Errorf("status %s, %d written, %d of %d unchanged", rep.Status, rep.Resources.Written, rep.Resources.Unchanged, d.Resources)
 			}
