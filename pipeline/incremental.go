@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
@@ -59,7 +62,8 @@ func Incremental(ctx context.Context, opts Options, rng Range) (*Report, error) 
 	if err := r.begin(ctx, rep); err != nil {
 		return nil, err
 	}
-	inc := &incremental{run: r, rng: rng, sets: map[string]*setRange{}, spooled: map[string]*spooled{}, pkgSet: map[string]string{}}
+	inc := &incremental{run: r, rng: rng, sets: map[string]*setRange{}, spooled: map[string]*spooled{}, pkgSet: map[string]string{},
+		spoolSlots: make(chan struct{}, opts.Concurrency+1)}
 	r.onFinish = inc.setCheckpoints
 	runErr := inc.execute(ctx)
 	if !rng.From.IsZero() {
@@ -80,10 +84,30 @@ type incremental struct {
 	mu   sync.Mutex
 	sets map[string]*setRange
 	// spooled keeps packages downloaded to read their manifest (no
-	// rel="contents" copy), for the apply phase.
+	// rel="contents" copy) for the apply phase — only the last ones
+	// planned (see keepSpooled); the others are read again when applied.
 	spooled map[string]*spooled
 	pkgSet  map[string]string // package URL → resource set
 	plan    *state.Plan
+	// spoolSlots bounds the packages on the spool disk at once, in both
+	// phases, to Concurrency+1: a package holds a slot from before its
+	// download until its spool file is removed. The disk an incremental
+	// run needs does not grow with the range.
+	spoolSlots chan struct{}
+	// unplanned counts the packages whose planning has not started.
+	unplanned atomic.Int64
+}
+
+// spoolSlot waits for a slot on the spool disk (see spoolSlots) and
+// returns its release.
+func (inc *incremental) spoolSlot(ctx context.Context) (func(), error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case inc.spoolSlots <- struct{}{}:
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-inc.spoolSlots }) }, nil
 }
 
 // resolve returns the range of a resource set, reading its checkpoint when
@@ -116,6 +140,34 @@ func (inc *incremental) resolve(ctx context.Context, set string) (*setRange, err
 	}
 	inc.sets[set] = sr
 	return sr, nil
+}
+
+// rangeRereadMin is the least declared length of a package that an
+// incremental run reads again by Range rather than downloading it again:
+// below it, Range's read-ahead blocks (fetch.RangeBlock, doubling) cost
+// about as much as the whole package.
+const rangeRereadMin = 16 * fetch.RangeBlock
+
+// keepSpooled keeps sp (with its spool slot) for the apply phase when no
+// package is left to plan — the last packages planned are read once — and
+// reports whether it did. Earlier packages are removed after planning and
+// read again when applied, so the spool never holds more than
+// Concurrency+1 packages, however long the range.
+func (inc *incremental) keepSpooled(url string, sp *spooled, release func()) bool {
+	if inc.unplanned.Load() > 0 {
+		return false
+	}
+	prev := sp.release
+	sp.release = func() {
+		if prev != nil {
+			prev()
+		}
+		release()
+	}
+	inc.mu.Lock()
+	inc.spooled[url] = sp
+	inc.mu.Unlock()
+	return true
 }
 
 // intersects reports whether a package's [from, until] meets [lo, hi]; a
@@ -210,6 +262,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 	// 2. Plan: read every in-range change into the plan.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(inc.opts.Concurrency)
+	inc.unplanned.Store(int64(len(pkgs)))
 	for i := range pkgs {
 		j := pkgs[i]
 		g.Go(func() error { return inc.planPackage(gctx, j) })
@@ -226,6 +279,18 @@ func (inc *incremental) phases(ctx context.Context) error {
 	winners, err := plan.WinnerPackages(ctx)
 	if err != nil {
 		return err
+	}
+	// Packages kept spooled with nothing left to apply give their slots
+	// back now.
+	isWinner := make(map[string]bool, len(winners))
+	for _, u := range winners {
+		isWinner[u] = true
+	}
+	for u, sp := range inc.spooled {
+		if !isWinner[u] {
+			sp.Close()
+			delete(inc.spooled, u)
+		}
 	}
 	// Packages with nothing left to apply are done already.
 	if n := int64(len(pkgs)-len(winners)) - inc.counts.PackagesFailed.Load(); n > 0 {
@@ -248,6 +313,19 @@ func (inc *incremental) phases(ctx context.Context) error {
 	g.Go(func() error {
 		defer producers.Done()
 		return inc.applyDeletes(gctx)
+	})
+	// Packages still spooled from planning go first: their slots free up
+	// for the packages that are read again.
+	slices.SortStableFunc(winners, func(a, b string) int {
+		_, ka := inc.spooled[a]
+		_, kb := inc.spooled[b]
+		switch {
+		case ka && !kb:
+			return -1
+		case kb && !ka:
+			return 1
+		}
+		return 0
 	})
 	pkgCh := make(chan packageJob)
 	g.Go(func() error {
@@ -298,8 +376,11 @@ func (inc *incremental) phases(ctx context.Context) error {
 
 // planPackage reads one package's manifest — its rel="contents" copy when
 // the Change Dump links one, else the manifest inside the downloaded
-// package (kept spooled for the apply phase) — into the plan.
-func (inc *incremental) planPackage(ctx context.Context, j packageJob) error {
+// package — into the plan. A downloaded package stays spooled for the
+// apply phase only when no package is left to plan after it (see
+// keepSpooled); otherwise its spool file is removed at once.
+func (inc *incremental) planPackage(ctx context.Context, j packageJob) (err error) {
+	inc.unplanned.Add(-1)
 	sr, err := inc.resolve(ctx, j.ResourceSet)
 	if err != nil {
 		return err
@@ -318,13 +399,27 @@ func (inc *incremental) planPackage(ctx context.Context, j packageJob) error {
 		defer closeDoc()
 		rd = doc
 	} else {
+		release, err := inc.spoolSlot(ctx)
+		if err != nil {
+			return err
+		}
 		sp, err := inc.fetchPackage(ctx, j)
 		if err != nil {
+			release()
 			return pkgFail(sp.stage, err)
 		}
-		inc.mu.Lock()
-		inc.spooled[j.URL] = sp
-		inc.mu.Unlock()
+		kept := false
+		defer func() {
+			if !kept {
+				sp.Close()
+				release()
+			}
+		}()
+		defer func() {
+			if err == nil {
+				kept = inc.keepSpooled(j.URL, sp, release)
+			}
+		}()
 		mrc, err := sp.arch.Manifest()
 		if err != nil {
 			return pkgFail("manifest", err)
@@ -547,7 +642,11 @@ func (inc *incremental) applyPackage(ctx context.Context, j packageJob, out chan
 	}
 	inc.mu.Lock()
 	sp := inc.spooled[j.URL]
+	delete(inc.spooled, j.URL)
 	inc.mu.Unlock()
+	if sp != nil {
+		defer sp.Close() // and its spool slot
+	}
 	sr, err := inc.resolve(ctx, j.ResourceSet)
 	if err != nil {
 		return err
@@ -557,10 +656,28 @@ func (inc *incremental) applyPackage(ctx context.Context, j packageJob, out chan
 		hold = sr.from
 	}
 	pkgFail := func(stage string, err error) error { return inc.packageFailed(ctx, j, hold, stage, err) }
+	if sp == nil && j.Contents == "" && !inc.opts.DisableRangeResync && j.Expect.Length >= rangeRereadMin {
+		// Downloaded once already, to plan: read only the winners by
+		// Range where the server allows it.
+		ranged, ok, err := inc.readByRange(ctx, j)
+		if err != nil {
+			return pkgFail(ranged.stage, err)
+		}
+		if ok {
+			sp = ranged
+			defer sp.Close()
+		}
+	}
 	if sp == nil {
+		release, err := inc.spoolSlot(ctx)
+		if err != nil {
+			return err
+		}
 		if sp, err = inc.fetchPackage(ctx, j); err != nil {
+			release()
 			return pkgFail(sp.stage, err)
 		}
+		defer release()
 		defer sp.Close()
 	}
 	// The winners of this package, by URI, to match against its manifest.

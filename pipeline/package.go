@@ -69,21 +69,22 @@ type spooled struct {
 	file  *os.File
 	arch  *unzip.Archive
 	stage string // where fetchPackage failed: "download" or "unzip"
-	// release, when set, is called once by Close (a package read by
-	// Range counts its bytes then).
+	// release, when set, is called once by Close, after the spool file is
+	// removed (a package read by Range counts its bytes then; an
+	// incremental run frees the package's spool slot).
 	release func()
 }
 
 // Close removes the spool file.
 func (s *spooled) Close() {
-	if s.release != nil {
-		s.release()
-		s.release = nil
-	}
 	if s.file != nil {
 		s.file.Close()
 		os.Remove(s.file.Name())
 		s.file = nil
+	}
+	if s.release != nil {
+		s.release()
+		s.release = nil
 	}
 }
 

@@ -71,10 +71,17 @@ func (r *run) openPackage(ctx context.Context, j packageJob) (*spooled, error) {
 // error) when the package must be downloaded instead; an error only when it
 // is fatal or ctx ended.
 func (r *run) openRanged(ctx context.Context, j packageJob) (*spooled, bool, error) {
-	log := r.log.With("package", j.URL)
 	if !r.resync {
 		return nil, false, nil
 	}
+	return r.readByRange(ctx, j)
+}
+
+// readByRange is openRanged whether or not the run is a re-sync: an
+// incremental run reads a package again this way after it removed the
+// copy it downloaded to plan (see incremental.keepSpooled).
+func (r *run) readByRange(ctx context.Context, j packageJob) (*spooled, bool, error) {
+	log := r.log.With("package", j.URL)
 	size, validator, ranges, err := r.opts.Client.Probe(ctx, j.URL)
 	switch {
 	case ctx.Err() != nil:
