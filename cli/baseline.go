@@ -17,6 +17,7 @@ import (
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -257,7 +258,7 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 		rep, runErr = pipeline.Baseline(ctx, opts)
 	} else {
 		rep, runErr = pipeline.Incremental(ctx, opts, rng)
-		if f.everyday && (errors.Is(runErr, pipeline.ErrNoCapability) || errors.Is(runErr, pipeline.ErrNoCheckpoint)) {
+		if f.everyday && (errors.Is(runErr, resourcesync.ErrNoCapability) || errors.Is(runErr, pipeline.ErrNoCheckpoint)) {
 			// No Change Dump or Change List, or a resource set never
 			// loaded (new, or its dump gives no "at"): catching up means
 			// comparing with the current snapshot again (unchanged

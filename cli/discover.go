@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rsharvest/rsharvest/discovery"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
 
 // discoverCommand returns the "discover" command: it finds a source's
@@ -66,7 +66,7 @@ func (a *app) discoverCommand() *cobra.Command {
 				Logger:    log,
 			})
 			ctx := c.Context()
-			src, err := discovery.Discover(ctx, client, args[0], discovery.Options{MaxDocuments: maxDocs, MaxDocumentSize: maxDocSize, Logger: log})
+			src, err := resourcesync.Discover(ctx, client, args[0], resourcesync.Options{MaxDocuments: maxDocs, MaxDocumentSize: maxDocSize, Logger: log})
 			if err != nil {
 				if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 					return err
@@ -84,7 +84,7 @@ func (a *app) discoverCommand() *cobra.Command {
 	fl.StringArrayVar(&headers, "header", nil, "extra HTTP header 'Name: value' for every request (repeatable)")
 	fl.Float64Var(&rate, "rate", 0, "requests per second per host (0 = unlimited)")
 	fl.IntVar(&retries, "retries", 5, "retries of a failed request (timeouts, resets, 429, 5xx)")
-	fl.IntVar(&maxDocs, "max-documents", discovery.DefaultMaxDocuments, "read at most this many documents")
+	fl.IntVar(&maxDocs, "max-documents", resourcesync.DefaultMaxDocuments, "read at most this many documents")
 	fl.Int64Var(&maxDocSize, "max-document-size", manifest.DefaultMaxDocumentSize, "read at most this many bytes of one document (-1: no cap)")
 	return c
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -254,11 +255,11 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 		close(r.results)
 		<-collected
 	}()
-	d := &discoverer{r: r, want: manifest.ResourceDump, list: manifest.ResourceList, preferList: r.opts.Prefer == "list", visited: map[string]bool{}}
-	d.emitResource = func(_ context.Context, docURL, _ string, _ time.Time, e *manifest.Entry) error {
+	d := r.planner(manifest.ResourceDump, manifest.ResourceList)
+	d.EmitResource = func(_ context.Context, docURL, _ string, _ time.Time, e *manifest.Entry) error {
 		return add(docURL, e)
 	}
-	d.emit = func(ctx context.Context, j packageJob) error {
+	d.Emit = func(ctx context.Context, j source.Package) error {
 		var rd *manifest.Reader
 		if j.Contents != "" {
 			doc, closeDoc, err := r.openDocument(ctx, j.Contents)
@@ -307,7 +308,7 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 			}
 		}
 	}
-	if start, err := d.walkSource(ctx, r.opts.Source); err != nil {
+	if start, err := d.Plan(ctx, r.opts.Source); err != nil {
 		if ctx.Err() != nil || errclass.IsFatal(err) {
 			return err
 		}

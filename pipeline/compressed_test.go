@@ -14,9 +14,9 @@ import (
 	"golang.org/x/text/encoding/charmap"
 	"golang.org/x/text/encoding/unicode"
 
-	"github.com/rsharvest/rsharvest/discovery"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
 
 // servedFile is a file of an in-memory test source: its body as sent, and
@@ -158,7 +158,7 @@ func TestCompressedAndEncodedDocuments(t *testing.T) {
 	}
 
 	// Discovery reads the same compressed documents.
-	found, err := discovery.Discover(ctx, fetch.New(fetch.Options{}), src.URL, discovery.Options{})
+	found, err := resourcesync.Discover(ctx, fetch.New(fetch.Options{}), src.URL, resourcesync.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

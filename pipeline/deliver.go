@@ -15,6 +15,7 @@ import (
 	"github.com/rsharvest/rsharvest/internal/retry"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/unzip"
 )
@@ -116,7 +117,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		}
 		sources = []entryOpener{zipEntry{f}}
 	} else {
-		if err := absoluteHTTP(e.Loc); err != nil {
+		if err := resourcesync.CheckLoc(e.Loc); err != nil {
 			return failed("document", err)
 		}
 		for _, u := range append([]string{e.Loc}, mirrors(e)...) {
@@ -250,7 +251,7 @@ func (h *httpEntry) String() string { return h.url }
 func mirrors(e *manifest.Entry) []string {
 	var ls []manifest.Link
 	for _, l := range e.Links {
-		if l.Rel == "duplicate" && absoluteHTTP(l.Href) == nil {
+		if l.Rel == "duplicate" && resourcesync.CheckLoc(l.Href) == nil {
 			ls = append(ls, l)
 		}
 	}

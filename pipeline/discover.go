@@ -2,366 +2,37 @@ package pipeline
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
-	"github.com/rsharvest/rsharvest/discovery"
-	"github.com/rsharvest/rsharvest/errclass"
-	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
 
-// maxDocDepth bounds how deeply documents may point at further documents
-// (description → capability list → dump index → … → dump).
-const maxDocDepth = 10
-
-// packageJob is one package to download and unpack.
-type packageJob struct {
-	URL         string
-	Expect      fixity.Expect
-	Dump        string // the Resource or Change Dump document listing it
-	ResourceSet string // the Capability List it comes from, or ""
-	At          time.Time
-	// From and Until are a change package's interval (Until zero: open).
-	From, Until time.Time
-	// Contents is the URL of a copy of the package's manifest, or "".
-	Contents string
-	// List marks a Change List standing in for a package: its changes are
-	// fetched by GET, not read from a ZIP.
-	List bool
-}
-
-// WellKnownURL returns the Source Description location of a site:
-// scheme://host/.well-known/resourcesync (spec §6.2).
-func WellKnownURL(site string) (string, error) {
-	u, err := url.Parse(site)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return "", errclass.Fatalf("source %q: not an absolute URL", site)
-	}
-	return u.Scheme + "://" + u.Host + "/.well-known/resourcesync", nil
-}
-
-// ErrNoCapability is wrapped by the error of a run whose capability list
-// offers none of the documents the run needs (no Change Dump or Change List
-// for an incremental run, say).
-var ErrNoCapability = errors.New("the capability list does not offer it")
-
-// walkSource walks from the run's source. A bare site URL starts at its
-// /.well-known/resourcesync. When that start document cannot be read, or
-// is not ResourceSync (an HTML page, say), full discovery runs instead
-// (robots.txt Sitemap lines, an HTML <link rel="resourcesync">, a Link
-// header) and the walk starts again from what it finds: the Source
-// Description, or the one Capability List. It returns where the walk
-// started. Nothing is fetched twice on the usual path.
-func (d *discoverer) walkSource(ctx context.Context, source string) (string, error) {
-	start := source
-	bare := isBareSite(source)
-	if bare {
-		wk, err := WellKnownURL(source)
-		if err != nil {
-			return source, err
-		}
-		start = wk
-	}
-	err := d.walk(ctx, start, "", 0)
-	if err == nil || d.started || ctx.Err() != nil || errclass.IsFatal(err) ||
-		!(bare || errors.Is(err, manifest.ErrNotResourceSync)) {
-		return start, err
-	}
-	src, derr := discovery.Discover(ctx, d.r.opts.Client, source, discovery.Options{MaxDocumentSize: d.r.opts.MaxDocumentSize, Logger: d.r.log})
-	if derr != nil {
-		if ctx.Err() != nil {
-			return source, ctx.Err()
-		}
-		return source, &SourceError{URL: source, Err: derr}
-	}
-	switch {
-	case src.Description != "":
-		start = src.Description
-	case len(src.Sets) == 1:
-		start = src.Sets[0].CapabilityList
-	default:
-		return source, &SourceError{URL: source, Err: errclass.Permanentf("found %d resource sets but no Source Description", len(src.Sets))}
-	}
-	d.r.log.Info("source found", "how", src.Found, "start", start)
-	d.visited = map[string]bool{}
-	return start, d.walk(ctx, start, "", 0)
-}
-
-// isBareSite reports whether a source URL names a site rather than a document.
-func isBareSite(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == ""
-}
-
-// discoverer walks from a source URL to its Resource Dump packages, reading
-// index documents lazily: a child document is only fetched when the walk
-// reaches it, so nothing but the current path of documents is open.
-type discoverer struct {
-	r *run
-	// want is the capability the walk is for (ResourceDump or ChangeDump);
-	// list is its list-based fallback (ResourceList or ChangeList), and
-	// preferList puts the list first.
-	want, list manifest.Capability
-	preferList bool
-	// emitResource receives each entry of a Resource List (baseline).
-	emitResource func(ctx context.Context, docURL, resourceSet string, at time.Time, e *manifest.Entry) error
-	// inRange, when set, tells whether an index child covering
-	// [from, until] may hold changes of the run (so others are not read).
-	inRange func(resourceSet string, from, until time.Time) (bool, error)
-	visited map[string]bool
-	emit    func(ctx context.Context, j packageJob) error
-	// onDump, when set, is called with the header of every dump document
-	// (not index) read.
-	onDump   func(docURL, resourceSet string, h *manifest.Header)
-	dumps    int
-	setsSeen int
-	// setsBroken counts the resource sets of a Source Description whose
-	// documents could not be read (see run.setBroken).
-	setsBroken int
-	// started is set once the walk's first document opened.
-	started bool
-}
-
-// MatchesSet reports whether a --set name names the capability list at
-// capList: its URL, or the last segment of its path without extension
-// ("dataset1" for …/dataset1/capabilitylist.xml is not enough: the last
-// segment is "capabilitylist", so the directory is tried too).
-func MatchesSet(name, capList string) bool {
-	if name == capList {
-		return true
-	}
-	u, err := url.Parse(capList)
-	if err != nil {
-		return false
-	}
-	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
-	for i := len(segs) - 1; i >= 0 && i >= len(segs)-2; i-- {
-		seg := segs[i]
-		if j := strings.LastIndex(seg, "."); j > 0 {
-			seg = seg[:j]
-		}
-		if seg == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (d *discoverer) walk(ctx context.Context, docURL, resourceSet string, depth int) (err error) {
-	if depth > maxDocDepth {
-		return errclass.Permanentf("%s: documents nested more than %d deep", docURL, maxDocDepth)
-	}
-	if d.visited[docURL] {
-		return errclass.Permanentf("%s: link loop: the document was already read in this run", docURL)
-	}
-	d.visited[docURL] = true
-	rd, closeDoc, err := d.r.openDocument(ctx, docURL)
-	if err != nil {
-		return err
-	}
-	d.started = true
-	defer closeDoc()
-	h := rd.Header()
-	switch h.Metadata.Capability {
-	case manifest.Description:
-		var firstBroken error
-		defer func() {
-			if d.r.opts.Set != "" && d.setsSeen == 0 && err == nil {
-				err = errclass.Fatalf("%s: no resource set (capability list) named %q", docURL, d.r.opts.Set)
+// planner returns a ResourceSync planner for a walk to the want capability
+// (or its list fallback), wired to this run: its documents are read by
+// openDocument, a broken resource set is recorded (setBroken), snapshot
+// datetimes are noted for checkpoints, and a skipped entry is a permanent
+// failure of the run. The caller sets the emit functions.
+func (r *run) planner(want, list manifest.Capability) *resourcesync.Planner {
+	return &resourcesync.Planner{
+		Open:            r.openDocument,
+		Client:          r.opts.Client,
+		MaxDocumentSize: r.opts.MaxDocumentSize,
+		Log:             r.log,
+		Set:             r.opts.Set,
+		Want:            want,
+		List:            list,
+		PreferList:      r.opts.Prefer == "list",
+		Broken:          r.setBroken,
+		NoteAt:          r.noteAt,
+		NoteSet:         r.noteSet,
+		Invalid: func(ctx context.Context, uri, msg string, counted bool) {
+			if counted {
+				r.counts.Failed.Add(1)
 			}
-			if err == nil && d.setsBroken > 0 && d.setsBroken == d.setsSeen {
-				err = firstBroken // not one set could be read: the source could not be
-			}
-		}()
-		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-			if c := e.Metadata.Capability; c != "" && c != manifest.CapabilityList {
-				d.r.log.Warn("source description entry is not a capability list; skipped", "document", docURL, "entry", e.Loc, "capability", c)
-				return nil
-			}
-			if d.r.opts.Set != "" && !MatchesSet(d.r.opts.Set, e.Loc) {
-				return nil
-			}
-			d.setsSeen++
-			werr := d.walk(ctx, e.Loc, e.Loc, depth+1)
-			if werr == nil || ctx.Err() != nil || errclass.IsFatal(werr) || errors.Is(werr, ErrNoCapability) {
-				return werr
-			}
-			// One broken resource set does not stop the others: it is
-			// recorded as that set's failure, its checkpoint is held, and
-			// the walk goes on with the next set.
-			d.setsBroken++
-			if firstBroken == nil {
-				firstBroken = werr
-			}
-			d.r.setBroken(ctx, e.Loc, werr)
-			return nil
-		})
-	case manifest.CapabilityList:
-		// A capability list is small: note what it offers, then walk the
-		// preferred capability (a dump; its list where no dump exists).
-		offers := map[manifest.Capability]string{}
-		if err := d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-			if _, dup := offers[e.Metadata.Capability]; !dup {
-				offers[e.Metadata.Capability] = e.Loc
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		order := []manifest.Capability{d.want, d.list}
-		if d.preferList {
-			order = []manifest.Capability{d.list, d.want}
-		}
-		for _, c := range order {
-			if loc, ok := offers[c]; ok && c != "" {
-				return d.walk(ctx, loc, docURL, depth+1)
-			}
-		}
-		if d.list != "" {
-			return errclass.Permanentf("%s: %w: neither a %s nor a %s", docURL, ErrNoCapability, capName(d.want), capName(d.list))
-		}
-		return errclass.Permanentf("%s: %w: no %s", docURL, ErrNoCapability, capName(d.want))
-	case manifest.ResourceList:
-		if d.list != manifest.ResourceList {
-			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.want))
-		}
-		if h.IsIndex() {
-			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
-			})
-		}
-		at := h.Metadata.At
-		if !at.IsZero() {
-			d.r.noteAt(at)
-		}
-		d.r.noteSet(resourceSet, at)
-		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-			if e.Metadata.Capability == manifest.ResourceList {
-				// An index written with a <urlset> root: what it means is clear.
-				d.r.log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
-			}
-			return d.emitResource(ctx, docURL, resourceSet, at, e)
-		})
-	case manifest.ChangeList:
-		if d.list != manifest.ChangeList {
-			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.want))
-		}
-		if h.IsIndex() {
-			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-				if d.inRange != nil {
-					ok, err := d.inRange(resourceSet, e.Metadata.From, e.Metadata.Until)
-					if err != nil || !ok {
-						return err
-					}
-				}
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
-			})
-		}
-		if d.onDump != nil {
-			d.onDump(docURL, resourceSet, &h)
-		}
-		// The list itself is the unit of planning: its entries are read
-		// again by the planner.
-		return d.emit(ctx, packageJob{URL: docURL, Dump: docURL, ResourceSet: resourceSet,
-			From: h.Metadata.From, Until: h.Metadata.Until, Contents: docURL, List: true})
-	case manifest.ResourceDump, manifest.ChangeDump:
-		if h.Metadata.Capability != d.want {
-			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.want))
-		}
-		d.dumps++
-		if h.IsIndex() {
-			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-				if d.inRange != nil {
-					ok, err := d.inRange(resourceSet, e.Metadata.From, e.Metadata.Until)
-					if err != nil || !ok {
-						return err
-					}
-				}
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
-			})
-		}
-		at := h.Metadata.At
-		if !at.IsZero() {
-			d.r.noteAt(at)
-		}
-		if d.onDump != nil {
-			d.onDump(docURL, resourceSet, &h)
-		}
-		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-			if e.Metadata.Capability == d.want {
-				// An index written with a <urlset> root: what it means is clear.
-				d.r.log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
-			}
-			j := packageJob{
-				URL:         e.Loc,
-				Expect:      fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes},
-				Dump:        docURL,
-				ResourceSet: resourceSet,
-				At:          at,
-			}
-			if !e.Metadata.At.IsZero() {
-				j.At = e.Metadata.At
-			}
-			j.From, j.Until = e.Metadata.From, e.Metadata.Until
-			if l, ok := e.Link("contents"); ok && absoluteHTTP(l.Href) == nil {
-				j.Contents = l.Href
-			}
-			return d.emit(ctx, j)
-		})
-	default:
-		return errclass.Permanentf("%s: a %s %q document, expected a Source Description, Capability List, %s or %s (or their indexes)",
-			docURL, h.Root, h.Metadata.Capability, capName(d.want), capName(d.list))
+			r.fail(ctx, Failure{URI: uri, Stage: "document", Error: msg, Permanent: true}, time.Time{})
+		},
 	}
-}
-
-// eachEntry calls fn for every entry of rd. A malformed entry is recorded
-// as a failure and skipped; a broken document ends the walk of that document
-// with an error.
-func (d *discoverer) eachEntry(ctx context.Context, docURL string, rd *manifest.Reader, fn func(*manifest.Entry) error) error {
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		e, err := rd.Next()
-		if err != nil {
-			if isEOF(err) {
-				return nil
-			}
-			var ee *manifest.EntryError
-			if asEntryError(err, &ee) {
-				d.r.fail(ctx, Failure{URI: orDefault(ee.Loc, docURL), Stage: "document", Error: fmt.Sprintf("%s: %v", docURL, err), Permanent: true}, time.Time{})
-				continue
-			}
-			return errclass.About(docURL, err)
-		}
-		if err := absoluteHTTP(e.Loc); err != nil {
-			d.r.counts.Failed.Add(1)
-			d.r.fail(ctx, Failure{URI: e.Loc, Stage: "document", Error: fmt.Sprintf("%s: %v", docURL, err), Permanent: true}, time.Time{})
-			continue
-		}
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-}
-
-// absoluteHTTP checks that a document's <loc> is an absolute http(s) URL,
-// the only kind rsharvest fetches.
-func absoluteHTTP(loc string) error {
-	u, err := url.Parse(loc)
-	if err != nil {
-		return errclass.Permanentf("loc %q: %w", loc, err)
-	}
-	if s := strings.ToLower(u.Scheme); (s != "http" && s != "https") || u.Host == "" {
-		return errclass.Permanentf("loc %q: not an absolute http(s) URL", loc)
-	}
-	return nil
 }
 
 func orDefault(s, def string) string {
@@ -369,19 +40,4 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// capName names a capability for messages.
-func capName(c manifest.Capability) string {
-	switch c {
-	case manifest.ResourceDump:
-		return "Resource Dump"
-	case manifest.ChangeDump:
-		return "Change Dump"
-	case manifest.ResourceList:
-		return "Resource List"
-	case manifest.ChangeList:
-		return "Change List"
-	}
-	return string(c)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -205,49 +206,48 @@ func (inc *incremental) phases(ctx context.Context) error {
 	}()
 
 	// 1. Discover the change packages that meet the range.
-	var pkgs []packageJob
+	var pkgs []source.Package
 	var resolveErr error
-	d := &discoverer{r: inc.run, want: manifest.ChangeDump, list: manifest.ChangeList, preferList: inc.opts.Prefer == "list", visited: map[string]bool{},
-		inRange: func(set string, from, until time.Time) (bool, error) {
-			sr, err := inc.resolve(ctx, set)
-			if err != nil {
-				resolveErr = err
-				return false, err
-			}
-			return intersects(from, until, sr.from, sr.until), nil
-		},
-		emit: func(ctx context.Context, j packageJob) error {
-			sr, err := inc.resolve(ctx, j.ResourceSet)
-			if err != nil {
-				resolveErr = err
-				return err
-			}
-			if !intersects(j.From, j.Until, sr.from, sr.until) {
-				inc.log.Debug("package outside the range; not requested", "package", j.URL)
-				return nil
-			}
-			inc.counts.notePackage(j.Expect.Length)
-			pkgs = append(pkgs, j)
-			inc.mu.Lock()
-			inc.pkgSet[j.URL] = j.ResourceSet
-			inc.mu.Unlock()
-			return nil
-		},
-		onDump: func(docURL, set string, h *manifest.Header) {
-			if err := inc.opts.Store.RecordChangeDocument(ctx, state.ChangeDocument{URL: docURL, Source: inc.opts.SourceKey, ResourceSet: set,
-				Capability: string(h.Metadata.Capability), From: h.Metadata.From, Until: h.Metadata.Until, Open: h.Metadata.Until.IsZero(), RunID: inc.runID}); err != nil {
-				inc.log.Warn("cannot record the change document", "url", docURL, "error", err)
-			}
-			if h.Metadata.Until.IsZero() {
-				if sr, err := inc.resolve(ctx, set); err == nil {
-					inc.mu.Lock()
-					sr.open = true
-					inc.mu.Unlock()
-				}
-			}
-		},
+	d := inc.planner(manifest.ChangeDump, manifest.ChangeList)
+	d.InRange = func(set string, from, until time.Time) (bool, error) {
+		sr, err := inc.resolve(ctx, set)
+		if err != nil {
+			resolveErr = err
+			return false, err
+		}
+		return intersects(from, until, sr.from, sr.until), nil
 	}
-	if start, err := d.walkSource(ctx, inc.opts.Source); err != nil {
+	d.Emit = func(ctx context.Context, j source.Package) error {
+		sr, err := inc.resolve(ctx, j.ResourceSet)
+		if err != nil {
+			resolveErr = err
+			return err
+		}
+		if !intersects(j.From, j.Until, sr.from, sr.until) {
+			inc.log.Debug("package outside the range; not requested", "package", j.URL)
+			return nil
+		}
+		inc.counts.notePackage(j.Expect.Length)
+		pkgs = append(pkgs, j)
+		inc.mu.Lock()
+		inc.pkgSet[j.URL] = j.ResourceSet
+		inc.mu.Unlock()
+		return nil
+	}
+	d.OnDump = func(docURL, set string, h *manifest.Header) {
+		if err := inc.opts.Store.RecordChangeDocument(ctx, state.ChangeDocument{URL: docURL, Source: inc.opts.SourceKey, ResourceSet: set,
+			Capability: string(h.Metadata.Capability), From: h.Metadata.From, Until: h.Metadata.Until, Open: h.Metadata.Until.IsZero(), RunID: inc.runID}); err != nil {
+			inc.log.Warn("cannot record the change document", "url", docURL, "error", err)
+		}
+		if h.Metadata.Until.IsZero() {
+			if sr, err := inc.resolve(ctx, set); err == nil {
+				inc.mu.Lock()
+				sr.open = true
+				inc.mu.Unlock()
+			}
+		}
+	}
+	if start, err := d.Plan(ctx, inc.opts.Source); err != nil {
 		switch {
 		case resolveErr != nil:
 			return resolveErr
@@ -304,7 +304,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 	g, gctx = errgroup.WithContext(ctx)
 	entries := make(chan entryJob, 4*inc.opts.Workers)
 	listEntries := make(chan entryJob, inc.listConcurrency())
-	byURL := map[string]packageJob{}
+	byURL := map[string]source.Package{}
 	for _, j := range pkgs {
 		byURL[j.URL] = j
 	}
@@ -327,7 +327,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 		}
 		return 0
 	})
-	pkgCh := make(chan packageJob)
+	pkgCh := make(chan source.Package)
 	g.Go(func() error {
 		defer close(pkgCh)
 		for _, u := range winners {
@@ -379,7 +379,7 @@ func (inc *incremental) phases(ctx context.Context) error {
 // package — into the plan. A downloaded package stays spooled for the
 // apply phase only when no package is left to plan after it (see
 // keepSpooled); otherwise its spool file is removed at once.
-func (inc *incremental) planPackage(ctx context.Context, j packageJob) (err error) {
+func (inc *incremental) planPackage(ctx context.Context, j source.Package) (err error) {
 	inc.unplanned.Add(-1)
 	sr, err := inc.resolve(ctx, j.ResourceSet)
 	if err != nil {
@@ -636,7 +636,7 @@ func (inc *incremental) packageSet(pkgURL string) (string, bool) {
 // applyPackage streams one package holding winning changes: the package's
 // own manifest.xml is authoritative for paths and hashes; each of its
 // entries that is the winner of its resource goes to the workers.
-func (inc *incremental) applyPackage(ctx context.Context, j packageJob, out chan<- entryJob) error {
+func (inc *incremental) applyPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
 	if j.List {
 		return inc.applyList(ctx, j, out)
 	}
@@ -747,7 +747,7 @@ func (inc *incremental) applyPackage(ctx context.Context, j packageJob, out chan
 
 // applyList hands a Change List's winning created/updated changes to the
 // workers, which GET each resource.
-func (inc *incremental) applyList(ctx context.Context, j packageJob, out chan<- entryJob) error {
+func (inc *incremental) applyList(ctx context.Context, j source.Package, out chan<- entryJob) error {
 	var wg sync.WaitGroup
 	err := inc.plan.WinnersIn(ctx, j.URL, func(c state.PlannedChange) error {
 		md := manifest.NewMetadata()

@@ -12,13 +12,14 @@ import (
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
 // packageFailed records the failure of a whole package at a stage; a
 // temporary failure holds the next start at hold. It returns what the
 // caller must return: nil, or the error when it is fatal or ctx ended.
-func (r *run) packageFailed(ctx context.Context, j packageJob, hold time.Time, stage string, err error) error {
+func (r *run) packageFailed(ctx context.Context, j source.Package, hold time.Time, stage string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -91,7 +92,7 @@ func (s *spooled) Close() {
 // fetchPackage downloads a package to a spool file, checking it against the
 // length and hashes its dump gives, and opens it safely. On error the spool
 // file is already removed and the returned spooled names the failed stage.
-func (r *run) fetchPackage(ctx context.Context, j packageJob) (*spooled, error) {
+func (r *run) fetchPackage(ctx context.Context, j source.Package) (*spooled, error) {
 	sp := &spooled{stage: "download"}
 	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-pkg-*.zip")
 	if err != nil {
@@ -129,7 +130,7 @@ func (r *run) fetchPackage(ctx context.Context, j packageJob) (*spooled, error) 
 // an unpacked package (arch), from a package still downloading (stream), or
 // from its URL (lists, neither set).
 type entryJob struct {
-	pkg    *packageJob
+	pkg    *source.Package
 	entry  *manifest.Entry
 	arch   *unzip.Archive
 	stream *streamEntry
@@ -144,7 +145,7 @@ type entryJob struct {
 // only when every entry it handed out is done (or ctx ends), then removes
 // the spool file. Failures of the package are recorded; only a cancelled
 // run, or a fatal error, is returned.
-func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entryJob) error {
+func (r *run) processPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
 	log := r.log.With("package", j.URL)
 	if j.Contents != "" {
 		n, held, err := r.allHeld(ctx, j.Contents, j.At)
@@ -189,7 +190,7 @@ func (r *run) processPackage(ctx context.Context, j packageJob, out chan<- entry
 // entries delivered then are confirmed against arch, or retracted and
 // delivered again from arch (see streamPackage). It returns when every
 // entry it handed out is done, or ctx ends.
-func (r *run) unpackPackage(ctx context.Context, j packageJob, arch *unzip.Archive, st *streamState, out chan<- entryJob) error {
+func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.Archive, st *streamState, out chan<- entryJob) error {
 	log := r.log.With("package", j.URL)
 	pkgFail := func(stage string, err error) error {
 		if rerr := r.retractAll(ctx, &j, st, stage+" failed"); rerr != nil {

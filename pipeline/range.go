@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
@@ -54,7 +55,7 @@ const manifestPrereadMax = 4 << 20
 // openPackage opens a package for processPackage: by Range when worthwhile
 // (see above), otherwise by downloading it to a spool file (fetchPackage).
 // On error the returned spooled names the failed stage.
-func (r *run) openPackage(ctx context.Context, j packageJob) (*spooled, error) {
+func (r *run) openPackage(ctx context.Context, j source.Package) (*spooled, error) {
 	if !r.opts.DisableRangeResync {
 		sp, ok, err := r.openRanged(ctx, j)
 		if err != nil {
@@ -70,7 +71,7 @@ func (r *run) openPackage(ctx context.Context, j packageJob) (*spooled, error) {
 // openRanged tries to open a package by Range. It returns ok false (and no
 // error) when the package must be downloaded instead; an error only when it
 // is fatal or ctx ended.
-func (r *run) openRanged(ctx context.Context, j packageJob) (*spooled, bool, error) {
+func (r *run) openRanged(ctx context.Context, j source.Package) (*spooled, bool, error) {
 	if !r.resync {
 		return nil, false, nil
 	}
@@ -80,7 +81,7 @@ func (r *run) openRanged(ctx context.Context, j packageJob) (*spooled, bool, err
 // readByRange is openRanged whether or not the run is a re-sync: an
 // incremental run reads a package again this way after it removed the
 // copy it downloaded to plan (see incremental.keepSpooled).
-func (r *run) readByRange(ctx context.Context, j packageJob) (*spooled, bool, error) {
+func (r *run) readByRange(ctx context.Context, j source.Package) (*spooled, bool, error) {
 	log := r.log.With("package", j.URL)
 	size, validator, ranges, err := r.opts.Client.Probe(ctx, j.URL)
 	switch {

@@ -30,6 +30,7 @@ import (
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/unzip"
 )
@@ -80,7 +81,7 @@ type Options struct {
 	// manifest.DefaultMaxDocumentSize; negative means no cap.
 	MaxDocumentSize int64
 	// Set, when not empty, syncs only the resource set (capability list)
-	// it names: its URL, file name or directory name (see MatchesSet).
+	// it names: its URL, file name or directory name (see resourcesync.MatchesSet).
 	// By default every set of a Source Description is synced, each with
 	// its own checkpoints.
 	Set string
@@ -347,7 +348,7 @@ func Baseline(ctx context.Context, opts Options) (*Report, error) {
 
 func (r *run) baseline(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	pkgs := make(chan packageJob, r.opts.Concurrency)
+	pkgs := make(chan source.Package, r.opts.Concurrency)
 	entries := make(chan entryJob, 4*r.opts.Workers)
 	listEntries := make(chan entryJob, r.listConcurrency())
 	r.results = make(chan result, 256)
@@ -473,10 +474,10 @@ func (r *run) listConcurrency() int {
 }
 
 // discover walks from the source to its packages (or list entries).
-func (r *run) discover(ctx context.Context, out chan<- packageJob, entries chan<- entryJob) error {
-	d := &discoverer{r: r, want: manifest.ResourceDump, list: manifest.ResourceList, preferList: r.opts.Prefer == "list", visited: map[string]bool{}}
-	d.emitResource = func(ctx context.Context, docURL, set string, at time.Time, e *manifest.Entry) error {
-		j := entryJob{pkg: &packageJob{URL: docURL, Dump: docURL, ResourceSet: set, At: at, List: true}, entry: e, done: func() {}}
+func (r *run) discover(ctx context.Context, out chan<- source.Package, entries chan<- entryJob) error {
+	d := r.planner(manifest.ResourceDump, manifest.ResourceList)
+	d.EmitResource = func(ctx context.Context, docURL, set string, at time.Time, e *manifest.Entry) error {
+		j := entryJob{pkg: &source.Package{URL: docURL, Dump: docURL, ResourceSet: set, At: at, List: true}, entry: e, done: func() {}}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -484,7 +485,7 @@ func (r *run) discover(ctx context.Context, out chan<- packageJob, entries chan<
 			return nil
 		}
 	}
-	d.emit = func(ctx context.Context, j packageJob) error {
+	d.Emit = func(ctx context.Context, j source.Package) error {
 		r.counts.notePackage(j.Expect.Length)
 		r.noteSet(j.ResourceSet, j.At)
 		select {
@@ -494,7 +495,7 @@ func (r *run) discover(ctx context.Context, out chan<- packageJob, entries chan<
 			return nil
 		}
 	}
-	if start, err := d.walkSource(ctx, r.opts.Source); err != nil {
+	if start, err := d.Plan(ctx, r.opts.Source); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

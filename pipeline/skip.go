@@ -10,6 +10,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -62,7 +63,7 @@ func (b *packageBook) noteValidators(url string, v fetch.Validators) {
 
 // fingerprintOf returns package j's fingerprint: its declared hashes, or
 // else its validators (see validatorFingerprint), or "" when it has neither.
-func (b *packageBook) fingerprintOf(j packageJob) string {
+func (b *packageBook) fingerprintOf(j source.Package) string {
 	if fp := fingerprint(j); fp != "" {
 		return fp
 	}
@@ -113,7 +114,7 @@ func (b *packageBook) records(sinks string, runID int64, failed map[string]bool)
 
 // fingerprint identifies a package by the length and hashes its dump
 // declares, or is "" when the dump gives no hash.
-func fingerprint(j packageJob) string {
+func fingerprint(j source.Package) string {
 	h := j.Expect.Hashes
 	if h.IsZero() {
 		return ""
@@ -167,7 +168,7 @@ func (r *run) sinkKey() string {
 // skipPackage reports whether the state records package j, as the dump
 // now declares it, delivered in full to this run's sinks; it then counts
 // the package's resources as unchanged.
-func (r *run) skipPackage(ctx context.Context, j packageJob) (bool, error) {
+func (r *run) skipPackage(ctx context.Context, j source.Package) (bool, error) {
 	if r.opts.DisablePackageSkip || j.List {
 		return false, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/unzip"
 )
@@ -351,7 +352,7 @@ type streamState struct {
 // it; then, once the download is verified, phase 2 opens it and delivers
 // (or confirms) every entry (see above). Like processPackage it records the
 // package's failures and returns only a fatal error or ctx's.
-func (r *run) streamPackage(ctx context.Context, j packageJob, out chan<- entryJob) error {
+func (r *run) streamPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
 	log := r.log.With("package", j.URL)
 	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-pkg-*.zip")
 	if err != nil {
@@ -454,7 +455,7 @@ func (r *run) streamPackage(ctx context.Context, j packageJob, out chan<- entryJ
 // did, the withheld outcomes are sent without reading the manifest again,
 // and it reports true. Otherwise it reports false (having changed nothing
 // but the entries' referenced marks): unpackPackage settles the package.
-func (r *run) confirmWhole(ctx context.Context, j *packageJob, arch *unzip.Archive, st *streamState) (bool, error) {
+func (r *run) confirmWhole(ctx context.Context, j *source.Package, arch *unzip.Archive, st *streamState) (bool, error) {
 	if !st.whole {
 		return false, nil
 	}
@@ -502,7 +503,7 @@ func (r *run) confirmWhole(ctx context.Context, j *packageJob, arch *unzip.Archi
 // and hands the entries it can match with the manifest to the workers. It
 // returns nil when it stops, whatever the reason; an error only when ctx
 // ends.
-func (r *run) follow(ctx context.Context, j *packageJob, f *os.File, prog *spoolProgress, st *streamState, out chan<- entryJob, wg *sync.WaitGroup) error {
+func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *spoolProgress, st *streamState, out chan<- entryJob, wg *sync.WaitGroup) error {
 	stop := func(why string, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -639,7 +640,7 @@ func (r *run) follow(ctx context.Context, j *packageJob, f *os.File, prog *spool
 // it, or finds none, and reports false: e is then delivered from arch.
 // Whatever e's path, a streamed entry of e's URI not confirmed yet is
 // retracted first, so its delete cannot undo e's delivery.
-func (r *run) settle(ctx context.Context, j *packageJob, arch *unzip.Archive, st *streamState, e *manifest.Entry) (bool, error) {
+func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive, st *streamState, e *manifest.Entry) (bool, error) {
 	se := st.entries[unzip.PathKey(e.Metadata.Path)]
 	if e.Metadata.Path == "" {
 		se = nil
@@ -675,7 +676,7 @@ func (r *run) settle(ctx context.Context, j *packageJob, arch *unzip.Archive, st
 
 // retract undoes what phase 1 did for se (see above): its counts and
 // reported failure, and its writes to the sinks.
-func (r *run) retract(ctx context.Context, j *packageJob, se *streamEntry, why string) error {
+func (r *run) retract(ctx context.Context, j *source.Package, se *streamEntry, why string) error {
 	se.settled = true
 	clobbered := r.unclaim(se)
 	res := se.res
@@ -736,7 +737,7 @@ func (r *run) retract(ctx context.Context, j *packageJob, se *streamEntry, why s
 }
 
 // retractAll retracts every streamed entry of st not yet settled.
-func (r *run) retractAll(ctx context.Context, j *packageJob, st *streamState, why string) error {
+func (r *run) retractAll(ctx context.Context, j *source.Package, st *streamState, why string) error {
 	if st == nil {
 		return nil
 	}

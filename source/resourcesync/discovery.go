@@ -1,5 +1,8 @@
-// Package discovery finds a ResourceSync Source's documents from any URL
-// and maps them (spec §6): the Source Description, its Capability Lists (one
+// Package resourcesync is the ResourceSync protocol's planning side: its
+// Planner walks from a source to the units of work of a run (the packages
+// of Resource and Change Dumps, or their lists' entries), and Discover
+// finds a ResourceSync Source's documents from any URL and maps them (spec
+// §6): the Source Description, its Capability Lists (one
 // per resource set) and each capability document they list.
 //
 // From a bare site URL it tries, in order, /.well-known/resourcesync, the
@@ -15,7 +18,7 @@
 // Every walk is bounded: Options.MaxDocuments documents in all,
 // Options.MaxDepth levels, and a URL met again on the way up or down is
 // reported in Source.Warnings and not followed again.
-package discovery
+package resourcesync
 
 import (
 	"context"

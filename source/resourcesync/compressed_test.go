@@ -1,4 +1,4 @@
-package discovery_test
+package resourcesync_test
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ import (
 	"golang.org/x/text/encoding/charmap"
 	"golang.org/x/text/encoding/unicode"
 
-	"github.com/rsharvest/rsharvest/discovery"
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
 
 // rawFile is what a rawSite serves at one path: bytes as sent, and the
@@ -121,7 +121,7 @@ func TestDiscoverCompressedAndEncoded(t *testing.T) {
 	}
 	files["/.well-known/resourcesync"] = rawFile{body: gzipOf(rsdoc("urlset", md(`capability="description"`), entries...)), encoding: "gzip"}
 
-	src := mustDiscover(t, base, discovery.Options{MaxDocumentSize: 1 << 20})
+	src := mustDiscover(t, base, resourcesync.Options{MaxDocumentSize: 1 << 20})
 	if src.Description != base+"/.well-known/resourcesync" || len(src.Sets) != len(sets) {
 		var b strings.Builder
 		src.WriteText(&b)

@@ -1,4 +1,4 @@
-package discovery_test
+package resourcesync_test
 
 import (
 	"context"
@@ -12,17 +12,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rsharvest/rsharvest/discovery"
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
 
 func TestWellKnown(t *testing.T) {
 	s := newSite(t)
 	addSource(s, "/.well-known/resourcesync")
 	for _, start := range []string{s.URL, s.URL + "/"} {
-		src := mustDiscover(t, start, discovery.Options{})
+		src := mustDiscover(t, start, resourcesync.Options{})
 		want := "source " + strings.ReplaceAll(start, s.URL, "BASE") + " found=well-known\n" +
 			"description BASE/.well-known/resourcesync\n" + sourceTree
 		if got := text(t, s, src); got != want {
@@ -46,7 +46,7 @@ func TestRobots(t *testing.T) {
 		"Sitemap: BASE/missing.xml\r\n")
 	s.xml("/sitemap.xml", `<?xml version="1.0" encoding="UTF-8"?>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>BASE/page</loc></url></urlset>`)
-	src := mustDiscover(t, s.URL+"/", discovery.Options{})
+	src := mustDiscover(t, s.URL+"/", resourcesync.Options{})
 	want := "source BASE/ found=robots.txt\ndescription BASE/rs/description.xml\n" + sourceTree
 	if got := text(t, s, src); got != want {
 		t.Errorf("text:\n%s\nwant:\n%s", got, want)
@@ -66,7 +66,7 @@ func TestHTMLLink(t *testing.T) {
 <link rel="stylesheet" href="/style.css">
 <LINK TYPE="application/xml" HREF = dataset2/capabilitylist.xml Rel='Alternate  ResourceSync'>
 </head><body><p>1 < 2</p></body></html>`)
-	src := mustDiscover(t, s.URL, discovery.Options{})
+	src := mustDiscover(t, s.URL, resourcesync.Options{})
 	want := "source BASE found=html-link\ndescription BASE/rs/description.xml\n" + sourceTree
 	if got := text(t, s, src); got != want {
 		t.Errorf("text:\n%s\nwant:\n%s", got, want)
@@ -78,8 +78,8 @@ func TestHTMLLink(t *testing.T) {
 	}
 	// The same page given as a document (not a bare site).
 	s.add("/about.html", "text/html", `<html><head><link href="/dataset1/capabilitylist.xml" rel=resourcesync></head></html>`)
-	src = mustDiscover(t, s.URL+"/about.html", discovery.Options{})
-	if src.Found != discovery.FoundHTMLLink || src.Description != s.URL+"/rs/description.xml" || len(src.Sets) != 2 {
+	src = mustDiscover(t, s.URL+"/about.html", resourcesync.Options{})
+	if src.Found != resourcesync.FoundHTMLLink || src.Description != s.URL+"/rs/description.xml" || len(src.Sets) != 2 {
 		t.Errorf("from a page: %+v", src)
 	}
 }
@@ -89,15 +89,15 @@ func TestLinkHeader(t *testing.T) {
 	addSource(s, "/rs/description.xml")
 	s.add("/", "text/html", "<html><head><title>home</title></head></html>",
 		`Link: <BASE/other>; rel="next", </dataset1/capabilitylist.xml>; rel="resourcesync"; type="application/xml"`)
-	src := mustDiscover(t, s.URL, discovery.Options{})
+	src := mustDiscover(t, s.URL, resourcesync.Options{})
 	want := "source BASE found=link-header\ndescription BASE/rs/description.xml\n" + sourceTree
 	if got := text(t, s, src); got != want {
 		t.Errorf("text:\n%s\nwant:\n%s", got, want)
 	}
 	// Any response may carry it: a PDF here.
 	s.add("/paper.pdf", "application/pdf", "%PDF-1.4 …", `Link: <BASE/dataset2/capabilitylist.xml>; rel="ResourceSync"`)
-	src = mustDiscover(t, s.URL+"/paper.pdf", discovery.Options{})
-	if src.Found != discovery.FoundLinkHeader || len(src.Sets) != 2 || len(src.Warnings) != 0 {
+	src = mustDiscover(t, s.URL+"/paper.pdf", resourcesync.Options{})
+	if src.Found != resourcesync.FoundLinkHeader || len(src.Sets) != 2 || len(src.Warnings) != 0 {
 		t.Errorf("from a PDF: %+v", src)
 	}
 }
@@ -106,14 +106,14 @@ func TestUpLinks(t *testing.T) {
 	s := newSite(t)
 	addSource(s, "/.well-known/resourcesync")
 	for _, tc := range []struct{ start, found string }{
-		{"/dataset1/resourcelist.xml", discovery.FoundUpLinks},
-		{"/dataset1/changedump-2.xml", discovery.FoundUpLinks}, // a child of a change dump index
-		{"/dataset1/changedump-index.xml", discovery.FoundUpLinks},
-		{"/dataset2/capabilitylist.xml", discovery.FoundUpLinks},
-		{"/.well-known/resourcesync", discovery.FoundGiven},
+		{"/dataset1/resourcelist.xml", resourcesync.FoundUpLinks},
+		{"/dataset1/changedump-2.xml", resourcesync.FoundUpLinks}, // a child of a change dump index
+		{"/dataset1/changedump-index.xml", resourcesync.FoundUpLinks},
+		{"/dataset2/capabilitylist.xml", resourcesync.FoundUpLinks},
+		{"/.well-known/resourcesync", resourcesync.FoundGiven},
 	} {
 		t.Run(tc.start, func(t *testing.T) {
-			src := mustDiscover(t, s.URL+tc.start, discovery.Options{})
+			src := mustDiscover(t, s.URL+tc.start, resourcesync.Options{})
 			want := "source BASE" + tc.start + " found=" + tc.found + "\ndescription BASE/.well-known/resourcesync\n" + sourceTree
 			if got := text(t, s, src); got != want {
 				t.Errorf("text:\n%s\nwant:\n%s", got, want)
@@ -128,8 +128,8 @@ func TestUpViaIndexLink(t *testing.T) {
 	s := newSite(t)
 	addSource(s, "/.well-known/resourcesync")
 	s.xml("/dataset1/changedump-2.xml", rsdoc("urlset", ln("index", "BASE/dataset1/changedump-index.xml")+md(`capability="changedump" from="2024-02-01T00:00:00Z"`)))
-	src := mustDiscover(t, s.URL+"/dataset1/changedump-2.xml", discovery.Options{})
-	if src.Found != discovery.FoundUpLinks || src.Description == "" || len(src.Warnings) != 0 {
+	src := mustDiscover(t, s.URL+"/dataset1/changedump-2.xml", resourcesync.Options{})
+	if src.Found != resourcesync.FoundUpLinks || src.Description == "" || len(src.Warnings) != 0 {
 		t.Errorf("%+v", src)
 	}
 }
@@ -137,7 +137,7 @@ func TestUpViaIndexLink(t *testing.T) {
 func TestSets(t *testing.T) {
 	s := newSite(t)
 	addSource(s, "/.well-known/resourcesync")
-	src := mustDiscover(t, s.URL, discovery.Options{})
+	src := mustDiscover(t, s.URL, resourcesync.Options{})
 	for _, name := range []string{"dataset1", "dataset2"} {
 		st, err := src.Set(name)
 		if err != nil || st.Name != name || st.CapabilityList != s.URL+"/"+name+"/capabilitylist.xml" {
@@ -180,7 +180,7 @@ func TestNoDescription(t *testing.T) {
 	s.xml("/alone.xml", rsdoc("urlset", md(`capability="resourcelist"`)))
 	s.xml("/orphan.xml", rsdoc("urlset", ln("up", "BASE/gone.xml")+md(`capability="resourcelist"`)))
 
-	src := mustDiscover(t, s.URL+"/rl.xml", discovery.Options{})
+	src := mustDiscover(t, s.URL+"/rl.xml", resourcesync.Options{})
 	want := `source BASE/rl.xml found=given
 capabilitylist BASE/cl.xml set=cl
   resourcelist BASE/rl.xml at=2024-01-01T00:00:00Z
@@ -190,13 +190,13 @@ capabilitylist BASE/cl.xml set=cl
 		t.Errorf("text:\n%s\nwant:\n%s", got, want)
 	}
 
-	src = mustDiscover(t, s.URL+"/alone.xml", discovery.Options{})
+	src = mustDiscover(t, s.URL+"/alone.xml", resourcesync.Options{})
 	want = "source BASE/alone.xml found=given\ncapabilitylist - set=default\n  resourcelist BASE/alone.xml\n"
 	if got := text(t, s, src); got != want {
 		t.Errorf("text:\n%s\nwant:\n%s", got, want)
 	}
 
-	src = mustDiscover(t, s.URL+"/orphan.xml", discovery.Options{})
+	src = mustDiscover(t, s.URL+"/orphan.xml", resourcesync.Options{})
 	if len(src.Sets) != 1 || src.Sets[0].CapabilityList != s.URL+"/gone.xml" || !strings.Contains(src.Sets[0].Err, "404") ||
 		len(src.Sets[0].Capabilities) != 1 || src.Sets[0].Capabilities[0].URL != s.URL+"/orphan.xml" ||
 		len(src.Warnings) != 1 || !strings.Contains(src.Warnings[0], "up link") {
@@ -209,7 +209,7 @@ func TestUpLoop(t *testing.T) {
 	s := newSite(t)
 	s.xml("/a.xml", rsdoc("urlset", ln("up", "BASE/b.xml")+md(`capability="resourcelist"`)))
 	s.xml("/b.xml", rsdoc("urlset", ln("up", "BASE/a.xml")+md(`capability="capabilitylist"`), `BASE/a.xml capability="resourcelist"`))
-	src := mustDiscover(t, s.URL+"/a.xml", discovery.Options{})
+	src := mustDiscover(t, s.URL+"/a.xml", resourcesync.Options{})
 	if len(src.Sets) != 1 || src.Sets[0].CapabilityList != s.URL+"/b.xml" || len(src.Sets[0].Capabilities) != 1 {
 		t.Errorf("%+v", src)
 	}
@@ -223,7 +223,7 @@ func TestUpLoop(t *testing.T) {
 	// Two capability lists pointing up at each other.
 	s.xml("/c.xml", rsdoc("urlset", ln("up", "BASE/d.xml")+md(`capability="capabilitylist"`)))
 	s.xml("/d.xml", rsdoc("urlset", ln("up", "BASE/c.xml")+md(`capability="capabilitylist"`)))
-	src = mustDiscover(t, s.URL+"/c.xml", discovery.Options{})
+	src = mustDiscover(t, s.URL+"/c.xml", resourcesync.Options{})
 	if len(src.Sets) != 1 || src.Sets[0].CapabilityList != s.URL+"/c.xml" || len(src.Warnings) != 1 || !strings.Contains(src.Warnings[0], "not above it") {
 		t.Errorf("%+v", src)
 	}
@@ -236,7 +236,7 @@ func TestDownLoop(t *testing.T) {
 	s.xml("/i1.xml", rsdoc("sitemapindex", md(`capability="resourcedump"`), `BASE/i1.xml`, `BASE/i2.xml`))
 	s.xml("/i2.xml", rsdoc("sitemapindex", md(`capability="resourcedump"`), `BASE/i1.xml`, `BASE/d.xml`))
 	s.xml("/d.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-01-01T00:00:00Z"`)))
-	src := mustDiscover(t, s.URL+"/cl.xml", discovery.Options{})
+	src := mustDiscover(t, s.URL+"/cl.xml", resourcesync.Options{})
 	want := `source BASE/cl.xml found=given
 capabilitylist BASE/cl.xml set=cl
   resourcedump BASE/i1.xml index
@@ -275,7 +275,7 @@ func TestLimits(t *testing.T) {
 		s.xml("/deep/"+strconv.Itoa(i)+".xml", rsdoc("sitemapindex", md(`capability="resourcedump"`), "BASE/deep/"+strconv.Itoa(i+1)+".xml"))
 	}
 
-	src := mustDiscover(t, s.URL+"/cl.xml", discovery.Options{MaxDocuments: 10})
+	src := mustDiscover(t, s.URL+"/cl.xml", resourcesync.Options{MaxDocuments: 10})
 	if n := s.totalHits(); n > 10 {
 		t.Errorf("%d requests with MaxDocuments 10", n)
 	}
@@ -287,7 +287,7 @@ func TestLimits(t *testing.T) {
 		t.Errorf("warnings = %q", src.Warnings)
 	}
 
-	src = mustDiscover(t, s.URL+"/cl.xml", discovery.Options{MaxDepth: 5})
+	src = mustDiscover(t, s.URL+"/cl.xml", resourcesync.Options{MaxDepth: 5})
 	deep, _ := src.Sets[0].Find(manifest.ResourceDump)
 	depth := 0
 	for c := deep; c != nil; depth++ {
@@ -326,12 +326,12 @@ func TestNotResourceSync(t *testing.T) {
 		{"/missing.xml", "HTTP 404"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
-			_, err := discover(t, s.URL+tc.path, discovery.Options{})
+			_, err := discover(t, s.URL+tc.path, resourcesync.Options{})
 			if err == nil {
 				t.Fatal("no error")
 			}
 			msg := strings.ReplaceAll(err.Error(), s.URL, "BASE")
-			if !errors.Is(err, discovery.ErrNotFound) || !errclass.IsPermanent(err) ||
+			if !errors.Is(err, resourcesync.ErrNotFound) || !errclass.IsPermanent(err) ||
 				!strings.Contains(msg, "BASE"+tc.path) || !strings.Contains(msg, tc.says) {
 				t.Errorf("err = %s (class %v), want ErrNotFound naming BASE%s and saying %q", msg, errclass.Of(err), tc.path, tc.says)
 			}
@@ -349,10 +349,10 @@ func TestNotResourceSync(t *testing.T) {
 
 	// A bare site with nothing: every way tried is named.
 	s.add("/", "text/html", "<html></html>")
-	_, err := discover(t, s.URL, discovery.Options{})
+	_, err := discover(t, s.URL, resourcesync.Options{})
 	msg := strings.ReplaceAll(fmtErr(err), s.URL, "BASE")
 	for _, want := range []string{"BASE/.well-known/resourcesync", "404", "BASE/robots.txt", "BASE/ is an HTML page", "expected a Source Description at /.well-known/resourcesync"} {
-		if !errors.Is(err, discovery.ErrNotFound) || !strings.Contains(msg, want) {
+		if !errors.Is(err, resourcesync.ErrNotFound) || !strings.Contains(msg, want) {
 			t.Errorf("bare site: err = %s, want it to contain %q", msg, want)
 		}
 	}
@@ -364,10 +364,10 @@ func TestNotResourceSync(t *testing.T) {
 	}
 	// A temporary failure makes the error retryable.
 	s.status("/.well-known/resourcesync", http.StatusServiceUnavailable)
-	if _, err := discover(t, s.URL, discovery.Options{}); !errclass.IsRetryable(err) || !errors.Is(err, discovery.ErrNotFound) {
+	if _, err := discover(t, s.URL, resourcesync.Options{}); !errclass.IsRetryable(err) || !errors.Is(err, resourcesync.ErrNotFound) {
 		t.Errorf("bare site with a 503: err = %v (class %v)", err, errclass.Of(err))
 	}
-	if _, err := discover(t, "ftp://"+s.Listener.Addr().String()+"/", discovery.Options{}); err == nil || !errclass.IsPermanent(err) {
+	if _, err := discover(t, "ftp://"+s.Listener.Addr().String()+"/", resourcesync.Options{}); err == nil || !errclass.IsPermanent(err) {
 		t.Errorf("ftp URL: err = %v", err)
 	}
 }
@@ -389,7 +389,7 @@ func TestWarnings(t *testing.T) {
 	s.xml("/rl.xml", rsdoc("urlset", md(`capability="resourcelist"`)))
 	s.add("/page.html", "text/html", "<p>hi</p>")
 	s.xml("/a/relative.xml", rsdoc("urlset", md(`capability="changelist" until="2024-05-01T00:00:00Z"`)))
-	src := mustDiscover(t, s.URL, discovery.Options{})
+	src := mustDiscover(t, s.URL, resourcesync.Options{})
 	want := `source BASE found=well-known
 description BASE/.well-known/resourcesync
   capabilitylist BASE/a/capabilitylist.xml set=capabilitylist
@@ -409,7 +409,7 @@ warning: BASE/a/capabilitylist.xml: entry "mailto:x@example.org" is not a usable
 func TestJSON(t *testing.T) {
 	s := newSite(t)
 	addSource(s, "/.well-known/resourcesync")
-	src := mustDiscover(t, s.URL+"/dataset2/resourcelist.xml", discovery.Options{})
+	src := mustDiscover(t, s.URL+"/dataset2/resourcelist.xml", resourcesync.Options{})
 	var b strings.Builder
 	if err := src.WriteJSON(&b); err != nil {
 		t.Fatal(err)
@@ -442,7 +442,7 @@ func TestJSON(t *testing.T) {
 	if strings.Contains(out, `"until"`) && strings.Count(out, `"until"`) != 1 {
 		t.Errorf("absent times must be left out:\n%s", out)
 	}
-	var back discovery.Source
+	var back resourcesync.Source
 	if err := json.Unmarshal([]byte(b.String()), &back); err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +452,7 @@ func TestJSON(t *testing.T) {
 	}
 }
 
-func jsonEqual(t *testing.T, a, b *discovery.Source) bool {
+func jsonEqual(t *testing.T, a, b *resourcesync.Source) bool {
 	t.Helper()
 	x, err1 := json.Marshal(a)
 	y, err2 := json.Marshal(b)
@@ -474,7 +474,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	begin := time.Now()
-	_, err := discovery.Discover(ctx, fetch.New(fetch.Options{}), srv.URL+"/cl.xml", discovery.Options{})
+	_, err := resourcesync.Discover(ctx, fetch.New(fetch.Options{}), srv.URL+"/cl.xml", resourcesync.Options{})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(begin) > 5*time.Second {
 		t.Errorf("err = %v after %v, want the context's error at once", err, time.Since(begin))
 	}
@@ -503,7 +503,7 @@ func TestMaxDocumentSize(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strconv.FormatInt(tc.max, 10), func(t *testing.T) {
-			src := mustDiscover(t, s.URL+"/desc.xml", discovery.Options{MaxDocumentSize: tc.max})
+			src := mustDiscover(t, s.URL+"/desc.xml", resourcesync.Options{MaxDocumentSize: tc.max})
 			if len(src.Sets) != 1 {
 				t.Fatalf("sets %+v", src.Sets)
 			}

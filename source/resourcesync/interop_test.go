@@ -1,4 +1,4 @@
-package discovery_test
+package resourcesync_test
 
 import (
 	"io/fs"
@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rsharvest/rsharvest/discovery"
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
 
 // serveInterop serves a copy of the source written by the resync reference
@@ -19,7 +19,7 @@ import (
 // replaced in the documents by the test server's.
 func serveInterop(t *testing.T) *httptest.Server {
 	t.Helper()
-	orig := filepath.Join("..", "..", "shared", "interop", "resync-2.0.1")
+	orig := filepath.Join("..", "..", "..", "shared", "interop", "resync-2.0.1")
 	if _, err := os.Stat(orig); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("shared interop sample missing under CI: %v", err)
@@ -63,7 +63,7 @@ func TestInterop(t *testing.T) {
 	srv := serveInterop(t)
 	base := srv.URL
 
-	src := mustDiscover(t, base+"/", discovery.Options{})
+	src := mustDiscover(t, base+"/", resourcesync.Options{})
 	want := `source BASE/ found=well-known
 description BASE/.well-known/resourcesync
   capabilitylist BASE/capabilitylist.xml set=capabilitylist
@@ -88,8 +88,8 @@ description BASE/.well-known/resourcesync
 
 	// The Capability List has no up link: from the Resource Dump, the top
 	// reached is the Capability List.
-	src = mustDiscover(t, base+"/resourcedump.xml", discovery.Options{})
-	if src.Found != discovery.FoundGiven || src.Description != "" || len(src.Sets) != 1 ||
+	src = mustDiscover(t, base+"/resourcedump.xml", resourcesync.Options{})
+	if src.Found != resourcesync.FoundGiven || src.Description != "" || len(src.Sets) != 1 ||
 		src.Sets[0].CapabilityList != base+"/capabilitylist.xml" || len(src.Sets[0].Capabilities) != 2 || len(src.Warnings) != 0 {
 		t.Errorf("from the resource dump: %+v", src)
 	}

@@ -1,4 +1,4 @@
-package discovery_test
+package resourcesync_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rsharvest/rsharvest/discovery"
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
 
 // page is what a test site serves at one path. BASE in the body and the
@@ -180,12 +180,12 @@ const sourceTree = `  capabilitylist BASE/dataset1/capabilitylist.xml set=datase
 
 // discover runs Discover against start with a client that does not retry,
 // bounded by a timeout so that a loop fails the test instead of hanging it.
-func discover(t testing.TB, start string, opts discovery.Options) (*discovery.Source, error) {
+func discover(t testing.TB, start string, opts resourcesync.Options) (*resourcesync.Source, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := fetch.New(fetch.Options{Retries: -1, BackoffInitial: time.Millisecond, Timeout: 5 * time.Second})
-	src, err := discovery.Discover(ctx, c, start, opts)
+	src, err := resourcesync.Discover(ctx, c, start, opts)
 	if ctx.Err() != nil {
 		t.Fatalf("Discover(%s) did not finish in time", start)
 	}
@@ -193,7 +193,7 @@ func discover(t testing.TB, start string, opts discovery.Options) (*discovery.So
 }
 
 // mustDiscover is discover that fails the test on an error.
-func mustDiscover(t testing.TB, start string, opts discovery.Options) *discovery.Source {
+func mustDiscover(t testing.TB, start string, opts resourcesync.Options) *resourcesync.Source {
 	t.Helper()
 	src, err := discover(t, start, opts)
 	if err != nil {
@@ -203,7 +203,7 @@ func mustDiscover(t testing.TB, start string, opts discovery.Options) *discovery
 }
 
 // text returns the source's WriteText output with the site URL as BASE.
-func text(t testing.TB, s *site, src *discovery.Source) string {
+func text(t testing.TB, s *site, src *resourcesync.Source) string {
 	t.Helper()
 	var b strings.Builder
 	if err := src.WriteText(&b); err != nil {
