@@ -190,7 +190,7 @@ func New(opts Options) *Client {
 		retries:    budget(opts.Retries, DefaultRetries),
 		maxResumes: budget(opts.MaxResumes, DefaultMaxResumes),
 		log:        opts.Logger,
-		sleep:      sleepCtx,
+		sleep:      retry.Sleep,
 		limiters:   make(map[string]*rate.Limiter),
 	}
 	if c.log == nil {
@@ -313,18 +313,6 @@ func (c *Client) policy(rawURL string) retry.Policy {
 			return errclass.Retryablef("giving up after %d attempts: %w", attempts, err)
 		},
 		Sleep: c.sleep,
-	}
-}
-
-// sleepCtx waits for d or until ctx is done, whichever comes first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -174,6 +174,11 @@ func (b *Budget) Wait(ctx context.Context, d time.Duration) error {
 	if b.p.Sleep != nil {
 		return b.p.Sleep(ctx, d)
 	}
+	return Sleep(ctx, d)
+}
+
+// Sleep waits d, or until ctx ends (then it returns ctx.Err()).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -236,18 +236,6 @@ func failAll(acts []*action, err error) []failure {
 	return out
 }
 
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // bulkItem is one item of a bulk response.
 type bulkItem struct {
 	Status int             `json:"status"`
@@ -350,7 +338,7 @@ func (s *ES) waitVisible(ctx context.Context, acts []*action, failed []failure) 
 		if len(want) == 0 {
 			return
 		}
-		if time.Now().After(deadline) || sleep(ctx, wait) != nil {
+		if time.Now().After(deadline) || retry.Sleep(ctx, wait) != nil {
 			s.log.Warn("written documents not visible yet", "count", len(want), "err", err)
 			return
 		}

@@ -269,15 +269,7 @@ func (d *Planner) walk(ctx context.Context, docURL, resourceSet string, depth in
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.Want))
 		}
 		if h.IsIndex() {
-			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-				if d.InRange != nil {
-					ok, err := d.InRange(resourceSet, e.Metadata.From, e.Metadata.Until)
-					if err != nil || !ok {
-						return err
-					}
-				}
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
-			})
+			return d.walkIndex(ctx, docURL, rd, resourceSet, depth)
 		}
 		if d.OnDump != nil {
 			d.OnDump(docURL, resourceSet, &h)
@@ -291,15 +283,7 @@ func (d *Planner) walk(ctx context.Context, docURL, resourceSet string, depth in
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.Want))
 		}
 		if h.IsIndex() {
-			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-				if d.InRange != nil {
-					ok, err := d.InRange(resourceSet, e.Metadata.From, e.Metadata.Until)
-					if err != nil || !ok {
-						return err
-					}
-				}
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
-			})
+			return d.walkIndex(ctx, docURL, rd, resourceSet, depth)
 		}
 		at := h.Metadata.At
 		if !at.IsZero() {
@@ -334,6 +318,20 @@ func (d *Planner) walk(ctx context.Context, docURL, resourceSet string, depth in
 		return errclass.Permanentf("%s: a %s %q document, expected a Source Description, Capability List, %s or %s (or their indexes)",
 			docURL, h.Root, h.Metadata.Capability, capName(d.Want), capName(d.List))
 	}
+}
+
+// walkIndex walks the children of a change or dump index, skipping those
+// whose [from, until] InRange rejects.
+func (d *Planner) walkIndex(ctx context.Context, docURL string, rd *manifest.Reader, resourceSet string, depth int) error {
+	return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+		if d.InRange != nil {
+			ok, err := d.InRange(resourceSet, e.Metadata.From, e.Metadata.Until)
+			if err != nil || !ok {
+				return err
+			}
+		}
+		return d.walk(ctx, e.Loc, resourceSet, depth+1)
+	})
 }
 
 // eachEntry calls fn for every entry of rd. A malformed entry is recorded
