@@ -194,7 +194,7 @@ func Decode(r io.Reader, name string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	d := newDecoder(name)
-	if err := d.document(&doc); err != nil {
+	if err := d.decode(&doc, data); err != nil {
 		return nil, err
 	}
 	return d.f, nil

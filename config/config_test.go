@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -333,6 +334,18 @@ func TestMarshalRoundTrip(t *testing.T) {
 		}
 		if !reflect.DeepEqual(out, f) {
 			t.Errorf("round trip of\n%s=\n%+v\nwant\n%+v", data, out, f)
+		}
+	}
+}
+
+// TestFileKeysAreKnown checks that every key a File marshals to is a key
+// the decoder knows, so a marshalled File always decodes.
+func TestFileKeysAreKnown(t *testing.T) {
+	typ := reflect.TypeFor[File]()
+	for i := range typ.NumField() {
+		key, _, _ := strings.Cut(typ.Field(i).Tag.Get("yaml"), ",")
+		if !slices.Contains(knownKeys(), key) {
+			t.Errorf("File.%s marshals to %q, which the decoder does not know", typ.Field(i).Name, key)
 		}
 	}
 }

@@ -1,10 +1,13 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,25 +16,75 @@ import (
 	"github.com/rsharvest/rsharvest/manifest"
 )
 
-// knownKeys returns every key a config file may hold, sorted.
-func knownKeys() []string {
-	return []string{
-		"allow_missing_hash", "capability_list_url", "concurrency", "from",
-		"headers", "log_format", "log_level", "max_document_size", "prefer", "progress", "range_parts", "rate", "report", "require_hash", "retries",
-		"set", "sink", "sinks", "source", "spool_dir", "stall_timeout", "state",
-		"until", "wait_lock", "workers",
-	}
+// raw is a config file as yaml.v3 decodes it, before any check. Its yaml
+// tags are the one list of the keys a file may hold: knownKeys reads them,
+// and the decoder refuses every other key (KnownFields). Each value stays a
+// node, so that a check names the line and column of a bad value.
+type raw struct {
+	Source            yaml.Node `yaml:"source"`
+	CapabilityListURL yaml.Node `yaml:"capability_list_url"`
+	Sink              yaml.Node `yaml:"sink"`
+	Sinks             yaml.Node `yaml:"sinks"`
+	State             yaml.Node `yaml:"state"`
+	Report            yaml.Node `yaml:"report"`
+	SpoolDir          yaml.Node `yaml:"spool_dir"`
+	Concurrency       yaml.Node `yaml:"concurrency"`
+	Workers           yaml.Node `yaml:"workers"`
+	Retries           yaml.Node `yaml:"retries"`
+	RangeParts        yaml.Node `yaml:"range_parts"`
+	MaxDocumentSize   yaml.Node `yaml:"max_document_size"`
+	Rate              yaml.Node `yaml:"rate"`
+	Headers           yaml.Node `yaml:"headers"`
+	From              yaml.Node `yaml:"from"`
+	Until             yaml.Node `yaml:"until"`
+	StallTimeout      yaml.Node `yaml:"stall_timeout"`
+	WaitLock          yaml.Node `yaml:"wait_lock"`
+	AllowMissingHash  yaml.Node `yaml:"allow_missing_hash"`
+	RequireHash       yaml.Node `yaml:"require_hash"`
+	Progress          yaml.Node `yaml:"progress"`
+	LogLevel          yaml.Node `yaml:"log_level"`
+	LogFormat         yaml.Node `yaml:"log_format"`
+	Prefer            yaml.Node `yaml:"prefer"`
+	Set               yaml.Node `yaml:"set"`
 }
 
-// decoder walks the document node of one config file into a File.
+// fields returns r's values with their keys, in the order of the struct.
+func (r *raw) fields() []keyed {
+	v := reflect.ValueOf(r).Elem()
+	out := make([]keyed, 0, v.NumField())
+	for i := range v.NumField() {
+		key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+		out = append(out, keyed{key: key, value: v.Field(i).Addr().Interface().(*yaml.Node)})
+	}
+	return out
+}
+
+// knownKeys returns every key a config file may hold, sorted.
+func knownKeys() []string {
+	var keys []string
+	for _, f := range (&raw{}).fields() {
+		keys = append(keys, f.key)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// keyed is a value with the key naming it.
+type keyed struct {
+	key   string
+	value *yaml.Node
+}
+
+// decoder checks the values of one config file into a File.
 type decoder struct {
 	name string
 	base string // directory relative paths are resolved against
 	f    *File
+	keys map[string]*yaml.Node // each key given → its node, for positions
 }
 
 func newDecoder(name string) *decoder {
-	return &decoder{name: name, base: filepath.Dir(name), f: &File{}}
+	return &decoder{name: name, base: filepath.Dir(name), f: &File{}, keys: map[string]*yaml.Node{}}
 }
 
 // errorf returns an *Error at n's position.
@@ -39,7 +92,9 @@ func (d *decoder) errorf(n *yaml.Node, format string, a ...any) error {
 	return &Error{File: d.name, Line: n.Line, Column: n.Column, Err: fmt.Errorf(format, a...)}
 }
 
-func (d *decoder) document(doc *yaml.Node) error {
+// decode checks the shape of the parsed document doc, decodes data (its
+// text) into a raw with unknown keys refused, and checks every value.
+func (d *decoder) decode(doc *yaml.Node, data []byte) error {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil
 	}
@@ -50,101 +105,112 @@ func (d *decoder) document(doc *yaml.Node) error {
 	if root.Kind != yaml.MappingNode {
 		return d.errorf(root, "want a mapping of keys to values, not %s", describe(root))
 	}
-	return d.mapping(root)
-}
-
-// keyed is a value node with the key node naming it.
-type keyed struct{ key, value *yaml.Node }
-
-func (d *decoder) mapping(root *yaml.Node) error {
-	seen := map[string]*yaml.Node{}
-	var source, capURL, sink, sinks, from, until keyed
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, v := resolve(root.Content[i]), resolve(root.Content[i+1])
-		if k.Kind != yaml.ScalarNode {
-			return d.errorf(k, "a key must be a string, not %s", describe(k))
-		}
-		key := k.Value
-		if k.Tag == "!!merge" {
-			return d.errorf(k, "merge keys (<<) are not supported")
-		}
-		if first, dup := seen[key]; dup {
-			return d.errorf(k, "duplicate key %q (first at line %d)", key, first.Line)
-		}
-		seen[key] = k
-		if isNull(v) {
+	if err := d.checkKeys(root); err != nil {
+		return err
+	}
+	var r raw
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&r); err != nil {
+		return fmt.Errorf("%s: %w", d.name, err)
+	}
+	for _, f := range r.fields() {
+		v := resolve(f.value)
+		if v.Kind == 0 || isNull(v) {
 			continue
 		}
-		var err error
-		switch key {
-		case "source":
-			source = keyed{k, v}
-			d.f.Source, err = d.str(key, v)
-		case "capability_list_url":
-			capURL = keyed{k, v}
-		case "sink":
-			sink = keyed{k, v}
-		case "sinks":
-			sinks = keyed{k, v}
-		case "state":
-			d.f.State, err = d.path(key, v)
-		case "report":
-			d.f.Report, err = d.path(key, v)
-		case "spool_dir":
-			d.f.SpoolDir, err = d.path(key, v)
-		case "concurrency":
-			d.f.Concurrency, err = d.integer(key, v, 1)
-		case "workers":
-			d.f.Workers, err = d.integer(key, v, 1)
-		case "retries":
-			d.f.Retries, err = d.integer(key, v, 0)
-		case "range_parts":
-			d.f.RangeParts, err = d.integer(key, v, 1)
-		case "max_document_size":
-			d.f.MaxDocumentSize, err = d.documentSize(key, v)
-		case "rate":
-			d.f.Rate, err = d.rate(key, v)
-		case "headers":
-			d.f.Headers, err = d.headers(key, v)
-		case "from":
-			from = keyed{k, v}
-			d.f.From, err = d.datetime(key, v)
-		case "until":
-			until = keyed{k, v}
-			d.f.Until, err = d.datetime(key, v)
-		case "stall_timeout":
-			d.f.StallTimeout, err = d.duration(key, v)
-		case "wait_lock":
-			d.f.WaitLock, err = d.duration(key, v)
-		case "allow_missing_hash":
-			d.f.AllowMissingHash, err = d.boolean(key, v)
-		case "require_hash":
-			d.f.RequireHash, err = d.boolean(key, v)
-		case "progress":
-			d.f.Progress, err = d.oneOf(key, v, "auto", "bars", "log", "none")
-		case "log_level":
-			d.f.LogLevel, err = d.oneOf(key, v, "debug", "info", "warn", "error")
-		case "log_format":
-			d.f.LogFormat, err = d.oneOf(key, v, "text", "json")
-		case "prefer":
-			d.f.Prefer, err = d.oneOf(key, v, "dump", "list")
-		case "set":
-			d.f.Set, err = d.str(key, v)
-		default:
-			err = d.unknown(k)
-		}
-		if err != nil {
+		if err := d.value(f.key, v); err != nil {
 			return err
 		}
 	}
-	if err := d.source(source, capURL); err != nil {
+	if err := d.source(keyed{"source", resolve(&r.Source)}, keyed{"capability_list_url", resolve(&r.CapabilityListURL)}); err != nil {
 		return err
 	}
-	if err := d.sinks(sink, sinks); err != nil {
+	if err := d.sinks(keyed{"sink", resolve(&r.Sink)}, keyed{"sinks", resolve(&r.Sinks)}); err != nil {
 		return err
 	}
-	return d.period(from, until)
+	return d.period(resolve(&r.From), resolve(&r.Until))
 }
+
+// checkKeys refuses, at their line and column, what the struct decoder
+// would refuse with a message naming only the line: a key that is not a
+// string, a merge key, a duplicate key and an unknown one (with the
+// closest known key suggested).
+func (d *decoder) checkKeys(root *yaml.Node) error {
+	known := knownKeys()
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k := resolve(root.Content[i])
+		switch first, dup := d.keys[k.Value]; {
+		case k.Kind != yaml.ScalarNode:
+			return d.errorf(k, "a key must be a string, not %s", describe(k))
+		case k.Tag == "!!merge":
+			return d.errorf(k, "merge keys (<<) are not supported")
+		case dup:
+			return d.errorf(k, "duplicate key %q (first at line %d)", k.Value, first.Line)
+		case !slices.Contains(known, k.Value):
+			return d.unknown(k)
+		}
+		d.keys[k.Value] = k
+	}
+	return nil
+}
+
+// value checks the value of one key (not null) into the File. source,
+// capability_list_url, sink and sinks are read together by source and
+// sinks.
+func (d *decoder) value(key string, v *yaml.Node) error {
+	var err error
+	switch key {
+	case "source":
+		d.f.Source, err = d.str(key, v)
+	case "state":
+		d.f.State, err = d.path(key, v)
+	case "report":
+		d.f.Report, err = d.path(key, v)
+	case "spool_dir":
+		d.f.SpoolDir, err = d.path(key, v)
+	case "concurrency":
+		d.f.Concurrency, err = d.integer(key, v, 1)
+	case "workers":
+		d.f.Workers, err = d.integer(key, v, 1)
+	case "retries":
+		d.f.Retries, err = d.integer(key, v, 0)
+	case "range_parts":
+		d.f.RangeParts, err = d.integer(key, v, 1)
+	case "max_document_size":
+		d.f.MaxDocumentSize, err = d.documentSize(key, v)
+	case "rate":
+		d.f.Rate, err = d.rate(key, v)
+	case "headers":
+		d.f.Headers, err = d.headers(key, v)
+	case "from":
+		d.f.From, err = d.datetime(key, v)
+	case "until":
+		d.f.Until, err = d.datetime(key, v)
+	case "stall_timeout":
+		d.f.StallTimeout, err = d.duration(key, v)
+	case "wait_lock":
+		d.f.WaitLock, err = d.duration(key, v)
+	case "allow_missing_hash":
+		d.f.AllowMissingHash, err = d.boolean(key, v)
+	case "require_hash":
+		d.f.RequireHash, err = d.boolean(key, v)
+	case "progress":
+		d.f.Progress, err = d.oneOf(key, v, "auto", "bars", "log", "none")
+	case "log_level":
+		d.f.LogLevel, err = d.oneOf(key, v, "debug", "info", "warn", "error")
+	case "log_format":
+		d.f.LogFormat, err = d.oneOf(key, v, "text", "json")
+	case "prefer":
+		d.f.Prefer, err = d.oneOf(key, v, "dump", "list")
+	case "set":
+		d.f.Set, err = d.str(key, v)
+	}
+	return err
+}
+
+// given reports whether a value was given (present and not null).
+func given(v *yaml.Node) bool { return v.Kind != 0 && !isNull(v) }
 
 // unknown reports an unknown key, suggesting the closest known one.
 func (d *decoder) unknown(k *yaml.Node) error {
@@ -156,15 +222,15 @@ func (d *decoder) unknown(k *yaml.Node) error {
 
 // source reconciles source with its alias capability_list_url.
 func (d *decoder) source(source, capURL keyed) error {
-	if capURL.value == nil {
+	if !given(capURL.value) {
 		return nil
 	}
-	u, err := d.str("capability_list_url", capURL.value)
+	u, err := d.str(capURL.key, capURL.value)
 	if err != nil {
 		return err
 	}
-	if source.value != nil && d.f.Source != u {
-		return d.errorf(capURL.key, "capability_list_url and source (line %d) differ: give one", source.key.Line)
+	if given(source.value) && d.f.Source != u {
+		return d.errorf(d.keys[capURL.key], "capability_list_url and source (line %d) differ: give one", d.keys[source.key].Line)
 	}
 	d.f.Source = u
 	return nil
@@ -172,19 +238,20 @@ func (d *decoder) source(source, capURL keyed) error {
 
 // sinks reads sink or sinks (not both): one spec or a list of them.
 func (d *decoder) sinks(sink, sinks keyed) error {
-	kv, key := sinks, "sinks"
+	kv := sinks
 	switch {
-	case sink.value != nil && sinks.value != nil:
-		later := sink.key
-		if sinks.key.Line > later.Line || (sinks.key.Line == later.Line && sinks.key.Column > later.Column) {
-			later = sinks.key
+	case given(sink.value) && given(sinks.value):
+		later, other := d.keys[sink.key], d.keys[sinks.key]
+		if other.Line > later.Line || (other.Line == later.Line && other.Column > later.Column) {
+			later = other
 		}
 		return d.errorf(later, "both sink and sinks given: use one")
-	case sink.value != nil:
-		kv, key = sink, "sink"
-	case sinks.value == nil:
+	case given(sink.value):
+		kv = sink
+	case !given(sinks.value):
 		return nil
 	}
+	key := kv.key
 	var specs []string
 	switch v := kv.value; v.Kind {
 	case yaml.ScalarNode:
@@ -236,17 +303,17 @@ func (d *decoder) sinkSpec(key string, v *yaml.Node) (string, error) {
 }
 
 // period checks that from is not after until.
-func (d *decoder) period(from, until keyed) error {
-	if from.value == nil || until.value == nil {
+func (d *decoder) period(from, until *yaml.Node) error {
+	if !given(from) || !given(until) {
 		return nil
 	}
 	f, _, errF := d.f.FromTime()
 	u, _, errU := d.f.UntilTime()
 	if err := errors.Join(errF, errU); err != nil {
-		return d.errorf(until.value, "%w", err)
+		return d.errorf(until, "%w", err)
 	}
 	if f.After(u) {
-		return d.errorf(until.value, "until %s is before from %s (line %d)", d.f.Until, d.f.From, from.key.Line)
+		return d.errorf(until, "until %s is before from %s (line %d)", d.f.Until, d.f.From, d.keys["from"].Line)
 	}
 	return nil
 }
