@@ -144,11 +144,11 @@ const mismatchRetries = 1
 
 // downloadOnce makes one pass of Download from byte 0.
 func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, want fixity.Expect, buf []byte, res *Result, progress Progress, held Validators) error {
+	if progress != nil {
+		progress(0) // before the file empties: a reader behind it knows first
+	}
 	if err := dst.Truncate(0); err != nil {
 		return errclass.Fatalf("download %s: truncate %s: %w", url, dst.Name(), err)
-	}
-	if progress != nil {
-		progress(0)
 	}
 	if _, err := dst.Seek(0, io.SeekStart); err != nil {
 		return errclass.Fatalf("download %s: seek %s: %w", url, dst.Name(), err)

@@ -95,11 +95,11 @@ func (c *Client) downloadParts(ctx context.Context, rawURL string, dst *os.File,
 	if want.Length < 0 && want.Max > 0 && size > want.Max {
 		return errclass.Permanentf("download %s: %w: more than %d bytes", rawURL, ErrTooLarge, want.Max)
 	}
+	if progress != nil {
+		progress(0) // before the file empties: a reader behind it knows first
+	}
 	if err := dst.Truncate(0); err != nil {
 		return errclass.Fatalf("download %s: truncate %s: %w", rawURL, dst.Name(), err)
-	}
-	if progress != nil {
-		progress(0)
 	}
 	n := int64(c.opts.RangeParts)
 	per := (size + n - 1) / n

@@ -50,7 +50,7 @@ type result struct {
 
 // deliverEntry verifies one manifest entry and writes it to every sink,
 // unless the state store says the destination already holds these exact
-// bytes. The workers call it through deliver (stream.go).
+// bytes.
 func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	e := j.entry
 	md := e.Metadata
@@ -75,6 +75,9 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	failed := func(stage string, err error) result {
 		if errclass.IsFatal(err) {
 			return result{fatal: fmt.Errorf("%s: %w", e.Loc, err)}
+		}
+		if j.stream != nil && j.stream.leave() {
+			return result{} // phase 2 delivers it (stream.go)
 		}
 		r.counts.Failed.Add(1)
 		f := Failure{URI: e.Loc, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
@@ -162,11 +165,6 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		rec.Outcome = "unchanged"
 		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
 		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(deliveries) > 0}
-	}
-	if j.stream != nil && !r.claim(j.stream, e.Loc, prev, had, deliveries) {
-		// A streamed entry never replaces what the destination holds:
-		// the package's second phase delivers it (stream.go).
-		return result{}
 	}
 	res := &sink.Resource{URI: e.Loc, Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod, ResourceSet: j.pkg.ResourceSet}
 	for _, l := range rec.Links {

@@ -187,15 +187,12 @@ func (r *run) processPackage(ctx context.Context, j source.Package, out chan<- e
 // unpackPackage streams the manifest of an opened package and hands each
 // entry to the workers, then reports the package's entries its manifest
 // does not list. With st, the package was read as it downloaded: the
-// entries delivered then are confirmed against arch, or retracted and
-// delivered again from arch (see streamPackage). It returns when every
-// entry it handed out is done, or ctx ends.
+// entries delivered then are settled against arch, not delivered again
+// (see streamPackage). It returns when every entry it handed out is done,
+// or ctx ends.
 func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.Archive, st *streamState, out chan<- entryJob) error {
 	log := r.log.With("package", j.URL)
 	pkgFail := func(stage string, err error) error {
-		if rerr := r.retractAll(ctx, &j, st, stage+" failed"); rerr != nil {
-			return rerr
-		}
 		return r.packageFailed(ctx, j, j.At, stage, err)
 	}
 	mrc, err := arch.Manifest()
@@ -233,14 +230,8 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 			}
 			break
 		}
-		if st != nil {
-			done, err := r.settle(ctx, &j, arch, st, e)
-			if err != nil {
-				return err
-			}
-			if done {
-				continue
-			}
+		if st != nil && r.settle(ctx, &j, arch, st, e) {
+			continue
 		}
 		wg.Add(1)
 		select {
@@ -249,11 +240,6 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 			return ctx.Err()
 		case out <- entryJob{pkg: &j, entry: e, arch: arch, done: wg.Done}:
 		}
-	}
-	// Entries streamed that the manifest no longer lists (or lists
-	// otherwise) are not the package's.
-	if err := r.retractAll(ctx, &j, st, "not in the package's manifest.xml"); err != nil {
-		return err
 	}
 	// Wait for the workers to finish this package's entries.
 	if err := waitGroup(ctx, &wg); err != nil {

@@ -103,9 +103,8 @@ type Options struct {
 	// DisableStreaming processes a downloaded package only once it is
 	// complete. By default, while a package downloads, the entries that
 	// follow a leading manifest.xml are delivered as their bytes arrive,
-	// and confirmed (or retracted) against the central directory once the
-	// package is complete and its length and hashes are verified (see
-	// streamPackage).
+	// each once its own checks pass, and the rest once the package is
+	// complete (see streamPackage).
 	DisableStreaming bool
 	// DisablePackageSkip reads every package again. By default a baseline
 	// skips, without reading anything of it, a package the state records
@@ -203,10 +202,6 @@ type run struct {
 	// where reading packages by Range can pay (see openRanged). Decided once,
 	// so that a first sync never turns to Range as its own outcomes commit.
 	resync bool
-
-	// claims are the URIs written by streamed entries not yet confirmed
-	// (see stream.go).
-	claims claims
 
 	// onFinish, when set, runs after a run without fatal error, before the
 	// run is closed in the state store (checkpoints).
@@ -435,7 +430,7 @@ func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.Wait
 					if !ok {
 						return nil
 					}
-					res := r.deliver(ctx, j)
+					res := r.deliverEntry(ctx, j)
 					j.done()
 					if res.fatal != nil {
 						return res.fatal

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/source"
-	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
@@ -42,46 +40,39 @@ import (
 // Phase 2, once the download has ended and its length and hashes are
 // verified: the package is opened (unzip.Open, the central directory) and
 // its manifest read again from the start, as without streaming. An entry
-// delivered in phase 1 is confirmed when the manifest lists it the same way
-// and the central directory accepts it (Lookup) with the same method,
-// sizes and CRC-32 as its local header; every other entry is delivered
-// from the archive as usual. When phase 1 handed out every entry the
+// delivered in phase 1 is settled, not delivered again, when the manifest
+// lists it the same way; the central directory must accept it (Lookup)
+// with the same method, sizes and CRC-32 as its local header, or the
+// refusal is recorded (below). Every other entry is delivered from the
+// archive as usual. When phase 1 handed out every entry the
 // manifest lists and the archive's manifest.xml has the same bytes, the
 // manifest is not parsed again (confirmWhole).
 //
-// What phase 1 did is not final until phase 2 confirms it:
+// What phase 1 did is final: an entry reaches the sinks when its own checks
+// pass (its manifest entry's hashes and length; its CRC-32 and length when
+// the manifest gives no hash), and its outcome goes to the commit stage at
+// once, as every entry's does. Nothing is withheld, and nothing delivered
+// is taken back:
 //
-//   - The outcome of a streamed entry (the record the state store would
-//     take, a failure) is withheld until it is confirmed; the counters and
-//     the report's failures count it at once, and are corrected if it is
-//     retracted.
-//   - A streamed entry writes to the sinks only when the destination holds
-//     no version of the resource (no live state record, no partial
-//     delivery), and no other streamed entry of the run has written the URI
-//     and is not yet confirmed (run.claims); otherwise it is left to phase
-//     2. So retracting it restores the destination exactly: the resource is
-//     deleted from the sinks that took it, and its withheld outcome is
-//     dropped.
-//   - An entry is retracted when phase 2 does not confirm it (the central
-//     directory rejects it — a duplicate name, a symlink or device
-//     attribute, a name it does not list — or describes it otherwise, or
-//     the manifest lists it otherwise or not at all); the entry is then
-//     processed from the archive as without streaming, which records the
-//     reason. Every streamed entry is retracted when the package fails as a
-//     whole: its download fails (its length or hashes do not match the
-//     Resource Dump, or a transfer failure outlasts the retries), it starts
-//     over because the package changed, or its central directory or
-//     manifest cannot be read. A package that fails delivers nothing, as
-//     without streaming, although each of its streamed entries had been
-//     verified against its manifest hash: the manifest itself is then not
-//     to be trusted.
-//   - A retraction's delete is skipped when another job of this run has
-//     written the same URI meanwhile (the same URI in two packages).
-//   - A temporary failure of a streamed entry holds the checkpoint even
-//     when the entry is later retracted (the package failed as a whole).
-//   - When the run ends early (cancelled, or a fatal error), entries
-//     streamed but not confirmed stay in the sinks with no state record:
-//     the next run delivers them again.
+//   - Phase 2 does not deliver again an entry phase 1 delivered when the
+//     manifest lists its path the same way. It still looks the entry up in
+//     the central directory; when the central directory refuses it (a
+//     duplicate name, a symlink or device attribute) or describes it
+//     otherwise than its local header, the failure is recorded under the
+//     entry's URI with the same words as without streaming, so the run ends
+//     partial, but the resource stays delivered: its bytes verified against
+//     its manifest entry.
+//   - A package whose download fails (its length or hashes do not match the
+//     Resource Dump, or a transfer failure outlasts the retries), or whose
+//     central directory or manifest cannot be read, is recorded as that
+//     package's failure, so the next run fetches it again; the entries that
+//     verified on their own stay delivered and recorded.
+//   - When the download starts over (the package changed while it
+//     downloaded, or its first download did not match the dump), the spool
+//     file empties under phase 1: a streamed entry that fails from then on
+//     records nothing and is left to phase 2, which delivers it from the
+//     archive. An entry phase 1 delivered that the new manifest lists
+//     otherwise is delivered again by phase 2.
 //
 // Range re-syncs (openRanged) and incremental runs do not stream, and
 // Options.DisableStreaming turns streaming off.
@@ -94,8 +85,7 @@ const (
 	// entries to match their names.
 	streamWindow = 10_000
 	// maxStreamEntries caps the entries one package delivers in phase 1
-	// (each remembered, with its withheld outcome, until phase 2: under
-	// 1 KiB each).
+	// (each remembered until phase 2: under 1 KiB each).
 	maxStreamEntries = 20_000
 )
 
@@ -228,22 +218,31 @@ func (r *spoolReader) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-// streamEntry is an entry delivered in phase 1: what its local header and
-// the manifest said, and its withheld outcome.
+// streamEntry is an entry met in phase 1: what its local header and the
+// manifest said of it.
 type streamEntry struct {
 	local  unzip.LocalEntry
 	loc    string // the manifest entry's URI
 	path   string // and its path, as written
 	sum    entrySum
 	opener *unzip.LocalOpener
-	// res is the outcome, set by the worker before it marks the job done
-	// (see deliver); a zero result means the entry was left to phase 2.
-	res result
-	// settled: confirmed or retracted (the package's goroutine only).
-	settled bool
-	// claimed and clobbered are guarded by run.claims.mu: the entry holds
-	// the claim on its URI; another job has written the URI since.
-	claimed, clobbered bool
+	prog   *spoolProgress
+	// handed: given to the workers in phase 1 (and not left to phase 2
+	// by them). settled: phase 2 met it in the manifest. Both are the
+	// package goroutine's, but for the worker that leaves the entry to
+	// phase 2 before the package goroutine waits for it.
+	handed, settled bool
+}
+
+// leave reports whether a failure of the entry is the spool file emptying
+// under it (the download started over): the entry is then left to phase
+// 2, and its failure not recorded.
+func (se *streamEntry) leave() bool {
+	if !se.prog.wasRestarted() {
+		return false
+	}
+	se.handed = false
+	return true
 }
 
 // Open reads the entry's bytes from the spool file.
@@ -253,86 +252,6 @@ func (se *streamEntry) Open(context.Context) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("open ZIP entry: %w", err)
 	}
 	return rc, nil
-}
-
-// left reports whether the entry was left to phase 2 (it would have
-// replaced a version the destination holds).
-func (se *streamEntry) left() bool {
-	return se.res.outcome == 0 && se.res.failure == nil
-}
-
-// claims are the URIs that streamed entries not yet confirmed have written
-// (or are writing) to the sinks.
-type claims struct {
-	mu sync.Mutex
-	by map[string]*streamEntry
-}
-
-// claim decides, for a streamed entry about to be written to the sinks,
-// whether it may be: only when the destination holds no version of the
-// resource and no other unconfirmed streamed entry holds the URI. It is
-// called by deliverEntry with the state's record and partial deliveries.
-func (r *run) claim(se *streamEntry, uri string, prev state.Resource, had bool, deliveries []state.Delivery) bool {
-	if len(deliveries) > 0 {
-		return false
-	}
-	if had && !prev.Deleted && (prev.Outcome == state.OutcomeWritten || prev.Outcome == state.OutcomeUnchanged) {
-		return false
-	}
-	r.claims.mu.Lock()
-	defer r.claims.mu.Unlock()
-	if other := r.claims.by[uri]; other != nil && other != se {
-		return false
-	}
-	if r.claims.by == nil {
-		r.claims.by = map[string]*streamEntry{}
-	}
-	r.claims.by[uri] = se
-	se.claimed = true
-	return true
-}
-
-// unclaim releases se's claim, and reports whether another job wrote its
-// URI while it held it.
-func (r *run) unclaim(se *streamEntry) (clobbered bool) {
-	r.claims.mu.Lock()
-	defer r.claims.mu.Unlock()
-	if se.claimed {
-		if r.claims.by[se.loc] == se {
-			delete(r.claims.by, se.loc)
-		}
-		se.claimed = false
-	}
-	return se.clobbered
-}
-
-// noteWritten tells the streamed entry holding the claim on uri, if any
-// other than by, that uri has been written since: retracting it must not
-// delete what the other job wrote.
-func (r *run) noteWritten(uri string, by *streamEntry) {
-	r.claims.mu.Lock()
-	defer r.claims.mu.Unlock()
-	if se := r.claims.by[uri]; se != nil && se != by {
-		se.clobbered = true
-	}
-}
-
-// deliver verifies and delivers one entry (deliverEntry). The outcome of a
-// streamed entry is withheld in its streamEntry until phase 2 confirms it:
-// the worker then sends the commit stage an empty result.
-func (r *run) deliver(ctx context.Context, j entryJob) result {
-	res := r.deliverEntry(ctx, j)
-	if res.fatal != nil {
-		return res
-	}
-	if res.outcome == outWritten || len(res.deliveries) > 0 {
-		r.noteWritten(j.entry.Loc, j.stream)
-	}
-	if j.stream == nil {
-		return res
-	}
-	j.stream.res = res
-	return result{}
 }
 
 // streamState is what phase 1 did for a package.
@@ -400,7 +319,6 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, out chan<- en
 	}()
 
 	st := &streamState{opener: unzip.NewLocalOpener(f, r.opts.Limits), entries: map[string]*streamEntry{}, byURI: map[string]*streamEntry{}}
-	defer r.release(st)
 	var wg sync.WaitGroup
 	if err := r.follow(ctx, &j, f, prog, st, out, &wg); err != nil {
 		return err
@@ -421,30 +339,21 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, out chan<- en
 	if err := waitGroup(ctx, &wg); err != nil {
 		return err
 	}
-	pkgFail := func(stage, why string, err error) error {
-		if rerr := r.retractAll(ctx, &j, st, why); rerr != nil {
-			return rerr
-		}
+	pkgFail := func(stage string, err error) error {
 		if errclass.IsFatal(err) {
 			return err
 		}
 		return r.packageFailed(ctx, j, j.At, stage, err)
 	}
 	if d.err != nil {
-		return pkgFail("download", "the package's download failed", d.err)
-	}
-	if prog.wasRestarted() {
-		// What phase 1 read may be of the earlier representation.
-		if err := r.retractAll(ctx, &j, st, "the package changed while it downloaded"); err != nil {
-			return err
-		}
+		return pkgFail("download", d.err)
 	}
 	arch, err := unzip.Open(f, d.res.Bytes, r.opts.Limits)
 	if err != nil {
-		return pkgFail("unzip", "the package cannot be opened", err)
+		return pkgFail("unzip", err)
 	}
-	if done, err := r.confirmWhole(ctx, &j, arch, st); done || err != nil {
-		return err
+	if r.confirmWhole(j, arch, st) {
+		return nil
 	}
 	return r.unpackPackage(ctx, j, arch, st, out)
 }
@@ -452,42 +361,30 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, out chan<- en
 // confirmWhole is phase 2 when phase 1 handed out every entry of the
 // manifest: when the archive's manifest.xml has the same bytes, and the
 // central directory accepts and describes every entry as its local header
-// did, the withheld outcomes are sent without reading the manifest again,
-// and it reports true. Otherwise it reports false (having changed nothing
-// but the entries' referenced marks): unpackPackage settles the package.
-func (r *run) confirmWhole(ctx context.Context, j *source.Package, arch *unzip.Archive, st *streamState) (bool, error) {
+// did, the package is done without reading the manifest again, and it
+// reports true. Otherwise it reports false (having changed nothing but the
+// entries' referenced marks): unpackPackage settles the package.
+func (r *run) confirmWhole(j source.Package, arch *unzip.Archive, st *streamState) bool {
 	if !st.whole {
-		return false, nil
-	}
-	for _, se := range st.order {
-		if se.left() {
-			return false, nil
-		}
+		return false
 	}
 	rc, err := arch.Manifest()
 	if err != nil {
-		return false, nil
+		return false
 	}
 	h := sha256.New()
 	_, err = io.Copy(h, rc)
 	rc.Close()
 	if err != nil || [sha256.Size]byte(h.Sum(nil)) != st.manifestSum {
-		return false, nil
+		return false
 	}
 	for _, se := range st.order {
-		f, err := arch.Lookup(se.path)
-		if err != nil || f.Method != se.local.Method || f.Size != se.local.Size || f.CompressedSize != se.local.CompressedSize || f.CRC32 != se.local.CRC32 {
-			return false, nil
+		if _, err := lookupStreamed(arch, se); err != nil {
+			return false
 		}
 	}
 	for _, se := range st.order {
 		se.settled = true
-		r.unclaim(se)
-		res := se.res
-		se.res = result{}
-		if err := r.send(ctx, res); err != nil {
-			return true, err
-		}
 	}
 	for _, name := range arch.Unreferenced() {
 		r.counts.Skipped.Add(1)
@@ -496,7 +393,20 @@ func (r *run) confirmWhole(ctx context.Context, j *source.Package, arch *unzip.A
 	}
 	r.counts.PackagesDone.Add(1)
 	r.log.Debug("package confirmed as streamed", "package", j.URL, "entries", len(st.order))
-	return true, nil
+	return true
+}
+
+// lookupStreamed looks a streamed entry up in the central directory, which
+// must accept it and describe it as its local header did.
+func lookupStreamed(arch *unzip.Archive, se *streamEntry) (*unzip.File, error) {
+	f, err := arch.Lookup(se.path)
+	if err != nil {
+		return nil, err
+	}
+	if f.Method != se.local.Method || f.Size != se.local.Size || f.CompressedSize != se.local.CompressedSize || f.CRC32 != se.local.CRC32 {
+		return nil, errclass.Permanentf("unzip: entry %q: the central directory describes it otherwise than its local header", se.path)
+	}
+	return f, nil
 }
 
 // follow is phase 1: it reads the package's local headers as they arrive
@@ -607,7 +517,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		if e == nil {
 			return stop(fmt.Sprintf("entry %q not found in manifest.xml", le.Name), nil)
 		}
-		se := &streamEntry{local: le, loc: e.Loc, path: e.Metadata.Path, sum: sumEntry(e), opener: st.opener}
+		se := &streamEntry{local: le, loc: e.Loc, path: e.Metadata.Path, sum: sumEntry(e), opener: st.opener, prog: prog}
 		if e.Loc == "" || (e.Metadata.Hashes.IsZero() && r.opts.RequireHash) {
 			// It fails before its bytes are looked at: phase 2 records
 			// it (not streamed, the entry stays unreferenced, as
@@ -625,6 +535,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		st.entries[le.Name] = se
 		st.byURI[e.Loc] = se
 		st.order = append(st.order, se)
+		se.handed = true
 		wg.Add(1)
 		select {
 		case <-ctx.Done():
@@ -635,128 +546,24 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 	}
 }
 
-// settle is phase 2 for manifest entry e: it confirms the streamed entry
-// of e's path (sending its withheld outcome) and reports true, or retracts
-// it, or finds none, and reports false: e is then delivered from arch.
-// Whatever e's path, a streamed entry of e's URI not confirmed yet is
-// retracted first, so its delete cannot undo e's delivery.
-func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive, st *streamState, e *manifest.Entry) (bool, error) {
+// settle is phase 2 for manifest entry e: when phase 1 delivered the
+// entry of e's path, listed the same way, it is settled here and settle
+// reports true; otherwise false, and e is delivered from the archive. A
+// settled entry the central directory refuses, or describes otherwise than
+// its local header, stays delivered (its bytes verified against e), and the
+// refusal is recorded under e's URI as without streaming.
+func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive, st *streamState, e *manifest.Entry) bool {
 	se := st.entries[unzip.PathKey(e.Metadata.Path)]
-	if e.Metadata.Path == "" {
-		se = nil
-	}
-	if o := st.byURI[e.Loc]; o != nil && o != se && !o.settled {
-		if err := r.retract(ctx, j, o, "manifest.xml lists its URI with another path"); err != nil {
-			return false, err
-		}
-	}
-	if se == nil || se.settled {
-		return false, nil
-	}
-	if se.left() {
-		se.settled = true
-		return false, nil
-	}
-	if se.sum != sumEntry(e) {
-		return false, r.retract(ctx, j, se, "manifest.xml lists its path otherwise")
-	}
-	f, err := arch.Lookup(e.Metadata.Path)
-	switch {
-	case err != nil:
-		return false, r.retract(ctx, j, se, err.Error())
-	case f.Method != se.local.Method || f.Size != se.local.Size || f.CompressedSize != se.local.CompressedSize || f.CRC32 != se.local.CRC32:
-		return false, r.retract(ctx, j, se, "the central directory describes the entry otherwise")
+	if e.Metadata.Path == "" || se == nil || !se.handed || se.settled || se.sum != sumEntry(e) {
+		return false
 	}
 	se.settled = true
-	r.unclaim(se)
-	res := se.res
-	se.res = result{}
-	return true, r.send(ctx, res)
-}
-
-// retract undoes what phase 1 did for se (see above): its counts and
-// reported failure, and its writes to the sinks.
-func (r *run) retract(ctx context.Context, j *source.Package, se *streamEntry, why string) error {
-	se.settled = true
-	clobbered := r.unclaim(se)
-	res := se.res
-	if se.left() {
-		return nil
+	if _, err := lookupStreamed(arch, se); err != nil {
+		r.failIn(ctx, Failure{URI: e.Loc, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime())
+		r.log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
+			"package", j.URL, "uri", e.Loc, "error", err)
 	}
-	se.res = result{}
-	var targets []boundSink
-	switch res.outcome {
-	case outWritten:
-		r.counts.Written.Add(-1)
-		r.counts.BytesWritten.Add(-res.resource.Length)
-		targets = r.sinks
-	case outUnchanged, outSuperseded:
-		r.counts.Unchanged.Add(-1)
-	case outFailed:
-		r.counts.Failed.Add(-1)
-		if res.failure != nil {
-			r.rec.unfail(*res.failure)
-		}
-		for _, s := range r.sinks {
-			if slices.ContainsFunc(res.deliveries, func(d state.Delivery) bool { return d.Sink == s.name }) {
-				targets = append(targets, s)
-			}
-		}
-	}
-	uri := se.loc
-	ct := res.resource.ChangeTime
-	if ct.IsZero() {
-		ct = res.changeTime
-	}
-	r.log.Info("retracting a resource delivered while its package downloaded", "uri", uri, "package", j.URL, "reason", why, "written", len(targets) > 0)
-	if len(targets) == 0 || clobbered {
-		return nil
-	}
-	// Another job of this run may have written it since (and be recorded).
-	cur, ok, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, uri)
-	if err != nil {
-		return err
-	}
-	if ok && cur.RunID == r.runID && !cur.Deleted && (cur.Outcome == state.OutcomeWritten || cur.Outcome == state.OutcomeUnchanged) {
-		return nil
-	}
-	for _, s := range targets {
-		if err := r.deleteFrom(ctx, s, uri); err != nil {
-			if errclass.IsFatal(err) || ctx.Err() != nil {
-				return err
-			}
-			// The sink keeps bytes the state does not record: the next
-			// run writes the resource again if the source still has it.
-			r.counts.Failed.Add(1)
-			r.failIn(ctx, Failure{URI: uri, Package: j.URL, Stage: "deliver",
-				Error:     fmt.Sprintf("sink %s: retracting a resource streamed from a package that was not confirmed (%s): %v", s.name, why, err),
-				Permanent: errclass.IsPermanent(err)}, j.ResourceSet, ct)
-		}
-	}
-	return nil
-}
-
-// retractAll retracts every streamed entry of st not yet settled.
-func (r *run) retractAll(ctx context.Context, j *source.Package, st *streamState, why string) error {
-	if st == nil {
-		return nil
-	}
-	for _, se := range st.entries {
-		if se.settled {
-			continue
-		}
-		if err := r.retract(ctx, j, se, why); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// release drops the claims st's entries still hold (a run ending early).
-func (r *run) release(st *streamState) {
-	for _, se := range st.entries {
-		r.unclaim(se)
-	}
+	return true
 }
 
 // entrySum is a digest of what a manifest entry says of its resource: all
@@ -809,15 +616,4 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// unfail takes a failure back out of the report (a retracted entry's).
-func (rc *recorder) unfail(f Failure) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if i := slices.Index(rc.failures, f); i >= 0 {
-		rc.failures = slices.Delete(rc.failures, i, i+1)
-	} else if rc.truncated > 0 {
-		rc.truncated--
-	}
 }
