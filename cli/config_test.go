@@ -25,7 +25,7 @@ func TestEveryFlagHasConfigKey(t *testing.T) {
 		}
 		visit := func(fl *pflag.Flag) {
 			if !noKey[fl.Name] {
-				check(t, name, fl.Name, keyOf)
+				checkConfigKey(t, name, fl.Name, keyOf)
 				checked++
 			}
 		}
@@ -37,7 +37,7 @@ func TestEveryFlagHasConfigKey(t *testing.T) {
 	}
 }
 
-func check(t *testing.T, cmd, flag string, keyOf map[string]string) {
+func checkConfigKey(t *testing.T, cmd, flag string, keyOf map[string]string) {
 	t.Helper()
 	key, ok := keyOf[flag]
 	if !ok {

@@ -116,7 +116,7 @@ func (d *decoder) decode(doc *yaml.Node, data []byte) error {
 	}
 	for _, f := range r.fields() {
 		v := resolve(f.value)
-		if v.Kind == 0 || isNull(v) {
+		if !given(v) {
 			continue
 		}
 		if err := d.value(f.key, v); err != nil {

@@ -368,6 +368,11 @@ func (r *run) confirmWhole(j source.Package, arch *unzip.Archive, st *streamStat
 	if !st.whole {
 		return false
 	}
+	for _, se := range st.order {
+		if !se.handed {
+			return false // left to phase 2 (see leave)
+		}
+	}
 	rc, err := arch.Manifest()
 	if err != nil {
 		return false
@@ -379,7 +384,7 @@ func (r *run) confirmWhole(j source.Package, arch *unzip.Archive, st *streamStat
 		return false
 	}
 	for _, se := range st.order {
-		if _, err := lookupStreamed(arch, se); err != nil {
+		if lookupStreamed(arch, se) != nil {
 			return false
 		}
 	}
@@ -398,15 +403,15 @@ func (r *run) confirmWhole(j source.Package, arch *unzip.Archive, st *streamStat
 
 // lookupStreamed looks a streamed entry up in the central directory, which
 // must accept it and describe it as its local header did.
-func lookupStreamed(arch *unzip.Archive, se *streamEntry) (*unzip.File, error) {
+func lookupStreamed(arch *unzip.Archive, se *streamEntry) error {
 	f, err := arch.Lookup(se.path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if f.Method != se.local.Method || f.Size != se.local.Size || f.CompressedSize != se.local.CompressedSize || f.CRC32 != se.local.CRC32 {
-		return nil, errclass.Permanentf("unzip: entry %q: the central directory describes it otherwise than its local header", se.path)
+		return errclass.Permanentf("unzip: entry %q: the central directory describes it otherwise than its local header", se.path)
 	}
-	return f, nil
+	return nil
 }
 
 // follow is phase 1: it reads the package's local headers as they arrive
@@ -558,7 +563,7 @@ func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive
 		return false
 	}
 	se.settled = true
-	if _, err := lookupStreamed(arch, se); err != nil {
+	if err := lookupStreamed(arch, se); err != nil {
 		r.failIn(ctx, Failure{URI: e.Loc, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime())
 		r.log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
 			"package", j.URL, "uri", e.Loc, "error", err)
