@@ -223,8 +223,8 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 		batch = batch[:0]
 		return err
 	}
-	add := func(where string, e *manifest.Entry) error {
-		batch = append(batch, state.Listed{URI: e.Loc, Length: e.Metadata.Length, Hashes: e.Metadata.Hashes, Where: where})
+	add := func(where, uri string, length int64, hashes fixity.Hashes) error {
+		batch = append(batch, state.Listed{URI: uri, Length: length, Hashes: hashes, Where: where})
 		if len(batch) >= 1000 {
 			return flush()
 		}
@@ -255,11 +255,7 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 		close(r.results)
 		<-collected
 	}()
-	d := r.planner(manifest.ResourceDump, manifest.ResourceList)
-	d.EmitResource = func(_ context.Context, docURL, _ string, _ time.Time, e *manifest.Entry) error {
-		return add(docURL, e)
-	}
-	d.Emit = func(ctx context.Context, j source.Package) error {
+	readPackage := func(ctx context.Context, j source.Package) error {
 		var rd *manifest.Reader
 		if j.Contents != "" {
 			doc, closeDoc, err := r.openDocument(ctx, j.Contents)
@@ -303,16 +299,18 @@ func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditRepo
 				problem(j.URL, err)
 				return nil
 			}
-			if err := add(j.URL, e); err != nil {
+			if err := add(j.URL, e.Loc, e.Metadata.Length, e.Metadata.Hashes); err != nil {
 				return err
 			}
 		}
 	}
-	if start, err := d.Plan(ctx, r.opts.Source); err != nil {
-		if ctx.Err() != nil || errclass.IsFatal(err) {
-			return err
+	if _, err := r.planTask(ctx, r.task(source.Baseline, Range{}), func(ctx context.Context, u source.Unit) error {
+		if u.Record != nil {
+			return add(u.Record.Listed, u.Record.URI, u.Record.Length, u.Record.Hashes)
 		}
-		return &SourceError{URL: start, Err: err}
+		return readPackage(ctx, *u.Package)
+	}); err != nil {
+		return err
 	}
 	return flush()
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/internal/retry"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/unzip"
@@ -52,12 +52,11 @@ type result struct {
 // unless the state store says the destination already holds these exact
 // bytes.
 func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
-	e := j.entry
-	md := e.Metadata
+	e := j.rec
 	rec := state.Resource{
-		URI: e.Loc, Source: r.opts.SourceKey, ResourceSet: j.pkg.ResourceSet,
-		Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod,
-		ChangeTime: e.ChangeTime(), Package: j.pkg.URL, RunID: r.runID,
+		URI: e.URI, Source: r.opts.SourceKey, ResourceSet: j.pkg.ResourceSet,
+		Length: e.Length, Hashes: e.Hashes, Type: e.Type, Lastmod: e.Lastmod,
+		ChangeTime: e.ChangeTime, Package: j.pkg.URL, RunID: r.runID,
 	}
 	if rec.ChangeTime.IsZero() {
 		// A snapshot entry without lastmod is as new as its dump's "at".
@@ -68,20 +67,20 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 			rec.Links = append(rec.Links, state.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
 		}
 	}
-	prev, had, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, e.Loc)
+	prev, had, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, e.URI)
 	if err != nil {
 		return result{fatal: err}
 	}
 	failed := func(stage string, err error) result {
 		if errclass.IsFatal(err) {
-			return result{fatal: fmt.Errorf("%s: %w", e.Loc, err)}
+			return result{fatal: fmt.Errorf("%s: %w", e.URI, err)}
 		}
 		if j.stream != nil && j.stream.leave() {
 			return result{} // phase 2 delivers it (stream.go)
 		}
 		r.counts.Failed.Add(1)
-		f := Failure{URI: e.Loc, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
-		r.log.Warn("resource failed", "uri", e.Loc, "package", j.pkg.URL, "stage", stage, "error", err)
+		f := Failure{URI: e.URI, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
+		r.log.Warn("resource failed", "uri", e.URI, "package", j.pkg.URL, "stage", stage, "error", err)
 		r.rec.fail(f)
 		if !f.Permanent {
 			r.noteHold(j.pkg.ResourceSet, rec.ChangeTime)
@@ -89,10 +88,10 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		rec.Outcome = "failed"
 		return result{outcome: outFailed, resource: rec, hadRecord: had, failure: &f, changeTime: rec.ChangeTime}
 	}
-	if err := absoluteURI(e.Loc); err != nil {
+	if err := absoluteURI(e.URI); err != nil {
 		return failed("manifest", err)
 	}
-	want := fixity.Expect{Length: md.Length, Hashes: md.Hashes}
+	want := fixity.Expect{Length: e.Length, Hashes: e.Hashes}
 	if want.Hashes.IsZero() && r.opts.RequireHash {
 		return failed("verify", errclass.Permanentf("no md5, sha-1, sha-256 or sha-512 hash to verify against, and --require-hash is set"))
 	}
@@ -102,28 +101,28 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	if j.stream != nil {
 		// Read by its local header while the package downloads (stream.go).
 		if want.Length >= 0 && j.stream.local.Size != want.Length {
-			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), md.Path, j.stream.local.Size, want.Length))
+			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), e.Path, j.stream.local.Size, want.Length))
 		}
 		sources = []entryOpener{j.stream}
 	} else if j.arch != nil {
-		if md.Path == "" {
+		if e.Path == "" {
 			return failed("manifest", errclass.Permanentf("manifest entry has no path"))
 		}
 		// Look the entry up even when unchanged: it marks the entry as
 		// listed and checks the manifest against the package's inventory.
-		f, err := j.arch.Lookup(md.Path)
+		f, err := j.arch.Lookup(e.Path)
 		if err != nil {
 			return failed("unzip", err) // it names the path and the entry
 		}
 		if want.Length >= 0 && f.Size != want.Length {
-			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), md.Path, f.Size, want.Length))
+			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), e.Path, f.Size, want.Length))
 		}
 		sources = []entryOpener{zipEntry{f}}
 	} else {
-		if err := resourcesync.CheckLoc(e.Loc); err != nil {
+		if err := resourcesync.CheckLoc(e.URI); err != nil {
 			return failed("document", err)
 		}
-		for _, u := range append([]string{e.Loc}, mirrors(e)...) {
+		for _, u := range append([]string{e.URI}, mirrors(e)...) {
 			sources = append(sources, &httpEntry{client: r.opts.Client, url: u})
 		}
 		// Without a hash to compare, ask the server whether what the
@@ -144,7 +143,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	// already holds this version is not written again.
 	var deliveries []state.Delivery
 	if len(r.sinks) > 1 {
-		if deliveries, err = r.opts.Store.Deliveries(ctx, r.opts.SourceKey, e.Loc); err != nil {
+		if deliveries, err = r.opts.Store.Deliveries(ctx, r.opts.SourceKey, e.URI); err != nil {
 			return result{fatal: err}
 		}
 	}
@@ -166,7 +165,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
 		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(deliveries) > 0}
 	}
-	res := &sink.Resource{URI: e.Loc, Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod, ResourceSet: j.pkg.ResourceSet}
+	res := &sink.Resource{URI: e.URI, Length: e.Length, Hashes: e.Hashes, Type: e.Type, Lastmod: e.Lastmod, ResourceSet: j.pkg.ResourceSet}
 	for _, l := range rec.Links {
 		res.Links = append(res.Links, sink.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
 	}
@@ -193,20 +192,20 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 			out := failed("deliver", fmt.Errorf("sink %s: %w", s.name, err))
 			for _, o := range r.sinks {
 				if already[o.name] {
-					took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.Loc, Sink: o.name, Length: want.Length, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
+					took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.URI, Sink: o.name, Length: want.Length, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
 				}
 			}
 			out.deliveries = took
 			return out
 		}
 		rec.Length = n
-		took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.Loc, Sink: s.name, Length: n, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
+		took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.URI, Sink: s.name, Length: n, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
 	}
 	r.counts.Written.Add(1)
 	r.counts.BytesWritten.Add(rec.Length)
 	rec.Outcome = state.OutcomeWritten
 	rec.Verified = verifiedBy(want, j.stream != nil || j.arch != nil)
-	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(md.Change), delivered: len(r.sinks) > 1}
+	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(e.Change), delivered: len(r.sinks) > 1}
 }
 
 // entryOpener opens the bytes of a resource: a ZIP entry, or a GET.
@@ -246,8 +245,8 @@ func (h *httpEntry) Open(ctx context.Context) (io.ReadCloser, error) {
 func (h *httpEntry) String() string { return h.url }
 
 // mirrors returns an entry's rel="duplicate" locations, by priority.
-func mirrors(e *manifest.Entry) []string {
-	var ls []manifest.Link
+func mirrors(e *source.Record) []string {
+	var ls []source.Link
 	for _, l := range e.Links {
 		if l.Rel == "duplicate" && resourcesync.CheckLoc(l.Href) == nil {
 			ls = append(ls, l)

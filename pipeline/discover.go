@@ -4,35 +4,85 @@ import (
 	"context"
 	"time"
 
-	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/resourcesync"
+	"github.com/rsharvest/rsharvest/state"
 )
 
-// planner returns a ResourceSync planner for a walk to the want capability
-// (or its list fallback), wired to this run: its documents are read by
-// openDocument, a broken resource set is recorded (setBroken), snapshot
-// datetimes are noted for checkpoints, and a skipped entry is a permanent
-// failure of the run. The caller sets the emit functions.
-func (r *run) planner(want, list manifest.Capability) *resourcesync.Planner {
+// planner returns the planner of the run's protocol, wired to this run:
+// its documents are read by openDocument.
+func (r *run) planner() source.Planner {
 	return &resourcesync.Planner{
 		Open:            r.openDocument,
 		Client:          r.opts.Client,
 		MaxDocumentSize: r.opts.MaxDocumentSize,
 		Log:             r.log,
-		Set:             r.opts.Set,
-		Want:            want,
-		List:            list,
 		PreferList:      r.opts.Prefer == "list",
-		Broken:          r.setBroken,
-		NoteAt:          r.noteAt,
-		NoteSet:         r.noteSet,
-		Invalid: func(ctx context.Context, uri, msg string, counted bool) {
-			if counted {
-				r.counts.Failed.Add(1)
-			}
-			r.fail(ctx, Failure{URI: uri, Stage: "document", Error: msg, Permanent: true}, time.Time{})
-		},
 	}
+}
+
+// task is the run's task in mode.
+func (r *run) task(mode source.Mode, rng Range) source.Task {
+	t := source.Task{Source: r.opts.Source, Key: r.opts.SourceKey, Mode: mode, From: rng.From, Until: rng.Until, Set: r.opts.Set}
+	for _, s := range r.sinks {
+		t.Sinks = append(t.Sinks, s.name)
+	}
+	return t
+}
+
+// planTask plans task with the run's planner. Packages and records go to work;
+// what the planner could not plan is recorded as the run's failures (a
+// resource set it could not read holds that set's checkpoint), and the
+// change documents it read are recorded in the state store.
+func (r *run) planTask(ctx context.Context, task source.Task, work func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
+	return r.planner().Plan(ctx, task, holdings{r.opts.Store, r.opts.SourceKey}, func(ctx context.Context, u source.Unit) error {
+		switch {
+		case u.Failure != nil:
+			r.planFailed(ctx, *u.Failure)
+			return nil
+		case u.Document != nil:
+			d := u.Document
+			if err := r.opts.Store.RecordChangeDocument(ctx, state.ChangeDocument{URL: d.URL, Source: r.opts.SourceKey, ResourceSet: d.ResourceSet,
+				Capability: d.Capability, From: d.From, Until: d.Until, Open: d.Until.IsZero(), RunID: r.runID}); err != nil {
+				r.log.Warn("cannot record the change document", "url", d.URL, "error", err)
+			}
+			return nil
+		}
+		return work(ctx, u)
+	})
+}
+
+// planFailed records a failure the planner met.
+func (r *run) planFailed(ctx context.Context, f source.Failure) {
+	if f.WholeSet {
+		r.setBroken(ctx, f.ResourceSet, f.Err)
+		return
+	}
+	if f.Resource {
+		r.counts.Failed.Add(1)
+	}
+	set := f.ResourceSet
+	if set == "" {
+		set = anySet
+	}
+	r.failIn(ctx, Failure{URI: f.URI, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, time.Time{})
+}
+
+// holdings is the planner's read-only view of the state store.
+type holdings struct {
+	store *state.Store
+	key   string
+}
+
+var _ source.Holdings = holdings{}
+
+func (h holdings) Checkpoint(ctx context.Context, set string) (source.Checkpoint, bool, error) {
+	cp, ok, err := h.store.Checkpoint(ctx, h.key, set)
+	if err != nil || !ok {
+		return source.Checkpoint{}, ok, err
+	}
+	return source.Checkpoint{ResourceSet: set, Next: cp.Next, Baseline: cp.Baseline, Open: cp.Open}, true, nil
 }
 
 func orDefault(s, def string) string {

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -30,14 +30,13 @@ type Range struct {
 // ErrNoCheckpoint is wrapped by Incremental's error when no --from was
 // given and the state holds no checkpoint for the source: run a baseline
 // first.
-var ErrNoCheckpoint = errors.New("no checkpoint for this source in the state store (run a baseline first, or give --from)")
+var ErrNoCheckpoint = source.ErrNoCheckpoint
 
-// setRange is the resolved range of one resource set.
+// setRange is the range of one resource set, as planned, and the newest
+// change seen in it.
 type setRange struct {
-	from, until time.Time
-	newest      time.Time // the newest change seen in range
-	open        bool      // a change dump of the set is still open
-	prev        state.Checkpoint
+	source.Checkpoint
+	newest time.Time
 }
 
 // Incremental applies, from the source's Change Dump(s), the latest change
@@ -81,7 +80,6 @@ func Incremental(ctx context.Context, opts Options, rng Range) (*Report, error) 
 type incremental struct {
 	*run
 	rng  Range
-	now  time.Time
 	mu   sync.Mutex
 	sets map[string]*setRange
 	// spooled keeps packages downloaded to read their manifest (no
@@ -111,36 +109,14 @@ func (inc *incremental) spoolSlot(ctx context.Context) (func(), error) {
 	return func() { once.Do(func() { <-inc.spoolSlots }) }, nil
 }
 
-// resolve returns the range of a resource set, reading its checkpoint when
-// the run has no explicit From.
-func (inc *incremental) resolve(ctx context.Context, set string) (*setRange, error) {
+// rangeOf returns the range the plan resolved for resource set.
+func (inc *incremental) rangeOf(set string) (*setRange, error) {
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	if sr, ok := inc.sets[set]; ok {
 		return sr, nil
 	}
-	sr := &setRange{from: inc.rng.From, until: inc.rng.Until}
-	cp, ok, err := inc.opts.Store.Checkpoint(ctx, inc.opts.SourceKey, set)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		sr.prev = cp
-	}
-	if sr.from.IsZero() {
-		if !ok {
-			return nil, errclass.Fatalf("%s (resource set %q): %w", inc.opts.Source, set, ErrNoCheckpoint)
-		}
-		sr.from = cp.Next
-	}
-	if sr.until.IsZero() {
-		sr.until = inc.now
-	}
-	if sr.from.After(sr.until) {
-		sr.until = sr.from // a checkpoint in the future: an empty range
-	}
-	inc.sets[set] = sr
-	return sr, nil
+	return nil, errclass.Fatalf("incremental: no range planned for resource set %q", set)
 }
 
 // rangeRereadMin is the least declared length of a package that an
@@ -171,12 +147,6 @@ func (inc *incremental) keepSpooled(url string, sp *spooled, release func()) boo
 	return true
 }
 
-// intersects reports whether a package's [from, until] meets [lo, hi]; a
-// zero from or until is open-ended.
-func intersects(from, until, lo, hi time.Time) bool {
-	return (from.IsZero() || !from.After(hi)) && (until.IsZero() || !until.Before(lo))
-}
-
 func (inc *incremental) execute(ctx context.Context) error {
 	// The commit stage runs across every phase: failures are recorded
 	// from discovery on.
@@ -192,7 +162,6 @@ func (inc *incremental) execute(ctx context.Context) error {
 
 // phases runs discovery, planning and application in turn.
 func (inc *incremental) phases(ctx context.Context) error {
-	inc.now = time.Now().UTC()
 	plan, err := state.NewPlan(ctx, inc.opts.SpoolDir)
 	if err != nil {
 		return err
@@ -207,56 +176,20 @@ func (inc *incremental) phases(ctx context.Context) error {
 
 	// 1. Discover the change packages that meet the range.
 	var pkgs []source.Package
-	var resolveErr error
-	d := inc.planner(manifest.ChangeDump, manifest.ChangeList)
-	d.InRange = func(set string, from, until time.Time) (bool, error) {
-		sr, err := inc.resolve(ctx, set)
-		if err != nil {
-			resolveErr = err
-			return false, err
+	cps, err := inc.planTask(ctx, inc.task(source.Incremental, inc.rng), func(ctx context.Context, u source.Unit) error {
+		if u.Package == nil {
+			return errclass.Fatalf("incremental: the planner emitted a record; only packages are applied")
 		}
-		return intersects(from, until, sr.from, sr.until), nil
-	}
-	d.Emit = func(ctx context.Context, j source.Package) error {
-		sr, err := inc.resolve(ctx, j.ResourceSet)
-		if err != nil {
-			resolveErr = err
-			return err
-		}
-		if !intersects(j.From, j.Until, sr.from, sr.until) {
-			inc.log.Debug("package outside the range; not requested", "package", j.URL)
-			return nil
-		}
-		inc.counts.notePackage(j.Expect.Length)
-		pkgs = append(pkgs, j)
-		inc.mu.Lock()
-		inc.pkgSet[j.URL] = j.ResourceSet
-		inc.mu.Unlock()
+		inc.counts.notePackage(u.Package.Expect.Length)
+		pkgs = append(pkgs, *u.Package)
+		inc.pkgSet[u.Package.URL] = u.Package.ResourceSet
 		return nil
+	})
+	if err != nil {
+		return err
 	}
-	d.OnDump = func(docURL, set string, h *manifest.Header) {
-		if err := inc.opts.Store.RecordChangeDocument(ctx, state.ChangeDocument{URL: docURL, Source: inc.opts.SourceKey, ResourceSet: set,
-			Capability: string(h.Metadata.Capability), From: h.Metadata.From, Until: h.Metadata.Until, Open: h.Metadata.Until.IsZero(), RunID: inc.runID}); err != nil {
-			inc.log.Warn("cannot record the change document", "url", docURL, "error", err)
-		}
-		if h.Metadata.Until.IsZero() {
-			if sr, err := inc.resolve(ctx, set); err == nil {
-				inc.mu.Lock()
-				sr.open = true
-				inc.mu.Unlock()
-			}
-		}
-	}
-	if start, err := d.Plan(ctx, inc.opts.Source); err != nil {
-		switch {
-		case resolveErr != nil:
-			return resolveErr
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errclass.IsFatal(err):
-			return err
-		}
-		return &SourceError{URL: start, Err: err}
+	for _, cp := range cps {
+		inc.sets[cp.ResourceSet] = &setRange{Checkpoint: cp}
 	}
 
 	// 2. Plan: read every in-range change into the plan.
@@ -381,13 +314,13 @@ func (inc *incremental) phases(ctx context.Context) error {
 // keepSpooled); otherwise its spool file is removed at once.
 func (inc *incremental) planPackage(ctx context.Context, j source.Package) (err error) {
 	inc.unplanned.Add(-1)
-	sr, err := inc.resolve(ctx, j.ResourceSet)
+	sr, err := inc.rangeOf(j.ResourceSet)
 	if err != nil {
 		return err
 	}
 	hold := j.From
-	if hold.IsZero() || hold.Before(sr.from) {
-		hold = sr.from
+	if hold.IsZero() || hold.Before(sr.From) {
+		hold = sr.From
 	}
 	pkgFail := func(stage string, err error) error { return inc.packageFailed(ctx, j, hold, stage, err) }
 	var rd *manifest.Reader
@@ -470,7 +403,7 @@ func (inc *incremental) planPackage(ctx context.Context, j source.Package) (err 
 			continue
 		}
 		t := e.ChangeTime()
-		if t.Before(sr.from) || t.After(sr.until) {
+		if t.Before(sr.From) || t.After(sr.Until) {
 			continue
 		}
 		inc.mu.Lock()
@@ -647,13 +580,13 @@ func (inc *incremental) applyPackage(ctx context.Context, j source.Package, out 
 	if sp != nil {
 		defer sp.Close() // and its spool slot
 	}
-	sr, err := inc.resolve(ctx, j.ResourceSet)
+	sr, err := inc.rangeOf(j.ResourceSet)
 	if err != nil {
 		return err
 	}
 	hold := j.From
-	if hold.IsZero() || hold.Before(sr.from) {
-		hold = sr.from
+	if hold.IsZero() || hold.Before(sr.From) {
+		hold = sr.From
 	}
 	pkgFail := func(stage string, err error) error { return inc.packageFailed(ctx, j, hold, stage, err) }
 	if sp == nil && j.Contents == "" && !inc.opts.DisableRangeResync && j.Expect.Length >= rangeRereadMin {
@@ -726,7 +659,7 @@ func (inc *incremental) applyPackage(ctx context.Context, j source.Package, out 
 		case <-ctx.Done():
 			wg.Done()
 			return ctx.Err()
-		case out <- entryJob{pkg: &j, entry: e, arch: sp.arch, done: wg.Done}:
+		case out <- entryJob{pkg: &j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL), arch: sp.arch, done: wg.Done}:
 		}
 	}
 	for uri, w := range want {
@@ -750,15 +683,14 @@ func (inc *incremental) applyPackage(ctx context.Context, j source.Package, out 
 func (inc *incremental) applyList(ctx context.Context, j source.Package, out chan<- entryJob) error {
 	var wg sync.WaitGroup
 	err := inc.plan.WinnersIn(ctx, j.URL, func(c state.PlannedChange) error {
-		md := manifest.NewMetadata()
-		md.Change, md.Datetime, md.Hashes, md.Length, md.Type = manifest.Change(c.Change), c.Time, c.Hashes, c.Length, c.Type
-		e := &manifest.Entry{Loc: c.URI, Lastmod: c.Lastmod, Metadata: md}
+		rec := &source.Record{URI: c.URI, ResourceSet: j.ResourceSet, Listed: j.URL, Change: source.Change(c.Change), ChangeTime: c.Time,
+			Length: c.Length, Hashes: c.Hashes, Type: c.Type, Lastmod: c.Lastmod}
 		wg.Add(1)
 		select {
 		case <-ctx.Done():
 			wg.Done()
 			return ctx.Err()
-		case out <- entryJob{pkg: &j, entry: e, done: wg.Done}:
+		case out <- entryJob{pkg: &j, rec: rec, done: wg.Done}:
 			return nil
 		}
 	})
@@ -783,20 +715,17 @@ func (inc *incremental) applyList(ctx context.Context, j source.Package, out cha
 func (inc *incremental) setCheckpoints(ctx context.Context, rep *Report) error {
 	now := time.Now().UTC()
 	for set, sr := range inc.sets {
-		next := sr.from
-		switch {
-		case !inc.rng.Until.IsZero():
-			next = sr.until
-		case sr.newest.After(next):
+		next := sr.Next
+		if inc.rng.Until.IsZero() && sr.newest.After(next) {
 			next = sr.newest
 		}
 		if hold, ok := inc.holdOf(set); ok && hold.Before(next) {
 			next = hold
-			if next.Before(sr.from) {
-				next = sr.from // never before where this run started
+			if next.Before(sr.From) {
+				next = sr.From // never before where this run started
 			}
 		}
-		cp := state.Checkpoint{Source: inc.opts.SourceKey, CapabilityList: set, Next: next, Baseline: sr.prev.Baseline, Open: sr.open, RunID: inc.runID, Updated: now}
+		cp := state.Checkpoint{Source: inc.opts.SourceKey, CapabilityList: set, Next: next, Baseline: sr.Baseline, Open: sr.Open, RunID: inc.runID, Updated: now}
 		if err := inc.opts.Store.SetCheckpoint(ctx, cp); err != nil {
 			return err
 		}

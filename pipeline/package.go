@@ -13,6 +13,7 @@ import (
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
@@ -131,7 +132,7 @@ func (r *run) fetchPackage(ctx context.Context, j source.Package) (*spooled, err
 // from its URL (lists, neither set).
 type entryJob struct {
 	pkg    *source.Package
-	entry  *manifest.Entry
+	rec    *source.Record
 	arch   *unzip.Archive
 	stream *streamEntry
 	done   func()
@@ -238,7 +239,7 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 		case <-ctx.Done():
 			wg.Done()
 			return ctx.Err()
-		case out <- entryJob{pkg: &j, entry: e, arch: arch, done: wg.Done}:
+		case out <- entryJob{pkg: &j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL), arch: arch, done: wg.Done}:
 		}
 	}
 	// Wait for the workers to finish this package's entries.

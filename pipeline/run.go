@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -186,9 +185,11 @@ type run struct {
 	// book tracks which packages were delivered in full (see skip.go).
 	book packageBook
 
+	// checkpoints are where the run's plan leaves each resource set when
+	// every unit succeeds (set when planning ends).
+	checkpoints []source.Checkpoint
+
 	atMu sync.Mutex
-	at   time.Time // the earliest Resource Dump "at" seen
-	sets map[string]time.Time
 	// holds are, per resource set, the earliest change time of a
 	// temporary failure; temporary counts those failures.
 	holds map[string]time.Time
@@ -215,24 +216,8 @@ type boundSink struct {
 	sem  chan struct{}
 }
 
-func (r *run) noteAt(t time.Time) {
-	r.atMu.Lock()
-	defer r.atMu.Unlock()
-	if r.at.IsZero() || t.Before(r.at) {
-		r.at = t
-	}
-}
-
-func (r *run) noteSet(set string, at time.Time) {
-	r.atMu.Lock()
-	defer r.atMu.Unlock()
-	if prev, ok := r.sets[set]; !ok || (!at.IsZero() && (prev.IsZero() || at.Before(prev))) {
-		r.sets[set] = at
-	}
-}
-
 func newRun(opts Options) *run {
-	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, sets: map[string]time.Time{},
+	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts,
 		downloads: make(chan struct{}, opts.Concurrency)}
 	for i, s := range opts.Sinks {
 		n := opts.Workers
@@ -468,66 +453,36 @@ func (r *run) listConcurrency() int {
 	return 16
 }
 
-// discover walks from the source to its packages (or list entries).
+// discover plans the run's baseline task: packages into out, Resource
+// List records straight into entries. The checkpoints the plan reaches are
+// kept for the end of the run.
 func (r *run) discover(ctx context.Context, out chan<- source.Package, entries chan<- entryJob) error {
-	d := r.planner(manifest.ResourceDump, manifest.ResourceList)
-	d.EmitResource = func(ctx context.Context, docURL, set string, at time.Time, e *manifest.Entry) error {
-		j := entryJob{pkg: &source.Package{URL: docURL, Dump: docURL, ResourceSet: set, At: at, List: true}, entry: e, done: func() {}}
+	cps, err := r.planTask(ctx, r.task(source.Baseline, Range{}), func(ctx context.Context, u source.Unit) error {
+		if u.Record != nil {
+			rec := u.Record
+			j := entryJob{pkg: &source.Package{URL: rec.Listed, Dump: rec.Listed, ResourceSet: rec.ResourceSet, List: true}, rec: rec, done: func() {}}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case entries <- j:
+				return nil
+			}
+		}
+		r.counts.notePackage(u.Package.Expect.Length)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case entries <- j:
+		case out <- *u.Package:
 			return nil
 		}
-	}
-	d.Emit = func(ctx context.Context, j source.Package) error {
-		r.counts.notePackage(j.Expect.Length)
-		r.noteSet(j.ResourceSet, j.At)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case out <- j:
-			return nil
-		}
-	}
-	if start, err := d.Plan(ctx, r.opts.Source); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		var se *SourceError
-		if errclass.IsFatal(err) || errors.As(err, &se) {
-			return err
-		}
-		// The source itself could not be read: nothing can be synced.
-		return &SourceError{URL: start, Err: err}
-	}
-	return nil
+	})
+	r.checkpoints = cps
+	return err
 }
 
 // SourceError reports that the source's documents could not be read, so the
 // run could not even find what to sync.
-type SourceError struct {
-	URL string
-	Err error
-}
-
-// Error names the source once: the cause's own words when they name it
-// already (a fetch error names the URL it requested), and a cause that is
-// itself a SourceError as it stands.
-func (e *SourceError) Error() string {
-	var inner *SourceError
-	if errors.As(e.Err, &inner) {
-		return e.Err.Error()
-	}
-	msg := e.Err.Error()
-	if strings.Contains(msg, e.URL) {
-		return "source unreadable: " + msg
-	}
-	return fmt.Sprintf("source %s unreadable: %s", e.URL, msg)
-}
-
-// Unwrap returns the cause.
-func (e *SourceError) Unwrap() error { return e.Err }
+type SourceError = source.SourceError
 
 // openDocument downloads a ResourceSync document to a spool file and
 // starts parsing it from there. Spooling first means a document that the
@@ -652,9 +607,13 @@ func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, e
 	r.rec.fill(rep, r.counts)
 	st := r.opts.Client.Stats()
 	rep.Fetch = FetchStats{Requests: st.Requests, Retries: st.Retries, Resumes: st.Resumes, Restarts: st.Restarts}
-	if !r.at.IsZero() {
-		at := r.at
-		rep.At = &at
+	if rep.Mode == "baseline" {
+		for _, cp := range r.checkpoints {
+			if !cp.Next.IsZero() && (rep.At == nil || cp.Next.Before(*rep.At)) {
+				at := cp.Next
+				rep.At = &at
+			}
+		}
 	}
 	switch {
 	case runErr != nil:
@@ -688,14 +647,14 @@ func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, e
 // mean part of its snapshot is still missing (seed 003).
 func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
 	now := time.Now().UTC()
-	for set, at := range r.sets {
-		if at.IsZero() {
+	for _, c := range r.checkpoints {
+		if c.Next.IsZero() {
 			continue
 		}
-		if _, held := r.holdOf(set); held {
+		if _, held := r.holdOf(c.ResourceSet); held {
 			continue // part of this set's snapshot is still missing
 		}
-		cp := state.Checkpoint{Source: r.opts.SourceKey, CapabilityList: set, Next: at, Baseline: at, RunID: r.runID, Updated: now}
+		cp := state.Checkpoint{Source: r.opts.SourceKey, CapabilityList: c.ResourceSet, Next: c.Next, Baseline: c.Next, RunID: r.runID, Updated: now}
 		if err := r.opts.Store.SetCheckpoint(ctx, cp); err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
@@ -546,7 +547,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		case <-ctx.Done():
 			wg.Done()
 			return ctx.Err()
-		case out <- entryJob{pkg: j, entry: e, stream: se, done: wg.Done}:
+		case out <- entryJob{pkg: j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL), stream: se, done: wg.Done}:
 		}
 	}
 }

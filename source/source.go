@@ -1,15 +1,205 @@
-// Package source holds what every protocol's planner and the pipeline that
-// executes its plans share: the units of work a planner emits. A protocol
-// lives in a package of its own below source (source/resourcesync); the
+// Package source holds the model every protocol and the pipeline share: a
+// Task is what one run does, a Planner (one per protocol, in a package of
+// its own below source, such as source/resourcesync) turns a task into
+// Units of work, a Record is what reaches the sinks, and Checkpoints are
+// where the task leaves each resource set once every unit succeeded. The
 // pipeline executes every unit the same way (fetch → unpack → verify →
-// deliver → commit).
+// deliver → commit) and holds a checkpoint back at a temporary failure.
 package source
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/rsharvest/rsharvest/fixity"
 )
+
+// Mode is what a task does.
+type Mode string
+
+// The modes of a task.
+const (
+	// Baseline copies every resource the source holds now (a snapshot).
+	Baseline Mode = "baseline"
+	// Incremental applies the changes of a range: the latest change of
+	// each resource in it.
+	Incremental Mode = "incremental"
+)
+
+// Task is what one run does.
+type Task struct {
+	// Source is where to start: a URL the protocol understands.
+	Source string
+	// Key names the source in the state store (default: Source).
+	Key string
+	// Mode is baseline or incremental.
+	Mode Mode
+	// From and Until are an incremental task's range, inclusive. A zero
+	// From means "from each resource set's checkpoint"; a zero Until means
+	// "up to now".
+	From, Until time.Time
+	// Set, when not empty, limits the task to the resource set it names.
+	Set string
+	// Sinks name the sinks the task delivers to.
+	Sinks []string
+}
+
+// Change is the kind of a change a record reports.
+type Change string
+
+// The kinds of change. A record of a snapshot has none ("").
+const (
+	Created Change = "created"
+	Updated Change = "updated"
+	Deleted Change = "deleted"
+)
+
+// Link is a link a record carries to a related resource.
+type Link struct {
+	Rel, Href, Type string
+	// Pri orders links of one relation (lowest first), as mirrors are.
+	Pri int
+}
+
+// Record is one resource as it reaches the sinks: what it is, what its
+// bytes must match, and where they come from.
+type Record struct {
+	// URI identifies the resource within its source.
+	URI string
+	// ResourceSet is the resource set it belongs to, or "".
+	ResourceSet string
+	// Listed is the document or package that lists the record.
+	Listed string
+	// Change is the change the record reports ("" in a snapshot), and
+	// ChangeTime when it happened (zero: unknown).
+	Change     Change
+	ChangeTime time.Time
+	// Length (-1 when unknown) and Hashes are what the bytes must match.
+	Length int64
+	Hashes fixity.Hashes
+	// Type is the media type; Lastmod the resource's last modification.
+	Type    string
+	Lastmod time.Time
+	Links   []Link
+	// Path is where the bytes are inside a package, or "".
+	Path string
+	// Open, when set, opens a body the record carries (a protocol whose
+	// responses hold the records themselves); otherwise the bytes are
+	// read from Path in the package, or fetched from URI.
+	Open func(ctx context.Context) (io.ReadCloser, error)
+}
+
+// Failure is something a planner met and could not plan: a malformed
+// entry, a document that could not be read. The executor records it; a
+// temporary one holds the checkpoint of its resource set.
+type Failure struct {
+	// URI is what failed: a resource's URI, or a document's URL.
+	URI string
+	// ResourceSet is the set it belongs to ("" when unknown: it then
+	// holds every set).
+	ResourceSet string
+	// Stage names where it failed ("document", "resource set").
+	Stage string
+	// Err is the cause; its errclass tells temporary from permanent.
+	Err error
+	// Resource says the failure is one resource's, counted as a failed
+	// resource of the run.
+	Resource bool
+	// WholeSet says a whole resource set could not be read: its
+	// checkpoint is held whatever Err's class.
+	WholeSet bool
+}
+
+// Document is a change document a planner read, for the state's record of
+// them.
+type Document struct {
+	URL, ResourceSet, Capability string
+	From, Until                  time.Time
+}
+
+// Unit is one unit of work: exactly one field is set.
+type Unit struct {
+	// Package is a package to read.
+	Package *Package
+	// Record is one resource: to fetch from its URI, or with its body.
+	Record *Record
+	// Failure is something planning could not plan.
+	Failure *Failure
+	// Document is a change document read while planning.
+	Document *Document
+}
+
+// Checkpoint is where a task leaves one resource set.
+type Checkpoint struct {
+	ResourceSet string
+	// From and Until are the range an incremental task covers in the set.
+	From, Until time.Time
+	// Next is where the next incremental task of the set starts when
+	// every unit of this one succeeds: a baseline's snapshot time, an
+	// incremental task's end.
+	Next time.Time
+	// Baseline is the snapshot time the set was last loaded from.
+	Baseline time.Time
+	// Open says a change document of the set is still open (it grows).
+	Open bool
+}
+
+// Intersects reports whether [from, until] meets [lo, hi], both inclusive;
+// a zero from or until is open-ended.
+func Intersects(from, until, lo, hi time.Time) bool {
+	return (from.IsZero() || !from.After(hi)) && (until.IsZero() || !until.Before(lo))
+}
+
+// Holdings is the read-only view of the destination a planner plans
+// against.
+type Holdings interface {
+	// Checkpoint returns where the last task left resource set, if any.
+	Checkpoint(ctx context.Context, resourceSet string) (Checkpoint, bool, error)
+}
+
+// ErrNoCheckpoint is wrapped by the error of an incremental task with no
+// From whose resource set has no checkpoint: run a baseline first.
+var ErrNoCheckpoint = errors.New("no checkpoint for this source in the state store (run a baseline first, or give --from)")
+
+// SourceError reports that a task's source could not be read, so the run
+// could not even find what to do. URL is where planning started.
+type SourceError struct {
+	URL string
+	Err error
+}
+
+// Error names the source once: the cause's own words when they name it
+// already (a fetch error names the URL it requested), and a cause that is
+// itself a SourceError as it stands.
+func (e *SourceError) Error() string {
+	var inner *SourceError
+	if errors.As(e.Err, &inner) {
+		return e.Err.Error()
+	}
+	msg := e.Err.Error()
+	if strings.Contains(msg, e.URL) {
+		return "source unreadable: " + msg
+	}
+	return fmt.Sprintf("source %s unreadable: %s", e.URL, msg)
+}
+
+// Unwrap returns the cause.
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// Planner is what a protocol implements: Plan emits the units of task, in
+// order, to emit, reading held, and returns the checkpoints the task
+// reaches when every unit succeeds — one per resource set it met. An error
+// emit returns ends the plan with that error. Plan's own error means the
+// plan is incomplete (the source could not be read, or a fatal
+// condition); problems with single documents or entries are emitted as
+// Failures and planning goes on.
+type Planner interface {
+	Plan(ctx context.Context, task Task, held Holdings, emit func(context.Context, Unit) error) ([]Checkpoint, error)
+}
 
 // Package is a unit of work: a ZIP package to read (a Resource or Change
 // Dump's package), or a Change List standing in for one (List).

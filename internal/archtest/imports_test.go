@@ -32,6 +32,7 @@ var allowed = []struct {
 	{"sink/sinktest", []string{"sink", "errclass", "fixity"}},
 	{"sink/...", []string{"sink", "sink/fs", "errclass", "fixity", "internal/flock", "internal/retry"}},
 	{"source", []string{"fixity"}},
+	{"source/sourcetest", []string{"source"}},
 	{"source/resourcesync", []string{"errclass", "fetch", "fixity", "manifest", "source"}},
 	{"config", []string{"manifest"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,46 +37,90 @@ func WellKnownURL(site string) (string, error) {
 // for an incremental run, say).
 var ErrNoCapability = errors.New("the capability list does not offer it")
 
-// Plan walks from source. A bare site URL starts at its
-// /.well-known/resourcesync. When that start document cannot be read, or
-// is not ResourceSync (an HTML page, say), full discovery runs instead
-// (robots.txt Sitemap lines, an HTML <link rel="resourcesync">, a Link
-// header) and the walk starts again from what it finds: the Source
-// Description, or the one Capability List. It returns where the walk
-// started. Nothing is fetched twice on the usual path.
-func (d *Planner) Plan(ctx context.Context, source string) (string, error) {
-	start := source
-	bare := isBareSite(source)
+// Plan plans task (see source.Planner): it walks from task.Source to the
+// task's documents — Resource Dumps (Resource Lists where no dump exists)
+// for a baseline, Change Dumps (Change Lists) for an incremental task —
+// and emits their packages, and a Resource List's entries as records. An
+// incremental task's range is resolved per resource set from held's
+// checkpoints; index children and packages outside it are not read or
+// emitted. A bare site URL starts at its /.well-known/resourcesync. When
+// that start document cannot be read, or is not ResourceSync (an HTML
+// page, say), full discovery runs instead (robots.txt Sitemap lines, an
+// HTML <link rel="resourcesync">, a Link header) and the walk starts again
+// from what it finds: the Source Description, or the one Capability List.
+// Nothing is fetched twice on the usual path. An error reading the source
+// itself is a *source.SourceError.
+func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
+	w := &walk{Planner: d, task: task, held: held, out: emit, now: time.Now().UTC(), sets: map[string]*source.Checkpoint{}}
+	switch task.Mode {
+	case source.Baseline:
+		w.want, w.list = manifest.ResourceDump, manifest.ResourceList
+	case source.Incremental:
+		w.want, w.list = manifest.ChangeDump, manifest.ChangeList
+	default:
+		return nil, errclass.Fatalf("resourcesync: no such task mode %q", task.Mode)
+	}
+	start, err := w.start(ctx, task.Source)
+	switch {
+	case err == nil:
+	case w.resolveErr != nil:
+		return nil, w.resolveErr
+	case w.refused != nil:
+		return nil, err
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errclass.IsFatal(err):
+		return nil, err
+	default:
+		var se *source.SourceError
+		if !errors.As(err, &se) {
+			err = &source.SourceError{URL: start, Err: err}
+		}
+		return nil, err
+	}
+	cps := make([]source.Checkpoint, 0, len(w.sets))
+	for _, cp := range w.sets {
+		cps = append(cps, *cp)
+	}
+	slices.SortFunc(cps, func(a, b source.Checkpoint) int { return strings.Compare(a.ResourceSet, b.ResourceSet) })
+	return cps, nil
+}
+
+// start walks from src, by discovery when src does not lead to a
+// ResourceSync document, and returns where the walk started.
+func (w *walk) start(ctx context.Context, src string) (string, error) {
+	start := src
+	bare := isBareSite(src)
 	if bare {
-		wk, err := WellKnownURL(source)
+		wk, err := WellKnownURL(src)
 		if err != nil {
-			return source, err
+			return src, err
 		}
 		start = wk
 	}
-	err := d.walk(ctx, start, "", 0)
-	if err == nil || d.started || ctx.Err() != nil || errclass.IsFatal(err) ||
+	err := w.walk(ctx, start, "", 0)
+	if err == nil || w.started || ctx.Err() != nil || errclass.IsFatal(err) ||
 		!(bare || errors.Is(err, manifest.ErrNotResourceSync)) {
 		return start, err
 	}
-	src, derr := Discover(ctx, d.Client, source, Options{MaxDocumentSize: d.MaxDocumentSize, Logger: d.Log})
+	found, derr := Discover(ctx, w.Client, src, Options{MaxDocumentSize: w.MaxDocumentSize, Logger: w.Log})
 	if derr != nil {
 		if ctx.Err() != nil {
-			return source, ctx.Err()
+			return src, ctx.Err()
 		}
-		return source, derr
+		return src, derr
 	}
 	switch {
-	case src.Description != "":
-		start = src.Description
-	case len(src.Sets) == 1:
-		start = src.Sets[0].CapabilityList
+	case found.Description != "":
+		start = found.Description
+	case len(found.Sets) == 1:
+		start = found.Sets[0].CapabilityList
 	default:
-		return source, errclass.Permanentf("found %d resource sets but no Source Description", len(src.Sets))
+		return src, errclass.Permanentf("found %d resource sets but no Source Description", len(found.Sets))
 	}
-	d.Log.Info("source found", "how", src.Found, "start", start)
-	d.visited = map[string]bool{}
-	return start, d.walk(ctx, start, "", 0)
+	w.Log.Info("source found", "how", found.Found, "start", start)
+	w.visited = map[string]bool{}
+	return start, w.walk(ctx, start, "", 0)
 }
 
 // isBareSite reports whether a source URL names a site rather than a document.
@@ -84,60 +129,177 @@ func isBareSite(s string) bool {
 	return err == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == ""
 }
 
-// Planner walks from a source URL to the units of work of a run (the
-// packages of its Resource or Change Dumps, or its lists' entries), reading
-// index documents lazily: a child document is only fetched when the walk
-// reaches it, so nothing but the current path of documents is open. What
-// it reads and where its findings go are the run's: the fields below. A
-// Planner is used for one walk.
+// Planner is the ResourceSync planner (a source.Planner). It reads index
+// documents lazily: a child document is only fetched when the walk reaches
+// it, so nothing but the current path of documents is open. How documents
+// are read is the executor's: the fields below. A Planner may plan several
+// tasks, one after another or at once.
 type Planner struct {
-	// Open reads one ResourceSync document (the run decides how: caps,
-	// conditional requests, decompression); close releases it.
+	// Open reads one ResourceSync document (the executor decides how:
+	// caps, conditional requests, decompression); close releases it.
 	Open func(ctx context.Context, url string) (rd *manifest.Reader, close func(), err error)
 	// Client, MaxDocumentSize and Log serve full discovery, when the start
 	// document is not ResourceSync (see Plan); Log also takes warnings.
 	Client          *fetch.Client
 	MaxDocumentSize int64
 	Log             *slog.Logger
-	// Set, when not empty, walks only the resource set it names (see
-	// MatchesSet).
-	Set string
-	// Want is the capability the walk is for (ResourceDump or ChangeDump);
-	// List is its list-based fallback (ResourceList or ChangeList), and
-	// PreferList puts the list first.
-	Want, List manifest.Capability
+	// PreferList walks a resource set's Resource or Change List before
+	// its dump.
 	PreferList bool
-	// Emit receives each package (or Change List) to read.
-	Emit func(ctx context.Context, p source.Package) error
-	// EmitResource receives each entry of a Resource List (baseline).
-	EmitResource func(ctx context.Context, docURL, resourceSet string, at time.Time, e *manifest.Entry) error
-	// InRange, when set, tells whether an index child covering
-	// [from, until] may hold changes of the run (so others are not read).
-	InRange func(resourceSet string, from, until time.Time) (bool, error)
-	// OnDump, when set, is called with the header of every dump document
-	// (not index) read.
-	OnDump func(docURL, resourceSet string, h *manifest.Header)
-	// NoteAt is told every non-zero snapshot datetime (a dump's or a
-	// Resource List's at); NoteSet is told of every Resource List read,
-	// with its resource set and at.
-	NoteAt  func(at time.Time)
-	NoteSet func(resourceSet string, at time.Time)
-	// Broken is told of a resource set of a Source Description whose
-	// documents could not be read; the walk goes on with the others.
-	Broken func(ctx context.Context, capabilityList string, err error)
-	// Invalid is told of an entry of a document that is skipped (malformed,
-	// or not an absolute http(s) URL): the URI it names (or the
-	// document's), and why. counted says the entry is one resource the run
-	// counts as failed.
-	Invalid func(ctx context.Context, uri, msg string, counted bool)
+}
+
+var _ source.Planner = (*Planner)(nil)
+
+// walk is one task's walk.
+type walk struct {
+	*Planner
+	task source.Task
+	held source.Holdings
+	out  func(context.Context, source.Unit) error
+	// refused is the error of the emit function that ended the plan.
+	refused error
+	now     time.Time
+	// want is the capability the walk is for (ResourceDump or
+	// ChangeDump); list is its list-based fallback.
+	want, list manifest.Capability
+	// sets are the checkpoints of the resource sets met, by set.
+	sets map[string]*source.Checkpoint
+	// resolveErr is why a set's range could not be resolved.
+	resolveErr error
 
 	visited  map[string]bool
 	setsSeen int
 	// setsBroken counts the resource sets of a Source Description whose
-	// documents could not be read (see Broken).
+	// documents could not be read.
 	setsBroken int
 	// started is set once the walk's first document opened.
 	started bool
+}
+
+// set returns the checkpoint of resource set, resolving an incremental
+// task's range for it the first time: from the task's From, else the
+// set's checkpoint in held; until the task's Until, else now.
+func (w *walk) set(ctx context.Context, set string) (*source.Checkpoint, error) {
+	if cp, ok := w.sets[set]; ok {
+		return cp, nil
+	}
+	cp := &source.Checkpoint{ResourceSet: set}
+	if w.task.Mode == source.Incremental {
+		prev, ok, err := w.held.Checkpoint(ctx, set)
+		if err != nil {
+			w.resolveErr = err
+			return nil, err
+		}
+		cp.From, cp.Until, cp.Baseline = w.task.From, w.task.Until, prev.Baseline
+		if cp.From.IsZero() {
+			if !ok {
+				w.resolveErr = errclass.Fatalf("%s (resource set %q): %w", w.task.Source, set, source.ErrNoCheckpoint)
+				return nil, w.resolveErr
+			}
+			cp.From = prev.Next
+		}
+		if cp.Until.IsZero() {
+			cp.Until = w.now
+		}
+		if cp.From.After(cp.Until) {
+			cp.Until = cp.From // a checkpoint in the future: an empty range
+		}
+		cp.Next = cp.From
+		if !w.task.Until.IsZero() {
+			cp.Next = cp.Until
+		}
+	}
+	w.sets[set] = cp
+	return cp, nil
+}
+
+// noteAt lowers a baseline's checkpoint of set to snapshot time at.
+func (w *walk) noteAt(ctx context.Context, set string, at time.Time) error {
+	cp, err := w.set(ctx, set)
+	if err != nil {
+		return err
+	}
+	if !at.IsZero() && (cp.Next.IsZero() || at.Before(cp.Next)) {
+		cp.Next, cp.Baseline = at, at
+	}
+	return nil
+}
+
+// inRange reports whether an index child or package of set covering
+// [from, until] may hold changes of an incremental task (a baseline takes
+// everything).
+func (w *walk) inRange(ctx context.Context, set string, from, until time.Time) (bool, error) {
+	if w.task.Mode != source.Incremental {
+		return true, nil
+	}
+	cp, err := w.set(ctx, set)
+	if err != nil {
+		return false, err
+	}
+	return source.Intersects(from, until, cp.From, cp.Until), nil
+}
+
+// document notes a change document (not index) of an incremental task:
+// emitted for the state's record, and an open one marks its set open.
+func (w *walk) document(ctx context.Context, docURL, set string, h *manifest.Header) error {
+	if w.task.Mode != source.Incremental {
+		return nil
+	}
+	cp, err := w.set(ctx, set)
+	if err != nil {
+		return err
+	}
+	if h.Metadata.Until.IsZero() {
+		cp.Open = true
+	}
+	return w.emit(ctx, source.Unit{Document: &source.Document{URL: docURL, ResourceSet: set,
+		Capability: string(h.Metadata.Capability), From: h.Metadata.From, Until: h.Metadata.Until}})
+}
+
+// pkg emits a package of set, unless outside an incremental task's range.
+func (w *walk) pkg(ctx context.Context, j source.Package) error {
+	if ok, err := w.inRange(ctx, j.ResourceSet, j.From, j.Until); err != nil {
+		return err
+	} else if !ok {
+		w.Log.Debug("package outside the range; not requested", "package", j.URL)
+		return nil
+	}
+	if w.task.Mode == source.Baseline {
+		if err := w.noteAt(ctx, j.ResourceSet, j.At); err != nil {
+			return err
+		}
+	}
+	return w.emit(ctx, source.Unit{Package: &j})
+}
+
+// emit hands u to the task's emit function; an error it returns ends the
+// plan.
+func (w *walk) emit(ctx context.Context, u source.Unit) error {
+	if err := w.out(ctx, u); err != nil {
+		w.refused = err
+		return err
+	}
+	return nil
+}
+
+// fail emits a failure met while planning.
+func (w *walk) fail(ctx context.Context, f source.Failure) error {
+	return w.emit(ctx, source.Unit{Failure: &f})
+}
+
+// RecordOf returns the record a document or manifest entry describes, in
+// resource set set, listed by listed.
+func RecordOf(e *manifest.Entry, set, listed string) *source.Record {
+	md := &e.Metadata
+	rec := &source.Record{URI: e.Loc, ResourceSet: set, Listed: listed, Change: source.Change(md.Change), ChangeTime: e.ChangeTime(),
+		Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod, Path: md.Path}
+	if len(e.Links) > 0 {
+		rec.Links = make([]source.Link, len(e.Links))
+		for i, l := range e.Links {
+			rec.Links[i] = source.Link{Rel: l.Rel, Href: l.Href, Type: l.Type, Pri: l.Pri}
+		}
+	}
+	return rec
 }
 
 // MatchesSet reports whether a --set name names the capability list at
@@ -165,63 +327,62 @@ func MatchesSet(name, capList string) bool {
 	return false
 }
 
-func (d *Planner) walk(ctx context.Context, docURL, resourceSet string, depth int) (err error) {
+func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) (err error) {
 	if depth > maxDocDepth {
 		return errclass.Permanentf("%s: documents nested more than %d deep", docURL, maxDocDepth)
 	}
-	if d.visited == nil {
-		d.visited = map[string]bool{}
+	if w.visited == nil {
+		w.visited = map[string]bool{}
 	}
-	if d.visited[docURL] {
+	if w.visited[docURL] {
 		return errclass.Permanentf("%s: link loop: the document was already read in this run", docURL)
 	}
-	d.visited[docURL] = true
-	rd, closeDoc, err := d.Open(ctx, docURL)
+	w.visited[docURL] = true
+	rd, closeDoc, err := w.Open(ctx, docURL)
 	if err != nil {
 		return err
 	}
-	d.started = true
+	w.started = true
 	defer closeDoc()
 	h := rd.Header()
 	switch h.Metadata.Capability {
 	case manifest.Description:
 		var firstBroken error
 		defer func() {
-			if d.Set != "" && d.setsSeen == 0 && err == nil {
-				err = errclass.Fatalf("%s: no resource set (capability list) named %q", docURL, d.Set)
+			if w.task.Set != "" && w.setsSeen == 0 && err == nil {
+				err = errclass.Fatalf("%s: no resource set (capability list) named %q", docURL, w.task.Set)
 			}
-			if err == nil && d.setsBroken > 0 && d.setsBroken == d.setsSeen {
+			if err == nil && w.setsBroken > 0 && w.setsBroken == w.setsSeen {
 				err = firstBroken // not one set could be read: the source could not be
 			}
 		}()
-		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+		return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
 			if c := e.Metadata.Capability; c != "" && c != manifest.CapabilityList {
-				d.Log.Warn("source description entry is not a capability list; skipped", "document", docURL, "entry", e.Loc, "capability", c)
+				w.Log.Warn("source description entry is not a capability list; skipped", "document", docURL, "entry", e.Loc, "capability", c)
 				return nil
 			}
-			if d.Set != "" && !MatchesSet(d.Set, e.Loc) {
+			if w.task.Set != "" && !MatchesSet(w.task.Set, e.Loc) {
 				return nil
 			}
-			d.setsSeen++
-			werr := d.walk(ctx, e.Loc, e.Loc, depth+1)
-			if werr == nil || ctx.Err() != nil || errclass.IsFatal(werr) || errors.Is(werr, ErrNoCapability) {
+			w.setsSeen++
+			werr := w.walk(ctx, e.Loc, e.Loc, depth+1)
+			if werr == nil || ctx.Err() != nil || w.refused != nil || errclass.IsFatal(werr) || errors.Is(werr, ErrNoCapability) {
 				return werr
 			}
 			// One broken resource set does not stop the others: it is
 			// recorded as that set's failure, its checkpoint is held, and
 			// the walk goes on with the next set.
-			d.setsBroken++
+			w.setsBroken++
 			if firstBroken == nil {
 				firstBroken = werr
 			}
-			d.Broken(ctx, e.Loc, werr)
-			return nil
+			return w.fail(ctx, source.Failure{URI: e.Loc, ResourceSet: e.Loc, Stage: "resource set", Err: werr, WholeSet: true})
 		})
 	case manifest.CapabilityList:
 		// A capability list is small: note what it offers, then walk the
 		// preferred capability (a dump; its list where no dump exists).
 		offers := map[manifest.Capability]string{}
-		if err := d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+		if err := w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
 			if _, dup := offers[e.Metadata.Capability]; !dup {
 				offers[e.Metadata.Capability] = e.Loc
 			}
@@ -229,74 +390,74 @@ func (d *Planner) walk(ctx context.Context, docURL, resourceSet string, depth in
 		}); err != nil {
 			return err
 		}
-		order := []manifest.Capability{d.Want, d.List}
-		if d.PreferList {
-			order = []manifest.Capability{d.List, d.Want}
+		order := []manifest.Capability{w.want, w.list}
+		if w.PreferList {
+			order = []manifest.Capability{w.list, w.want}
 		}
 		for _, c := range order {
 			if loc, ok := offers[c]; ok && c != "" {
-				return d.walk(ctx, loc, docURL, depth+1)
+				return w.walk(ctx, loc, docURL, depth+1)
 			}
 		}
-		if d.List != "" {
-			return errclass.Permanentf("%s: %w: neither a %s nor a %s", docURL, ErrNoCapability, capName(d.Want), capName(d.List))
+		if w.list != "" {
+			return errclass.Permanentf("%s: %w: neither a %s nor a %s", docURL, ErrNoCapability, capName(w.want), capName(w.list))
 		}
-		return errclass.Permanentf("%s: %w: no %s", docURL, ErrNoCapability, capName(d.Want))
+		return errclass.Permanentf("%s: %w: no %s", docURL, ErrNoCapability, capName(w.want))
 	case manifest.ResourceList:
-		if d.List != manifest.ResourceList {
-			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.Want))
+		if w.list != manifest.ResourceList {
+			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
 		if h.IsIndex() {
-			return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
+			return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+				return w.walk(ctx, e.Loc, resourceSet, depth+1)
 			})
 		}
 		at := h.Metadata.At
-		if !at.IsZero() {
-			d.NoteAt(at)
+		if err := w.noteAt(ctx, resourceSet, at); err != nil {
+			return err
 		}
-		d.NoteSet(resourceSet, at)
-		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+		return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
 			if e.Metadata.Capability == manifest.ResourceList {
 				// An index written with a <urlset> root: what it means is clear.
-				d.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
+				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
+				return w.walk(ctx, e.Loc, resourceSet, depth+1)
 			}
-			return d.EmitResource(ctx, docURL, resourceSet, at, e)
+			rec := RecordOf(e, resourceSet, docURL)
+			if rec.ChangeTime.IsZero() {
+				rec.ChangeTime = at // as new as its list's snapshot
+			}
+			return w.emit(ctx, source.Unit{Record: rec})
 		})
 	case manifest.ChangeList:
-		if d.List != manifest.ChangeList {
-			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.Want))
+		if w.list != manifest.ChangeList {
+			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
 		if h.IsIndex() {
-			return d.walkIndex(ctx, docURL, rd, resourceSet, depth)
+			return w.walkIndex(ctx, docURL, rd, resourceSet, depth)
 		}
-		if d.OnDump != nil {
-			d.OnDump(docURL, resourceSet, &h)
+		if err := w.document(ctx, docURL, resourceSet, &h); err != nil {
+			return err
 		}
 		// The list itself is the unit of planning: its entries are read
 		// again by the planner.
-		return d.Emit(ctx, source.Package{URL: docURL, Dump: docURL, ResourceSet: resourceSet,
+		return w.pkg(ctx, source.Package{URL: docURL, Dump: docURL, ResourceSet: resourceSet,
 			From: h.Metadata.From, Until: h.Metadata.Until, Contents: docURL, List: true})
 	case manifest.ResourceDump, manifest.ChangeDump:
-		if h.Metadata.Capability != d.Want {
-			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(d.Want))
+		if h.Metadata.Capability != w.want {
+			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
 		if h.IsIndex() {
-			return d.walkIndex(ctx, docURL, rd, resourceSet, depth)
+			return w.walkIndex(ctx, docURL, rd, resourceSet, depth)
 		}
 		at := h.Metadata.At
-		if !at.IsZero() {
-			d.NoteAt(at)
+		if err := w.document(ctx, docURL, resourceSet, &h); err != nil {
+			return err
 		}
-		if d.OnDump != nil {
-			d.OnDump(docURL, resourceSet, &h)
-		}
-		return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-			if e.Metadata.Capability == d.Want {
+		return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+			if e.Metadata.Capability == w.want {
 				// An index written with a <urlset> root: what it means is clear.
-				d.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
-				return d.walk(ctx, e.Loc, resourceSet, depth+1)
+				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
+				return w.walk(ctx, e.Loc, resourceSet, depth+1)
 			}
 			j := source.Package{
 				URL:         e.Loc,
@@ -312,32 +473,29 @@ func (d *Planner) walk(ctx context.Context, docURL, resourceSet string, depth in
 			if l, ok := e.Link("contents"); ok && CheckLoc(l.Href) == nil {
 				j.Contents = l.Href
 			}
-			return d.Emit(ctx, j)
+			return w.pkg(ctx, j)
 		})
 	default:
 		return errclass.Permanentf("%s: a %s %q document, expected a Source Description, Capability List, %s or %s (or their indexes)",
-			docURL, h.Root, h.Metadata.Capability, capName(d.Want), capName(d.List))
+			docURL, h.Root, h.Metadata.Capability, capName(w.want), capName(w.list))
 	}
 }
 
 // walkIndex walks the children of a change or dump index, skipping those
 // whose [from, until] InRange rejects.
-func (d *Planner) walkIndex(ctx context.Context, docURL string, rd *manifest.Reader, resourceSet string, depth int) error {
-	return d.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-		if d.InRange != nil {
-			ok, err := d.InRange(resourceSet, e.Metadata.From, e.Metadata.Until)
-			if err != nil || !ok {
-				return err
-			}
+func (w *walk) walkIndex(ctx context.Context, docURL string, rd *manifest.Reader, resourceSet string, depth int) error {
+	return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+		if ok, err := w.inRange(ctx, resourceSet, e.Metadata.From, e.Metadata.Until); err != nil || !ok {
+			return err
 		}
-		return d.walk(ctx, e.Loc, resourceSet, depth+1)
+		return w.walk(ctx, e.Loc, resourceSet, depth+1)
 	})
 }
 
 // eachEntry calls fn for every entry of rd. A malformed entry is recorded
 // as a failure and skipped; a broken document ends the walk of that document
 // with an error.
-func (d *Planner) eachEntry(ctx context.Context, docURL string, rd *manifest.Reader, fn func(*manifest.Entry) error) error {
+func (w *walk) eachEntry(ctx context.Context, docURL string, rd *manifest.Reader, fn func(*manifest.Entry) error) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -353,19 +511,30 @@ func (d *Planner) eachEntry(ctx context.Context, docURL string, rd *manifest.Rea
 				if uri == "" {
 					uri = docURL
 				}
-				d.Invalid(ctx, uri, fmt.Sprintf("%s: %v", docURL, err), false)
+				if err := w.fail(ctx, invalid(uri, docURL, err, false)); err != nil {
+					return err
+				}
 				continue
 			}
 			return errclass.About(docURL, err)
 		}
 		if err := CheckLoc(e.Loc); err != nil {
-			d.Invalid(ctx, e.Loc, fmt.Sprintf("%s: %v", docURL, err), true)
+			if err := w.fail(ctx, invalid(e.Loc, docURL, err, true)); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := fn(e); err != nil {
 			return err
 		}
 	}
+}
+
+// invalid is the failure of an entry of document docURL that is skipped
+// (malformed, or not an absolute http(s) URL): permanent, and one
+// resource's when counted.
+func invalid(uri, docURL string, err error, counted bool) source.Failure {
+	return source.Failure{URI: uri, Stage: "document", Err: errclass.NewPermanent(fmt.Errorf("%s: %v", docURL, err)), Resource: counted}
 }
 
 // CheckLoc checks that a document's <loc> (or a link's href) is an

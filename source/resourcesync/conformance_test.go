@@ -1,0 +1,121 @@
+package resourcesync_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
+	"github.com/rsharvest/rsharvest/source/sourcetest"
+)
+
+// plannerSite serves a source with two resource sets:
+//
+//	s1: a Resource Dump index of two dumps (three packages, one with an
+//	    at of its own), and a Change Dump index of three dumps (one
+//	    closed before 2024, one closed in January, one open)
+//	s2: a Resource List (two resources and an entry that is not an
+//	    http(s) URL) and an open Change List
+func plannerSite(t *testing.T) *site {
+	s := newSite(t)
+	desc, cl1, cl2 := "BASE/desc.xml", "BASE/s1/capabilitylist.xml", "BASE/s2/capabilitylist.xml"
+	s.xml("/desc.xml", rsdoc("urlset", md(`capability="description"`),
+		cl1+` capability="capabilitylist"`, cl2+` capability="capabilitylist"`))
+	s.xml("/s1/capabilitylist.xml", rsdoc("urlset", ln("up", desc)+md(`capability="capabilitylist"`),
+		`BASE/s1/rd-index.xml capability="resourcedump"`,
+		`BASE/s1/cd-index.xml capability="changedump"`))
+	s.xml("/s1/rd-index.xml", rsdoc("sitemapindex", md(`capability="resourcedump" at="2024-01-02T00:00:00Z"`),
+		`BASE/s1/rd1.xml at="2024-01-02T00:00:00Z"`, `BASE/s1/rd2.xml at="2024-01-03T00:00:00Z"`))
+	s.xml("/s1/rd1.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-01-02T00:00:00Z"`),
+		`BASE/s1/p1.zip length="10"`, `BASE/s1/p2.zip length="20" at="2024-01-01T00:00:00Z"`))
+	s.xml("/s1/rd2.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-01-03T00:00:00Z"`),
+		`BASE/s1/p3.zip length="30"`))
+	s.xml("/s1/cd-index.xml", rsdoc("sitemapindex", md(`capability="changedump" from="2023-01-01T00:00:00Z"`),
+		`BASE/s1/cd0.xml from="2023-01-01T00:00:00Z" until="2023-12-31T00:00:00Z"`,
+		`BASE/s1/cd1.xml from="2024-01-01T00:00:00Z" until="2024-02-01T00:00:00Z"`,
+		`BASE/s1/cd2.xml from="2024-02-01T00:00:00Z"`))
+	s.xml("/s1/cd0.xml", rsdoc("urlset", md(`capability="changedump" from="2023-01-01T00:00:00Z" until="2023-12-31T00:00:00Z"`),
+		`BASE/s1/c0.zip from="2023-01-01T00:00:00Z" until="2023-12-31T00:00:00Z"`))
+	s.xml("/s1/cd1.xml", rsdoc("urlset", md(`capability="changedump" from="2024-01-01T00:00:00Z" until="2024-02-01T00:00:00Z"`),
+		`BASE/s1/c1a.zip from="2024-01-01T00:00:00Z" until="2024-01-10T00:00:00Z"`,
+		`BASE/s1/c1b.zip from="2024-01-10T00:00:00Z" until="2024-02-01T00:00:00Z"`))
+	s.xml("/s1/cd2.xml", rsdoc("urlset", md(`capability="changedump" from="2024-02-01T00:00:00Z"`),
+		`BASE/s1/c2.zip from="2024-02-01T00:00:00Z"`))
+	s.xml("/s2/capabilitylist.xml", rsdoc("urlset", ln("up", desc)+md(`capability="capabilitylist"`),
+		`BASE/s2/resourcelist.xml capability="resourcelist"`,
+		`BASE/s2/changelist.xml capability="changelist"`))
+	s.xml("/s2/resourcelist.xml", rsdoc("urlset", md(`capability="resourcelist" at="2024-01-05T00:00:00Z"`),
+		`BASE/r1 length="3"`, `BASE/r2`, `ftp://example.org/r3`))
+	s.xml("/s2/changelist.xml", rsdoc("urlset", md(`capability="changelist" from="2024-01-01T00:00:00Z"`),
+		`BASE/r1 change="updated" datetime="2024-01-06T00:00:00Z"`))
+	return s
+}
+
+// TestPlannerConformance runs the planner conformance suite on the
+// ResourceSync planner: baselines from dumps and lists, one resource set,
+// incremental tasks from checkpoints and from an explicit range.
+func TestPlannerConformance(t *testing.T) {
+	s := plannerSite(t)
+	base := s.URL
+	c := fetch.New(fetch.Options{Retries: -1, BackoffInitial: time.Millisecond, Timeout: 5 * time.Second})
+	p := &resourcesync.Planner{
+		Open: func(ctx context.Context, u string) (*manifest.Reader, func(), error) {
+			b, err := c.Open(ctx, u)
+			if err != nil {
+				return nil, nil, err
+			}
+			rd, err := manifest.NewReader(b, manifest.Options{})
+			if err != nil {
+				b.Close()
+				return nil, nil, err
+			}
+			return rd, func() { b.Close() }, nil
+		},
+		Client: c,
+		Log:    slog.New(slog.DiscardHandler),
+	}
+	day := func(m time.Month, d int) time.Time { return time.Date(2024, m, d, 0, 0, 0, 0, time.UTC) }
+	s1, s2 := base+"/s1/capabilitylist.xml", base+"/s2/capabilitylist.xml"
+	held := sourcetest.Holdings{
+		s1: {ResourceSet: s1, Next: day(1, 15), Baseline: day(1, 1)},
+		s2: {ResourceSet: s2, Next: day(1, 10), Baseline: day(1, 5)},
+	}
+	task := func(mode source.Mode, set string, from, until time.Time) source.Task {
+		return source.Task{Source: base + "/desc.xml", Mode: mode, Set: set, From: from, Until: until}
+	}
+	sourcetest.Run(t, []sourcetest.Case{
+		{
+			Name: "baseline", Planner: p, Task: task(source.Baseline, "", time.Time{}, time.Time{}),
+			Packages:    []string{base + "/s1/p1.zip", base + "/s1/p2.zip", base + "/s1/p3.zip"},
+			Records:     []string{base + "/r1", base + "/r2"},
+			Failures:    []string{"ftp://example.org/r3"},
+			Sets:        []string{s1, s2},
+			Checkpoints: map[string]time.Time{s1: day(1, 1), s2: day(1, 5)},
+		},
+		{
+			Name: "baseline of one set", Planner: p, Task: task(source.Baseline, "s2", time.Time{}, time.Time{}),
+			Records: []string{base + "/r1", base + "/r2"}, Failures: []string{"ftp://example.org/r3"},
+			Sets: []string{s2}, Checkpoints: map[string]time.Time{s2: day(1, 5)},
+		},
+		{
+			Name: "incremental from the checkpoints", Planner: p, Held: held, Task: task(source.Incremental, "", time.Time{}, time.Time{}),
+			Packages:    []string{base + "/s1/c1b.zip", base + "/s1/c2.zip", base + "/s2/changelist.xml"},
+			Sets:        []string{s1, s2},
+			Checkpoints: map[string]time.Time{s1: day(1, 15), s2: day(1, 10)},
+		},
+		{
+			Name: "incremental over a range", Planner: p, Held: held, Task: task(source.Incremental, "", day(1, 2), day(1, 9)),
+			Packages:    []string{base + "/s1/c1a.zip", base + "/s2/changelist.xml"},
+			Sets:        []string{s1, s2},
+			Checkpoints: map[string]time.Time{s1: day(1, 9), s2: day(1, 9)},
+		},
+		{
+			Name: "incremental without a checkpoint", Planner: p, Task: task(source.Incremental, "", time.Time{}, time.Time{}),
+			Err: source.ErrNoCheckpoint,
+		},
+	})
+}
