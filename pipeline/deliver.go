@@ -118,6 +118,8 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), e.Path, f.Size, want.Length))
 		}
 		sources = []entryOpener{zipEntry{f}}
+	} else if e.Open != nil {
+		sources = []entryOpener{recordBody(e.Open)} // the record carries its body
 	} else {
 		if err := resourcesync.CheckLoc(e.URI); err != nil {
 			return failed("document", err)
@@ -212,6 +214,11 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 type entryOpener interface {
 	Open(ctx context.Context) (io.ReadCloser, error)
 }
+
+// recordBody opens the body a record carries.
+type recordBody func(ctx context.Context) (io.ReadCloser, error)
+
+func (b recordBody) Open(ctx context.Context) (io.ReadCloser, error) { return b(ctx) }
 
 // zipEntry opens an entry of an unpacked package.
 type zipEntry struct{ f *unzip.File }

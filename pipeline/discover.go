@@ -10,9 +10,12 @@ import (
 	"github.com/rsharvest/rsharvest/state"
 )
 
-// planner returns the planner of the run's protocol, wired to this run:
-// its documents are read by openDocument.
+// planner returns the run's planner: Options.Planner, or the ResourceSync
+// planner wired to this run (its documents are read by openDocument).
 func (r *run) planner() source.Planner {
+	if r.opts.Planner != nil {
+		return r.opts.Planner
+	}
 	return &resourcesync.Planner{
 		Open:            r.openDocument,
 		Client:          r.opts.Client,

@@ -51,6 +51,11 @@ type Options struct {
 	// version), in the order of Sinks; they must be stable across runs and
 	// hold no credentials. Default: "sink1", "sink2", …
 	SinkNames []string
+	// Planner plans the run's task. Default: the ResourceSync planner,
+	// reading documents through the run (spooled, capped, conditional).
+	// A baseline executes the packages and records any planner emits;
+	// an incremental run applies packages only.
+	Planner source.Planner
 	// Store is the state store. Required.
 	Store *state.Store
 	// Client fetches documents and packages. Required.
