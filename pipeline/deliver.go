@@ -58,10 +58,6 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		Length: e.Length, Hashes: e.Hashes, Type: e.Type, Lastmod: e.Lastmod,
 		ChangeTime: e.ChangeTime, Package: j.pkg.URL, RunID: r.runID,
 	}
-	if rec.ChangeTime.IsZero() {
-		// A snapshot entry without lastmod is as new as its dump's "at".
-		rec.ChangeTime = j.pkg.At
-	}
 	for _, l := range e.Links {
 		if l.Rel == "describedby" || l.Rel == "describes" || l.Rel == "collection" || l.Rel == "canonical" || l.Rel == "alternate" {
 			rec.Links = append(rec.Links, state.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})

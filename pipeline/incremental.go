@@ -659,7 +659,7 @@ func (inc *incremental) applyPackage(ctx context.Context, j source.Package, out 
 		case <-ctx.Done():
 			wg.Done()
 			return ctx.Err()
-		case out <- entryJob{pkg: &j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL), arch: sp.arch, done: wg.Done}:
+		case out <- entryJob{pkg: &j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL, j.At), arch: sp.arch, done: wg.Done}:
 		}
 	}
 	for uri, w := range want {

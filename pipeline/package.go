@@ -239,7 +239,7 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 		case <-ctx.Done():
 			wg.Done()
 			return ctx.Err()
-		case out <- entryJob{pkg: &j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL), arch: arch, done: wg.Done}:
+		case out <- entryJob{pkg: &j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL, j.At), arch: arch, done: wg.Done}:
 		}
 	}
 	// Wait for the workers to finish this package's entries.

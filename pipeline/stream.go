@@ -547,7 +547,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		case <-ctx.Done():
 			wg.Done()
 			return ctx.Err()
-		case out <- entryJob{pkg: j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL), stream: se, done: wg.Done}:
+		case out <- entryJob{pkg: j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL, j.At), stream: se, done: wg.Done}:
 		}
 	}
 }

@@ -63,10 +63,8 @@ func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	start, err := w.start(ctx, task.Source)
 	switch {
 	case err == nil:
-	case w.resolveErr != nil:
-		return nil, w.resolveErr
-	case w.refused != nil:
-		return nil, err
+	case w.stop != nil:
+		return nil, w.stop
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case errclass.IsFatal(err):
@@ -156,16 +154,16 @@ type walk struct {
 	task source.Task
 	held source.Holdings
 	out  func(context.Context, source.Unit) error
-	// refused is the error of the emit function that ended the plan.
-	refused error
-	now     time.Time
+	// stop is an error that ends the whole plan, never read as one
+	// broken resource set: the emit function's, or why a set's range
+	// could not be resolved.
+	stop error
+	now  time.Time
 	// want is the capability the walk is for (ResourceDump or
 	// ChangeDump); list is its list-based fallback.
 	want, list manifest.Capability
 	// sets are the checkpoints of the resource sets met, by set.
 	sets map[string]*source.Checkpoint
-	// resolveErr is why a set's range could not be resolved.
-	resolveErr error
 
 	visited  map[string]bool
 	setsSeen int
@@ -187,14 +185,14 @@ func (w *walk) set(ctx context.Context, set string) (*source.Checkpoint, error) 
 	if w.task.Mode == source.Incremental {
 		prev, ok, err := w.held.Checkpoint(ctx, set)
 		if err != nil {
-			w.resolveErr = err
+			w.stop = err
 			return nil, err
 		}
 		cp.From, cp.Until, cp.Baseline = w.task.From, w.task.Until, prev.Baseline
 		if cp.From.IsZero() {
 			if !ok {
-				w.resolveErr = errclass.Fatalf("%s (resource set %q): %w", w.task.Source, set, source.ErrNoCheckpoint)
-				return nil, w.resolveErr
+				w.stop = errclass.Fatalf("%s (resource set %q): %w", w.task.Source, set, source.ErrNoCheckpoint)
+				return nil, w.stop
 			}
 			cp.From = prev.Next
 		}
@@ -276,7 +274,7 @@ func (w *walk) pkg(ctx context.Context, j source.Package) error {
 // plan.
 func (w *walk) emit(ctx context.Context, u source.Unit) error {
 	if err := w.out(ctx, u); err != nil {
-		w.refused = err
+		w.stop = err
 		return err
 	}
 	return nil
@@ -288,11 +286,15 @@ func (w *walk) fail(ctx context.Context, f source.Failure) error {
 }
 
 // RecordOf returns the record a document or manifest entry describes, in
-// resource set set, listed by listed.
-func RecordOf(e *manifest.Entry, set, listed string) *source.Record {
+// resource set set, listed by listed, whose snapshot time is at: an entry
+// without a change time (datetime or lastmod) is as new as its snapshot.
+func RecordOf(e *manifest.Entry, set, listed string, at time.Time) *source.Record {
 	md := &e.Metadata
 	rec := &source.Record{URI: e.Loc, ResourceSet: set, Listed: listed, Change: source.Change(md.Change), ChangeTime: e.ChangeTime(),
 		Length: md.Length, Hashes: md.Hashes, Type: md.Type, Lastmod: e.Lastmod, Path: md.Path}
+	if rec.ChangeTime.IsZero() {
+		rec.ChangeTime = at
+	}
 	if len(e.Links) > 0 {
 		rec.Links = make([]source.Link, len(e.Links))
 		for i, l := range e.Links {
@@ -366,7 +368,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 			}
 			w.setsSeen++
 			werr := w.walk(ctx, e.Loc, e.Loc, depth+1)
-			if werr == nil || ctx.Err() != nil || w.refused != nil || errclass.IsFatal(werr) || errors.Is(werr, ErrNoCapability) {
+			if werr == nil || ctx.Err() != nil || w.stop != nil || errclass.IsFatal(werr) || errors.Is(werr, ErrNoCapability) {
 				return werr
 			}
 			// One broken resource set does not stop the others: it is
@@ -422,11 +424,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
 				return w.walk(ctx, e.Loc, resourceSet, depth+1)
 			}
-			rec := RecordOf(e, resourceSet, docURL)
-			if rec.ChangeTime.IsZero() {
-				rec.ChangeTime = at // as new as its list's snapshot
-			}
-			return w.emit(ctx, source.Unit{Record: rec})
+			return w.emit(ctx, source.Unit{Record: RecordOf(e, resourceSet, docURL, at)})
 		})
 	case manifest.ChangeList:
 		if w.list != manifest.ChangeList {
