@@ -63,10 +63,12 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 			rec.Links = append(rec.Links, state.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
 		}
 	}
-	prev, had, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, e.URI)
+	want := fixity.Expect{Length: e.Length, Hashes: e.Hashes}
+	h, err := r.holding(ctx, e.URI, e.ChangeTime, want)
 	if err != nil {
 		return result{fatal: err}
 	}
+	prev, had := h.prev, h.had
 	failed := func(stage string, err error) result {
 		if errclass.IsFatal(err) {
 			return result{fatal: fmt.Errorf("%s: %w", e.URI, err)}
@@ -87,7 +89,6 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	if err := absoluteURI(e.URI); err != nil {
 		return failed("manifest", err)
 	}
-	want := fixity.Expect{Length: e.Length, Hashes: e.Hashes}
 	if want.Hashes.IsZero() && r.opts.RequireHash {
 		return failed("verify", errclass.Permanentf("no md5, sha-1, sha-256 or sha-512 hash to verify against, and --require-hash is set"))
 	}
@@ -130,34 +131,14 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 			h.ifNoneMatch, h.ifModifiedSince = prev.ETag, prev.LastModified
 		}
 	}
-	if had && !prev.ChangeTime.IsZero() && prev.ChangeTime.After(rec.ChangeTime) {
+	if h.superseded {
 		// A newer change is already applied (an earlier run covered a
 		// later range): never let an older change overwrite it.
 		r.counts.Unchanged.Add(1)
 		return result{outcome: outSuperseded}
 	}
-	// What each sink holds: the state's record, unless a partial delivery
-	// (another sink failed in an earlier run) says otherwise. A sink that
-	// already holds this version is not written again.
-	var deliveries []state.Delivery
-	if len(r.sinks) > 1 {
-		if deliveries, err = r.opts.Store.Deliveries(ctx, r.opts.SourceKey, e.URI); err != nil {
-			return result{fatal: err}
-		}
-	}
-	already := map[string]bool{}
-	for _, s := range r.sinks {
-		holder, has := prev, had
-		for _, d := range deliveries {
-			if d.Sink == s.name {
-				holder, has = state.Resource{Outcome: state.OutcomeWritten, Length: d.Length, Hashes: d.Hashes}, true
-			}
-		}
-		if has && holds(holder, want) {
-			already[s.name] = true
-		}
-	}
-	if len(already) == len(r.sinks) {
+	already, deliveries := h.already, h.deliveries
+	if h.all {
 		r.counts.Unchanged.Add(1)
 		rec.Outcome = "unchanged"
 		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
@@ -204,6 +185,53 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	rec.Outcome = state.OutcomeWritten
 	rec.Verified = verifiedBy(want, j.stream != nil || j.arch != nil)
 	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(e.Change), delivered: len(r.sinks) > 1}
+}
+
+// holding is what the destination holds of a resource: the state's
+// record (prev, when had), whether a newer change than the one at hand is
+// applied (superseded), the sinks that took a version while another sink
+// failed (deliveries), the sinks that hold the version at hand (already),
+// and whether every sink does (all).
+type holding struct {
+	prev       state.Resource
+	had        bool
+	superseded bool
+	deliveries []state.Delivery
+	already    map[string]bool
+	all        bool
+}
+
+// holding answers, for every kind of unit, "is this already held?": for
+// the version of uri changed at changeTime (zero: unknown) whose bytes
+// must match want. A sink holds it when the state's record matches want,
+// unless a partial delivery (another sink failed in an earlier run) says
+// otherwise.
+func (r *run) holding(ctx context.Context, uri string, changeTime time.Time, want fixity.Expect) (holding, error) {
+	var h holding
+	var err error
+	if h.prev, h.had, err = r.opts.Store.Resource(ctx, r.opts.SourceKey, uri); err != nil {
+		return h, err
+	}
+	h.superseded = h.had && !h.prev.ChangeTime.IsZero() && h.prev.ChangeTime.After(changeTime)
+	if len(r.sinks) > 1 {
+		if h.deliveries, err = r.opts.Store.Deliveries(ctx, r.opts.SourceKey, uri); err != nil {
+			return h, err
+		}
+	}
+	h.already = map[string]bool{}
+	for _, s := range r.sinks {
+		holder, has := h.prev, h.had
+		for _, d := range h.deliveries {
+			if d.Sink == s.name {
+				holder, has = state.Resource{Outcome: state.OutcomeWritten, Length: d.Length, Hashes: d.Hashes}, true
+			}
+		}
+		if has && holds(holder, want) {
+			h.already[s.name] = true
+		}
+	}
+	h.all = len(h.already) == len(r.sinks)
+	return h, nil
 }
 
 // entryOpener opens the bytes of a resource: a ZIP entry, or a GET.

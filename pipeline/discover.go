@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/source"
@@ -22,6 +21,9 @@ func (r *run) planner() source.Planner {
 		MaxDocumentSize: r.opts.MaxDocumentSize,
 		Log:             r.log,
 		PreferList:      r.opts.Prefer == "list",
+		OpenPackage:     r.openForPlan,
+		Concurrency:     r.opts.Concurrency,
+		ScratchDir:      r.opts.SpoolDir,
 	}
 }
 
@@ -62,14 +64,17 @@ func (r *run) planFailed(ctx context.Context, f source.Failure) {
 		r.setBroken(ctx, f.ResourceSet, f.Err)
 		return
 	}
-	if f.Resource {
+	switch {
+	case f.Package:
+		r.counts.PackagesFailed.Add(1)
+	case f.Resource:
 		r.counts.Failed.Add(1)
 	}
 	set := f.ResourceSet
 	if set == "" {
 		set = anySet
 	}
-	r.failIn(ctx, Failure{URI: f.URI, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, time.Time{})
+	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At)
 }
 
 // holdings is the planner's read-only view of the state store.

@@ -49,16 +49,15 @@ func (r *run) allHeld(ctx context.Context, copyURL string, at time.Time) (int64,
 		if err != nil {
 			return n, isEOF(err) && n > 0, nil
 		}
-		prev, had, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, e.Loc)
-		if err != nil {
-			return 0, false, err
-		}
 		t := e.ChangeTime()
 		if t.IsZero() {
 			t = at
 		}
-		superseded := had && !prev.ChangeTime.IsZero() && prev.ChangeTime.After(t)
-		if !superseded && (!had || !holds(prev, fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes})) {
+		h, err := r.holding(ctx, e.Loc, t, fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes})
+		if err != nil {
+			return 0, false, err
+		}
+		if !h.superseded && !h.all {
 			return n, false, nil
 		}
 		n++

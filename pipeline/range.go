@@ -80,7 +80,7 @@ func (r *run) openRanged(ctx context.Context, j source.Package) (*spooled, bool,
 
 // readByRange is openRanged whether or not the run is a re-sync: an
 // incremental run reads a package again this way after it removed the
-// copy it downloaded to plan (see incremental.keepSpooled).
+// copy it downloaded to plan (see spoolCache).
 func (r *run) readByRange(ctx context.Context, j source.Package) (*spooled, bool, error) {
 	log := r.log.With("package", j.URL)
 	size, validator, ranges, err := r.opts.Client.Probe(ctx, j.URL)

@@ -190,6 +190,10 @@ type run struct {
 	// book tracks which packages were delivered in full (see skip.go).
 	book packageBook
 
+	// spool bounds, and keeps between planning and applying, the change
+	// packages an incremental run downloads to plan.
+	spool *spoolCache
+
 	// checkpoints are where the run's plan leaves each resource set when
 	// every unit succeeds (set when planning ends).
 	checkpoints []source.Checkpoint
@@ -223,7 +227,7 @@ type boundSink struct {
 
 func newRun(opts Options) *run {
 	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts,
-		downloads: make(chan struct{}, opts.Concurrency)}
+		downloads: make(chan struct{}, opts.Concurrency), spool: newSpoolCache(opts.Concurrency + 1)}
 	for i, s := range opts.Sinks {
 		n := opts.Workers
 		if l, ok := s.(sink.Limiter); ok && l.Concurrency() > 0 {
@@ -327,26 +331,30 @@ func Baseline(ctx context.Context, opts Options) (*Report, error) {
 		}
 		return r.setBaselineCheckpoints(ctx, rep)
 	}
-	runErr := r.baseline(ctx)
+	runErr := r.execute(ctx, r.task(source.Baseline, Range{}))
 	return r.finish(ctx, rep, runErr)
 }
 
-func (r *run) baseline(ctx context.Context) error {
+// execute runs task: the planner's units flow through fetch → unpack →
+// verify → deliver → commit, the same stages for every mode and every
+// protocol.
+func (r *run) execute(ctx context.Context, task source.Task) error {
+	defer r.spool.close()
 	g, ctx := errgroup.WithContext(ctx)
 	pkgs := make(chan source.Package, r.opts.Concurrency)
 	entries := make(chan entryJob, 4*r.opts.Workers)
 	listEntries := make(chan entryJob, r.listConcurrency())
 	r.results = make(chan result, 256)
 
-	// discover: the source's documents, walked lazily: dump packages into
-	// pkgs, Resource List entries straight into entries.
+	// plan: the planner's packages into pkgs, its records (to GET, to
+	// delete, or with their bodies) straight into listEntries.
 	var producers sync.WaitGroup
 	producers.Add(1)
 	g.Go(func() error {
 		defer producers.Done()
 		defer close(pkgs)
 		defer close(listEntries)
-		return r.discover(ctx, pkgs, listEntries)
+		return r.plan(ctx, task, pkgs, listEntries)
 	})
 	// fetch + unpack: packages in parallel, their entries into entries.
 	// Twice as many packages as downloads are in flight, so that while
@@ -365,6 +373,12 @@ func (r *run) baseline(ctx context.Context) error {
 				case j, ok := <-pkgs:
 					if !ok {
 						return nil
+					}
+					if len(j.Wins) > 0 {
+						if err := r.applyPackage(ctx, j, entries); err != nil {
+							return err
+						}
+						continue
 					}
 					if skip, err := r.skipPackage(ctx, j); err != nil {
 						return err
@@ -420,7 +434,12 @@ func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.Wait
 					if !ok {
 						return nil
 					}
-					res := r.deliverEntry(ctx, j)
+					var res result
+					if j.rec.Change == source.Deleted && j.arch == nil && j.stream == nil {
+						res = r.deleteRecord(ctx, j.rec)
+					} else {
+						res = r.deliverEntry(ctx, j)
+					}
 					j.done()
 					if res.fatal != nil {
 						return res.fatal
@@ -458,11 +477,10 @@ func (r *run) listConcurrency() int {
 	return 16
 }
 
-// discover plans the run's baseline task: packages into out, Resource
-// List records straight into entries. The checkpoints the plan reaches are
-// kept for the end of the run.
-func (r *run) discover(ctx context.Context, out chan<- source.Package, entries chan<- entryJob) error {
-	cps, err := r.planTask(ctx, r.task(source.Baseline, Range{}), func(ctx context.Context, u source.Unit) error {
+// plan plans task: packages into out, records straight into entries. The
+// checkpoints the plan reaches are kept for the end of the run.
+func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Package, entries chan<- entryJob) error {
+	cps, err := r.planTask(ctx, task, func(ctx context.Context, u source.Unit) error {
 		if u.Record != nil {
 			rec := u.Record
 			j := entryJob{pkg: &source.Package{URL: rec.Listed, Dump: rec.Listed, ResourceSet: rec.ResourceSet, List: true}, rec: rec, done: func() {}}

@@ -87,10 +87,14 @@ type Record struct {
 	Links   []Link
 	// Path is where the bytes are inside a package, or "".
 	Path string
+	// Seq is the entry's position (from 0) in the manifest or document
+	// listing it: with URI and ChangeTime it names one entry of a package
+	// even among several changes of a resource in the same second.
+	Seq int64
 	// Open, when set, opens a body the record carries (a protocol whose
 	// responses hold the records themselves); otherwise the bytes are
 	// read from Path in the package, or fetched from URI.
-	Open func(ctx context.Context) (io.ReadCloser, error)
+	Open func(ctx context.Context) (io.ReadCloser, error) `json:"-"`
 }
 
 // Failure is something a planner met and could not plan: a malformed
@@ -102,17 +106,40 @@ type Failure struct {
 	// ResourceSet is the set it belongs to ("" when unknown: it then
 	// holds every set).
 	ResourceSet string
-	// Stage names where it failed ("document", "resource set").
+	// Stage names where it failed ("document", "manifest", "download",
+	// "resource set").
 	Stage string
+	// Listed is the document or package that lists a failed resource, or
+	// "".
+	Listed string
 	// Err is the cause; its errclass tells temporary from permanent.
 	Err error
 	// Resource says the failure is one resource's, counted as a failed
 	// resource of the run.
 	Resource bool
+	// Package says a whole package could not be read (URI is its URL),
+	// counted as a failed package of the run.
+	Package bool
 	// WholeSet says a whole resource set could not be read: its
 	// checkpoint is held whatever Err's class.
 	WholeSet bool
+	// At is the change time a temporary failure holds its set's
+	// checkpoint at (zero: where the task started in the set).
+	At time.Time
 }
+
+// StageError is an error of a package opened for a planner, naming the
+// stage that failed ("download", "unzip", "manifest").
+type StageError struct {
+	Stage string
+	Err   error
+}
+
+// Error returns the cause's words.
+func (e *StageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *StageError) Unwrap() error { return e.Err }
 
 // Document is a change document a planner read, for the state's record of
 // them.
@@ -222,4 +249,9 @@ type Package struct {
 	// List marks a Change List standing in for a package: its changes are
 	// fetched by GET, not read from a ZIP.
 	List bool
+	// Wins, when not empty, are the only entries of the package to apply
+	// (the latest change of each of their resources), as the planner read
+	// them from a copy of the package's manifest or the manifest itself;
+	// Seq names each one. Empty: every entry the package lists.
+	Wins []Record
 }

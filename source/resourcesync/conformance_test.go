@@ -17,7 +17,10 @@ import (
 //
 //	s1: a Resource Dump index of two dumps (three packages, one with an
 //	    at of its own), and a Change Dump index of three dumps (one
-//	    closed before 2024, one closed in January, one open)
+//	    closed before 2024, one closed in January, one open) whose
+//	    packages link their manifest copies: r10 created on 3 January and
+//	    updated on the 20th, r11 created on the 5th and deleted on the
+//	    17th, r12 created on the 16th, r13 on 2 February
 //	s2: a Resource List (two resources and an entry that is not an
 //	    http(s) URL) and an open Change List
 func plannerSite(t *testing.T) *site {
@@ -41,10 +44,20 @@ func plannerSite(t *testing.T) *site {
 	s.xml("/s1/cd0.xml", rsdoc("urlset", md(`capability="changedump" from="2023-01-01T00:00:00Z" until="2023-12-31T00:00:00Z"`),
 		`BASE/s1/c0.zip from="2023-01-01T00:00:00Z" until="2023-12-31T00:00:00Z"`))
 	s.xml("/s1/cd1.xml", rsdoc("urlset", md(`capability="changedump" from="2024-01-01T00:00:00Z" until="2024-02-01T00:00:00Z"`),
-		`BASE/s1/c1a.zip from="2024-01-01T00:00:00Z" until="2024-01-10T00:00:00Z"`,
-		`BASE/s1/c1b.zip from="2024-01-10T00:00:00Z" until="2024-02-01T00:00:00Z"`))
+		`BASE/s1/c1a.zip from="2024-01-01T00:00:00Z" until="2024-01-10T00:00:00Z"`+contents("BASE/s1/c1a.xml"),
+		`BASE/s1/c1b.zip from="2024-01-10T00:00:00Z" until="2024-02-01T00:00:00Z"`+contents("BASE/s1/c1b.xml")))
 	s.xml("/s1/cd2.xml", rsdoc("urlset", md(`capability="changedump" from="2024-02-01T00:00:00Z"`),
-		`BASE/s1/c2.zip from="2024-02-01T00:00:00Z"`))
+		`BASE/s1/c2.zip from="2024-02-01T00:00:00Z"`+contents("BASE/s1/c2.xml")))
+	cdm := md(`capability="changedump-manifest"`)
+	s.xml("/s1/c1a.xml", rsdoc("urlset", cdm,
+		`BASE/r10 change="created" datetime="2024-01-03T00:00:00Z" path="/r10"`,
+		`BASE/r11 change="created" datetime="2024-01-05T00:00:00Z" path="/r11"`))
+	s.xml("/s1/c1b.xml", rsdoc("urlset", cdm,
+		`BASE/r12 change="created" datetime="2024-01-16T00:00:00Z" path="/r12"`,
+		`BASE/r11 change="deleted" datetime="2024-01-17T00:00:00Z"`,
+		`BASE/r10 change="updated" datetime="2024-01-20T00:00:00Z" path="/r10"`))
+	s.xml("/s1/c2.xml", rsdoc("urlset", cdm,
+		`BASE/r13 change="created" datetime="2024-02-02T00:00:00Z" path="/r13"`))
 	s.xml("/s2/capabilitylist.xml", rsdoc("urlset", ln("up", desc)+md(`capability="capabilitylist"`),
 		`BASE/s2/resourcelist.xml capability="resourcelist"`,
 		`BASE/s2/changelist.xml capability="changelist"`))
@@ -103,13 +116,15 @@ func TestPlannerConformance(t *testing.T) {
 		},
 		{
 			Name: "incremental from the checkpoints", Planner: p, Held: held, Task: task(source.Incremental, "", time.Time{}, time.Time{}),
-			Packages:    []string{base + "/s1/c1b.zip", base + "/s1/c2.zip", base + "/s2/changelist.xml"},
+			Packages:    []string{base + "/s1/c1b.zip", base + "/s1/c2.zip"},
+			Records:     []string{base + "/r11"}, // deleted
 			Sets:        []string{s1, s2},
-			Checkpoints: map[string]time.Time{s1: day(1, 15), s2: day(1, 10)},
+			Checkpoints: map[string]time.Time{s1: day(2, 2), s2: day(1, 10)},
 		},
 		{
 			Name: "incremental over a range", Planner: p, Held: held, Task: task(source.Incremental, "", day(1, 2), day(1, 9)),
-			Packages:    []string{base + "/s1/c1a.zip", base + "/s2/changelist.xml"},
+			Packages:    []string{base + "/s1/c1a.zip"},
+			Records:     []string{base + "/r1"}, // from the Change List
 			Sets:        []string{s1, s2},
 			Checkpoints: map[string]time.Time{s1: day(1, 9), s2: day(1, 9)},
 		},
@@ -118,4 +133,10 @@ func TestPlannerConformance(t *testing.T) {
 			Err: source.ErrNoCheckpoint,
 		},
 	})
+}
+
+// contents ends an entry's rs:md attributes with a link to the package's
+// manifest copy.
+func contents(href string) string {
+	return `/><rs:ln rel="contents" href="` + href + `"`
 }

@@ -39,17 +39,19 @@ var ErrNoCapability = errors.New("the capability list does not offer it")
 
 // Plan plans task (see source.Planner): it walks from task.Source to the
 // task's documents — Resource Dumps (Resource Lists where no dump exists)
-// for a baseline, Change Dumps (Change Lists) for an incremental task —
-// and emits their packages, and a Resource List's entries as records. An
-// incremental task's range is resolved per resource set from held's
-// checkpoints; index children and packages outside it are not read or
-// emitted. A bare site URL starts at its /.well-known/resourcesync. When
-// that start document cannot be read, or is not ResourceSync (an HTML
-// page, say), full discovery runs instead (robots.txt Sitemap lines, an
-// HTML <link rel="resourcesync">, a Link header) and the walk starts again
-// from what it finds: the Source Description, or the one Capability List.
-// Nothing is fetched twice on the usual path. An error reading the source
-// itself is a *source.SourceError.
+// for a baseline, Change Dumps (Change Lists) for an incremental task. A
+// baseline's packages, and a Resource List's entries as records, are
+// emitted as the walk meets them. An incremental task's range is resolved
+// per resource set from held's checkpoints; index children and packages
+// outside it are not read; the changes in range of the packages and Change
+// Lists within it are read, and only each resource's latest change is
+// emitted (see planChanges). A bare site URL starts at its
+// /.well-known/resourcesync. When that start document cannot be read, or
+// is not ResourceSync (an HTML page, say), full discovery runs instead
+// (robots.txt Sitemap lines, an HTML <link rel="resourcesync">, a Link
+// header) and the walk starts again from what it finds: the Source
+// Description, or the one Capability List. Nothing is fetched twice on the
+// usual path. An error reading the source itself is a *source.SourceError.
 func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
 	w := &walk{Planner: d, task: task, held: held, out: emit, now: time.Now().UTC(), sets: map[string]*source.Checkpoint{}}
 	switch task.Mode {
@@ -73,6 +75,12 @@ func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		var se *source.SourceError
 		if !errors.As(err, &se) {
 			err = &source.SourceError{URL: start, Err: err}
+		}
+		return nil, err
+	}
+	if err := w.planChanges(ctx); err != nil {
+		if w.stop != nil {
+			return nil, w.stop
 		}
 		return nil, err
 	}
@@ -144,6 +152,17 @@ type Planner struct {
 	// PreferList walks a resource set's Resource or Change List before
 	// its dump.
 	PreferList bool
+	// OpenPackage opens the manifest.xml inside a change package that
+	// links no copy of it (rel="contents"), for an incremental task: the
+	// executor downloads the package, and may keep it to apply its
+	// winners. An error naming its stage is a *source.StageError.
+	OpenPackage func(ctx context.Context, p source.Package) (rd *manifest.Reader, close func(), err error)
+	// Concurrency is how many change packages an incremental task reads
+	// at once (at least 1).
+	Concurrency int
+	// ScratchDir holds an incremental task's plan while it is made
+	// (default: the system's temporary directory).
+	ScratchDir string
 }
 
 var _ source.Planner = (*Planner)(nil)
@@ -164,6 +183,10 @@ type walk struct {
 	want, list manifest.Capability
 	// sets are the checkpoints of the resource sets met, by set.
 	sets map[string]*source.Checkpoint
+	// pending are the change packages (and Change Lists) of an
+	// incremental task met in range, in the walk's order, for
+	// planChanges.
+	pending []source.Package
 
 	visited  map[string]bool
 	setsSeen int
@@ -254,7 +277,8 @@ func (w *walk) document(ctx context.Context, docURL, set string, h *manifest.Hea
 		Capability: string(h.Metadata.Capability), From: h.Metadata.From, Until: h.Metadata.Until}})
 }
 
-// pkg emits a package of set, unless outside an incremental task's range.
+// pkg emits a package of a baseline, or keeps a change package in an
+// incremental task's range for planChanges.
 func (w *walk) pkg(ctx context.Context, j source.Package) error {
 	if ok, err := w.inRange(ctx, j.ResourceSet, j.From, j.Until); err != nil {
 		return err
@@ -262,10 +286,12 @@ func (w *walk) pkg(ctx context.Context, j source.Package) error {
 		w.Log.Debug("package outside the range; not requested", "package", j.URL)
 		return nil
 	}
-	if w.task.Mode == source.Baseline {
-		if err := w.noteAt(ctx, j.ResourceSet, j.At); err != nil {
-			return err
-		}
+	if w.task.Mode == source.Incremental {
+		w.pending = append(w.pending, j)
+		return nil
+	}
+	if err := w.noteAt(ctx, j.ResourceSet, j.At); err != nil {
+		return err
 	}
 	return w.emit(ctx, source.Unit{Package: &j})
 }
@@ -424,7 +450,11 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
 				return w.walk(ctx, e.Loc, resourceSet, depth+1)
 			}
-			return w.emit(ctx, source.Unit{Record: RecordOf(e, resourceSet, docURL, at)})
+			rec := RecordOf(e, resourceSet, docURL, at)
+			if rec.Change == source.Deleted {
+				rec.Change = "" // listed in a snapshot: the resource is there
+			}
+			return w.emit(ctx, source.Unit{Record: rec})
 		})
 	case manifest.ChangeList:
 		if w.list != manifest.ChangeList {

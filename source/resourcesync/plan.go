@@ -1,0 +1,267 @@
+package resourcesync
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // the plan's scratch database
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/source"
+)
+
+// plan is the scratch database of one incremental task: every change in
+// the task's range, as read from the change packages' manifests, so that
+// the latest change of each resource (its winner) is found on disk rather
+// than in memory, whatever the order in which packages were read; and the
+// failures met reading them, emitted in a fixed order once reading ends.
+// A plan lives in its own file, removed by close.
+type plan struct {
+	path string
+	db   *sql.DB
+}
+
+// planned is one change entry of a package: pkg is the package's index in
+// the task's packages.
+type planned struct {
+	pkg int
+	rec *source.Record
+}
+
+func newPlan(ctx context.Context, dir string) (*plan, error) {
+	f, err := os.CreateTemp(dir, "rsharvest-plan-*.db")
+	if err != nil {
+		return nil, errclass.Fatalf("plan: %w", err)
+	}
+	f.Close()
+	abs, _ := filepath.Abs(f.Name())
+	p := &plan{path: abs}
+	dsn := url.URL{Scheme: "file", Path: filepath.ToSlash(abs),
+		RawQuery: url.Values{"_pragma": {"journal_mode(OFF)", "synchronous(OFF)", "temp_store(FILE)"}}.Encode()}
+	if p.db, err = sql.Open("sqlite", dsn.String()); err != nil {
+		os.Remove(abs)
+		return nil, errclass.Fatalf("plan: %w", err)
+	}
+	p.db.SetMaxOpenConns(1)
+	const schema = `CREATE TABLE changes (
+		uri TEXT NOT NULL, time INTEGER NOT NULL, change TEXT NOT NULL,
+		pkg INTEGER NOT NULL, package_from INTEGER NOT NULL, package TEXT NOT NULL, seq INTEGER NOT NULL,
+		rec TEXT NOT NULL);
+	CREATE TABLE failures (pkg INTEGER NOT NULL, seq INTEGER NOT NULL, f TEXT NOT NULL, permanent INTEGER NOT NULL)`
+	if _, err := p.db.ExecContext(ctx, schema); err != nil {
+		p.close()
+		return nil, errclass.Fatalf("plan: %w", err)
+	}
+	return p, nil
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// add records changes of the package at index pkg, in one transaction.
+func (p *plan) add(ctx context.Context, j *source.Package, pkg int, recs []*source.Record) error {
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return errclass.Fatalf("plan: %w", err)
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT INTO changes VALUES (?,?,?,?,?,?,?,?)`)
+	if err != nil {
+		return errclass.Fatalf("plan: %w", err)
+	}
+	defer st.Close()
+	for _, r := range recs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return errclass.Fatalf("plan: %s: %w", r.URI, err)
+		}
+		if _, err := st.ExecContext(ctx, r.URI, nanos(r.ChangeTime), string(r.Change), pkg, nanos(j.From), j.URL, r.Seq, string(b)); err != nil {
+			return errclass.Fatalf("plan: add %s: %w", r.URI, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return errclass.Fatalf("plan: %w", err)
+	}
+	return nil
+}
+
+// storedFailure is a failure as the plan keeps it (its error as text, its
+// class apart).
+type storedFailure struct {
+	source.Failure
+	Err string
+}
+
+// fail records a failure met reading the package at index pkg (seq: the
+// entry's position, -1 for the package's own).
+func (p *plan) fail(ctx context.Context, pkg int, seq int64, f source.Failure) error {
+	b, err := json.Marshal(storedFailure{Failure: f, Err: f.Err.Error()})
+	if err != nil {
+		return errclass.Fatalf("plan: %w", err)
+	}
+	if _, err := p.db.ExecContext(ctx, `INSERT INTO failures VALUES (?,?,?,?)`, pkg, seq, string(b), errclass.IsPermanent(f.Err)); err != nil {
+		return errclass.Fatalf("plan: %w", err)
+	}
+	return nil
+}
+
+// failures calls fn with every failure recorded, by package and position.
+func (p *plan) failures(ctx context.Context, fn func(source.Failure) error) error {
+	return p.page(ctx, `SELECT f, permanent, 0 FROM failures ORDER BY pkg, seq, rowid`, nil, func(text string, permanent bool, _ int) error {
+		var sf storedFailure
+		if err := json.Unmarshal([]byte(text), &sf); err != nil {
+			return errclass.Fatalf("plan: %w", err)
+		}
+		f := sf.Failure
+		if permanent {
+			f.Err = errclass.NewPermanent(errors.New(sf.Err))
+		} else {
+			f.Err = errclass.NewRetryable(errors.New(sf.Err))
+		}
+		return fn(f)
+	})
+}
+
+// decide computes the winner of every resource: its latest change by
+// (time, package from, package URL, position). Call it once, after every
+// add.
+func (p *plan) decide(ctx context.Context) error {
+	const q = `CREATE TABLE winners AS SELECT * FROM (
+		SELECT *, ROW_NUMBER() OVER (PARTITION BY uri ORDER BY time DESC, package_from DESC, package DESC, seq DESC) AS rn
+		FROM changes) WHERE rn = 1;
+		CREATE INDEX winners_pkg ON winners (pkg, seq);`
+	if _, err := p.db.ExecContext(ctx, q); err != nil {
+		return errclass.Fatalf("plan: decide: %w", err)
+	}
+	return nil
+}
+
+// deletes calls fn with every winning delete, in URI order.
+func (p *plan) deletes(ctx context.Context, fn func(planned) error) error {
+	return p.winners(ctx, `WHERE change = 'deleted' ORDER BY uri`, nil, fn)
+}
+
+// putPackages returns the indexes of the packages holding a winning
+// create or update, last first.
+func (p *plan) putPackages(ctx context.Context) ([]int, error) {
+	var out []int
+	err := p.page(ctx, `SELECT '', 0, pkg FROM (SELECT DISTINCT pkg FROM winners WHERE change <> 'deleted') ORDER BY pkg DESC`, nil,
+		func(_ string, _ bool, pkg int) error {
+			out = append(out, pkg)
+			return nil
+		})
+	return out, err
+}
+
+// putsIn calls fn with every winning create or update of package pkg, in
+// manifest order.
+func (p *plan) putsIn(ctx context.Context, pkg int, fn func(planned) error) error {
+	return p.winners(ctx, `WHERE pkg = ? AND change <> 'deleted' ORDER BY seq`, []any{pkg}, fn)
+}
+
+// newest returns the newest change time read from each package, by index.
+func (p *plan) newest(ctx context.Context) (map[int]time.Time, error) {
+	out := map[int]time.Time{}
+	rows, err := p.db.QueryContext(ctx, `SELECT pkg, MAX(time) FROM changes GROUP BY pkg`)
+	if err != nil {
+		return nil, errclass.Fatalf("plan: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pkg int
+		var t int64
+		if err := rows.Scan(&pkg, &t); err != nil {
+			return nil, errclass.Fatalf("plan: %w", err)
+		}
+		out[pkg] = time.Unix(0, t).UTC()
+	}
+	if err := rows.Err(); err != nil {
+		return nil, errclass.Fatalf("plan: %w", err)
+	}
+	return out, nil
+}
+
+// counts returns how many changes were read and how many won.
+func (p *plan) counts(ctx context.Context) (changes, winners int64, err error) {
+	if err := p.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM changes), (SELECT count(*) FROM winners)`).Scan(&changes, &winners); err != nil {
+		return 0, 0, errclass.Fatalf("plan: %w", err)
+	}
+	return changes, winners, nil
+}
+
+func (p *plan) winners(ctx context.Context, where string, args []any, fn func(planned) error) error {
+	return p.page(ctx, `SELECT rec, 0, pkg FROM winners `+where, args, func(text string, _ bool, pkg int) error {
+		var r source.Record
+		if err := json.Unmarshal([]byte(text), &r); err != nil {
+			return errclass.Fatalf("plan: %w", err)
+		}
+		return fn(planned{pkg: pkg, rec: &r})
+	})
+}
+
+// page runs q (selecting a text, a flag and an integer) a page at a time,
+// so that fn may take its time without holding the plan's single
+// connection.
+func (p *plan) page(ctx context.Context, q string, args []any, fn func(string, bool, int) error) error {
+	const size = 1000
+	type row struct {
+		text string
+		flag bool
+		n    int
+	}
+	for offset := 0; ; {
+		rows, err := p.db.QueryContext(ctx, q+` LIMIT ? OFFSET ?`, append(append([]any{}, args...), size, offset)...)
+		if err != nil {
+			return errclass.Fatalf("plan: %w", err)
+		}
+		var batch []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.text, &r.flag, &r.n); err != nil {
+				rows.Close()
+				return errclass.Fatalf("plan: %w", err)
+			}
+			batch = append(batch, r)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return errclass.Fatalf("plan: %w", err)
+		}
+		for _, r := range batch {
+			if err := fn(r.text, r.flag, r.n); err != nil {
+				return err
+			}
+		}
+		if len(batch) < size {
+			return nil
+		}
+		offset += len(batch)
+	}
+}
+
+// close closes the plan and removes its file.
+func (p *plan) close() error {
+	var err error
+	if p.db != nil {
+		err = p.db.Close()
+	}
+	if rmErr := os.Remove(p.path); rmErr != nil && !os.IsNotExist(rmErr) && err == nil {
+		err = rmErr
+	}
+	if err != nil {
+		return fmt.Errorf("plan: close: %w", err)
+	}
+	return nil
+}
