@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -12,7 +11,6 @@ import (
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
-	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -120,108 +118,21 @@ func (r *run) heldWin(ctx context.Context, win *source.Record) (bool, error) {
 	return true, r.send(ctx, result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(h.deliveries) > 0})
 }
 
-// applyPackage applies the winners of one change package (j.Wins): those
-// the destination does not hold already are read from the package — kept
-// on the spool since planning, read again by Range, or downloaded — whose
-// own manifest.xml is authoritative for paths and hashes, and go to the
-// workers. A package whose winners are all held is not fetched.
-func (r *run) applyPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
-	sp := r.spool.take(j.URL)
-	if sp != nil {
-		defer sp.Close() // and its spool slot
-	}
+// unheld returns the winners of change package j (j.Wins) that the
+// destination does not hold already, by URI.
+func (r *run) unheld(ctx context.Context, j source.Package) (map[string]*source.Record, error) {
 	want := make(map[string]*source.Record, len(j.Wins))
 	for i := range j.Wins {
 		w := &j.Wins[i]
 		held, err := r.heldWin(ctx, w)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !held {
 			want[w.URI] = w
 		}
 	}
-	if len(want) == 0 {
-		r.counts.PackageBytesDone.Add(max(j.Expect.Length, 0))
-		r.counts.PackagesDone.Add(1)
-		return nil
-	}
-	pkgFail := func(stage string, err error) error { return r.packageFailed(ctx, j, j.From, stage, err) }
-	if sp == nil && j.Contents == "" && !r.opts.DisableRangeResync && j.Expect.Length >= rangeRereadMin {
-		// Downloaded once already, to plan: read only the winners by
-		// Range where the server allows it.
-		ranged, ok, err := r.readByRange(ctx, j)
-		if err != nil {
-			return pkgFail(ranged.stage, err)
-		}
-		if ok {
-			sp = ranged
-			defer sp.Close()
-		}
-	}
-	if sp == nil {
-		release, err := r.spool.acquire(ctx)
-		if err != nil {
-			return err
-		}
-		if sp, err = r.fetchPackage(ctx, j); err != nil {
-			release()
-			return pkgFail(sp.stage, err)
-		}
-		sp.release = release
-		defer sp.Close()
-	}
-	mrc, err := sp.arch.Manifest()
-	if err != nil {
-		return pkgFail("manifest", err)
-	}
-	defer mrc.Close()
-	rd, err := manifest.NewReader(mrc, r.opts.Document)
-	if err != nil {
-		return pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err))
-	}
-	var wg sync.WaitGroup
-	for seq := int64(0); ; seq++ {
-		e, err := rd.Next()
-		if err != nil {
-			if isEOF(err) {
-				break
-			}
-			var ee *manifest.EntryError
-			if asEntryError(err, &ee) {
-				continue // recorded when the plan was made
-			}
-			if perr := pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err)); perr != nil {
-				return perr
-			}
-			break
-		}
-		w, ok := want[e.Loc]
-		// A manifest copy is the same document as the manifest.xml, so
-		// the position identifies the winning entry even among several
-		// changes of one resource in the same second.
-		if !ok || !e.ChangeTime().Equal(w.ChangeTime) || e.Metadata.Change != manifest.Change(w.Change) || seq != w.Seq {
-			continue
-		}
-		delete(want, e.Loc) // one entry per winner, even if repeated at the same time
-		wg.Add(1)
-		select {
-		case <-ctx.Done():
-			wg.Done()
-			return ctx.Err()
-		case out <- entryJob{pkg: &j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL, j.At), arch: sp.arch, done: wg.Done}:
-		}
-	}
-	for uri, w := range want {
-		r.counts.Failed.Add(1)
-		r.failIn(ctx, Failure{URI: uri, Package: j.URL, Stage: "manifest",
-			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", manifest.FormatDatetime(w.ChangeTime)), Permanent: true}, j.ResourceSet, w.ChangeTime)
-	}
-	if err := waitGroup(ctx, &wg); err != nil {
-		return err
-	}
-	r.counts.PackagesDone.Add(1)
-	return nil
+	return want, nil
 }
 
 // deleteRecord removes a resource whose winning change is a delete from

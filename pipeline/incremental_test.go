@@ -1,22 +1,27 @@
 package pipeline_test
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rsharvest/rsharvest/bench"
+	benchharness "github.com/rsharvest/rsharvest/bench/harness"
+	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/testdata/javazip"
 )
 
 // change is one entry of a hand-made change package.
@@ -75,8 +80,6 @@ func writeChangeDump(t *testing.T, dir string, pkgs []pkgSpec, contents bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var zbuf bytes.Buffer
-		zw := zip.NewWriter(&zbuf)
 		var bodies [][2]string
 		for k, c := range p.changes {
 			e := &manifest.Entry{Loc: c.uri, Lastmod: mustTime(t, c.at), Metadata: manifest.NewMetadata()}
@@ -100,13 +103,13 @@ func writeChangeDump(t *testing.T, dir string, pkgs []pkgSpec, contents bool) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		mw, _ := zw.Create("manifest.xml")
-		mw.Write(man.Bytes())
+		// Sizes in the local headers, manifest.xml first: a package
+		// that can be read as it downloads.
+		es := []javazip.Entry{{Name: "manifest.xml", Body: man.Bytes()}}
 		for _, b := range bodies {
-			bw, _ := zw.Create(b[0])
-			bw.Write([]byte(b[1]))
+			es = append(es, javazip.Entry{Name: b[0], Body: []byte(b[1])})
 		}
-		zw.Close()
+		zbuf := bytes.NewBuffer(rawZip(t, es))
 		name := fmt.Sprintf("changes/c%d.zip", i)
 		os.WriteFile(filepath.Join(dir, name), zbuf.Bytes(), 0o644)
 		pm := manifest.NewMetadata()
@@ -342,4 +345,84 @@ func fileSize(t *testing.T, p string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// TestIncrementalStreams: an incremental run reads a change package as it
+// downloads, as a baseline does: on a slow link the first winner reaches
+// the sink before the package has finished downloading (without
+// streaming, only after), and only the winners are written — a change
+// superseded within the same package is passed by.
+func TestIncrementalStreams(t *testing.T) {
+	ctx := context.Background()
+	const n = 60
+	rnd := rand.New(rand.NewPCG(5, 5))
+	day := mustTime(t, "2016-01-01")
+	p := pkgSpec{from: manifest.FormatDatetime(day), until: manifest.FormatDatetime(day.AddDate(0, 0, 1))}
+	want := map[string]string{}
+	for i := range n {
+		uri := res(3000 + i%(n-10)) // the last 10 changes update earlier resources
+		kind := manifest.Created
+		if _, ok := want[uri]; ok {
+			kind = manifest.Updated
+		}
+		b := fmt.Sprintf("%s version %d;", uri, i) + randomText(rnd, 8<<10)
+		p.changes = append(p.changes, change{uri: uri, kind: kind, at: manifest.FormatDatetime(day.Add(time.Duration(i+1) * time.Minute)), body: b})
+		want[uri] = b
+	}
+	src := t.TempDir()
+	writeChangeDump(t, src, []pkgSpec{p}, true)
+	size := fileSize(t, filepath.Join(src, "changes", "c0.zip"))
+	// About a second for the package.
+	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{Wrap: benchharness.Wrap(float64(size), 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	for _, disable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streaming=%v", !disable), func(t *testing.T) {
+			h := newHarness(t)
+			cs := &countingSink{Sink: h.sink}
+			ends := &packageEnd{}
+			opts := h.options(srv.URL + "/changedump.xml")
+			opts.Sinks = []sink.Sink{cs}
+			opts.Client = fetch.New(fetch.Options{Transport: ends, StallTimeout: 10 * time.Second})
+			opts.DisableStreaming = disable
+			rep, err := pipeline.Incremental(ctx, opts, pipeline.Range{From: day, Until: day.AddDate(0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(want)) {
+				t.Fatalf("want %d written: %s", len(want), rep.Summary())
+			}
+			for uri, b := range want {
+				if got, err := os.ReadFile(h.sink.Path(uri)); err != nil || string(got) != b {
+					t.Errorf("%s: %v; not the winning version", uri, err)
+				}
+				if cs.put(uri) != 1 {
+					t.Errorf("%s put %d times, want once", uri, cs.put(uri))
+				}
+			}
+			first, end := cs.first, ends.at()
+			if first.IsZero() || end.IsZero() {
+				t.Fatalf("first put %v, download end %v", first, end)
+			}
+			if !disable && !first.Before(end) {
+				t.Errorf("streaming: first put %v after the download ended", first.Sub(end))
+			}
+			if disable && first.Before(end) {
+				t.Errorf("spooled: first put %v before the download ended", end.Sub(first))
+			}
+		})
+	}
+}
+
+// randomText returns n random letters and digits: text deflate cannot
+// shrink much.
+func randomText(rnd *rand.Rand, n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rnd.IntN(len(alphabet))]
+	}
+	return string(b)
 }

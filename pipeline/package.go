@@ -65,7 +65,7 @@ func (r *run) allHeld(ctx context.Context, copyURL string, at time.Time) (int64,
 }
 
 // spooled is a downloaded, verified and opened package, or one opened in
-// place by Range (file nil; see openRanged).
+// place by Range (file nil; see readByRange).
 type spooled struct {
 	file  *os.File
 	arch  *unzip.Archive
@@ -137,63 +137,98 @@ type entryJob struct {
 	done   func()
 }
 
-// processPackage downloads one package to a spool file, checks it against
-// the Resource Dump's length and hashes, opens it safely (or, on a re-sync,
-// opens it in place by Range: see openPackage), streams its manifest, and
-// hands each entry to the workers. Unless Options.DisableStreaming is set,
-// a downloaded package is read as it arrives (streamPackage). It returns
-// only when every entry it handed out is done (or ctx ends), then removes
-// the spool file. Failures of the package are recorded; only a cancelled
-// run, or a fatal error, is returned.
-func (r *run) processPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
-	log := r.log.With("package", j.URL)
-	if j.Contents != "" {
+// readPackage reads one package unit and hands the entries to deliver to
+// the workers: every entry, or only the winners (j.Wins) the destination
+// does not hold already. It is the one place that chooses how a package's
+// entries are obtained:
+//
+//  1. kept on the spool since the planner read its manifest (spoolCache);
+//  2. in place by Range (see range.go): a re-sync's package, or a change
+//     package downloaded once already to plan, large enough to pay;
+//  3. streamed as it downloads (stream.go), or, with streaming disabled,
+//  4. downloaded to a spool file, then read — an incremental run's
+//     package under a spool slot either way.
+//
+// A package whose resources are all held (its manifest copy, or its
+// winners, say so) is not fetched at all. It returns only when every entry
+// it handed out is done (or ctx ends), then removes the spool file.
+// Failures of the package are recorded; only a cancelled run, or a fatal
+// error, is returned.
+func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
+	var want map[string]*source.Record
+	if len(j.Wins) > 0 {
+		var err error
+		if want, err = r.unheld(ctx, j); err != nil {
+			return err
+		}
+	} else if j.Contents != "" {
 		n, held, err := r.allHeld(ctx, j.Contents, j.At)
 		if err != nil {
 			return err
 		}
 		if held {
-			// The manifest copy shows the destination holds every
-			// resource of the package: nothing to download.
-			log.Debug("package skipped: every resource already held", "resources", n)
-			r.counts.PackageBytesDone.Add(max(j.Expect.Length, 0))
+			r.log.Debug("package skipped: every resource already held", "package", j.URL, "resources", n)
 			r.counts.Unchanged.Add(n)
-			r.counts.PackagesDone.Add(1)
-			return nil
+			want = map[string]*source.Record{} // nothing left to read
 		}
+	}
+	if want != nil && len(want) == 0 {
+		if sp := r.spool.take(j.URL); sp != nil {
+			sp.Close()
+		}
+		r.counts.PackageBytesDone.Add(max(j.Expect.Length, 0))
+		r.counts.PackagesDone.Add(1)
+		return nil
 	}
 	opened := func(sp *spooled, err error) error {
 		if err != nil {
-			if errclass.IsFatal(err) {
-				return err
-			}
-			return r.packageFailed(ctx, j, j.At, sp.stage, err)
+			return r.packageFailed(ctx, j, holdOf(j, want), sp.stage, err)
 		}
 		defer sp.Close()
-		return r.unpackPackage(ctx, j, sp.arch, nil, out)
+		return r.unpackPackage(ctx, j, sp.arch, nil, want, out)
 	}
-	if r.opts.DisableStreaming {
-		return opened(r.openPackage(ctx, j))
+	if sp := r.spool.take(j.URL); sp != nil {
+		return opened(sp, nil)
 	}
-	if !r.opts.DisableRangeResync {
-		sp, ok, err := r.openRanged(ctx, j)
-		if err != nil || ok {
+	reread := want != nil && j.Contents == "" && j.Expect.Length >= rangeRereadMin
+	if !r.opts.DisableRangeResync && (reread || (want == nil && r.resync)) {
+		if sp, ok, err := r.readByRange(ctx, j); err != nil || ok {
 			return opened(sp, err)
 		}
 	}
-	return r.streamPackage(ctx, j, out)
+	release := func() {}
+	if want != nil {
+		var err error
+		if release, err = r.spool.acquire(ctx); err != nil {
+			return err
+		}
+	}
+	if !r.opts.DisableStreaming {
+		defer release()
+		return r.streamPackage(ctx, j, want, out)
+	}
+	sp, err := r.fetchPackage(ctx, j)
+	if err != nil {
+		release()
+		return opened(sp, err)
+	}
+	sp.release = release
+	return opened(sp, nil)
 }
 
 // unpackPackage streams the manifest of an opened package and hands each
-// entry to the workers, then reports the package's entries its manifest
-// does not list. With st, the package was read as it downloaded: the
+// entry to the workers — only the winners in want, when want is not nil,
+// each matched by its URI, change, time and position — then reports the
+// package's entries its manifest does not list (every entry read) or the
+// winners it lacks. With st, the package was read as it downloaded: the
 // entries delivered then are settled against arch, not delivered again
 // (see streamPackage). It returns when every entry it handed out is done,
 // or ctx ends.
-func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.Archive, st *streamState, out chan<- entryJob) error {
+func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.Archive, st *streamState, want map[string]*source.Record, out chan<- entryJob) error {
 	log := r.log.With("package", j.URL)
+	hold, wantCap := holdAndCapability(j, want)
 	pkgFail := func(stage string, err error) error {
-		return r.packageFailed(ctx, j, j.At, stage, err)
+		return r.packageFailed(ctx, j, hold, stage, err)
 	}
 	mrc, err := arch.Manifest()
 	if err != nil {
@@ -204,13 +239,13 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 	if err != nil {
 		return pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err))
 	}
-	if c := rd.Header().Metadata.Capability; c != manifest.ResourceDumpManifest {
-		return pkgFail("manifest", errclass.Permanentf("manifest.xml: capability %q, expected %q", c, manifest.ResourceDumpManifest))
+	if c := rd.Header().Metadata.Capability; c != wantCap {
+		return pkgFail("manifest", errclass.Permanentf("manifest.xml: capability %q, expected %q", c, wantCap))
 	}
 
 	var wg sync.WaitGroup
 	var broken atomic.Bool
-	for {
+	for seq := int64(0); ; seq++ {
 		e, err := rd.Next()
 		if err != nil {
 			if isEOF(err) {
@@ -218,8 +253,10 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 			}
 			var ee *manifest.EntryError
 			if asEntryError(err, &ee) {
-				r.counts.Failed.Add(1)
-				r.fail(ctx, Failure{URI: orDefault(ee.Loc, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, j.At)
+				if want == nil { // else recorded when the plan was made
+					r.counts.Failed.Add(1)
+					r.fail(ctx, Failure{URI: orDefault(ee.Loc, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, j.At)
+				}
 				continue
 			}
 			// The rest of the manifest cannot be read: the entries already
@@ -229,6 +266,12 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 				return perr
 			}
 			break
+		}
+		if !isWinner(want, e, seq) {
+			continue
+		}
+		if want != nil {
+			delete(want, e.Loc) // one entry per winner, even if repeated at the same time
 		}
 		if st != nil && r.settle(ctx, &j, arch, st, e) {
 			continue
@@ -241,19 +284,55 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 		case out <- entryJob{pkg: &j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL, j.At), arch: arch, done: wg.Done}:
 		}
 	}
+	for uri, w := range want {
+		r.counts.Failed.Add(1)
+		r.failIn(ctx, Failure{URI: uri, Package: j.URL, Stage: "manifest",
+			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", manifest.FormatDatetime(w.ChangeTime)), Permanent: true}, j.ResourceSet, w.ChangeTime)
+	}
 	// Wait for the workers to finish this package's entries.
 	if err := waitGroup(ctx, &wg); err != nil {
 		return err
 	}
-	if !broken.Load() {
+	if broken.Load() {
+		return nil
+	}
+	if want == nil {
 		for _, name := range arch.Unreferenced() {
 			r.counts.Skipped.Add(1)
 			r.rec.skip(Skip{Package: j.URL, Entry: name, Reason: "entry not listed in manifest.xml"})
 			log.Warn("package entry not in its manifest; skipped", "entry", name)
 		}
-		r.counts.PackagesDone.Add(1)
 	}
+	r.counts.PackagesDone.Add(1)
 	return nil
+}
+
+// isWinner reports whether manifest entry e, at position seq, is the
+// winner want holds for its URI (want nil: every entry is). A manifest copy
+// is the same document as the manifest.xml, so the position identifies the
+// winning entry even among several changes of one resource in the same
+// second.
+func isWinner(want map[string]*source.Record, e *manifest.Entry, seq int64) bool {
+	if want == nil {
+		return true
+	}
+	w, ok := want[e.Loc]
+	return ok && e.ChangeTime().Equal(w.ChangeTime) && e.Metadata.Change == manifest.Change(w.Change) && seq == w.Seq
+}
+
+// holdAndCapability returns, for package j read for want (nil: every
+// entry), the change time a temporary failure of the whole package holds
+// its set's checkpoint at, and the capability its manifest.xml must have.
+func holdAndCapability(j source.Package, want map[string]*source.Record) (time.Time, manifest.Capability) {
+	if want != nil {
+		return j.From, manifest.ChangeDumpManifest
+	}
+	return j.At, manifest.ResourceDumpManifest
+}
+
+func holdOf(j source.Package, want map[string]*source.Record) time.Time {
+	hold, _ := holdAndCapability(j, want)
+	return hold
 }
 
 // waitGroup waits for wg, or for ctx to end.

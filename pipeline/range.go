@@ -47,40 +47,16 @@ import (
 // as its first outcomes are committed.)
 
 // manifestPrereadMax bounds the compressed size of a manifest.xml that
-// openRanged reads through before handing the package over: small enough
-// that the RangeReader's spans still hold it when processPackage reads it
+// readByRange reads through before handing the package over: small enough
+// that the RangeReader's spans still hold it when unpackPackage reads it
 // again, so the check costs no second download.
 const manifestPrereadMax = 4 << 20
 
-// openPackage opens a package for processPackage: by Range when worthwhile
-// (see above), otherwise by downloading it to a spool file (fetchPackage).
-// On error the returned spooled names the failed stage.
-func (r *run) openPackage(ctx context.Context, j source.Package) (*spooled, error) {
-	if !r.opts.DisableRangeResync {
-		sp, ok, err := r.openRanged(ctx, j)
-		if err != nil {
-			return sp, err
-		}
-		if ok {
-			return sp, nil
-		}
-	}
-	return r.fetchPackage(ctx, j)
-}
-
-// openRanged tries to open a package by Range. It returns ok false (and no
-// error) when the package must be downloaded instead; an error only when it
-// is fatal or ctx ended.
-func (r *run) openRanged(ctx context.Context, j source.Package) (*spooled, bool, error) {
-	if !r.resync {
-		return nil, false, nil
-	}
-	return r.readByRange(ctx, j)
-}
-
-// readByRange is openRanged whether or not the run is a re-sync: an
-// incremental run reads a package again this way after it removed the
-// copy it downloaded to plan (see spoolCache).
+// readByRange opens package j in place by Range (see above; readPackage
+// decides when). It returns ok false (and no error) when the package must
+// be downloaded instead; an error only when it is fatal or ctx ended. An
+// incremental run reads a change package again this way after it removed
+// the copy it downloaded to plan (see spoolCache).
 func (r *run) readByRange(ctx context.Context, j source.Package) (*spooled, bool, error) {
 	log := r.log.With("package", j.URL)
 	size, validator, ranges, err := r.opts.Client.Probe(ctx, j.URL)

@@ -102,7 +102,7 @@ type Options struct {
 	RequireHash bool
 	// DisableRangeResync always downloads whole packages. By default, on a
 	// re-sync, a package whose server honours Range is read in place and
-	// only its new or changed entries are fetched (see openPackage).
+	// only its new or changed entries are fetched (see readPackage).
 	DisableRangeResync bool
 	// DisableStreaming processes a downloaded package only once it is
 	// complete. By default, while a package downloads, the entries that
@@ -209,7 +209,7 @@ type run struct {
 	lateFailed map[string][]string
 
 	// resync says the state held resources when the run began: a re-sync,
-	// where reading packages by Range can pay (see openRanged). Decided once,
+	// where reading packages by Range can pay (see readPackage). Decided once,
 	// so that a first sync never turns to Range as its own outcomes commit.
 	resync bool
 
@@ -374,18 +374,12 @@ func (r *run) execute(ctx context.Context, task source.Task) error {
 					if !ok {
 						return nil
 					}
-					if len(j.Wins) > 0 {
-						if err := r.applyPackage(ctx, j, entries); err != nil {
-							return err
-						}
-						continue
-					}
 					if skip, err := r.skipPackage(ctx, j); err != nil {
 						return err
 					} else if skip {
 						continue
 					}
-					if err := r.processPackage(ctx, j, entries); err != nil {
+					if err := r.readPackage(ctx, j, entries); err != nil {
 						return err
 					}
 					r.book.noteDone(j.URL, r.book.fingerprintOf(j))

@@ -75,8 +75,11 @@ import (
 //     archive. An entry phase 1 delivered that the new manifest lists
 //     otherwise is delivered again by phase 2.
 //
-// Range re-syncs (openRanged) and incremental runs do not stream, and
-// Options.DisableStreaming turns streaming off.
+// An incremental run streams a change package's winners alone (want): an
+// entry phase 1 passes by leaves the rest to phase 2, which reads the
+// manifest again and delivers only the winners phase 1 did not. Packages
+// read by Range, or kept on the spool since planning, do not stream (see
+// readPackage), and Options.DisableStreaming turns streaming off.
 
 const (
 	// maxStreamManifest caps the uncompressed manifest.xml of a package
@@ -270,9 +273,10 @@ type streamState struct {
 
 // streamPackage downloads a package to a spool file while phase 1 reads
 // it; then, once the download is verified, phase 2 opens it and delivers
-// (or confirms) every entry (see above). Like processPackage it records the
+// (or confirms) every entry, or every winner in want when want is not nil
+// (see above). Like readPackage it records the
 // package's failures and returns only a fatal error or ctx's.
-func (r *run) streamPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
+func (r *run) streamPackage(ctx context.Context, j source.Package, want map[string]*source.Record, out chan<- entryJob) error {
 	log := r.log.With("package", j.URL)
 	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-pkg-*.zip")
 	if err != nil {
@@ -321,7 +325,7 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, out chan<- en
 
 	st := &streamState{opener: unzip.NewLocalOpener(f, r.opts.Limits), entries: map[string]*streamEntry{}, byURI: map[string]*streamEntry{}}
 	var wg sync.WaitGroup
-	if err := r.follow(ctx, &j, f, prog, st, out, &wg); err != nil {
+	if err := r.follow(ctx, &j, f, prog, st, want, out, &wg); err != nil {
 		return err
 	}
 	var d downloaded
@@ -344,7 +348,7 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, out chan<- en
 		if errclass.IsFatal(err) {
 			return err
 		}
-		return r.packageFailed(ctx, j, j.At, stage, err)
+		return r.packageFailed(ctx, j, holdOf(j, want), stage, err)
 	}
 	if d.err != nil {
 		return pkgFail("download", d.err)
@@ -356,7 +360,7 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, out chan<- en
 	if r.confirmWhole(j, arch, st) {
 		return nil
 	}
-	return r.unpackPackage(ctx, j, arch, st, out)
+	return r.unpackPackage(ctx, j, arch, st, want, out)
 }
 
 // confirmWhole is phase 2 when phase 1 handed out every entry of the
@@ -419,7 +423,7 @@ func lookupStreamed(arch *unzip.Archive, se *streamEntry) error {
 // and hands the entries it can match with the manifest to the workers. It
 // returns nil when it stops, whatever the reason; an error only when ctx
 // ends.
-func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *spoolProgress, st *streamState, out chan<- entryJob, wg *sync.WaitGroup) error {
+func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *spoolProgress, st *streamState, want map[string]*source.Record, out chan<- entryJob, wg *sync.WaitGroup) error {
 	stop := func(why string, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -458,12 +462,14 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 	if err != nil {
 		return stop("manifest.xml", err)
 	}
-	if mr.Header().Metadata.Capability != manifest.ResourceDumpManifest {
-		return stop("manifest.xml is not a resource dump manifest", nil)
+	if _, wantCap := holdAndCapability(*j, want); mr.Header().Metadata.Capability != wantCap {
+		return stop("manifest.xml is not a "+string(wantCap), nil)
 	}
 	pending := map[string]*manifest.Entry{} // read ahead, not yet matched
-	manifestEnded := false                  // by an error, or io.EOF
-	skipped := false                        // manifest entries not handed out
+	seqOf := map[*manifest.Entry]int64{}    // their positions in the manifest
+	var mseq int64
+	manifestEnded := false // by an error, or io.EOF
+	skipped := false       // manifest entries not handed out
 	for {
 		le, err := sc.Next()
 		if err == io.EOF {
@@ -495,8 +501,11 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		}
 		e := pending[le.Name]
 		delete(pending, le.Name)
+		seq := seqOf[e]
+		delete(seqOf, e)
 		for e == nil && !manifestEnded && len(pending) < streamWindow {
 			me, err := mr.Next()
+			mseq++
 			if err != nil {
 				var ee *manifest.EntryError
 				if asEntryError(err, &ee) {
@@ -512,18 +521,26 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 			}
 			name := unzip.PathKey(me.Metadata.Path)
 			if name == le.Name {
-				e = me
+				e, seq = me, mseq-1
 				break
 			}
 			if pending[name] != nil || st.entries[name] != nil {
 				return stop("a path listed twice in manifest.xml", nil)
 			}
 			pending[name] = me
+			seqOf[me] = mseq - 1
 		}
 		if e == nil {
 			return stop(fmt.Sprintf("entry %q not found in manifest.xml", le.Name), nil)
 		}
 		se := &streamEntry{local: le, loc: e.Loc, path: e.Metadata.Path, sum: sumEntry(e), opener: st.opener, prog: prog}
+		if !isWinner(want, e, seq) {
+			// Not to apply: phase 2 reads the manifest again, and passes
+			// it by.
+			st.entries[le.Name] = se
+			skipped = true
+			continue
+		}
 		if e.Loc == "" || (e.Metadata.Hashes.IsZero() && r.opts.RequireHash) {
 			// It fails before its bytes are looked at: phase 2 records
 			// it (not streamed, the entry stays unreferenced, as
