@@ -47,6 +47,9 @@ type syncFlags struct {
 	set             string
 	rangeParts      int
 	maxDocumentSize int64
+	// sourceKey names the source in the state store (default: source);
+	// the demo sets it, its source's port changing from run to run.
+	sourceKey string
 	// everyday marks a run chosen by sync.
 	everyday bool
 	// concurrencySet tells an explicit --concurrency (which then also
@@ -312,6 +315,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 	})
 	return pipeline.Options{
 		Source:          f.source,
+		SourceKey:       f.sourceKey,
 		Sinks:           sinks,
 		SinkNames:       redactSpecs(f.sinks),
 		Store:           store,

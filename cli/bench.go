@@ -256,6 +256,7 @@ func (a *app) demo(ctx context.Context, resources int) error {
 	defer srv.Close()
 	f := syncFlags{
 		source:       srv.URL,
+		sourceKey:    "rsharvest-demo",
 		sinks:        []string{"fs:" + filepath.Join(demoDir, "mirror")},
 		state:        filepath.Join(demoDir, "rsharvest.db"),
 		report:       filepath.Join(demoDir, "baseline.json"),

@@ -202,3 +202,31 @@ func TestSyncWithoutChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoAgain: the demo run a second time (its source served on another
+// port) downloads and rewrites nothing, as the README says.
+func TestDemoAgain(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for i := range 2 {
+		if code, out, errs := run(t, "demo", "--resources", "200"); code != 0 {
+			t.Fatalf("demo run %d: exit %d\n%s\n%s", i+1, code, out, errs)
+		}
+	}
+	for _, name := range []string{"baseline.json", "incremental.json"} {
+		b, err := os.ReadFile(filepath.Join(demoDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Status    string
+			Resources struct{ Written, Deleted int64 }
+			Bytes     struct{ Written int64 }
+		}
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Status != "ok" || rep.Resources.Written != 0 || rep.Resources.Deleted != 0 || rep.Bytes.Written != 0 {
+			t.Errorf("%s of the second demo run: %s", name, b)
+		}
+	}
+}
