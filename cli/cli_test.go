@@ -220,12 +220,12 @@ func TestDemoAgain(t *testing.T) {
 		var rep struct {
 			Status    string
 			Resources struct{ Written, Deleted int64 }
-			Bytes     struct{ Written int64 }
+			Bytes     struct{ Downloaded, Written int64 }
 		}
 		if err := json.Unmarshal(b, &rep); err != nil {
 			t.Fatal(err)
 		}
-		if rep.Status != "ok" || rep.Resources.Written != 0 || rep.Resources.Deleted != 0 || rep.Bytes.Written != 0 {
+		if rep.Status != "ok" || rep.Resources.Written != 0 || rep.Resources.Deleted != 0 || rep.Bytes.Downloaded != 0 || rep.Bytes.Written != 0 {
 			t.Errorf("%s of the second demo run: %s", name, b)
 		}
 	}
