@@ -156,23 +156,24 @@ type entryJob struct {
 // error, is returned.
 func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
 	var want map[string]*source.Record
+	held := false
 	if len(j.Wins) > 0 {
 		var err error
 		if want, err = r.unheld(ctx, j); err != nil {
 			return err
 		}
+		held = len(want) == 0
 	} else if j.Contents != "" {
-		n, held, err := r.allHeld(ctx, j.Contents, j.At)
+		n, all, err := r.allHeld(ctx, j.Contents, j.At)
 		if err != nil {
 			return err
 		}
-		if held {
+		if held = all; held {
 			r.log.Debug("package skipped: every resource already held", "package", j.URL, "resources", n)
 			r.counts.Unchanged.Add(n)
-			want = map[string]*source.Record{} // nothing left to read
 		}
 	}
-	if want != nil && len(want) == 0 {
+	if held {
 		if sp := r.spool.take(j.URL); sp != nil {
 			sp.Close()
 		}
@@ -182,7 +183,7 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 	}
 	opened := func(sp *spooled, err error) error {
 		if err != nil {
-			return r.packageFailed(ctx, j, holdOf(j, want), sp.stage, err)
+			return r.packageFailed(ctx, j, packageHold(j, want), sp.stage, err)
 		}
 		defer sp.Close()
 		return r.unpackPackage(ctx, j, sp.arch, nil, want, out)
@@ -226,9 +227,8 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 // or ctx ends.
 func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.Archive, st *streamState, want map[string]*source.Record, out chan<- entryJob) error {
 	log := r.log.With("package", j.URL)
-	hold, wantCap := holdAndCapability(j, want)
 	pkgFail := func(stage string, err error) error {
-		return r.packageFailed(ctx, j, hold, stage, err)
+		return r.packageFailed(ctx, j, packageHold(j, want), stage, err)
 	}
 	mrc, err := arch.Manifest()
 	if err != nil {
@@ -239,7 +239,7 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 	if err != nil {
 		return pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err))
 	}
-	if c := rd.Header().Metadata.Capability; c != wantCap {
+	if c, wantCap := rd.Header().Metadata.Capability, manifestCapability(want); c != wantCap {
 		return pkgFail("manifest", errclass.Permanentf("manifest.xml: capability %q, expected %q", c, wantCap))
 	}
 
@@ -320,19 +320,23 @@ func isWinner(want map[string]*source.Record, e *manifest.Entry, seq int64) bool
 	return ok && e.ChangeTime().Equal(w.ChangeTime) && e.Metadata.Change == manifest.Change(w.Change) && seq == w.Seq
 }
 
-// holdAndCapability returns, for package j read for want (nil: every
-// entry), the change time a temporary failure of the whole package holds
-// its set's checkpoint at, and the capability its manifest.xml must have.
-func holdAndCapability(j source.Package, want map[string]*source.Record) (time.Time, manifest.Capability) {
+// packageHold returns the change time a temporary failure of package j,
+// read for want (nil: every entry), holds its set's checkpoint at: a
+// change package's from, a snapshot package's at.
+func packageHold(j source.Package, want map[string]*source.Record) time.Time {
 	if want != nil {
-		return j.From, manifest.ChangeDumpManifest
+		return j.From
 	}
-	return j.At, manifest.ResourceDumpManifest
+	return j.At
 }
 
-func holdOf(j source.Package, want map[string]*source.Record) time.Time {
-	hold, _ := holdAndCapability(j, want)
-	return hold
+// manifestCapability returns the capability the manifest.xml of a package
+// read for want (nil: every entry) must have.
+func manifestCapability(want map[string]*source.Record) manifest.Capability {
+	if want != nil {
+		return manifest.ChangeDumpManifest
+	}
+	return manifest.ResourceDumpManifest
 }
 
 // waitGroup waits for wg, or for ctx to end.

@@ -167,9 +167,11 @@ func (r *run) sinkKey() string {
 
 // skipPackage reports whether the state records package j, as the dump
 // now declares it, delivered in full to this run's sinks; it then counts
-// the package's resources as unchanged.
+// the package's resources as unchanged. A package read for its winners
+// (j.Wins) is never recorded so: whether its winners are held decides
+// (see readPackage).
 func (r *run) skipPackage(ctx context.Context, j source.Package) (bool, error) {
-	if r.opts.DisablePackageSkip || j.List {
+	if r.opts.DisablePackageSkip || j.List || len(j.Wins) > 0 {
 		return false, nil
 	}
 	rec, ok, err := r.opts.Store.PackageDone(ctx, j.URL, r.sinkKey())

@@ -348,7 +348,7 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 		if errclass.IsFatal(err) {
 			return err
 		}
-		return r.packageFailed(ctx, j, holdOf(j, want), stage, err)
+		return r.packageFailed(ctx, j, packageHold(j, want), stage, err)
 	}
 	if d.err != nil {
 		return pkgFail("download", d.err)
@@ -462,11 +462,16 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 	if err != nil {
 		return stop("manifest.xml", err)
 	}
-	if _, wantCap := holdAndCapability(*j, want); mr.Header().Metadata.Capability != wantCap {
+	if wantCap := manifestCapability(want); mr.Header().Metadata.Capability != wantCap {
 		return stop("manifest.xml is not a "+string(wantCap), nil)
 	}
-	pending := map[string]*manifest.Entry{} // read ahead, not yet matched
-	seqOf := map[*manifest.Entry]int64{}    // their positions in the manifest
+	// pending are manifest entries read ahead, not yet matched, with
+	// their positions in the manifest (mseq: the next one's).
+	type ahead struct {
+		e   *manifest.Entry
+		seq int64
+	}
+	pending := map[string]ahead{}
 	var mseq int64
 	manifestEnded := false // by an error, or io.EOF
 	skipped := false       // manifest entries not handed out
@@ -499,10 +504,9 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		if len(st.entries) >= maxStreamEntries {
 			return stop("entry cap", nil)
 		}
-		e := pending[le.Name]
+		a := pending[le.Name]
 		delete(pending, le.Name)
-		seq := seqOf[e]
-		delete(seqOf, e)
+		e, seq := a.e, a.seq
 		for e == nil && !manifestEnded && len(pending) < streamWindow {
 			me, err := mr.Next()
 			mseq++
@@ -524,11 +528,10 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 				e, seq = me, mseq-1
 				break
 			}
-			if pending[name] != nil || st.entries[name] != nil {
+			if _, dup := pending[name]; dup || st.entries[name] != nil {
 				return stop("a path listed twice in manifest.xml", nil)
 			}
-			pending[name] = me
-			seqOf[me] = mseq - 1
+			pending[name] = ahead{me, mseq - 1}
 		}
 		if e == nil {
 			return stop(fmt.Sprintf("entry %q not found in manifest.xml", le.Name), nil)

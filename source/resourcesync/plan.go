@@ -54,7 +54,7 @@ func newPlan(ctx context.Context, dir string) (*plan, error) {
 		uri TEXT NOT NULL, time INTEGER NOT NULL, change TEXT NOT NULL,
 		pkg INTEGER NOT NULL, package_from INTEGER NOT NULL, package TEXT NOT NULL, seq INTEGER NOT NULL,
 		rec TEXT NOT NULL);
-	CREATE TABLE failures (pkg INTEGER NOT NULL, seq INTEGER NOT NULL, f TEXT NOT NULL, permanent INTEGER NOT NULL)`
+	CREATE TABLE failures (pkg INTEGER NOT NULL, seq INTEGER NOT NULL, f TEXT NOT NULL)`
 	if _, err := p.db.ExecContext(ctx, schema); err != nil {
 		p.close()
 		return nil, errclass.Fatalf("plan: %w", err)
@@ -96,21 +96,22 @@ func (p *plan) add(ctx context.Context, j *source.Package, pkg int, recs []*sour
 	return nil
 }
 
-// storedFailure is a failure as the plan keeps it (its error as text, its
-// class apart).
+// storedFailure is a failure as the plan keeps it: its error as text, and
+// the error's class.
 type storedFailure struct {
 	source.Failure
-	Err string
+	Err       string
+	Permanent bool
 }
 
 // fail records a failure met reading the package at index pkg (seq: the
 // entry's position, -1 for the package's own).
 func (p *plan) fail(ctx context.Context, pkg int, seq int64, f source.Failure) error {
-	b, err := json.Marshal(storedFailure{Failure: f, Err: f.Err.Error()})
+	b, err := json.Marshal(storedFailure{Failure: f, Err: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)})
 	if err != nil {
 		return errclass.Fatalf("plan: %w", err)
 	}
-	if _, err := p.db.ExecContext(ctx, `INSERT INTO failures VALUES (?,?,?,?)`, pkg, seq, string(b), errclass.IsPermanent(f.Err)); err != nil {
+	if _, err := p.db.ExecContext(ctx, `INSERT INTO failures VALUES (?,?,?)`, pkg, seq, string(b)); err != nil {
 		return errclass.Fatalf("plan: %w", err)
 	}
 	return nil
@@ -118,13 +119,13 @@ func (p *plan) fail(ctx context.Context, pkg int, seq int64, f source.Failure) e
 
 // failures calls fn with every failure recorded, by package and position.
 func (p *plan) failures(ctx context.Context, fn func(source.Failure) error) error {
-	return p.page(ctx, `SELECT f, permanent, 0 FROM failures ORDER BY pkg, seq, rowid`, nil, func(text string, permanent bool, _ int) error {
+	return p.page(ctx, `SELECT f, pkg FROM failures ORDER BY pkg, seq, rowid`, nil, func(text string, _ int) error {
 		var sf storedFailure
 		if err := json.Unmarshal([]byte(text), &sf); err != nil {
 			return errclass.Fatalf("plan: %w", err)
 		}
 		f := sf.Failure
-		if permanent {
+		if sf.Permanent {
 			f.Err = errclass.NewPermanent(errors.New(sf.Err))
 		} else {
 			f.Err = errclass.NewRetryable(errors.New(sf.Err))
@@ -155,13 +156,23 @@ func (p *plan) deletes(ctx context.Context, fn func(planned) error) error {
 // putPackages returns the indexes of the packages holding a winning
 // create or update, last first.
 func (p *plan) putPackages(ctx context.Context) ([]int, error) {
+	rows, err := p.db.QueryContext(ctx, `SELECT DISTINCT pkg FROM winners WHERE change <> 'deleted' ORDER BY pkg DESC`)
+	if err != nil {
+		return nil, errclass.Fatalf("plan: %w", err)
+	}
+	defer rows.Close()
 	var out []int
-	err := p.page(ctx, `SELECT '', 0, pkg FROM (SELECT DISTINCT pkg FROM winners WHERE change <> 'deleted') ORDER BY pkg DESC`, nil,
-		func(_ string, _ bool, pkg int) error {
-			out = append(out, pkg)
-			return nil
-		})
-	return out, err
+	for rows.Next() {
+		var pkg int
+		if err := rows.Scan(&pkg); err != nil {
+			return nil, errclass.Fatalf("plan: %w", err)
+		}
+		out = append(out, pkg)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, errclass.Fatalf("plan: %w", err)
+	}
+	return out, nil
 }
 
 // putsIn calls fn with every winning create or update of package pkg, in
@@ -201,7 +212,7 @@ func (p *plan) counts(ctx context.Context) (changes, winners int64, err error) {
 }
 
 func (p *plan) winners(ctx context.Context, where string, args []any, fn func(planned) error) error {
-	return p.page(ctx, `SELECT rec, 0, pkg FROM winners `+where, args, func(text string, _ bool, pkg int) error {
+	return p.page(ctx, `SELECT rec, pkg FROM winners `+where, args, func(text string, pkg int) error {
 		var r source.Record
 		if err := json.Unmarshal([]byte(text), &r); err != nil {
 			return errclass.Fatalf("plan: %w", err)
@@ -210,14 +221,13 @@ func (p *plan) winners(ctx context.Context, where string, args []any, fn func(pl
 	})
 }
 
-// page runs q (selecting a text, a flag and an integer) a page at a time,
-// so that fn may take its time without holding the plan's single
+// page runs q (selecting a JSON text and a package index) a page at a
+// time, so that fn may take its time without holding the plan's single
 // connection.
-func (p *plan) page(ctx context.Context, q string, args []any, fn func(string, bool, int) error) error {
+func (p *plan) page(ctx context.Context, q string, args []any, fn func(text string, pkg int) error) error {
 	const size = 1000
 	type row struct {
 		text string
-		flag bool
 		n    int
 	}
 	for offset := 0; ; {
@@ -228,7 +238,7 @@ func (p *plan) page(ctx context.Context, q string, args []any, fn func(string, b
 		var batch []row
 		for rows.Next() {
 			var r row
-			if err := rows.Scan(&r.text, &r.flag, &r.n); err != nil {
+			if err := rows.Scan(&r.text, &r.n); err != nil {
 				rows.Close()
 				return errclass.Fatalf("plan: %w", err)
 			}
@@ -240,7 +250,7 @@ func (p *plan) page(ctx context.Context, q string, args []any, fn func(string, b
 			return errclass.Fatalf("plan: %w", err)
 		}
 		for _, r := range batch {
-			if err := fn(r.text, r.flag, r.n); err != nil {
+			if err := fn(r.text, r.n); err != nil {
 				return err
 			}
 		}
