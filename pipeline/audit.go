@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
@@ -116,7 +114,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		return nil, err
 	}
 	defer inv.Close()
-	if err := r.inventory(ctx, inv, ar); err != nil {
+	if ar.Problems, err = r.inventory(ctx, inv); err != nil {
 		return nil, err
 	}
 	if ar.Listed, err = inv.Count(ctx); err != nil {
@@ -210,107 +208,18 @@ func verifyHeld(ctx context.Context, inv sink.Inventory, uri string, l state.Lis
 	return err
 }
 
-// inventory lists what the source publishes into inv: Resource List
-// entries, or the entries of each Resource Dump package's manifest (its
-// rel="contents" copy when there is one, else the package's manifest.xml).
-func (r *run) inventory(ctx context.Context, inv *state.Inventory, ar *AuditReport) error {
-	var batch []state.Listed
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := inv.AddListed(ctx, batch)
-		batch = batch[:0]
-		return err
+// inventory lists what the source publishes into inv: the run executes a
+// baseline task as a listing (see run.listing) — Resource List entries,
+// and the entries of each Resource Dump package's manifest (its
+// rel="contents" copy when there is one, else the package's manifest.xml,
+// read by Range where the server allows). What could not be read is
+// returned as the audit's problems.
+func (r *run) inventory(ctx context.Context, inv *state.Inventory) ([]Failure, error) {
+	r.listing = inv
+	if err := r.execute(ctx, r.task(source.Baseline, Range{})); err != nil {
+		return nil, err
 	}
-	add := func(where, uri string, length int64, hashes fixity.Hashes) error {
-		batch = append(batch, state.Listed{URI: uri, Length: length, Hashes: hashes, Where: where})
-		if len(batch) >= 1000 {
-			return flush()
-		}
-		return nil
-	}
-	problem := func(uri string, err error) {
-		ar.Problems = append(ar.Problems, Failure{URI: uri, Stage: "audit", Error: err.Error(), Permanent: errclass.IsPermanent(err)})
-	}
-	// Failures met on the way are problems of the audit, not of a run.
-	r.results = make(chan result, 16)
-	var mu sync.Mutex // guards ar.Problems
-	problemLocked := problem
-	problem = func(uri string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		problemLocked(uri, err)
-	}
-	collected := make(chan struct{})
-	go func() {
-		defer close(collected)
-		for res := range r.results {
-			if res.failure != nil {
-				problem(res.failure.URI, errors.New(res.failure.Error))
-			}
-		}
-	}()
-	defer func() {
-		close(r.results)
-		<-collected
-	}()
-	readPackage := func(ctx context.Context, j source.Package) error {
-		var rd *manifest.Reader
-		if j.Contents != "" {
-			doc, closeDoc, err := r.openDocument(ctx, j.Contents)
-			if err != nil {
-				problem(j.Contents, err)
-				return nil
-			}
-			defer closeDoc()
-			rd = doc
-		} else {
-			sp, err := r.fetchPackage(ctx, j)
-			if err != nil {
-				if errclass.IsFatal(err) {
-					return err
-				}
-				problem(j.URL, err)
-				return nil
-			}
-			defer sp.Close()
-			mrc, err := sp.arch.Manifest()
-			if err != nil {
-				problem(j.URL, err)
-				return nil
-			}
-			defer mrc.Close()
-			if rd, err = manifest.NewReader(mrc, r.opts.Document); err != nil {
-				problem(j.URL, err)
-				return nil
-			}
-		}
-		for {
-			e, err := rd.Next()
-			if err != nil {
-				if isEOF(err) {
-					return nil
-				}
-				var ee *manifest.EntryError
-				if asEntryError(err, &ee) {
-					continue
-				}
-				problem(j.URL, err)
-				return nil
-			}
-			if err := add(j.URL, e.Loc, e.Metadata.Length, e.Metadata.Hashes); err != nil {
-				return err
-			}
-		}
-	}
-	if _, err := r.planTask(ctx, r.task(source.Baseline, Range{}), func(ctx context.Context, u source.Unit) error {
-		if u.Record != nil {
-			return add(u.Record.Listed, u.Record.URI, u.Record.Length, u.Record.Hashes)
-		}
-		return readPackage(ctx, *u.Package)
-	}); err != nil {
-		return err
-	}
-	return flush()
+	var rep Report
+	r.rec.fill(&rep, r.counts)
+	return rep.Failures, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,5 +75,53 @@ func TestAudit(t *testing.T) {
 				t.Fatalf("after repair:\n%s", b.String())
 			}
 		})
+	}
+}
+
+// TestAuditByRange: an audit is a listing run of the one executor. A
+// package whose manifest copy cannot be read is listed from its own
+// manifest.xml, read in place by Range: the audit reads a small part of
+// the packages' bytes, finds everything held, and writes nothing.
+func TestAuditByRange(t *testing.T) {
+	ctx := context.Background()
+	gen, want, pkgBytes := rangeSource(t)
+	srv := serve(t, gen.Dir)
+	h := newHarness(t)
+	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != pipeline.StatusOK {
+		t.Fatalf("%s", rep.Summary())
+	}
+	copies, err := filepath.Glob(filepath.Join(gen.Dir, "*", "*.manifest.xml"))
+	if err != nil || len(copies) == 0 {
+		copies, err = filepath.Glob(filepath.Join(gen.Dir, "*.manifest.xml"))
+	}
+	if err != nil || len(copies) == 0 {
+		t.Fatalf("no manifest copies in %s (%v)", gen.Dir, err)
+	}
+	for _, c := range copies {
+		if err := os.Remove(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := h.store.Runs(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := srv.Handler.Stats().BytesSent
+	ar, err := pipeline.Audit(ctx, h.options(srv.URL), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := srv.Handler.Stats().BytesSent - sent
+	if !ar.Clean() || ar.Listed != int64(len(want)) || ar.Sinks[0].Held != int64(len(want)) {
+		var b strings.Builder
+		ar.WriteText(&b)
+		t.Fatalf("audit:\n%s", b.String())
+	}
+	t.Logf("audit of %d resources in %d package bytes: the server sent %d bytes (%.2f %%)", len(want), pkgBytes, served, 100*float64(served)/float64(pkgBytes))
+	if served > pkgBytes/10 {
+		t.Errorf("the server sent %d bytes for %d package bytes: the packages were downloaded", served, pkgBytes)
+	}
+	if after, err := h.store.Runs(ctx, 10); err != nil || len(after) != len(runs) {
+		t.Errorf("the audit recorded a run: %d runs before, %d after (%v)", len(runs), len(after), err)
 	}
 }

@@ -275,6 +275,7 @@ func TestBaselineHostile(t *testing.T) {
 		t.Fatalf("status %s, want partial:\n%s", rep.Status, rep.Summary())
 	}
 	checkHostile(t, hs, srv.URL, rep, h.held(ctx), nil)
+	checkCommitted(t, ctx, h.store, rep)
 	// Nothing outside the sink: the harness dir holds only the mirror and the state.
 	entries, _ := os.ReadDir(h.dir)
 	for _, e := range entries {
@@ -469,6 +470,7 @@ func TestBatchingSinkFailures(t *testing.T) {
 	if rec, ok, _ := recordOf(ctx, h.store, victim); ok && rec.Outcome == "written" {
 		t.Fatal("a write the batching sink failed is recorded as synced")
 	}
+	checkCommitted(t, ctx, h.store, rep)
 	b.fail[victim] = false
 	rep = run()
 	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 {
@@ -584,4 +586,39 @@ func deliveriesOf(ctx context.Context, st *state.Store, uri string) ([]state.Del
 		return nil, err
 	}
 	return st.Deliveries(ctx, rec.Source, uri)
+}
+
+// checkCommitted checks that a report's figures are those of what its run
+// committed to the state store: the resources it recorded written,
+// deleted and unverified, and the failures it logged.
+func checkCommitted(t *testing.T, ctx context.Context, st *state.Store, rep *pipeline.Report) {
+	t.Helper()
+	var written, deleted, unverified, bytes int64
+	if err := st.WalkResources(ctx, "", func(r state.Resource) error {
+		if r.RunID != rep.RunID {
+			return nil
+		}
+		switch r.Outcome {
+		case state.OutcomeWritten:
+			written++
+			bytes += r.Length
+			if r.Verified != state.VerifiedHash {
+				unverified++
+			}
+		case state.OutcomeDeleted:
+			deleted++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := st.Failures(ctx, rep.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [5]int64{rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unverified, rep.Bytes.Written, int64(len(rep.Failures)) + rep.FailuresTruncated}
+	want := [5]int64{written, deleted, unverified, bytes, int64(len(fs))}
+	if got != want {
+		t.Errorf("report says written, deleted, unverified, bytes written, failures = %v; the state store committed %v", got, want)
+	}
 }

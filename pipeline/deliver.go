@@ -31,8 +31,11 @@ const (
 	outFailed
 )
 
-// result is what the commit stage receives: a resource's outcome, or a
-// failure recorded elsewhere (failure set, resource empty).
+// result is what the commit stage receives: a resource's outcome, a
+// failure recorded elsewhere (failure set, resource empty), the end of a
+// package, a skipped entry, or a change document read. The report's
+// figures are counted from results as they commit (see tally), never by
+// the stages that send them.
 type result struct {
 	outcome    outcome
 	resource   state.Resource
@@ -40,6 +43,20 @@ type result struct {
 	failure    *Failure
 	changeTime time.Time
 	fatal      error
+	// counts says which figure a failure without an outcome adds to.
+	counts counted
+	// held is how many resources of a package not read because the
+	// destination holds them all are unchanged (they have no result of
+	// their own).
+	held int64
+	// pkgDone ends a package read in full.
+	pkgDone bool
+	// skip is an entry of a package not delivered, not a failure.
+	skip *Skip
+	// document is a change document the plan read.
+	document *state.ChangeDocument
+	// listed is a resource an audit's listing names (see run.listing).
+	listed *state.Listed
 	// change is the change type applied (incremental runs), or "".
 	change string
 	// deliveries are the sinks that took this version while another sink
@@ -47,6 +64,16 @@ type result struct {
 	deliveries []state.Delivery
 	delivered  bool
 }
+
+// counted is the figure of the report a failure adds to, beside its place
+// in the list of failures.
+type counted int
+
+const (
+	countsNone     counted = iota // a resource set's failure, or a note on an entry delivered
+	countsResource                // a resource failed
+	countsPackage                 // a whole package failed
+)
 
 // deliverEntry verifies one manifest entry and writes it to every sink,
 // unless the state store says the destination already holds these exact
@@ -76,10 +103,8 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		if j.stream != nil && j.stream.leave() {
 			return result{} // phase 2 delivers it (stream.go)
 		}
-		r.counts.Failed.Add(1)
 		f := Failure{URI: e.URI, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 		r.log.Warn("resource failed", "uri", e.URI, "package", j.pkg.URL, "stage", stage, "error", err)
-		r.rec.fail(f)
 		if !f.Permanent {
 			r.noteHold(j.pkg.ResourceSet, rec.ChangeTime)
 		}
@@ -134,12 +159,10 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	if h.superseded {
 		// A newer change is already applied (an earlier run covered a
 		// later range): never let an older change overwrite it.
-		r.counts.Unchanged.Add(1)
 		return result{outcome: outSuperseded}
 	}
 	already, deliveries := h.already, h.deliveries
 	if h.all {
-		r.counts.Unchanged.Add(1)
 		rec.Outcome = "unchanged"
 		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
 		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(deliveries) > 0}
@@ -155,7 +178,6 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		}
 		n, err := r.putFrom(ctx, s, res, sources, want, &rec)
 		if errors.Is(err, fetch.ErrNotModified) {
-			r.counts.Unchanged.Add(1)
 			rec.Outcome = state.OutcomeUnchanged
 			rec.Length, rec.Hashes = prev.Length, prev.Hashes
 			rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
@@ -180,8 +202,6 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		rec.Length = n
 		took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.URI, Sink: s.name, Length: n, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
 	}
-	r.counts.Written.Add(1)
-	r.counts.BytesWritten.Add(rec.Length)
 	rec.Outcome = state.OutcomeWritten
 	rec.Verified = verifiedBy(want, j.stream != nil || j.arch != nil)
 	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(e.Change), delivered: len(r.sinks) > 1}
@@ -434,27 +454,38 @@ func absoluteURI(loc string) error {
 	return nil
 }
 
-// commit is the only writer of the state store during a run: it batches
-// outcomes and failures into transactions.
+// commit is the only writer of the state store during a run (of the
+// inventory, for an audit's listing): it batches outcomes and failures
+// into transactions. The report's figures are counted from each batch once
+// it has committed (see publish).
 func (r *run) commit(ctx context.Context) error {
 	const maxBatch = 500
-	var b state.Batch
+	var p pending
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	flush := func(final bool) error {
-		if !final && len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && len(b.Deliveries) == 0 && len(b.Delivered) == 0 {
+		if !final && p.b.Empty() && p.t.empty() && len(p.listed) == 0 {
 			return nil
 		}
 		// Commit even while the run is being cancelled: outcomes that
 		// reached a sink must be recorded.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := r.settleBatches(cctx, &b); err != nil {
-			return err
+		if r.listing != nil {
+			if err := r.listing.AddListed(cctx, p.listed); err != nil {
+				return err
+			}
+		} else {
+			if err := r.settleBatches(cctx, &p.b, &p.t); err != nil {
+				return err
+			}
+			if err := r.opts.Store.Commit(cctx, p.b); err != nil {
+				return err
+			}
 		}
-		err := r.opts.Store.Commit(cctx, b)
-		b = state.Batch{}
-		return err
+		r.publish(&p.b, &p.t)
+		p = pending{}
+		return nil
 	}
 	for {
 		select {
@@ -462,7 +493,7 @@ func (r *run) commit(ctx context.Context) error {
 			// Record every outcome still on its way (they reached a
 			// sink): the stages close results once they have stopped.
 			for res := range r.results {
-				r.add(&b, res)
+				r.add(&p, res)
 			}
 			return errors.Join(ctx.Err(), flush(true))
 		case <-tick.C:
@@ -473,13 +504,64 @@ func (r *run) commit(ctx context.Context) error {
 			if !ok {
 				return flush(true)
 			}
-			r.add(&b, res)
-			if len(b.Resources)+len(b.Failures)+len(b.Deliveries) >= maxBatch {
+			r.add(&p, res)
+			if len(p.b.Resources)+len(p.b.Failures)+len(p.b.Deliveries)+len(p.listed) >= maxBatch {
 				if err := flush(false); err != nil {
 					return err
 				}
 			}
 		}
+	}
+}
+
+// pending is what the commit stage holds until its next transaction.
+type pending struct {
+	b      state.Batch
+	t      tally
+	listed []state.Listed // an audit's listing (see run.listing)
+}
+
+// tally is what a batch adds to the report beside its resource records:
+// the resources unchanged with no record of their own, the failed
+// resources, the packages ended, and the failures and skips to list.
+type tally struct {
+	unchanged, failed, pkgsDone, pkgsFailed int64
+	failures                                []Failure
+	skips                                   []Skip
+}
+
+func (t *tally) empty() bool {
+	return t.unchanged == 0 && t.failed == 0 && t.pkgsDone == 0 && t.pkgsFailed == 0 && len(t.failures) == 0 && len(t.skips) == 0
+}
+
+// publish adds a committed batch to the run's figures and report: its
+// resource records by outcome, and its tally.
+func (r *run) publish(b *state.Batch, t *tally) {
+	c := r.counts
+	for i := range b.Resources {
+		switch rc := &b.Resources[i]; rc.Outcome {
+		case state.OutcomeWritten:
+			c.Written.Add(1)
+			c.BytesWritten.Add(rc.Length)
+			if rc.Verified != state.VerifiedHash {
+				c.Unverified.Add(1)
+			}
+		case state.OutcomeDeleted:
+			c.Deleted.Add(1)
+		case state.OutcomeUnchanged:
+			c.Unchanged.Add(1)
+		}
+	}
+	c.Unchanged.Add(t.unchanged)
+	c.Failed.Add(t.failed)
+	c.Skipped.Add(int64(len(t.skips)))
+	c.PackagesDone.Add(t.pkgsDone)
+	c.PackagesFailed.Add(t.pkgsFailed)
+	for _, f := range t.failures {
+		r.rec.fail(f)
+	}
+	for _, s := range t.skips {
+		r.rec.skip(s)
 	}
 }
 
@@ -489,7 +571,7 @@ func (r *run) commit(ctx context.Context) error {
 // state so the next run delivers it again) and recorded as a failure that
 // holds the checkpoint unless permanent. The other sinks' deliveries of it
 // are kept, so only the failing sink gets it again.
-func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
+func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error {
 	for _, s := range r.sinks {
 		bs, ok := s.Sink.(sink.Batcher)
 		if !ok {
@@ -531,17 +613,9 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 			var ct time.Time
 			if rec != nil {
 				fl.Package, ct = rec.Package, rec.ChangeTime
-				if rec.Outcome == state.OutcomeWritten {
-					r.counts.Written.Add(-1)
-					if rec.Verified != state.VerifiedHash {
-						r.counts.Unverified.Add(-1)
-					}
-				} else if rec.Outcome == state.OutcomeDeleted {
-					r.counts.Deleted.Add(-1)
-				}
 			}
-			r.counts.Failed.Add(1)
-			r.rec.fail(fl)
+			t.failed++
+			t.failures = append(t.failures, fl)
 			if !fl.Permanent {
 				set := anySet
 				if rec != nil {
@@ -557,18 +631,21 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch) error {
 	return nil
 }
 
-func (r *run) add(b *state.Batch, res result) {
+// add adds one result to what is pending.
+func (r *run) add(p *pending, res result) {
+	b, t := &p.b, &p.t
+	if res.listed != nil {
+		p.listed = append(p.listed, *res.listed)
+	}
 	now := time.Now().UTC()
 	if failedSinks, late := r.lateFailed[res.resource.URI]; late && (res.outcome == outWritten || res.outcome == outDeleted) {
-		// A batching sink already reported this write failed (and
-		// counted the failure): it is not written, or deleted, after all;
+		// A batching sink already reported this write failed (and the
+		// failure is counted): it is not written, or deleted, after all;
 		// the other sinks took the version written.
 		delete(r.lateFailed, res.resource.URI)
 		if res.outcome == outDeleted {
-			r.counts.Deleted.Add(-1)
 			return
 		}
-		r.counts.Written.Add(-1)
 		for _, o := range r.sinks {
 			if len(r.sinks) > 1 && !slices.Contains(failedSinks, o.name) {
 				rc := &res.resource
@@ -580,7 +657,24 @@ func (r *run) add(b *state.Batch, res result) {
 	if res.failure != nil {
 		f := res.failure
 		b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: f.URI, Package: f.Package, Stage: f.Stage, Error: f.Error, Permanent: f.Permanent, ChangeTime: res.changeTime, At: now})
+		t.failures = append(t.failures, *f)
+		switch {
+		case res.outcome == outFailed, res.counts == countsResource:
+			t.failed++
+		case res.counts == countsPackage:
+			t.pkgsFailed++
+		}
 	}
+	if res.pkgDone {
+		t.pkgsDone++
+	}
+	if res.skip != nil {
+		t.skips = append(t.skips, *res.skip)
+	}
+	if res.document != nil {
+		b.Documents = append(b.Documents, *res.document)
+	}
+	t.unchanged += res.held
 	b.Deliveries = append(b.Deliveries, res.deliveries...)
 	if res.delivered || res.outcome == outDeleted {
 		b.Delivered = append(b.Delivered, state.Key{Source: res.resource.Source, URI: res.resource.URI})
@@ -588,10 +682,9 @@ func (r *run) add(b *state.Batch, res result) {
 	if res.change != "" && (res.outcome == outWritten || res.outcome == outDeleted) {
 		b.Changes = append(b.Changes, state.ChangeRecord{URI: res.resource.URI, Change: res.change, Datetime: res.resource.ChangeTime, RunID: r.runID, Package: res.resource.Package})
 	}
-	if res.outcome == outWritten && res.resource.Verified != state.VerifiedHash {
-		r.counts.Unverified.Add(1)
-	}
 	switch res.outcome {
+	case outSuperseded:
+		t.unchanged++
 	case outWritten, outUnchanged, outDeleted:
 		r.book.noteOutcomes(res.resource.Package, 1)
 		res.resource.Updated = now

@@ -39,7 +39,8 @@ func (r *run) task(mode source.Mode, rng Range) source.Task {
 // planTask plans task with the run's planner. Packages and records go to work;
 // what the planner could not plan is recorded as the run's failures (a
 // resource set it could not read holds that set's checkpoint), and the
-// change documents it read are recorded in the state store.
+// change documents it read are recorded in the state store (both through
+// the commit stage).
 func (r *run) planTask(ctx context.Context, task source.Task, work func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
 	return r.planner().Plan(ctx, task, holdings{r.opts.Store, r.opts.SourceKey}, func(ctx context.Context, u source.Unit) error {
 		switch {
@@ -48,11 +49,8 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 			return nil
 		case u.Document != nil:
 			d := u.Document
-			if err := r.opts.Store.RecordChangeDocument(ctx, state.ChangeDocument{URL: d.URL, Source: r.opts.SourceKey, ResourceSet: d.ResourceSet,
-				Capability: d.Capability, From: d.From, Until: d.Until, Open: d.Until.IsZero(), RunID: r.runID}); err != nil {
-				r.log.Warn("cannot record the change document", "url", d.URL, "error", err)
-			}
-			return nil
+			return r.send(ctx, result{document: &state.ChangeDocument{URL: d.URL, Source: r.opts.SourceKey, ResourceSet: d.ResourceSet,
+				Capability: d.Capability, From: d.From, Until: d.Until, Open: d.Until.IsZero(), RunID: r.runID}})
 		}
 		return work(ctx, u)
 	})
@@ -64,17 +62,18 @@ func (r *run) planFailed(ctx context.Context, f source.Failure) {
 		r.setBroken(ctx, f.ResourceSet, f.Err)
 		return
 	}
+	c := countsNone
 	switch {
 	case f.Package:
-		r.counts.PackagesFailed.Add(1)
+		c = countsPackage
 	case f.Resource:
-		r.counts.Failed.Add(1)
+		c = countsResource
 	}
 	set := f.ResourceSet
 	if set == "" {
 		set = anySet
 	}
-	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At)
+	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c)
 }
 
 // holdings is the planner's read-only view of the state store.

@@ -109,9 +109,8 @@ func (r *run) heldWin(ctx context.Context, win *source.Record) (bool, error) {
 	if err != nil || !(h.superseded || h.all) {
 		return false, err
 	}
-	r.counts.Unchanged.Add(1)
 	if h.superseded {
-		return true, nil
+		return true, r.send(ctx, result{outcome: outSuperseded})
 	}
 	rec := h.prev
 	rec.ChangeTime, rec.Outcome, rec.RunID, rec.Updated = win.ChangeTime, state.OutcomeUnchanged, r.runID, time.Time{}
@@ -144,7 +143,6 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record) result {
 	}
 	if had && !prev.ChangeTime.IsZero() && (prev.ChangeTime.After(c.ChangeTime) || (prev.Deleted && prev.ChangeTime.Equal(c.ChangeTime))) {
 		// A newer change is applied, or this very delete already was.
-		r.counts.Unchanged.Add(1)
 		return result{outcome: outSuperseded}
 	}
 	rec := state.Resource{URI: c.URI, Source: r.opts.SourceKey, ResourceSet: c.ResourceSet, Length: -1, ChangeTime: c.ChangeTime,
@@ -154,16 +152,13 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record) result {
 			if errclass.IsFatal(err) {
 				return result{fatal: err}
 			}
-			r.counts.Failed.Add(1)
 			f := Failure{URI: c.URI, Package: c.Listed, Stage: "deliver", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
-			r.rec.fail(f)
 			if !f.Permanent {
 				r.noteHold(c.ResourceSet, c.ChangeTime)
 			}
 			return result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.ChangeTime}
 		}
 	}
-	r.counts.Deleted.Add(1)
 	return result{outcome: outDeleted, resource: rec, change: string(source.Deleted)}
 }
 

@@ -222,6 +222,7 @@ func TestIncrementalSemantics(t *testing.T) {
 					t.Errorf("%s = %q, want %q", uri, got[uri], body)
 				}
 			}
+			checkCommitted(t, ctx, h.store, rep)
 			r5, ok, err := recordOf(ctx, h.store, res(5))
 			if err != nil || !ok || !r5.Deleted || !r5.ChangeTime.Equal(mustTime(t, "2013-01-03T13:00:00Z")) {
 				t.Errorf("res5 state: %+v %v %v", r5, ok, err)

@@ -278,7 +278,8 @@ func TestUrlsetIndex(t *testing.T) {
 // TestDiscoveryPaths: a bare site URL without /.well-known/resourcesync is
 // still synced when its robots.txt names the capability list, and so is an
 // HTML page that links it (the Link header and walking up are covered by
-// the discovery package's tests).
+// the discovery package's tests). Finding the source reads nothing below
+// the capability list: the walk that follows reads the tree down once.
 func TestDiscoveryPaths(t *testing.T) {
 	for _, how := range []string{"robots.txt", "html link"} {
 		t.Run(how, func(t *testing.T) {
@@ -303,6 +304,9 @@ func TestDiscoveryPaths(t *testing.T) {
 			rep := h.baseline(ctx, source, nil)
 			if rep.Status != pipeline.StatusOK || rep.Resources.Written != 30 {
 				t.Fatalf("%s", rep.Summary())
+			}
+			if hits := srv.Handler.Stats().ByPath; hits["/resourcedump.xml"] != 1 {
+				t.Errorf("the Resource Dump was read %d times, want once (requests by path: %v)", hits["/resourcedump.xml"], hits)
 			}
 		})
 	}

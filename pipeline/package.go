@@ -27,8 +27,7 @@ func (r *run) packageFailed(ctx context.Context, j source.Package, hold time.Tim
 	if errclass.IsFatal(err) {
 		return err
 	}
-	r.counts.PackagesFailed.Add(1)
-	r.failIn(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}, j.ResourceSet, hold)
+	r.failIn(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}, j.ResourceSet, hold, countsPackage)
 	return nil
 }
 
@@ -150,27 +149,41 @@ type entryJob struct {
 //     package under a spool slot either way.
 //
 // A package whose resources are all held (its manifest copy, or its
-// winners, say so) is not fetched at all. It returns only when every entry
-// it handed out is done (or ctx ends), then removes the spool file.
-// Failures of the package are recorded; only a cancelled run, or a fatal
-// error, is returned.
+// winners, say so) is not fetched at all. An audit's listing (run.listing)
+// needs only what a package lists: its manifest copy when it links one,
+// else its manifest.xml, read by Range where the server allows, else
+// downloaded. It returns only when every entry it handed out is done (or
+// ctx ends), then removes the spool file. Failures of the package are
+// recorded; only a cancelled run, or a fatal error, is returned.
 func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
 	var want map[string]*source.Record
-	held := false
-	if len(j.Wins) > 0 {
+	held, n := false, int64(0)
+	switch {
+	case r.listing != nil:
+		if j.Contents != "" {
+			rd, closeDoc, err := r.openDocument(ctx, j.Contents)
+			if err == nil {
+				defer closeDoc()
+				return r.readManifest(ctx, j, rd, nil, nil, nil, out)
+			}
+			if ctx.Err() != nil || errclass.IsFatal(err) {
+				return err
+			}
+			r.log.Debug("manifest copy unreadable; reading the package", "url", j.Contents, "error", err)
+		}
+	case len(j.Wins) > 0:
 		var err error
 		if want, err = r.unheld(ctx, j); err != nil {
 			return err
 		}
 		held = len(want) == 0
-	} else if j.Contents != "" {
-		n, all, err := r.allHeld(ctx, j.Contents, j.At)
-		if err != nil {
+	case j.Contents != "":
+		var err error
+		if n, held, err = r.allHeld(ctx, j.Contents, j.At); err != nil {
 			return err
 		}
-		if held = all; held {
+		if held {
 			r.log.Debug("package skipped: every resource already held", "package", j.URL, "resources", n)
-			r.counts.Unchanged.Add(n)
 		}
 	}
 	if held {
@@ -178,8 +191,7 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 			sp.Close()
 		}
 		r.counts.PackageBytesDone.Add(max(j.Expect.Length, 0))
-		r.counts.PackagesDone.Add(1)
-		return nil
+		return r.send(ctx, result{held: n, pkgDone: true})
 	}
 	opened := func(sp *spooled, err error) error {
 		if err != nil {
@@ -192,7 +204,7 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 		return opened(sp, nil)
 	}
 	reread := want != nil && j.Contents == "" && j.Expect.Length >= rangeRereadMin
-	if !r.opts.DisableRangeResync && (reread || (want == nil && r.resync)) {
+	if !r.opts.DisableRangeResync && (reread || (want == nil && (r.resync || r.listing != nil))) {
 		if sp, ok, err := r.readByRange(ctx, j); err != nil || ok {
 			return opened(sp, err)
 		}
@@ -204,7 +216,7 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 			return err
 		}
 	}
-	if !r.opts.DisableStreaming {
+	if !r.opts.DisableStreaming && r.listing == nil {
 		defer release()
 		return r.streamPackage(ctx, j, want, out)
 	}
@@ -226,18 +238,25 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 // (see streamPackage). It returns when every entry it handed out is done,
 // or ctx ends.
 func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.Archive, st *streamState, want map[string]*source.Record, out chan<- entryJob) error {
-	log := r.log.With("package", j.URL)
-	pkgFail := func(stage string, err error) error {
-		return r.packageFailed(ctx, j, packageHold(j, want), stage, err)
-	}
 	mrc, err := arch.Manifest()
 	if err != nil {
-		return pkgFail("manifest", err)
+		return r.packageFailed(ctx, j, packageHold(j, want), "manifest", err)
 	}
 	defer mrc.Close()
 	rd, err := manifest.NewReader(mrc, r.opts.Document)
 	if err != nil {
-		return pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err))
+		return r.packageFailed(ctx, j, packageHold(j, want), "manifest", fmt.Errorf("manifest.xml: %w", err))
+	}
+	return r.readManifest(ctx, j, rd, arch, st, want, out)
+}
+
+// readManifest is the one manifest loop: it reads the manifest rd of
+// package j — its manifest.xml in arch, or (arch nil, an audit's listing)
+// its manifest copy — and hands the entries to the workers (see
+// unpackPackage).
+func (r *run) readManifest(ctx context.Context, j source.Package, rd *manifest.Reader, arch *unzip.Archive, st *streamState, want map[string]*source.Record, out chan<- entryJob) error {
+	pkgFail := func(stage string, err error) error {
+		return r.packageFailed(ctx, j, packageHold(j, want), stage, err)
 	}
 	if c, wantCap := rd.Header().Metadata.Capability, manifestCapability(want); c != wantCap {
 		return pkgFail("manifest", errclass.Permanentf("manifest.xml: capability %q, expected %q", c, wantCap))
@@ -254,8 +273,7 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 			var ee *manifest.EntryError
 			if asEntryError(err, &ee) {
 				if want == nil { // else recorded when the plan was made
-					r.counts.Failed.Add(1)
-					r.fail(ctx, Failure{URI: orDefault(ee.Loc, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, j.At)
+					r.failIn(ctx, Failure{URI: orDefault(ee.Loc, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, anySet, j.At, countsResource)
 				}
 				continue
 			}
@@ -285,9 +303,8 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 		}
 	}
 	for uri, w := range want {
-		r.counts.Failed.Add(1)
 		r.failIn(ctx, Failure{URI: uri, Package: j.URL, Stage: "manifest",
-			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", manifest.FormatDatetime(w.ChangeTime)), Permanent: true}, j.ResourceSet, w.ChangeTime)
+			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", manifest.FormatDatetime(w.ChangeTime)), Permanent: true}, j.ResourceSet, w.ChangeTime, countsResource)
 	}
 	// Wait for the workers to finish this package's entries.
 	if err := waitGroup(ctx, &wg); err != nil {
@@ -296,15 +313,21 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 	if broken.Load() {
 		return nil
 	}
-	if want == nil {
+	return r.packageDone(ctx, j, arch, want == nil)
+}
+
+// packageDone ends package j, read in full from arch: when every entry was
+// delivered (all), the entries its manifest does not list are skipped.
+func (r *run) packageDone(ctx context.Context, j source.Package, arch *unzip.Archive, all bool) error {
+	if all && arch != nil && r.listing == nil {
 		for _, name := range arch.Unreferenced() {
-			r.counts.Skipped.Add(1)
-			r.rec.skip(Skip{Package: j.URL, Entry: name, Reason: "entry not listed in manifest.xml"})
-			log.Warn("package entry not in its manifest; skipped", "entry", name)
+			r.log.Warn("package entry not in its manifest; skipped", "package", j.URL, "entry", name)
+			if err := r.send(ctx, result{skip: &Skip{Package: j.URL, Entry: name, Reason: "entry not listed in manifest.xml"}}); err != nil {
+				return err
+			}
 		}
 	}
-	r.counts.PackagesDone.Add(1)
-	return nil
+	return r.send(ctx, result{pkgDone: true})
 }
 
 // isWinner reports whether manifest entry e, at position seq, is the

@@ -216,6 +216,12 @@ type run struct {
 	// onFinish, when set, runs after a run without fatal error, before the
 	// run is closed in the state store (checkpoints).
 	onFinish func(ctx context.Context, rep *Report) error
+
+	// listing, when set, makes the run an audit's listing (see Audit):
+	// what the plan names — every record, every entry of every package's
+	// manifest — is recorded in it instead of being fetched and
+	// delivered, and nothing is written to the sinks or the state store.
+	listing *state.Inventory
 }
 
 // boundSink is a sink with a semaphore of its declared concurrency.
@@ -291,7 +297,7 @@ func (r *run) setBroken(ctx context.Context, set string, err error) {
 	// The set stands where a package would: the packages of the other
 	// sets delivered in full are still recorded (see recordPackages).
 	f := Failure{URI: set, Package: set, Stage: "resource set", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
-	r.failIn(ctx, f, set, time.Time{})
+	r.failIn(ctx, f, set, time.Time{}, countsNone)
 	if f.Permanent {
 		r.noteHold(set, time.Time{})
 	}
@@ -429,7 +435,9 @@ func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.Wait
 						return nil
 					}
 					var res result
-					if j.rec.Change == source.Deleted && j.arch == nil && j.stream == nil {
+					if r.listing != nil {
+						res = result{listed: &state.Listed{URI: j.rec.URI, Length: j.rec.Length, Hashes: j.rec.Hashes, Where: j.pkg.URL}}
+					} else if j.rec.Change == source.Deleted && j.arch == nil && j.stream == nil {
 						res = r.deleteRecord(ctx, j.rec)
 					} else {
 						res = r.deliverEntry(ctx, j)
@@ -593,20 +601,16 @@ func readBack(f *os.File, n int64) ([]byte, error) {
 	return b, nil
 }
 
-// fail records a failure: in the report now, in the state store through the
-// commit stage.
-func (r *run) fail(ctx context.Context, f Failure, changeTime time.Time) {
-	r.failIn(ctx, f, anySet, changeTime)
-}
-
-// failIn is fail for a failure of a known resource set.
-func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time) {
+// failIn records failure f of resource set set (anySet when unknown),
+// met at change time changeTime, adding to the figure c says: through the
+// commit stage, into the state store and the report. A temporary failure
+// holds the set's checkpoint at once.
+func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time, c counted) {
 	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
-	r.rec.fail(f)
 	if !f.Permanent {
 		r.noteHold(set, changeTime)
 	}
-	_ = r.send(ctx, result{failure: &f, changeTime: changeTime})
+	_ = r.send(ctx, result{failure: &f, changeTime: changeTime, counts: c})
 }
 
 func (r *run) send(ctx context.Context, res result) error {

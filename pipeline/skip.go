@@ -169,9 +169,9 @@ func (r *run) sinkKey() string {
 // now declares it, delivered in full to this run's sinks; it then counts
 // the package's resources as unchanged. A package read for its winners
 // (j.Wins) is never recorded so: whether its winners are held decides
-// (see readPackage).
+// (see readPackage). An audit's listing skips no package.
 func (r *run) skipPackage(ctx context.Context, j source.Package) (bool, error) {
-	if r.opts.DisablePackageSkip || j.List || len(j.Wins) > 0 {
+	if r.opts.DisablePackageSkip || j.List || len(j.Wins) > 0 || r.listing != nil {
 		return false, nil
 	}
 	rec, ok, err := r.opts.Store.PackageDone(ctx, j.URL, r.sinkKey())
@@ -192,12 +192,10 @@ func (r *run) skipPackage(ctx context.Context, j source.Package) (bool, error) {
 		}
 	}
 	r.log.Debug("package skipped: delivered unchanged before", "package", j.URL, "resources", rec.Resources, "run", rec.RunID)
-	r.counts.Unchanged.Add(rec.Resources)
-	r.counts.PackagesDone.Add(1)
 	r.counts.PackageBytesDone.Add(max(j.Expect.Length, 0))
 	r.book.noteDone(j.URL, rec.Fingerprint)
 	r.book.noteOutcomes(j.URL, rec.Resources)
-	return true, nil
+	return true, r.send(ctx, result{held: rec.Resources, pkgDone: true})
 }
 
 // notModified asks the server, with a conditional GET, whether the package

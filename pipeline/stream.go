@@ -358,7 +358,7 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 		return pkgFail("unzip", err)
 	}
 	if r.confirmWhole(j, arch, st) {
-		return nil
+		return r.packageDone(ctx, j, arch, want == nil)
 	}
 	return r.unpackPackage(ctx, j, arch, st, want, out)
 }
@@ -366,8 +366,8 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 // confirmWhole is phase 2 when phase 1 handed out every entry of the
 // manifest: when the archive's manifest.xml has the same bytes, and the
 // central directory accepts and describes every entry as its local header
-// did, the package is done without reading the manifest again, and it
-// reports true. Otherwise it reports false (having changed nothing but the
+// did, the package is done without reading the manifest again (the caller
+// ends it), and it reports true. Otherwise it reports false (having changed nothing but the
 // entries' referenced marks): unpackPackage settles the package.
 func (r *run) confirmWhole(j source.Package, arch *unzip.Archive, st *streamState) bool {
 	if !st.whole {
@@ -396,12 +396,6 @@ func (r *run) confirmWhole(j source.Package, arch *unzip.Archive, st *streamStat
 	for _, se := range st.order {
 		se.settled = true
 	}
-	for _, name := range arch.Unreferenced() {
-		r.counts.Skipped.Add(1)
-		r.rec.skip(Skip{Package: j.URL, Entry: name, Reason: "entry not listed in manifest.xml"})
-		r.log.Warn("package entry not in its manifest; skipped", "package", j.URL, "entry", name)
-	}
-	r.counts.PackagesDone.Add(1)
 	r.log.Debug("package confirmed as streamed", "package", j.URL, "entries", len(st.order))
 	return true
 }
@@ -585,7 +579,7 @@ func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive
 	}
 	se.settled = true
 	if err := lookupStreamed(arch, se); err != nil {
-		r.failIn(ctx, Failure{URI: e.Loc, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime())
+		r.failIn(ctx, Failure{URI: e.Loc, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime(), countsNone)
 		r.log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
 			"package", j.URL, "uri", e.Loc, "error", err)
 	}

@@ -89,13 +89,16 @@ type Batch struct {
 	// Delivered lists resources every sink now holds: their deliveries are
 	// cleared (after Deliveries are applied).
 	Delivered []Key
+	// Documents are change documents as read (see RecordChangeDocument).
+	Documents []ChangeDocument
 	// Checkpoint, if not nil, is set last.
 	Checkpoint *Checkpoint
 }
 
-func (b *Batch) empty() bool {
+// Empty reports whether the batch records nothing.
+func (b *Batch) Empty() bool {
 	return len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && b.Checkpoint == nil &&
-		len(b.Deliveries) == 0 && len(b.Delivered) == 0
+		len(b.Deliveries) == 0 && len(b.Delivered) == 0 && len(b.Documents) == 0
 }
 
 // Delivery records that one sink holds a version of a resource while
@@ -152,7 +155,7 @@ func (s *Store) Deliveries(ctx context.Context, source, uri string) ([]Delivery,
 // survives a crash of the process (with synchronous=NORMAL, not necessarily
 // a power loss). An empty batch is a no-op.
 func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
-	if b.empty() {
+	if b.Empty() {
 		return nil
 	}
 	now := time.Now()
@@ -233,6 +236,11 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 	for _, k := range b.Delivered {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE source = ? AND uri = ?", k.Source, k.URI); err != nil {
 			return fmt.Errorf("delivered %q: %w", k.URI, err)
+		}
+	}
+	for i := range b.Documents {
+		if err := recordChangeDocument(ctx, tx, b.Documents[i], now); err != nil {
+			return fmt.Errorf("change document %q: %w", b.Documents[i].URL, err)
 		}
 	}
 	if c := b.Checkpoint; c != nil {
@@ -438,22 +446,23 @@ type ChangeDocument struct {
 
 // RecordChangeDocument records (or updates) a change document's state.
 func (s *Store) RecordChangeDocument(ctx context.Context, d ChangeDocument) error {
+	return s.Commit(ctx, Batch{Documents: []ChangeDocument{d}})
+}
+
+func recordChangeDocument(ctx context.Context, tx *sql.Tx, d ChangeDocument, now time.Time) error {
 	if d.Seen.IsZero() {
-		d.Seen = time.Now()
+		d.Seen = now
 	}
 	ts, err := timeCols([]string{"from", "until", "seen"}, d.From, d.Until, d.Seen)
 	if err != nil {
-		return fatal("change document", err)
+		return err
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO change_documents (url, source, resource_set, capability, from_time, until_time, open, run_id, seen)
+	_, err = tx.ExecContext(ctx, `INSERT INTO change_documents (url, source, resource_set, capability, from_time, until_time, open, run_id, seen)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (url) DO UPDATE SET source = excluded.source, resource_set = excluded.resource_set, capability = excluded.capability,
 		from_time = excluded.from_time, until_time = excluded.until_time, open = excluded.open, run_id = excluded.run_id, seen = excluded.seen`,
 		d.URL, d.Source, d.ResourceSet, d.Capability, ts[0], ts[1], boolInt(d.Open), nullID(d.RunID), ts[2])
-	if err != nil {
-		return fatal("change document", err)
-	}
-	return nil
+	return err
 }
 
 // ChangeDocuments returns the change documents recorded for source.
