@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,6 +177,56 @@ func (st *Set) Find(kind manifest.Capability) (*Capability, bool) {
 // Err fields and in Source.Warnings. When ctx ends, Discover returns
 // ctx.Err().
 func Discover(ctx context.Context, client *fetch.Client, start string, opts Options) (*Source, error) {
+	w, fs, err := find(ctx, client, start, opts)
+	if err != nil {
+		return nil, err
+	}
+	return w.build(ctx, start, fs)
+}
+
+// locate finds where a walk of the source at start begins: the Source
+// Description that the documents found climb to; without one, the one
+// Capability List they reach or, without one either, the one capability
+// document. Unlike Discover it reads nothing below that document: the
+// walk that follows reads the tree down once. how is one of the Found*
+// constants.
+func locate(ctx context.Context, client *fetch.Client, start string, opts Options) (top, how string, err error) {
+	w, fs, err := find(ctx, client, start, opts)
+	if err != nil {
+		return "", "", err
+	}
+	how = fs[0].how
+	var lists, docs []string
+	for _, f := range fs {
+		r := w.climb(ctx, f.d)
+		if err := ctx.Err(); err != nil {
+			return "", "", err
+		}
+		switch {
+		case r.desc != nil:
+			if how == FoundGiven && f.d != r.desc {
+				how = FoundUpLinks
+			}
+			return r.desc.url, how, nil
+		case r.caplist != nil && !slices.Contains(lists, r.caplist.url):
+			lists = append(lists, r.caplist.url)
+		case r.caplist == nil && r.capdoc != nil && !slices.Contains(docs, r.capdoc.url):
+			docs = append(docs, r.capdoc.url)
+		}
+	}
+	switch {
+	case len(lists) == 1:
+		return lists[0], how, nil
+	case len(lists) == 0 && len(docs) == 1:
+		return docs[0], how, nil
+	}
+	return "", "", errclass.Permanentf("%s: found %d capability lists and %d capability documents outside them, but no Source Description to sync them from",
+		start, len(lists), len(docs))
+}
+
+// find looks for the ResourceSync documents discovery starts from (see
+// Discover), with the walker that read them.
+func find(ctx context.Context, client *fetch.Client, start string, opts Options) (*walker, []found, error) {
 	if opts.MaxDocuments <= 0 {
 		opts.MaxDocuments = DefaultMaxDocuments
 	}
@@ -191,7 +242,7 @@ func Discover(ctx context.Context, client *fetch.Client, start string, opts Opti
 	}
 	u, err := url.Parse(start)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errclass.Permanentf("discover %q: not an absolute http(s) URL", start)
+		return nil, nil, errclass.Permanentf("discover %q: not an absolute http(s) URL", start)
 	}
 	w := &walker{client: client, opts: opts, log: log, docs: make(map[string]*doc)}
 	var fs []found
@@ -201,10 +252,7 @@ func Discover(ctx context.Context, client *fetch.Client, start string, opts Opti
 		u.Fragment, u.RawFragment = "", ""
 		fs, err = w.given(ctx, u.String())
 	}
-	if err != nil {
-		return nil, err
-	}
-	return w.build(ctx, start, fs)
+	return w, fs, err
 }
 
 // expectedDoc says what a document discovery starts from should be.

@@ -109,22 +109,14 @@ func (w *walk) start(ctx context.Context, src string) (string, error) {
 		!(bare || errors.Is(err, manifest.ErrNotResourceSync)) {
 		return start, err
 	}
-	found, derr := Discover(ctx, w.Client, src, Options{MaxDocumentSize: w.MaxDocumentSize, Logger: w.Log})
+	start, how, derr := locate(ctx, w.Client, src, Options{MaxDocumentSize: w.MaxDocumentSize, Logger: w.Log})
 	if derr != nil {
 		if ctx.Err() != nil {
 			return src, ctx.Err()
 		}
 		return src, derr
 	}
-	switch {
-	case found.Description != "":
-		start = found.Description
-	case len(found.Sets) == 1:
-		start = found.Sets[0].CapabilityList
-	default:
-		return src, errclass.Permanentf("found %d resource sets but no Source Description", len(found.Sets))
-	}
-	w.Log.Info("source found", "how", found.Found, "start", start)
+	w.Log.Info("source found", "how", how, "start", start)
 	w.visited = map[string]bool{}
 	return start, w.walk(ctx, start, "", 0)
 }
