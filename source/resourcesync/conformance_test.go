@@ -65,6 +65,9 @@ func plannerSite(t *testing.T) *site {
 		`BASE/r1 length="3"`, `BASE/r2`, `ftp://example.org/r3`))
 	s.xml("/s2/changelist.xml", rsdoc("urlset", md(`capability="changelist" from="2024-01-01T00:00:00Z"`),
 		`BASE/r1 change="updated" datetime="2024-01-06T00:00:00Z"`))
+	// s3, not in the Source Description: an empty Resource Dump.
+	s.xml("/s3/capabilitylist.xml", rsdoc("urlset", md(`capability="capabilitylist"`), `BASE/s3/resourcedump.xml capability="resourcedump"`))
+	s.xml("/s3/resourcedump.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-03-01T00:00:00Z"`)))
 	return s
 }
 
@@ -127,6 +130,12 @@ func TestPlannerConformance(t *testing.T) {
 			Records:     []string{base + "/r1"}, // from the Change List
 			Sets:        []string{s1, s2},
 			Checkpoints: map[string]time.Time{s1: day(1, 9), s2: day(1, 9)},
+		},
+		{
+			// Nothing to fetch, but a snapshot all the same: incremental
+			// runs go on from its time.
+			Name: "baseline of an empty Resource Dump", Planner: p, Task: source.Task{Source: base + "/s3/capabilitylist.xml", Mode: source.Baseline},
+			Sets: []string{base + "/s3/capabilitylist.xml"}, Checkpoints: map[string]time.Time{base + "/s3/capabilitylist.xml": day(3, 1)},
 		},
 		{
 			Name: "incremental without a checkpoint", Planner: p, Task: task(source.Incremental, "", time.Time{}, time.Time{}),

@@ -473,6 +473,12 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 		if err := w.document(ctx, docURL, resourceSet, &h); err != nil {
 			return err
 		}
+		if w.task.Mode == source.Baseline {
+			// The dump is a snapshot at its at even with no package.
+			if err := w.noteAt(ctx, resourceSet, at); err != nil {
+				return err
+			}
+		}
 		return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
 			if e.Metadata.Capability == w.want {
 				// An index written with a <urlset> root: what it means is clear.
