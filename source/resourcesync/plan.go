@@ -1,6 +1,7 @@
 package resourcesync
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -9,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the plan's scratch database
@@ -26,6 +29,8 @@ import (
 type plan struct {
 	path string
 	db   *sql.DB
+	// pageSize is how many rows page reads at a time (default 1000).
+	pageSize int
 }
 
 // planned is one change entry of a package: pkg is the package's index in
@@ -54,7 +59,8 @@ func newPlan(ctx context.Context, dir string) (*plan, error) {
 		uri TEXT NOT NULL, time INTEGER NOT NULL, change TEXT NOT NULL,
 		pkg INTEGER NOT NULL, package_from INTEGER NOT NULL, package TEXT NOT NULL, seq INTEGER NOT NULL,
 		rec TEXT NOT NULL);
-	CREATE TABLE failures (pkg INTEGER NOT NULL, seq INTEGER NOT NULL, f TEXT NOT NULL)`
+	CREATE TABLE failures (pkg INTEGER NOT NULL, seq INTEGER NOT NULL, f TEXT NOT NULL);
+	CREATE INDEX failures_order ON failures (pkg, seq)`
 	if _, err := p.db.ExecContext(ctx, schema); err != nil {
 		p.close()
 		return nil, errclass.Fatalf("plan: %w", err)
@@ -119,7 +125,8 @@ func (p *plan) fail(ctx context.Context, pkg int, seq int64, f source.Failure) e
 
 // failures calls fn with every failure recorded, by package and position.
 func (p *plan) failures(ctx context.Context, fn func(source.Failure) error) error {
-	return p.page(ctx, `SELECT f, pkg FROM failures ORDER BY pkg, seq, rowid`, nil, func(text string, _ int) error {
+	q := pageQuery{text: "f", from: "failures", keys: []string{"pkg", "seq", "rowid"}}
+	return p.page(ctx, q, func(text string, _ int) error {
 		var sf storedFailure
 		if err := json.Unmarshal([]byte(text), &sf); err != nil {
 			return errclass.Fatalf("plan: %w", err)
@@ -141,7 +148,8 @@ func (p *plan) decide(ctx context.Context) error {
 	const q = `CREATE TABLE winners AS SELECT * FROM (
 		SELECT *, ROW_NUMBER() OVER (PARTITION BY uri ORDER BY time DESC, package_from DESC, package DESC, seq DESC) AS rn
 		FROM changes) WHERE rn = 1;
-		CREATE INDEX winners_pkg ON winners (pkg, seq);`
+		CREATE INDEX winners_pkg ON winners (pkg, seq);
+		CREATE INDEX winners_uri ON winners (uri);`
 	if _, err := p.db.ExecContext(ctx, q); err != nil {
 		return errclass.Fatalf("plan: decide: %w", err)
 	}
@@ -150,7 +158,7 @@ func (p *plan) decide(ctx context.Context) error {
 
 // deletes calls fn with every winning delete, in URI order.
 func (p *plan) deletes(ctx context.Context, fn func(planned) error) error {
-	return p.winners(ctx, `WHERE change = 'deleted' ORDER BY uri`, nil, fn)
+	return p.winners(ctx, pageQuery{where: "change = 'deleted'", keys: []string{"uri"}}, fn)
 }
 
 // putPackages returns the indexes of the packages holding a winning
@@ -178,7 +186,7 @@ func (p *plan) putPackages(ctx context.Context) ([]int, error) {
 // putsIn calls fn with every winning create or update of package pkg, in
 // manifest order.
 func (p *plan) putsIn(ctx context.Context, pkg int, fn func(planned) error) error {
-	return p.winners(ctx, `WHERE pkg = ? AND change <> 'deleted' ORDER BY seq`, []any{pkg}, fn)
+	return p.winners(ctx, pageQuery{where: "pkg = ? AND change <> 'deleted'", args: []any{pkg}, keys: []string{"seq"}}, fn)
 }
 
 // newest returns the newest change time read from each package, by index.
@@ -211,8 +219,11 @@ func (p *plan) counts(ctx context.Context) (changes, winners int64, err error) {
 	return changes, winners, nil
 }
 
-func (p *plan) winners(ctx context.Context, where string, args []any, fn func(planned) error) error {
-	return p.page(ctx, `SELECT rec, pkg FROM winners `+where, args, func(text string, pkg int) error {
+// winners pages through the winners table with q (its text and from are
+// set here).
+func (p *plan) winners(ctx context.Context, q pageQuery, fn func(planned) error) error {
+	q.text, q.from = "rec", "winners"
+	return p.page(ctx, q, func(text string, pkg int) error {
 		var r source.Record
 		if err := json.Unmarshal([]byte(text), &r); err != nil {
 			return errclass.Fatalf("plan: %w", err)
@@ -221,28 +232,53 @@ func (p *plan) winners(ctx context.Context, where string, args []any, fn func(pl
 	})
 }
 
-// page runs q (selecting a JSON text and a package index) a page at a
-// time, so that fn may take its time without holding the plan's single
-// connection.
-func (p *plan) page(ctx context.Context, q string, args []any, fn func(text string, pkg int) error) error {
-	const size = 1000
+// pageQuery is a query page runs: the JSON column text and the package
+// index of the rows of table from that match where (with args), in the
+// order of keys, which together must be unique.
+type pageQuery struct {
+	text, from, where string
+	args              []any
+	keys              []string
+}
+
+// page runs q a page at a time, so that fn may take its time without
+// holding the plan's single connection. Each page starts after the last
+// row's keys (keyset paging), so that reading n rows costs O(n log n)
+// whatever n, where OFFSET paging costs O(n²).
+func (p *plan) page(ctx context.Context, q pageQuery, fn func(text string, pkg int) error) error {
+	size := cmp.Or(p.pageSize, 1000)
+	keys := strings.Join(q.keys, ", ")
+	where := cmp.Or(q.where, "1")
+	first := fmt.Sprintf(`SELECT %s, pkg, %s FROM %s WHERE (%s) ORDER BY %s LIMIT ?`, q.text, keys, q.from, where, keys)
+	next := fmt.Sprintf(`SELECT %s, pkg, %s FROM %s WHERE (%s) AND (%s) > (%s) ORDER BY %s LIMIT ?`,
+		q.text, keys, q.from, where, keys, strings.TrimSuffix(strings.Repeat("?,", len(q.keys)), ","), keys)
 	type row struct {
 		text string
 		n    int
 	}
-	for offset := 0; ; {
-		rows, err := p.db.QueryContext(ctx, q+` LIMIT ? OFFSET ?`, append(append([]any{}, args...), size, offset)...)
+	var last []any
+	for {
+		query, args := first, slices.Concat(q.args, []any{size})
+		if last != nil {
+			query, args = next, slices.Concat(q.args, last, []any{size})
+		}
+		rows, err := p.db.QueryContext(ctx, query, args...)
 		if err != nil {
 			return errclass.Fatalf("plan: %w", err)
 		}
 		var batch []row
 		for rows.Next() {
 			var r row
-			if err := rows.Scan(&r.text, &r.n); err != nil {
+			key := make([]any, len(q.keys))
+			dest := []any{&r.text, &r.n}
+			for i := range key {
+				dest = append(dest, &key[i])
+			}
+			if err := rows.Scan(dest...); err != nil {
 				rows.Close()
 				return errclass.Fatalf("plan: %w", err)
 			}
-			batch = append(batch, r)
+			batch, last = append(batch, r), key
 		}
 		err = rows.Err()
 		rows.Close()
@@ -257,7 +293,6 @@ func (p *plan) page(ctx context.Context, q string, args []any, fn func(text stri
 		if len(batch) < size {
 			return nil
 		}
-		offset += len(batch)
 	}
 }
 
