@@ -68,6 +68,14 @@ func plannerSite(t *testing.T) *site {
 	// s3, not in the Source Description: an empty Resource Dump.
 	s.xml("/s3/capabilitylist.xml", rsdoc("urlset", md(`capability="capabilitylist"`), `BASE/s3/resourcedump.xml capability="resourcedump"`))
 	s.xml("/s3/resourcedump.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-03-01T00:00:00Z"`)))
+	// s4, not in the Source Description: a Resource Dump index that lists
+	// rd1 twice, itself, and an index that lists rd1 again and rd2.
+	s.xml("/s4/capabilitylist.xml", rsdoc("urlset", md(`capability="capabilitylist"`), `BASE/s4/rd-index.xml capability="resourcedump"`))
+	s.xml("/s4/rd-index.xml", rsdoc("sitemapindex", md(`capability="resourcedump"`),
+		`BASE/s4/rd1.xml`, `BASE/s4/rd1.xml`, `BASE/s4/rd-index.xml`, `BASE/s4/rd-sub.xml`))
+	s.xml("/s4/rd-sub.xml", rsdoc("sitemapindex", md(`capability="resourcedump"`), `BASE/s4/rd1.xml`, `BASE/s4/rd2.xml`))
+	s.xml("/s4/rd1.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-04-01T00:00:00Z"`), `BASE/s4/q1.zip`))
+	s.xml("/s4/rd2.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-04-02T00:00:00Z"`), `BASE/s4/q2.zip`))
 	return s
 }
 
@@ -136,6 +144,15 @@ func TestPlannerConformance(t *testing.T) {
 			// runs go on from its time.
 			Name: "baseline of an empty Resource Dump", Planner: p, Task: source.Task{Source: base + "/s3/capabilitylist.xml", Mode: source.Baseline},
 			Sets: []string{base + "/s3/capabilitylist.xml"}, Checkpoints: map[string]time.Time{base + "/s3/capabilitylist.xml": day(3, 1)},
+		},
+		{
+			// Real producers list a document twice, or from two indexes:
+			// it is read once. A link loop is the entry's failure; the
+			// rest of the index is planned.
+			Name: "baseline over documents listed twice and a link loop", Planner: p,
+			Task:     source.Task{Source: base + "/s4/capabilitylist.xml", Mode: source.Baseline},
+			Packages: []string{base + "/s4/q1.zip", base + "/s4/q2.zip"}, Failures: []string{base + "/s4/rd-index.xml"},
+			Sets: []string{base + "/s4/capabilitylist.xml"}, Checkpoints: map[string]time.Time{base + "/s4/capabilitylist.xml": day(4, 1)},
 		},
 		{
 			Name: "incremental without a checkpoint", Planner: p, Task: task(source.Incremental, "", time.Time{}, time.Time{}),

@@ -104,7 +104,7 @@ func (w *walk) start(ctx context.Context, src string) (string, error) {
 		}
 		start = wk
 	}
-	err := w.walk(ctx, start, "", 0)
+	err := w.walk(ctx, start, "", top(start))
 	if err == nil || w.started || ctx.Err() != nil || errclass.IsFatal(err) ||
 		!(bare || errors.Is(err, manifest.ErrNotResourceSync)) {
 		return start, err
@@ -118,7 +118,7 @@ func (w *walk) start(ctx context.Context, src string) (string, error) {
 	}
 	w.Log.Info("source found", "how", how, "start", start)
 	w.visited = map[string]bool{}
-	return start, w.walk(ctx, start, "", 0)
+	return start, w.walk(ctx, start, "", top(start))
 }
 
 // isBareSite reports whether a source URL names a site rather than a document.
@@ -347,15 +347,11 @@ func MatchesSet(name, capList string) bool {
 	return false
 }
 
-func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) (err error) {
-	if depth > maxDocDepth {
-		return errclass.Permanentf("%s: documents nested more than %d deep", docURL, maxDocDepth)
-	}
+// walk reads the document at the end of here, of resource set resourceSet
+// ("" above the sets), and plans what the task needs of it.
+func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail) (err error) {
 	if w.visited == nil {
 		w.visited = map[string]bool{}
-	}
-	if w.visited[docURL] {
-		return errclass.Permanentf("%s: link loop: the document was already read in this run", docURL)
 	}
 	w.visited[docURL] = true
 	rd, closeDoc, err := w.Open(ctx, docURL)
@@ -385,7 +381,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 				return nil
 			}
 			w.setsSeen++
-			werr := w.walk(ctx, e.Loc, e.Loc, depth+1)
+			werr := w.child(ctx, here, e.Loc, e.Loc)
 			if werr == nil || ctx.Err() != nil || w.stop != nil || errclass.IsFatal(werr) || errors.Is(werr, ErrNoCapability) {
 				return werr
 			}
@@ -416,7 +412,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 		}
 		for _, c := range order {
 			if loc, ok := offers[c]; ok && c != "" {
-				return w.walk(ctx, loc, docURL, depth+1)
+				return w.child(ctx, here, loc, docURL)
 			}
 		}
 		if w.list != "" {
@@ -429,7 +425,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 		}
 		if h.IsIndex() {
 			return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-				return w.walk(ctx, e.Loc, resourceSet, depth+1)
+				return w.child(ctx, here, e.Loc, resourceSet)
 			})
 		}
 		at := h.Metadata.At
@@ -440,7 +436,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 			if e.Metadata.Capability == manifest.ResourceList {
 				// An index written with a <urlset> root: what it means is clear.
 				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
-				return w.walk(ctx, e.Loc, resourceSet, depth+1)
+				return w.child(ctx, here, e.Loc, resourceSet)
 			}
 			rec := RecordOf(e, resourceSet, docURL, at)
 			if rec.Change == source.Deleted {
@@ -453,7 +449,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
 		if h.IsIndex() {
-			return w.walkIndex(ctx, docURL, rd, resourceSet, depth)
+			return w.walkIndex(ctx, rd, resourceSet, here)
 		}
 		if err := w.document(ctx, docURL, resourceSet, &h); err != nil {
 			return err
@@ -467,7 +463,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
 		if h.IsIndex() {
-			return w.walkIndex(ctx, docURL, rd, resourceSet, depth)
+			return w.walkIndex(ctx, rd, resourceSet, here)
 		}
 		at := h.Metadata.At
 		if err := w.document(ctx, docURL, resourceSet, &h); err != nil {
@@ -483,7 +479,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 			if e.Metadata.Capability == w.want {
 				// An index written with a <urlset> root: what it means is clear.
 				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
-				return w.walk(ctx, e.Loc, resourceSet, depth+1)
+				return w.child(ctx, here, e.Loc, resourceSet)
 			}
 			j := source.Package{
 				URL:         e.Loc,
@@ -509,13 +505,32 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, depth int) 
 
 // walkIndex walks the children of a change or dump index, skipping those
 // whose [from, until] InRange rejects.
-func (w *walk) walkIndex(ctx context.Context, docURL string, rd *manifest.Reader, resourceSet string, depth int) error {
-	return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+func (w *walk) walkIndex(ctx context.Context, rd *manifest.Reader, resourceSet string, here *trail) error {
+	return w.eachEntry(ctx, here.url, rd, func(e *manifest.Entry) error {
 		if ok, err := w.inRange(ctx, resourceSet, e.Metadata.From, e.Metadata.Until); err != nil || !ok {
 			return err
 		}
-		return w.walk(ctx, e.Loc, resourceSet, depth+1)
+		return w.child(ctx, here, e.Loc, resourceSet)
 	})
+}
+
+// child walks document u, listed by the document at the end of here. A
+// link loop, or nesting deeper than maxDocDepth, is recorded as the
+// entry's permanent failure and the walk goes on; a document this run
+// has read already (listed twice, or by two indexes) is not read again:
+// what it holds is planned once.
+func (w *walk) child(ctx context.Context, here *trail, u, resourceSet string) error {
+	next, err := here.down(u, maxDocDepth)
+	if err != nil {
+		w.Log.Warn("document not followed", "document", here.url, "entry", u, "why", err)
+		return w.fail(ctx, source.Failure{URI: u, ResourceSet: resourceSet, Stage: "document", Listed: here.url,
+			Err: fmt.Errorf("%s lists %s: %w", here.url, u, err)})
+	}
+	if w.visited[u] {
+		w.Log.Warn("document listed again; read once", "document", here.url, "entry", u)
+		return nil
+	}
+	return w.walk(ctx, u, resourceSet, next)
 }
 
 // eachEntry calls fn for every entry of rd. A malformed entry is recorded

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -640,12 +639,14 @@ func (w *walker) resolveLoc(d *doc, loc string) (string, bool) {
 // document it lists, plus the documents found without one.
 func (w *walker) set(ctx context.Context, desc *doc, p *setPlan) Set {
 	st := Set{CapabilityList: p.url}
-	above := map[string]bool{}
+	// Capability documents lie at depth 1, below their Capability List
+	// (depth 0) and the Source Description above it.
+	var at *trail
 	if desc != nil {
-		above[desc.url] = true
+		at = &trail{url: desc.url, depth: -1}
 	}
+	at = &trail{url: p.url, up: at}
 	if p.url != "" {
-		above[p.url] = true
 		d := w.load(ctx, p.url)
 		switch {
 		case d.header == nil:
@@ -656,21 +657,21 @@ func (w *walker) set(ctx context.Context, desc *doc, p *setPlan) Set {
 			if l, ok := d.header.Link("describedby"); ok && p.describedby == "" {
 				p.describedby = l.Href
 			}
-			st.Capabilities = w.children(ctx, d, "", 1, above)
+			st.Capabilities = w.children(ctx, d, "", at)
 		}
 	}
 	for _, o := range p.orphans {
 		if ctx.Err() != nil {
 			break
 		}
-		st.Capabilities = append(st.Capabilities, w.capability(ctx, o.url, "", manifest.NewMetadata(), 1, above))
+		st.Capabilities = append(st.Capabilities, w.capability(ctx, o.url, "", manifest.NewMetadata(), at))
 	}
 	return st
 }
 
 // children reads the capability documents d lists. kind is the capability
 // expected of each (that of an index), "" for a Capability List's entries.
-func (w *walker) children(ctx context.Context, d *doc, kind manifest.Capability, depth int, above map[string]bool) []Capability {
+func (w *walker) children(ctx context.Context, d *doc, kind manifest.Capability, at *trail) []Capability {
 	var cs []Capability
 	seen := map[string]bool{}
 	for _, e := range d.entries {
@@ -690,7 +691,7 @@ func (w *walker) children(ctx context.Context, d *doc, kind manifest.Capability,
 		if md.Capability == "" {
 			md.Capability = kind
 		}
-		c := w.capability(ctx, u, d.url, md, depth, above)
+		c := w.capability(ctx, u, d.url, md, at)
 		if kind != "" && c.Err == "" && c.Kind != kind {
 			w.warnf("%s, an index of %s, lists %s, a %s", d.url, kind, u, c.Kind)
 		}
@@ -700,17 +701,18 @@ func (w *walker) children(ctx context.Context, d *doc, kind manifest.Capability,
 }
 
 // capability reads the header of the capability document u, listed by
-// parent with the entry metadata md, and, for an index, its children.
-// above holds the documents above it on this path, for loop detection.
-func (w *walker) capability(ctx context.Context, u, parent string, md manifest.Metadata, depth int, above map[string]bool) Capability {
+// parent (at the end of trail at) with the entry metadata md, and, for an
+// index, its children.
+func (w *walker) capability(ctx context.Context, u, parent string, md manifest.Metadata, at *trail) Capability {
 	c := Capability{Kind: md.Capability, URL: u, At: md.At, From: md.From, Until: md.Until}
-	if above[u] {
-		c.Err = "link loop: the document is above this one in the tree; not read again"
+	below, err := at.down(u, w.opts.MaxDepth)
+	switch {
+	case errors.Is(err, errLinkLoop):
+		c.Err = err.Error()
 		w.warnf("link loop: %s lists %s, which is above it; not followed again", parent, u)
 		return c
-	}
-	if depth > w.opts.MaxDepth {
-		c.Err = fmt.Sprintf("not read: documents nested more than %d deep", w.opts.MaxDepth)
+	case err != nil:
+		c.Err = err.Error()
 		w.warnf("%s: %s", u, c.Err)
 		return c
 	}
@@ -739,9 +741,7 @@ func (w *walker) capability(ctx context.Context, u, parent string, md manifest.M
 	}
 	c.Open = isChange(c.Kind) && c.Until.IsZero()
 	if c.Index {
-		below := maps.Clone(above)
-		below[u] = true
-		c.Children = w.children(ctx, d, c.Kind, depth+1, below)
+		c.Children = w.children(ctx, d, c.Kind, below)
 	}
 	return c
 }
