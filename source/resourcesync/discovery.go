@@ -12,8 +12,9 @@
 // used as is, an HTML page or any response may point at one with
 // rel="resourcesync". From what it found it follows rs:ln rel="up" links
 // upwards to the Capability List and the Source Description, then reads the
-// tree downwards. Of the capability documents it reads only the header (and
-// lists the child documents of an index): their entries can be huge.
+// tree downwards, by the planner's own walk run as a survey (survey.go). Of
+// the capability documents it reads only the header (and lists the child
+// documents of an index): their entries can be huge.
 //
 // Every walk is bounded: Options.MaxDocuments documents in all,
 // Options.MaxDepth levels, and a URL met again on the way up or down is

@@ -53,7 +53,8 @@ var ErrNoCapability = errors.New("the capability list does not offer it")
 // Description, or the one Capability List. Nothing is fetched twice on the
 // usual path. An error reading the source itself is a *source.SourceError.
 func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
-	w := &walk{Planner: d, task: task, held: held, out: emit, now: time.Now().UTC(), sets: map[string]*source.Checkpoint{}}
+	w := &walk{Planner: d, task: task, held: held, out: emit, now: time.Now().UTC(), sets: map[string]*source.Checkpoint{},
+		maxDepth: maxDocDepth, open: func(ctx context.Context, u string) (entries, func(), error) { return d.Open(ctx, u) }}
 	switch task.Mode {
 	case source.Baseline:
 		w.want, w.list = manifest.ResourceDump, manifest.ResourceList
@@ -179,6 +180,15 @@ type walk struct {
 	// incremental task met in range, in the walk's order, for
 	// planChanges.
 	pending []source.Package
+
+	// open reads a document for the walk: the Planner's Open, or the
+	// map's reader when the walk maps a source (survey).
+	open func(ctx context.Context, url string) (entries, func(), error)
+	// maxDepth bounds the trail (maxDocDepth when planning).
+	maxDepth int
+	// survey is set when the walk maps a source for Discover instead of
+	// planning a task (see survey.go).
+	survey *survey
 
 	visited  map[string]bool
 	setsSeen int
@@ -354,13 +364,16 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 		w.visited = map[string]bool{}
 	}
 	w.visited[docURL] = true
-	rd, closeDoc, err := w.Open(ctx, docURL)
+	rd, closeDoc, err := w.open(ctx, docURL)
 	if err != nil {
 		return err
 	}
 	w.started = true
 	defer closeDoc()
 	h := rd.Header()
+	if w.survey != nil && here.depth > 0 {
+		return w.surveyed(ctx, rd, here)
+	}
 	switch h.Metadata.Capability {
 	case manifest.Description:
 		var firstBroken error
@@ -381,7 +394,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 				return nil
 			}
 			w.setsSeen++
-			werr := w.child(ctx, here, e.Loc, e.Loc)
+			werr := w.child(ctx, here, e, e.Loc)
 			if werr == nil || ctx.Err() != nil || w.stop != nil || errclass.IsFatal(werr) || errors.Is(werr, ErrNoCapability) {
 				return werr
 			}
@@ -397,10 +410,13 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 	case manifest.CapabilityList:
 		// A capability list is small: note what it offers, then walk the
 		// preferred capability (a dump; its list where no dump exists).
-		offers := map[manifest.Capability]string{}
+		if w.survey != nil {
+			return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error { return w.child(ctx, here, e, docURL) })
+		}
+		offers := map[manifest.Capability]*manifest.Entry{}
 		if err := w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
 			if _, dup := offers[e.Metadata.Capability]; !dup {
-				offers[e.Metadata.Capability] = e.Loc
+				offers[e.Metadata.Capability] = e
 			}
 			return nil
 		}); err != nil {
@@ -411,8 +427,8 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 			order = []manifest.Capability{w.list, w.want}
 		}
 		for _, c := range order {
-			if loc, ok := offers[c]; ok && c != "" {
-				return w.child(ctx, here, loc, docURL)
+			if e, ok := offers[c]; ok && c != "" {
+				return w.child(ctx, here, e, docURL)
 			}
 		}
 		if w.list != "" {
@@ -425,7 +441,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 		}
 		if h.IsIndex() {
 			return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
-				return w.child(ctx, here, e.Loc, resourceSet)
+				return w.child(ctx, here, e, resourceSet)
 			})
 		}
 		at := h.Metadata.At
@@ -436,7 +452,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 			if e.Metadata.Capability == manifest.ResourceList {
 				// An index written with a <urlset> root: what it means is clear.
 				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
-				return w.child(ctx, here, e.Loc, resourceSet)
+				return w.child(ctx, here, e, resourceSet)
 			}
 			rec := RecordOf(e, resourceSet, docURL, at)
 			if rec.Change == source.Deleted {
@@ -479,7 +495,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 			if e.Metadata.Capability == w.want {
 				// An index written with a <urlset> root: what it means is clear.
 				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
-				return w.child(ctx, here, e.Loc, resourceSet)
+				return w.child(ctx, here, e, resourceSet)
 			}
 			j := source.Package{
 				URL:         e.Loc,
@@ -505,22 +521,26 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 
 // walkIndex walks the children of a change or dump index, skipping those
 // whose [from, until] InRange rejects.
-func (w *walk) walkIndex(ctx context.Context, rd *manifest.Reader, resourceSet string, here *trail) error {
+func (w *walk) walkIndex(ctx context.Context, rd entries, resourceSet string, here *trail) error {
 	return w.eachEntry(ctx, here.url, rd, func(e *manifest.Entry) error {
 		if ok, err := w.inRange(ctx, resourceSet, e.Metadata.From, e.Metadata.Until); err != nil || !ok {
 			return err
 		}
-		return w.child(ctx, here, e.Loc, resourceSet)
+		return w.child(ctx, here, e, resourceSet)
 	})
 }
 
-// child walks document u, listed by the document at the end of here. A
-// link loop, or nesting deeper than maxDocDepth, is recorded as the
-// entry's permanent failure and the walk goes on; a document this run
-// has read already (listed twice, or by two indexes) is not read again:
-// what it holds is planned once.
-func (w *walk) child(ctx context.Context, here *trail, u, resourceSet string) error {
-	next, err := here.down(u, maxDocDepth)
+// child walks the document entry e names, listed by the document at the
+// end of here. A link loop, or nesting deeper than maxDepth, is recorded
+// as the entry's permanent failure and the walk goes on; a document this
+// run has read already (listed twice, or by two indexes) is not read
+// again: what it holds is planned once. A survey maps the child instead.
+func (w *walk) child(ctx context.Context, here *trail, e *manifest.Entry, resourceSet string) error {
+	u := e.Loc
+	next, err := here.down(u, w.maxDepth)
+	if w.survey != nil {
+		return w.survey.child(here, e, next, err, func() error { return w.walk(ctx, u, resourceSet, next) })
+	}
 	if err != nil {
 		w.Log.Warn("document not followed", "document", here.url, "entry", u, "why", err)
 		return w.fail(ctx, source.Failure{URI: u, ResourceSet: resourceSet, Stage: "document", Listed: here.url,
@@ -536,7 +556,7 @@ func (w *walk) child(ctx context.Context, here *trail, u, resourceSet string) er
 // eachEntry calls fn for every entry of rd. A malformed entry is recorded
 // as a failure and skipped; a broken document ends the walk of that document
 // with an error.
-func (w *walk) eachEntry(ctx context.Context, docURL string, rd *manifest.Reader, fn func(*manifest.Entry) error) error {
+func (w *walk) eachEntry(ctx context.Context, docURL string, rd entries, fn func(*manifest.Entry) error) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
