@@ -226,8 +226,8 @@ func locate(ctx context.Context, client *fetch.Client, start string, opts Option
 }
 
 // find looks for the ResourceSync documents discovery starts from (see
-// Discover), with the walker that read them.
-func find(ctx context.Context, client *fetch.Client, start string, opts Options) (*walker, []found, error) {
+// Discover), with the finder that read them.
+func find(ctx context.Context, client *fetch.Client, start string, opts Options) (*finder, []found, error) {
 	if opts.MaxDocuments <= 0 {
 		opts.MaxDocuments = DefaultMaxDocuments
 	}
@@ -245,7 +245,7 @@ func find(ctx context.Context, client *fetch.Client, start string, opts Options)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, nil, errclass.Permanentf("discover %q: not an absolute http(s) URL", start)
 	}
-	w := &walker{client: client, opts: opts, log: log, docs: make(map[string]*doc)}
+	w := &finder{client: client, opts: opts, log: log, docs: make(map[string]*doc)}
 	var fs []found
 	if (u.Path == "" || u.Path == "/") && u.RawQuery == "" {
 		fs, err = w.site(ctx, u)

@@ -32,7 +32,7 @@ var (
 // followed), and what cannot be read is that document's Err, not the
 // walk's end.
 type survey struct {
-	w *walker
+	w *finder
 	// path holds the document being read and those above it, up to the
 	// capability documents the set lists; roots are the latter, done.
 	path  []*Capability
@@ -41,7 +41,7 @@ type survey struct {
 
 // set maps one resource set: its Capability List and each capability
 // document it lists, plus the documents found without one.
-func (w *walker) set(ctx context.Context, desc *doc, p *setPlan) Set {
+func (w *finder) set(ctx context.Context, desc *doc, p *setPlan) Set {
 	st := Set{CapabilityList: p.url}
 	sv := &survey{w: w}
 	sw := &walk{Planner: &Planner{Log: w.log}, task: source.Task{Mode: source.Baseline},
@@ -152,9 +152,9 @@ func (w *walk) surveyed(ctx context.Context, rd entries, here *trail) error {
 	return w.walkIndex(ctx, rd, here.url, here)
 }
 
-// open reads document u for a survey: as the walker read it, once
+// open reads document u for a survey: as the finder read it, once
 // however often it is listed (see docEntries).
-func (w *walker) open(ctx context.Context, u string) (entries, func(), error) {
+func (w *finder) open(ctx context.Context, u string) (entries, func(), error) {
 	d := w.load(ctx, u)
 	switch {
 	case d.err != nil:
@@ -169,7 +169,7 @@ func (w *walker) open(ctx context.Context, u string) (entries, func(), error) {
 // Options.MaxDocuments), each <loc> resolved against the document, an
 // unusable one or one listed twice skipped with a warning.
 type docEntries struct {
-	w    *walker
+	w    *finder
 	d    *doc
 	i    int
 	seen map[string]bool

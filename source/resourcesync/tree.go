@@ -11,10 +11,9 @@ import (
 var errLinkLoop = errors.New("link loop: the document is above this one in the tree; not read again")
 
 // trail is the chain of documents from the top of a walk down to one
-// document. Both walks down a source's documents, the plan's (walk.child)
-// and the map's (walker.capability), go down through trail.down, so that
-// they refuse the same link loops and the same nesting, with the same
-// words.
+// document. The walk (walk.child) goes down through trail.down, whether
+// it plans a task or maps a source (a survey), so that both refuse the
+// same link loops and the same nesting, with the same words.
 type trail struct {
 	url   string
 	up    *trail

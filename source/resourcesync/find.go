@@ -95,8 +95,10 @@ func isChange(c manifest.Capability) bool {
 	return c == manifest.ChangeList || c == manifest.ChangeDump
 }
 
-// walker holds the state of one Discover call.
-type walker struct {
+// finder holds the state of one Discover call (or locate): it finds a
+// source's documents and climbs to the top; the tree below is read by
+// the planner's walk (see survey.go).
+type finder struct {
 	client   *fetch.Client
 	opts     Options
 	log      *slog.Logger
@@ -106,7 +108,7 @@ type walker struct {
 }
 
 // warnf records a warning once.
-func (w *walker) warnf(format string, a ...any) {
+func (w *finder) warnf(format string, a ...any) {
 	msg := fmt.Sprintf(format, a...)
 	for _, m := range w.warnings {
 		if m == msg {
@@ -125,7 +127,7 @@ type found struct {
 
 // site looks for a bare site's ResourceSync documents: the well-known URI,
 // robots.txt, then the home page's links.
-func (w *walker) site(ctx context.Context, start *url.URL) ([]found, error) {
+func (w *finder) site(ctx context.Context, start *url.URL) ([]found, error) {
 	root := &url.URL{Scheme: start.Scheme, Host: start.Host, Path: "/"}
 	var tried []string
 	retry := false
@@ -197,7 +199,7 @@ func (w *walker) site(ctx context.Context, start *url.URL) ([]found, error) {
 
 // given looks for the ResourceSync documents of a URL that is not a bare
 // site: the document itself, or what its page or Link header points at.
-func (w *walker) given(ctx context.Context, start string) ([]found, error) {
+func (w *finder) given(ctx context.Context, start string) ([]found, error) {
 	d := w.load(ctx, start)
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -227,7 +229,7 @@ func (w *walker) given(ctx context.Context, start string) ([]found, error) {
 // Link header, and returns the usable ones. When there are none, why says
 // what d and its targets were, and retry whether a request failed
 // temporarily.
-func (w *walker) follow(ctx context.Context, d *doc) (fs []found, why string, retry bool) {
+func (w *finder) follow(ctx context.Context, d *doc) (fs []found, why string, retry bool) {
 	var bad []string
 	n := 0
 	for _, set := range []struct {
@@ -272,7 +274,7 @@ func (d *doc) kindOfPage() string {
 // robots reads the Sitemap: lines of a robots.txt. A robots.txt that
 // cannot be read yields an error naming it; one without Sitemap: lines,
 // nothing.
-func (w *walker) robots(ctx context.Context, robotsURL string) ([]string, error) {
+func (w *finder) robots(ctx context.Context, robotsURL string) ([]string, error) {
 	if w.fetched >= w.opts.MaxDocuments {
 		return nil, w.limitError(robotsURL)
 	}
@@ -300,13 +302,13 @@ func (w *walker) robots(ctx context.Context, robotsURL string) ([]string, error)
 }
 
 // limitError is the error of a document not read because of MaxDocuments.
-func (w *walker) limitError(u string) error {
+func (w *finder) limitError(u string) error {
 	w.warnf("stopped reading documents after %d (Options.MaxDocuments)", w.opts.MaxDocuments)
 	return errclass.Permanentf("%s: not read: the limit of %d documents was reached", u, w.opts.MaxDocuments)
 }
 
 // load returns the document at rawURL, fetching it on first use.
-func (w *walker) load(ctx context.Context, rawURL string) *doc {
+func (w *finder) load(ctx context.Context, rawURL string) *doc {
 	if d, ok := w.docs[rawURL]; ok {
 		return d
 	}
@@ -325,7 +327,7 @@ func (w *walker) load(ctx context.Context, rawURL string) *doc {
 // read fetches d and reads what discovery needs of it: the header of a
 // ResourceSync document (and the entries of a description, capability list
 // or index), the links of an HTML page, the Link header of any response.
-func (w *walker) read(ctx context.Context, d *doc) {
+func (w *finder) read(ctx context.Context, d *doc) {
 	body, err := w.client.Open(ctx, d.url)
 	if err != nil {
 		d.err = err
@@ -389,7 +391,7 @@ func (w *walker) read(ctx context.Context, d *doc) {
 
 // readEntries reads up to MaxDocuments entries of d. Malformed entries and
 // a document broken midway are reported; the entries before are kept.
-func (w *walker) readEntries(ctx context.Context, d *doc, rd *manifest.Reader) {
+func (w *finder) readEntries(ctx context.Context, d *doc, rd *manifest.Reader) {
 	for {
 		if len(d.entries) >= w.opts.MaxDocuments {
 			w.warnf("%s lists more than %d documents; the rest are ignored", d.url, w.opts.MaxDocuments)
@@ -443,7 +445,7 @@ type reach struct {
 
 // climb follows up links (or, without one, an index link or the
 // rel="resourcesync" Link header) from d as far as the Source Description.
-func (w *walker) climb(ctx context.Context, d *doc) reach {
+func (w *finder) climb(ctx context.Context, d *doc) reach {
 	var r reach
 	seen := map[string]bool{d.url: true}
 	cur := d
@@ -491,7 +493,7 @@ func (w *walker) climb(ctx context.Context, d *doc) reach {
 // parentOf returns the URL of the document above d and the kind of link
 // that says so: rs:ln up, else rs:ln index, else an HTTP Link header with
 // rel="resourcesync".
-func (w *walker) parentOf(d *doc) (string, string) {
+func (w *finder) parentOf(d *doc) (string, string) {
 	for _, rel := range []string{"up", "index"} {
 		if l, ok := d.header.Link(rel); ok {
 			if u, ok := resolve(d.base, l.Href); ok {
@@ -524,7 +526,7 @@ type setPlan struct {
 }
 
 // build climbs from every document found and reads the tree down.
-func (w *walker) build(ctx context.Context, start string, fs []found) (*Source, error) {
+func (w *finder) build(ctx context.Context, start string, fs []found) (*Source, error) {
 	s := &Source{Start: start, Found: fs[0].how}
 	var desc *doc
 	var plans []*setPlan
@@ -588,7 +590,7 @@ func (w *walker) build(ctx context.Context, start string, fs []found) (*Source, 
 
 // describedSets returns the sets of the Source Description in its order,
 // then the other sets reached (with a warning each).
-func (w *walker) describedSets(desc *doc, reached []*setPlan, byURL map[string]*setPlan) []*setPlan {
+func (w *finder) describedSets(desc *doc, reached []*setPlan, byURL map[string]*setPlan) []*setPlan {
 	var plans []*setPlan
 	listed := map[string]bool{}
 	for _, e := range desc.entries {
@@ -627,7 +629,7 @@ func (w *walker) describedSets(desc *doc, reached []*setPlan, byURL map[string]*
 
 // resolveLoc resolves an entry's <loc> against its document, reporting an
 // unusable one.
-func (w *walker) resolveLoc(d *doc, loc string) (string, bool) {
+func (w *finder) resolveLoc(d *doc, loc string) (string, bool) {
 	u, ok := resolve(d.base, loc)
 	if !ok {
 		w.warnf("%s: entry %q is not a usable http(s) URL; skipped", d.url, loc)
@@ -637,7 +639,7 @@ func (w *walker) resolveLoc(d *doc, loc string) (string, bool) {
 
 // checkReached warns about documents discovery started from that the tree
 // read down does not contain.
-func (w *walker) checkReached(s *Source, fs []found) {
+func (w *finder) checkReached(s *Source, fs []found) {
 	in := map[string]bool{s.Description: true}
 	var mark func([]Capability)
 	mark = func(cs []Capability) {
