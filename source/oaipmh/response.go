@@ -1,0 +1,629 @@
+// Package oaipmh is the OAI-PMH 2.0 protocol's side of rsharvest. This
+// file reads responses as streams: a Reader returns a response's records
+// one at a time, each record's metadata copied byte for byte out of the
+// page as a standalone XML document, so that a page is never held whole.
+package oaipmh
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+)
+
+// Namespace is the OAI-PMH 2.0 namespace of every response's elements.
+const Namespace = "http://www.openarchives.org/OAI/2.0/"
+
+// DefaultMaxRecordSize caps one record's metadata (Options.MaxRecordSize).
+const DefaultMaxRecordSize = 16 << 20
+
+// ErrMalformed is wrapped by the (permanent) error of a response that is
+// not a well-formed OAI-PMH response.
+var ErrMalformed = errors.New("malformed OAI-PMH response")
+
+// ErrTooLarge is wrapped by the (permanent) error of a record whose
+// metadata exceeds Options.MaxRecordSize.
+var ErrTooLarge = errors.New("record too large")
+
+// Error is one OAI-PMH error a response reports (spec §3.6): its code
+// (badArgument, badResumptionToken, badVerb, cannotDisseminateFormat,
+// idDoesNotExist, noRecordsMatch, noMetadataFormats, noSetHierarchy) and
+// the server's message.
+type Error struct {
+	Code, Message string
+}
+
+// Errors are the OAI-PMH errors of one response; NewReader returns them
+// as its error, permanent (the request itself is wrong, or there is
+// nothing to harvest: see IsNoRecordsMatch).
+type Errors []Error
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Code
+		if e.Message != "" {
+			parts[i] += ": " + e.Message
+		}
+	}
+	return "OAI-PMH error " + strings.Join(parts, "; ")
+}
+
+// Has reports whether es holds an error with the given code.
+func (es Errors) Has(code string) bool {
+	return slices.ContainsFunc(es, func(e Error) bool { return e.Code == code })
+}
+
+// IsNoRecordsMatch reports whether err is a response saying that no record
+// matches the request: an empty result, not a failure.
+func IsNoRecordsMatch(err error) bool {
+	var es Errors
+	return errors.As(err, &es) && es.Has("noRecordsMatch")
+}
+
+// Options bound and observe a Reader. The zero value gives the defaults.
+type Options struct {
+	// MaxRecordSize caps one record's metadata, in bytes (0:
+	// DefaultMaxRecordSize). A larger record is that record's error; the
+	// rest of the page is read.
+	MaxRecordSize int
+}
+
+// Header is a record's header.
+type Header struct {
+	// Identifier is the record's OAI identifier, unique in the repository.
+	Identifier string
+	// Datestamp is the header's datestamp as sent (day or seconds
+	// granularity); Time is it parsed (zero when it cannot be).
+	Datestamp string
+	Time      time.Time
+	// Sets are the record's setSpecs.
+	Sets []string
+	// Deleted is set for a header with status="deleted": the record is
+	// gone (it has no metadata).
+	Deleted bool
+}
+
+// Record is one record of a response.
+type Record struct {
+	Header Header
+	// Metadata is the single child element of <metadata>, as a standalone
+	// UTF-8 XML document: an XML declaration, then the element as the
+	// response held it, with every namespace declaration in scope in the
+	// envelope that it does not make itself added to its start tag.
+	// Empty for a deleted record.
+	Metadata []byte
+	// About holds each <about> container's element, standalone likewise.
+	About [][]byte
+}
+
+// Token is a list response's resumptionToken (spec §3.5).
+type Token struct {
+	// Value is the token as sent: send it back exactly. Empty on the last
+	// page (an empty element, or none).
+	Value string
+	// CompleteListSize and Cursor are -1 when not sent.
+	CompleteListSize, Cursor int64
+	// ExpirationDate is zero when not sent.
+	ExpirationDate time.Time
+}
+
+// Reader reads one OAI-PMH response.
+type Reader struct {
+	tap  *tap
+	dec  *xml.Decoder
+	opts Options
+	// ResponseDate is the server's time of the response (the clock
+	// checkpoints are taken from); zero when it cannot be parsed.
+	ResponseDate time.Time
+	// Verb and the request's arguments, as the response echoes them.
+	Verb string
+	Args map[string]string
+	// scopes are the namespace declarations of the open elements, the
+	// innermost last.
+	scopes [][]xml.Attr
+	token  Token
+	done   bool
+}
+
+// NewReader reads a response's envelope from r up to its verb's element:
+// responseDate, request, and the errors a response may report instead
+// (returned as Errors). The error of a response that is not OAI-PMH wraps
+// ErrMalformed. Characters XML 1.0 forbids (control characters some
+// servers let through) are replaced by U+FFFD and counted (Replaced).
+func NewReader(r io.Reader, opts Options) (*Reader, error) {
+	if opts.MaxRecordSize <= 0 {
+		opts.MaxRecordSize = DefaultMaxRecordSize
+	}
+	t := &tap{r: bufio.NewReaderSize(r, 64<<10)}
+	rd := &Reader{tap: t, dec: xml.NewDecoder(t), opts: opts, Args: map[string]string{}}
+	rd.token.CompleteListSize, rd.token.Cursor = -1, -1
+	root, err := rd.start()
+	if err != nil {
+		return nil, err
+	}
+	if root.Name.Space != Namespace || root.Name.Local != "OAI-PMH" {
+		return nil, malformed("root element <%s> in %q, expected <OAI-PMH> in %q", root.Name.Local, root.Name.Space, Namespace)
+	}
+	var errs Errors
+	for {
+		se, err := rd.start()
+		if err == io.EOF || (err == nil && se == nil) {
+			if len(errs) > 0 {
+				return nil, errclass.NewPermanent(errs)
+			}
+			return nil, malformed("no verb element")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if se.Name.Space != Namespace {
+			if err := rd.skip(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		switch se.Name.Local {
+		case "responseDate":
+			s, err := rd.text()
+			if err != nil {
+				return nil, err
+			}
+			rd.ResponseDate, _ = time.Parse(time.RFC3339, strings.TrimSpace(s))
+		case "request":
+			for _, a := range se.Attr {
+				rd.Args[a.Name.Local] = a.Value
+			}
+			rd.Verb = rd.Args["verb"]
+			if err := rd.skip(); err != nil {
+				return nil, err
+			}
+		case "error":
+			e := Error{Code: attr(se, "code")}
+			if e.Message, err = rd.text(); err != nil {
+				return nil, err
+			}
+			e.Message = strings.TrimSpace(e.Message)
+			errs = append(errs, e)
+		default:
+			if len(errs) > 0 {
+				return nil, errclass.NewPermanent(errs)
+			}
+			if rd.Verb == "" {
+				rd.Verb = se.Name.Local
+			}
+			return rd, nil
+		}
+	}
+}
+
+// Replaced returns how many characters XML 1.0 forbids were replaced so
+// far.
+func (rd *Reader) Replaced() int { return rd.tap.replaced }
+
+// Next returns the next record of a ListRecords, ListIdentifiers or
+// GetRecord response (headers only for ListIdentifiers), and io.EOF after
+// the last. A record that cannot be read whole (its metadata too large,
+// say) is returned with an error wrapping errclass.Permanent and its
+// header as far as read; the next call goes on with the next record. Any
+// other error ends the response.
+func (rd *Reader) Next() (*Record, error) {
+	for !rd.done {
+		se, err := rd.start()
+		if err != nil {
+			return nil, err
+		}
+		if se == nil { // the verb element ended
+			rd.done = true
+			break
+		}
+		if se.Name.Space != Namespace {
+			if err := rd.skip(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		switch se.Name.Local {
+		case "record":
+			return rd.record()
+		case "header": // ListIdentifiers
+			rec := &Record{}
+			if err := rd.header(se, &rec.Header); err != nil {
+				return nil, err
+			}
+			if rec.Header.Identifier == "" {
+				return rec, errclass.Permanentf("%w: a header without identifier", ErrMalformed)
+			}
+			return rec, nil
+		case "resumptionToken":
+			if err := rd.resumption(se); err != nil {
+				return nil, err
+			}
+		default:
+			if err := rd.skip(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nil, io.EOF
+}
+
+// Token returns the response's resumptionToken once Next returned io.EOF.
+func (rd *Reader) Token() Token { return rd.token }
+
+// record reads a <record> element, its start just read.
+func (rd *Reader) record() (*Record, error) {
+	rec := &Record{}
+	var recErr error
+	for {
+		se, err := rd.start()
+		if err != nil {
+			return nil, err
+		}
+		if se == nil {
+			if rec.Header.Identifier == "" && recErr == nil {
+				recErr = errclass.Permanentf("%w: a record without identifier", ErrMalformed)
+			}
+			return rec, recErr
+		}
+		switch {
+		case se.Name.Space == Namespace && se.Name.Local == "header":
+			if err := rd.header(se, &rec.Header); err != nil {
+				return nil, err
+			}
+		case se.Name.Space == Namespace && (se.Name.Local == "metadata" || se.Name.Local == "about"):
+			body, err := rd.child()
+			switch {
+			case errors.Is(err, ErrTooLarge):
+				recErr = err
+			case err != nil:
+				return nil, err
+			case se.Name.Local == "metadata":
+				rec.Metadata = body
+			case body != nil:
+				rec.About = append(rec.About, body)
+			}
+		default:
+			if err := rd.skip(); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// header reads a <header> element, its start se just read, into h. Its
+// error ends the response: the XML is broken.
+func (rd *Reader) header(se *xml.StartElement, h *Header) error {
+	h.Deleted = attr(se, "status") == "deleted"
+	for {
+		c, err := rd.start()
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			return nil
+		}
+		s, err := rd.text()
+		if err != nil {
+			return err
+		}
+		s = strings.TrimSpace(s)
+		switch c.Name.Local {
+		case "identifier":
+			h.Identifier = s
+		case "datestamp":
+			h.Datestamp, h.Time = s, ParseDatestamp(s)
+		case "setSpec":
+			h.Sets = append(h.Sets, s)
+		}
+	}
+}
+
+// resumption reads a <resumptionToken>, its start se just read.
+func (rd *Reader) resumption(se *xml.StartElement) error {
+	s, err := rd.text()
+	if err != nil {
+		return err
+	}
+	rd.token.Value = strings.TrimSpace(s)
+	if v := attr(se, "completeListSize"); v != "" {
+		fmt.Sscan(v, &rd.token.CompleteListSize)
+	}
+	if v := attr(se, "cursor"); v != "" {
+		fmt.Sscan(v, &rd.token.Cursor)
+	}
+	rd.token.ExpirationDate = ParseDatestamp(attr(se, "expirationDate"))
+	return nil
+}
+
+// child copies the single element inside the container whose start was
+// just read (<metadata>, <about>) out of the input, as a standalone
+// document; nil for an empty container.
+func (rd *Reader) child() ([]byte, error) {
+	t := rd.tap
+	t.record(rd.dec.InputOffset())
+	defer t.stop()
+	var body []byte
+	depth, start := 0, int64(0)
+	var decls []xml.Attr
+	for {
+		if depth == 0 {
+			t.trim(rd.dec.InputOffset())
+			start = rd.dec.InputOffset()
+		}
+		tok, err := rd.dec.Token()
+		if err != nil {
+			return nil, malformedErr(err)
+		}
+		if t.size() > rd.opts.MaxRecordSize {
+			t.stop()
+			if err := rd.skipTo(depth); err != nil {
+				return nil, err
+			}
+			return nil, errclass.Permanentf("%w: more than %d bytes", ErrTooLarge, rd.opts.MaxRecordSize)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				decls = rd.inScope(tok)
+			}
+			depth++
+		case xml.EndElement:
+			if depth == 0 { // the container ended
+				rd.scopes = rd.scopes[:len(rd.scopes)-1]
+				return body, nil
+			}
+			depth--
+			if depth == 0 && body == nil {
+				body = standalone(t.bytes(start, rd.dec.InputOffset()), decls)
+			}
+		}
+	}
+}
+
+// inScope returns the namespace declarations in scope in the envelope
+// that the element se does not make itself.
+func (rd *Reader) inScope(se xml.StartElement) []xml.Attr {
+	own := map[string]bool{}
+	for _, a := range se.Attr {
+		if p, ok := declares(a); ok {
+			own[p] = true
+		}
+	}
+	var out []xml.Attr
+	for i := len(rd.scopes) - 1; i >= 0; i-- {
+		for _, a := range rd.scopes[i] {
+			p, _ := declares(a)
+			if !own[p] {
+				own[p] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// declares returns the prefix an attribute declares ("" for the default
+// namespace), and whether it is a declaration.
+func declares(a xml.Attr) (string, bool) {
+	switch {
+	case a.Name.Space == "xmlns":
+		return a.Name.Local, true
+	case a.Name.Space == "" && a.Name.Local == "xmlns":
+		return "", true
+	}
+	return "", false
+}
+
+// standalone makes a standalone document of an element's bytes: an XML
+// declaration, and decls added to its start tag.
+func standalone(elem []byte, decls []xml.Attr) []byte {
+	end := bytes.IndexAny(elem, " \t\r\n/>")
+	if end < 0 {
+		end = len(elem)
+	}
+	var b bytes.Buffer
+	b.Grow(len(elem) + 64*len(decls) + 40)
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
+	b.Write(elem[:end])
+	for _, a := range decls {
+		b.WriteString(" xmlns")
+		if a.Name.Space == "xmlns" {
+			b.WriteString(":" + a.Name.Local)
+		}
+		b.WriteString(`="`)
+		xml.EscapeText(&b, []byte(a.Value))
+		b.WriteString(`"`)
+	}
+	b.Write(elem[end:])
+	return b.Bytes()
+}
+
+// start returns the next start element at the current level, nil when
+// the enclosing element ends, keeping the namespace scopes.
+func (rd *Reader) start() (*xml.StartElement, error) {
+	for {
+		tok, err := rd.dec.Token()
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		if err != nil {
+			return nil, malformedErr(err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			var decls []xml.Attr
+			for _, a := range tok.Attr {
+				if _, ok := declares(a); ok {
+					decls = append(decls, a)
+				}
+			}
+			rd.scopes = append(rd.scopes, decls)
+			return &tok, nil
+		case xml.EndElement:
+			rd.scopes = rd.scopes[:len(rd.scopes)-1]
+			return nil, nil
+		}
+	}
+}
+
+// text returns the character data of the element whose start was just
+// read, and reads its end.
+func (rd *Reader) text() (string, error) {
+	var b strings.Builder
+	for depth := 0; ; {
+		tok, err := rd.dec.Token()
+		if err != nil {
+			return "", malformedErr(err)
+		}
+		switch tok := tok.(type) {
+		case xml.CharData:
+			if b.Len() < 1<<20 {
+				b.Write(tok)
+			}
+		case xml.StartElement:
+			depth++
+		case xml.EndElement:
+			if depth == 0 {
+				rd.scopes = rd.scopes[:len(rd.scopes)-1]
+				return b.String(), nil
+			}
+			depth--
+		}
+	}
+}
+
+// skip reads past the end of the element whose start was just read.
+func (rd *Reader) skip() error {
+	if err := rd.dec.Skip(); err != nil {
+		return malformedErr(err)
+	}
+	rd.scopes = rd.scopes[:len(rd.scopes)-1]
+	return nil
+}
+
+// skipTo reads past the end of the container a child() is in, depth
+// elements inside it.
+func (rd *Reader) skipTo(depth int) error {
+	for ; depth >= 0; depth-- {
+		if err := rd.dec.Skip(); err != nil {
+			return malformedErr(err)
+		}
+	}
+	rd.scopes = rd.scopes[:len(rd.scopes)-1]
+	return nil
+}
+
+func attr(se *xml.StartElement, local string) string {
+	for _, a := range se.Attr {
+		if a.Name.Local == local && a.Name.Space == "" {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+// ParseDatestamp parses an OAI-PMH datestamp, of day (2006-01-02) or
+// seconds (2006-01-02T15:04:05Z) granularity; zero when it is neither.
+func ParseDatestamp(s string) time.Time {
+	s = strings.TrimSpace(s)
+	for _, layout := range []string{time.RFC3339, "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
+
+func malformed(format string, a ...any) error {
+	return errclass.Permanentf("%w: %s", ErrMalformed, fmt.Sprintf(format, a...))
+}
+
+func malformedErr(err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return errclass.Permanentf("%w: %w", ErrMalformed, err)
+}
+
+// tap is the byte stream the XML decoder reads: it replaces the
+// characters XML 1.0 forbids (C0 controls but tab, newline and carriage
+// return) by U+FFFD, and records what the decoder reads while a record's
+// metadata is being copied.
+type tap struct {
+	r        *bufio.Reader
+	pending  []byte
+	replaced int
+	// rec is set while recording: buf holds the bytes read from offset
+	// base on.
+	rec  bool
+	base int64
+	off  int64
+	buf  []byte
+}
+
+var replacement = []byte("\uFFFD")
+
+// ReadByte serves the decoder (an io.ByteReader is read as is, unbuffered).
+func (t *tap) ReadByte() (byte, error) {
+	var c byte
+	if len(t.pending) > 0 {
+		c, t.pending = t.pending[0], t.pending[1:]
+	} else {
+		b, err := t.r.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		if b < 0x20 && b != '\t' && b != '\n' && b != '\r' {
+			t.replaced++
+			c, t.pending = replacement[0], replacement[1:]
+		} else {
+			c = b
+		}
+	}
+	if t.rec {
+		t.buf = append(t.buf, c)
+	}
+	t.off++
+	return c, nil
+}
+
+// Read serves readers that are not the decoder; the decoder uses ReadByte.
+func (t *tap) Read(p []byte) (int, error) {
+	for i := range p {
+		c, err := t.ReadByte()
+		if err != nil {
+			return i, err
+		}
+		p[i] = c
+	}
+	return len(p), nil
+}
+
+// record starts recording at offset at (the decoder's position: nothing
+// after it was read yet).
+func (t *tap) record(at int64) { t.rec, t.base, t.buf = true, at, t.buf[:0] }
+
+// trim forgets what was recorded before offset at.
+func (t *tap) trim(at int64) {
+	if n := at - t.base; n > 0 && n <= int64(len(t.buf)) {
+		t.buf = t.buf[:copy(t.buf, t.buf[n:])]
+		t.base = at
+	}
+}
+
+func (t *tap) size() int { return len(t.buf) }
+
+// bytes returns a copy of what was recorded from offset from to offset to.
+func (t *tap) bytes(from, to int64) []byte {
+	return bytes.Clone(t.buf[from-t.base : to-t.base])
+}
+
+func (t *tap) stop() { t.rec = false }
