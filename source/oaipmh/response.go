@@ -131,11 +131,14 @@ type Reader struct {
 	scopes [][]xml.Attr
 	token  Token
 	done   bool
+	// verb is the start of the verb's element.
+	verb xml.StartElement
 }
 
 // NewReader reads a response's envelope from r up to its verb's element:
-// responseDate, request, and the errors a response may report instead
-// (returned as Errors). The error of a response that is not OAI-PMH wraps
+// responseDate, request, and the errors a response may report instead:
+// those are returned as Errors, with the Reader, whose envelope fields
+// are set and which has no records. The error of a response that is not OAI-PMH wraps
 // ErrMalformed. Characters XML 1.0 forbids (control characters some
 // servers let through) are replaced by U+FFFD and counted (Replaced).
 func NewReader(r io.Reader, opts Options) (*Reader, error) {
@@ -157,7 +160,8 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 		se, err := rd.start()
 		if err == io.EOF || (err == nil && se == nil) {
 			if len(errs) > 0 {
-				return nil, errclass.NewPermanent(errs)
+				rd.done = true
+				return rd, errclass.NewPermanent(errs)
 			}
 			return nil, malformed("no verb element")
 		}
@@ -194,11 +198,13 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 			errs = append(errs, e)
 		default:
 			if len(errs) > 0 {
-				return nil, errclass.NewPermanent(errs)
+				rd.done = true
+				return rd, errclass.NewPermanent(errs)
 			}
 			if rd.Verb == "" {
 				rd.Verb = se.Name.Local
 			}
+			rd.verb = *se
 			return rd, nil
 		}
 	}
@@ -253,6 +259,38 @@ func (rd *Reader) Next() (*Record, error) {
 		}
 	}
 	return nil, io.EOF
+}
+
+// Identify is what an Identify response says of a repository (spec §4.2).
+type Identify struct {
+	RepositoryName    string   `xml:"repositoryName"`
+	BaseURL           string   `xml:"baseURL"`
+	ProtocolVersion   string   `xml:"protocolVersion"`
+	AdminEmail        []string `xml:"adminEmail"`
+	EarliestDatestamp string   `xml:"earliestDatestamp"`
+	// DeletedRecord is the repository's deleted-record policy: no,
+	// persistent or transient.
+	DeletedRecord string `xml:"deletedRecord"`
+	// Granularity is YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ.
+	Granularity string `xml:"granularity"`
+}
+
+// Seconds reports whether the repository takes datestamps to the second;
+// otherwise only days may be sent.
+func (id *Identify) Seconds() bool { return strings.Contains(id.Granularity, "hh") }
+
+// Identify reads an Identify response's body.
+func (rd *Reader) Identify() (*Identify, error) {
+	if rd.verb.Name.Local != "Identify" {
+		return nil, malformed("an %s response, expected Identify", rd.verb.Name.Local)
+	}
+	var id Identify
+	if err := rd.dec.DecodeElement(&id, &rd.verb); err != nil {
+		return nil, malformedErr(err)
+	}
+	rd.scopes = rd.scopes[:len(rd.scopes)-1]
+	rd.done = true
+	return &id, nil
 }
 
 // Token returns the response's resumptionToken once Next returned io.EOF.

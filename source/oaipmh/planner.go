@@ -1,0 +1,293 @@
+package oaipmh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/source"
+)
+
+// DefaultMetadataPrefix is the format harvested when none is named: every
+// OAI-PMH repository must offer unqualified Dublin Core.
+const DefaultMetadataPrefix = "oai_dc"
+
+// DefaultMaxPages bounds the pages of one list (Planner.MaxPages).
+const DefaultMaxPages = 1_000_000
+
+// ErrTokenLoop is wrapped by the error of a list whose server sends back a
+// resumptionToken it sent before: following it would never end.
+var ErrTokenLoop = errors.New("resumptionToken repeats")
+
+// Planner is the OAI-PMH planner (a source.Planner). A task's Source is a
+// repository's base URL; its Set, when not empty, is the setSpec
+// harvested. Each record of ListRecords becomes a record unit carrying its
+// metadata (URI: the OAI identifier; a deleted header: a delete). A
+// baseline harvests every record; an incremental task those with a
+// datestamp from the checkpoint's Next (or the task's From) up to the
+// task's Until, sent in the granularity Identify declares. The
+// checkpoint's Next is the responseDate of the harvest's first list
+// response: the server's clock, never the local one.
+type Planner struct {
+	// Client makes the requests (rate limit, retries, Retry-After).
+	Client *fetch.Client
+	// MetadataPrefix is the format harvested ("": DefaultMetadataPrefix).
+	MetadataPrefix string
+	// MaxRecordSize caps one record's metadata (see Options).
+	MaxRecordSize int
+	// MaxDocumentSize caps one response's bytes once decompressed (0:
+	// no cap beyond MaxRecordSize per record).
+	MaxDocumentSize int64
+	// MaxPages bounds the pages of one list (0: DefaultMaxPages).
+	MaxPages int
+	// Log takes the planner's warnings (nil: discarded).
+	Log *slog.Logger
+}
+
+var _ source.Planner = (*Planner)(nil)
+
+// ResourceSet names the resource set of a harvest: its metadata format,
+// and its set when it has one, as the request's arguments name them
+// ("metadataPrefix=oai_dc&set=physics"). The checkpoint is kept per
+// resource set: a second format of the same repository is a harvest of
+// its own.
+func ResourceSet(prefix, set string) string {
+	v := url.Values{"metadataPrefix": {prefix}}
+	if set != "" {
+		v.Set("set", set)
+	}
+	return v.Encode()
+}
+
+// Plan plans task (see Planner).
+func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
+	prefix := p.MetadataPrefix
+	if prefix == "" {
+		prefix = DefaultMetadataPrefix
+	}
+	log := p.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	base := task.Source
+	id, err := p.identify(ctx, base)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &source.SourceError{URL: base, Err: err}
+	}
+	set := ResourceSet(prefix, task.Set)
+	cp := source.Checkpoint{ResourceSet: set}
+	args := url.Values{"verb": {"ListRecords"}, "metadataPrefix": {prefix}}
+	if task.Set != "" {
+		args.Set("set", task.Set)
+	}
+	change := source.Change("")
+	if task.Mode == source.Incremental {
+		change = source.Updated
+		prev, ok, err := held.Checkpoint(ctx, set)
+		if err != nil {
+			return nil, err
+		}
+		cp.From, cp.Until, cp.Baseline = task.From, task.Until, prev.Baseline
+		if cp.From.IsZero() {
+			if !ok {
+				return nil, errclass.Fatalf("%s (%s): %w", base, set, source.ErrNoCheckpoint)
+			}
+			cp.From = prev.Next
+		}
+		args.Set("from", id.format(cp.From))
+		if !cp.Until.IsZero() {
+			args.Set("until", id.format(cp.Until))
+		}
+	} else if task.Mode != source.Baseline {
+		return nil, errclass.Fatalf("oaipmh: no such task mode %q", task.Mode)
+	}
+	h := &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emit}
+	first, err := h.list(ctx, args)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case h.stop != nil:
+		return nil, h.stop
+	case h.pages == 0:
+		return nil, &source.SourceError{URL: base, Err: err}
+	default:
+		// Some pages were harvested: they stand; the set's checkpoint is
+		// held until the rest is.
+		if err := emit(ctx, source.Unit{Failure: &source.Failure{URI: base, ResourceSet: set, Stage: "document", Err: err, WholeSet: true}}); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case !cp.Until.IsZero():
+		cp.Next = cp.Until
+	case !first.IsZero():
+		cp.Next = first
+	default:
+		cp.Next = time.Now().UTC() // a server without a usable responseDate
+	}
+	if task.Mode == source.Baseline {
+		cp.Baseline = cp.Next
+	} else if cp.Until.IsZero() {
+		cp.Until = cp.Next
+	}
+	return []source.Checkpoint{cp}, nil
+}
+
+// format formats t as a datestamp the repository takes.
+func (id *Identify) format(t time.Time) string {
+	if id.Seconds() {
+		return t.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	return t.UTC().Format("2006-01-02")
+}
+
+// identify asks the repository at base what it is.
+func (p *Planner) identify(ctx context.Context, base string) (*Identify, error) {
+	var id *Identify
+	_, err := p.request(ctx, base, url.Values{"verb": {"Identify"}}, func(rd *Reader) error {
+		var err error
+		id, err = rd.Identify()
+		return err
+	})
+	return id, err
+}
+
+// request GETs base with args and hands the response to read; it
+// returns the response's responseDate, also of a response reporting OAI
+// errors.
+func (p *Planner) request(ctx context.Context, base string, args url.Values, read func(*Reader) error) (time.Time, error) {
+	u := base + "?" + args.Encode()
+	body, err := p.Client.Open(ctx, u)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer body.Close()
+	in, err := fetch.DecodeDocument(body, u, body.Header.Get("Content-Encoding"), p.MaxDocumentSize)
+	if err != nil {
+		return time.Time{}, err
+	}
+	rd, err := NewReader(in, Options{MaxRecordSize: p.MaxRecordSize})
+	if err != nil {
+		var at time.Time
+		if rd != nil {
+			at = rd.ResponseDate
+		}
+		return at, fmt.Errorf("%s: %w", u, err)
+	}
+	if err := read(rd); err != nil {
+		return rd.ResponseDate, fmt.Errorf("%s: %w", u, err)
+	}
+	return rd.ResponseDate, nil
+}
+
+// harvest is one list being harvested.
+type harvest struct {
+	*Planner
+	log    *slog.Logger
+	base   string
+	set    string
+	change source.Change
+	emit   func(context.Context, source.Unit) error
+	// stop is the emit function's error: it ends the plan.
+	stop  error
+	pages int
+}
+
+// list follows a list from its first request through its resumption
+// tokens, emitting each record, and returns the first response's
+// responseDate.
+func (h *harvest) list(ctx context.Context, args url.Values) (time.Time, error) {
+	var first time.Time
+	seen := map[string]bool{}
+	maxPages := h.MaxPages
+	if maxPages <= 0 {
+		maxPages = DefaultMaxPages
+	}
+	for {
+		var token Token
+		at, err := h.request(ctx, h.base, args, func(rd *Reader) error {
+			if err := h.page(ctx, rd); err != nil {
+				return err
+			}
+			token = rd.Token()
+			return nil
+		})
+		if h.pages == 0 {
+			first = at
+		}
+		if IsNoRecordsMatch(err) {
+			err = nil
+		}
+		if err != nil {
+			return first, err
+		}
+		h.pages++
+		switch {
+		case token.Value == "":
+			return first, nil
+		case seen[token.Value]:
+			return first, errclass.Permanentf("%s: %w: %q", h.base, ErrTokenLoop, token.Value)
+		case h.pages >= maxPages:
+			return first, errclass.Permanentf("%s: more than %d pages; stopped", h.base, maxPages)
+		}
+		seen[token.Value] = true
+		args = url.Values{"verb": {args.Get("verb")}, "resumptionToken": {token.Value}}
+	}
+}
+
+// page emits the records of one response.
+func (h *harvest) page(ctx context.Context, rd *Reader) error {
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			if n := rd.Replaced(); n > 0 {
+				h.log.Warn("characters XML forbids replaced", "source", h.base, "count", n)
+			}
+			return nil
+		}
+		if rec == nil {
+			return err
+		}
+		u := source.Unit{}
+		if err == nil && !rec.Header.Deleted && len(rec.Metadata) == 0 {
+			err = errclass.Permanentf("%w: record %s has no metadata", ErrMalformed, rec.Header.Identifier)
+		}
+		if err != nil {
+			u.Failure = &source.Failure{URI: rec.Header.Identifier, ResourceSet: h.set, Stage: "document", Listed: h.base, Err: err, Resource: true}
+			if u.Failure.URI == "" {
+				u.Failure.URI = h.base
+			}
+		} else {
+			u.Record = h.record(rec)
+		}
+		if err := h.emit(ctx, u); err != nil {
+			h.stop = err
+			return err
+		}
+	}
+}
+
+// record is the unit a harvested record becomes.
+func (h *harvest) record(rec *Record) *source.Record {
+	r := &source.Record{URI: rec.Header.Identifier, ResourceSet: h.set, Listed: h.base, Change: h.change,
+		ChangeTime: rec.Header.Time, Length: -1, Lastmod: rec.Header.Time}
+	if rec.Header.Deleted {
+		r.Change = source.Deleted
+		return r
+	}
+	body := rec.Metadata
+	r.Length, r.Type = int64(len(body)), "application/xml"
+	r.Open = func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r
+}
