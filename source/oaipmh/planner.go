@@ -91,6 +91,7 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		args.Set("set", task.Set)
 	}
 	change := source.Change("")
+	var lo, hi time.Time
 	if task.Mode == source.Incremental {
 		change = source.Updated
 		prev, ok, err := held.Checkpoint(ctx, set)
@@ -108,11 +109,20 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		if !cp.Until.IsZero() {
 			args.Set("until", id.format(cp.Until))
 		}
+		// Some servers ignore from and until: what they send outside the
+		// range (as sent, in their granularity) is dropped here.
+		lo, hi = ParseDatestamp(args.Get("from")), ParseDatestamp(args.Get("until"))
+		if !hi.IsZero() && !id.Seconds() {
+			hi = hi.Add(24*time.Hour - time.Nanosecond)
+		}
 	} else if task.Mode != source.Baseline {
 		return nil, errclass.Fatalf("oaipmh: no such task mode %q", task.Mode)
 	}
-	h := &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emit}
+	h := &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emit, lo: lo, hi: hi}
 	first, err := h.list(ctx, args)
+	if h.outside > 0 {
+		log.Warn("the server sent records outside the range asked for; dropped", "source", base, "records", h.outside)
+	}
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -199,6 +209,10 @@ type harvest struct {
 	set    string
 	change source.Change
 	emit   func(context.Context, source.Unit) error
+	// lo and hi bound the datestamps of the records taken (zero: no
+	// bound); outside counts those dropped.
+	lo, hi  time.Time
+	outside int
 	// stop is the emit function's error: it ends the plan.
 	stop  error
 	pages int
@@ -258,6 +272,10 @@ func (h *harvest) page(ctx context.Context, rd *Reader) error {
 		}
 		if rec == nil {
 			return err
+		}
+		if t := rec.Header.Time; !t.IsZero() && ((!h.lo.IsZero() && t.Before(h.lo)) || (!h.hi.IsZero() && t.After(h.hi))) {
+			h.outside++
+			continue
 		}
 		u := source.Unit{}
 		if err == nil && !rec.Header.Deleted && len(rec.Metadata) == 0 {

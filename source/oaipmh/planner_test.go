@@ -2,8 +2,8 @@ package oaipmh_test
 
 import (
 	"context"
-	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,171 +13,54 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/oaipmh"
 	"github.com/rsharvest/rsharvest/source/sourcetest"
 )
 
-// item is one record of a test repository.
-type item struct {
-	id      string
-	stamp   time.Time
-	sets    []string
-	deleted bool
-}
-
-// repo is a small OAI-PMH 2.0 data provider on 127.0.0.1: its records
-// paged by pageSize with resumption tokens holding '+', '/' and spaces,
-// from/until and set honoured, a fixed responseDate.
+// repo serves a synthetic repository (bench.OAIRepository) on 127.0.0.1,
+// recording the list requests it answers.
 type repo struct {
 	*httptest.Server
-	items    []item
-	pageSize int
-	// days: the repository's granularity is YYYY-MM-DD.
-	days bool
-	// loop: every token leads back to the first page's token.
-	loop bool
-	now  time.Time
-
+	*bench.OAIRepository
 	mu       sync.Mutex
-	tokens   map[string]listState
 	requests []url.Values
 }
 
-type listState struct {
-	args   url.Values
-	offset int
-}
-
-func newRepo(t *testing.T, items []item) *repo {
-	r := &repo{items: items, pageSize: 2, now: time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC), tokens: map[string]listState{}}
-	r.Server = httptest.NewServer(r)
+func newRepo(t *testing.T, o bench.OAIOptions) *repo {
+	r := &repo{OAIRepository: bench.NewOAIRepository(o)}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if q := req.URL.Query(); q.Get("verb") == "ListRecords" {
+			r.mu.Lock()
+			r.requests = append(r.requests, q)
+			r.mu.Unlock()
+		}
+		r.OAIRepository.ServeHTTP(w, req)
+	}))
 	t.Cleanup(r.Close)
 	return r
-}
-
-func (r *repo) granularity() string {
-	if r.days {
-		return "YYYY-MM-DD"
-	}
-	return "YYYY-MM-DDThh:mm:ssZ"
-}
-
-func (r *repo) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	q := req.URL.Query()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.requests = append(r.requests, q)
-	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
-	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
-<OAI-PMH xmlns="%s" xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" xmlns:dc="http://purl.org/dc/elements/1.1/">
-<responseDate>%s</responseDate><request>%s</request>`, oaipmh.Namespace, r.now.Format(time.RFC3339), r.URL)
-	defer fmt.Fprint(w, "</OAI-PMH>")
-	switch q.Get("verb") {
-	case "Identify":
-		fmt.Fprintf(w, `<Identify><repositoryName>test</repositoryName><baseURL>%s</baseURL><protocolVersion>2.0</protocolVersion>
-<adminEmail>a@example.org</adminEmail><earliestDatestamp>2024-01-01</earliestDatestamp><deletedRecord>persistent</deletedRecord>
-<granularity>%s</granularity></Identify>`, r.URL, r.granularity())
-	case "ListRecords":
-		st := listState{args: q}
-		if tok := q.Get("resumptionToken"); tok != "" {
-			var ok bool
-			if st, ok = r.tokens[tok]; !ok {
-				fmt.Fprint(w, `<error code="badResumptionToken">unknown</error>`)
-				return
-			}
-		}
-		var match []item
-		for _, it := range r.items {
-			if r.matches(it, st.args) {
-				match = append(match, it)
-			}
-		}
-		if len(match) == 0 {
-			fmt.Fprint(w, `<error code="noRecordsMatch">none</error>`)
-			return
-		}
-		end := min(st.offset+r.pageSize, len(match))
-		fmt.Fprint(w, "<ListRecords>")
-		for _, it := range match[st.offset:end] {
-			status := ""
-			if it.deleted {
-				status = ` status="deleted"`
-			}
-			fmt.Fprintf(w, `<record><header%s><identifier>%s</identifier><datestamp>%s</datestamp>`, status, it.id, r.stamp(it.stamp))
-			for _, s := range it.sets {
-				fmt.Fprintf(w, "<setSpec>%s</setSpec>", s)
-			}
-			fmt.Fprint(w, "</header>")
-			if !it.deleted {
-				fmt.Fprintf(w, `<metadata><oai_dc:dc><dc:title>%s</dc:title></oai_dc:dc></metadata>`, it.id)
-			}
-			fmt.Fprint(w, "</record>")
-		}
-		switch {
-		case end < len(match):
-			tok := fmt.Sprintf("p+%d/x y", end)
-			if r.loop {
-				tok = fmt.Sprintf("p+%d/x y", r.pageSize)
-			}
-			r.tokens[tok] = listState{args: st.args, offset: end}
-			fmt.Fprintf(w, `<resumptionToken completeListSize="%d" cursor="%d">%s</resumptionToken>`, len(match), st.offset, tok)
-		case st.offset > 0:
-			fmt.Fprintf(w, `<resumptionToken completeListSize="%d" cursor="%d"/>`, len(match), st.offset)
-		}
-		fmt.Fprint(w, "</ListRecords>")
-	default:
-		fmt.Fprint(w, `<error code="badVerb">no</error>`)
-	}
-}
-
-func (r *repo) stamp(t time.Time) string {
-	if r.days {
-		return t.Format("2006-01-02")
-	}
-	return t.Format(time.RFC3339)
-}
-
-// matches applies from, until (inclusive, in the repository's
-// granularity) and set.
-func (r *repo) matches(it item, args url.Values) bool {
-	if s := args.Get("set"); s != "" && !slices.Contains(it.sets, s) {
-		return false
-	}
-	stamp := oaipmh.ParseDatestamp(r.stamp(it.stamp))
-	if f := args.Get("from"); f != "" && stamp.Before(oaipmh.ParseDatestamp(f)) {
-		return false
-	}
-	if u := args.Get("until"); u != "" && stamp.After(oaipmh.ParseDatestamp(u)) {
-		return false
-	}
-	return true
 }
 
 func (r *repo) listRequests() []url.Values {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []url.Values
-	for _, q := range r.requests {
-		if q.Get("verb") == "ListRecords" {
-			out = append(out, q)
+	return slices.Clone(r.requests)
+}
+
+// ids returns the identifiers of the repository's records that pass keep.
+func (r *repo) ids(keep func(bench.OAIRecord) bool) []string {
+	var out []string
+	for _, rec := range r.Records() {
+		if keep(rec) {
+			out = append(out, rec.Identifier)
 		}
 	}
 	return out
 }
 
-func day(m time.Month, d int) time.Time { return time.Date(2024, m, d, 10, 0, 0, 0, time.UTC) }
-
-func items() []item {
-	return []item{
-		{id: "oai:t:1", stamp: day(1, 5), sets: []string{"a"}},
-		{id: "oai:t:2", stamp: day(2, 5), sets: []string{"a", "b"}},
-		{id: "oai:t:3", stamp: day(3, 5), sets: []string{"b"}, deleted: true},
-		{id: "oai:t:4", stamp: day(4, 5)},
-		{id: "oai:t:5", stamp: day(5, 5), sets: []string{"a"}},
-	}
-}
+func all(bench.OAIRecord) bool { return true }
 
 func planner() *oaipmh.Planner {
 	return &oaipmh.Planner{Client: fetch.New(fetch.Options{Retries: -1, Timeout: 5 * time.Second})}
@@ -186,65 +69,79 @@ func planner() *oaipmh.Planner {
 // TestPlannerConformance runs the planner conformance suite on the
 // OAI-PMH planner.
 func TestPlannerConformance(t *testing.T) {
-	r := newRepo(t, items())
-	dc, dcA := oaipmh.ResourceSet("oai_dc", ""), oaipmh.ResourceSet("oai_dc", "a")
-	held := sourcetest.Holdings{dc: {ResourceSet: dc, Next: day(3, 1), Baseline: day(1, 1)}}
+	r := newRepo(t, bench.OAIOptions{Records: 10, PageSize: 3})
+	rev0 := r.Now()
+	minute := func(i int) time.Time { return r.Records()[i].Datestamp }
+	between := func(lo, hi time.Time) func(bench.OAIRecord) bool {
+		return func(rec bench.OAIRecord) bool {
+			return !rec.Datestamp.Before(lo) && (hi.IsZero() || !rec.Datestamp.After(hi))
+		}
+	}
+	dc, even := oaipmh.ResourceSet("oai_dc", ""), oaipmh.ResourceSet("oai_dc", "parity:even")
 	task := func(mode source.Mode, set string, from, until time.Time) source.Task {
 		return source.Task{Source: r.URL, Mode: mode, Set: set, From: from, Until: until}
 	}
-	sourcetest.Run(t, []sourcetest.Case{
+	cases := []sourcetest.Case{
 		{
 			Name: "baseline", Planner: planner(), Task: task(source.Baseline, "", time.Time{}, time.Time{}),
-			Records: []string{"oai:t:1", "oai:t:2", "oai:t:3", "oai:t:4", "oai:t:5"},
-			Sets:    []string{dc}, Checkpoints: map[string]time.Time{dc: r.now},
+			Records: r.ids(all), Sets: []string{dc}, Checkpoints: map[string]time.Time{dc: rev0},
 		},
 		{
-			Name: "baseline of a set", Planner: planner(), Task: task(source.Baseline, "a", time.Time{}, time.Time{}),
-			Records: []string{"oai:t:1", "oai:t:2", "oai:t:5"},
-			Sets:    []string{dcA}, Checkpoints: map[string]time.Time{dcA: r.now},
+			Name: "baseline of a set", Planner: planner(), Task: task(source.Baseline, "parity:even", time.Time{}, time.Time{}),
+			Records: []string{"oai:rsharvest.example:0000000", "oai:rsharvest.example:0000002", "oai:rsharvest.example:0000004", "oai:rsharvest.example:0000006", "oai:rsharvest.example:0000008"},
+			Sets:    []string{even}, Checkpoints: map[string]time.Time{even: rev0},
 		},
 		{
-			Name: "incremental from the checkpoint", Planner: planner(), Held: held, Task: task(source.Incremental, "", time.Time{}, time.Time{}),
-			Records: []string{"oai:t:3", "oai:t:4", "oai:t:5"},
-			Sets:    []string{dc}, Checkpoints: map[string]time.Time{dc: r.now},
-		},
-		{
-			Name: "incremental over a range", Planner: planner(), Held: held, Task: task(source.Incremental, "", day(2, 1), day(4, 1)),
-			Records: []string{"oai:t:2", "oai:t:3"},
-			Sets:    []string{dc}, Checkpoints: map[string]time.Time{dc: day(4, 1)},
-		},
-		{
-			Name: "incremental with nothing new", Planner: planner(), Held: held, Task: task(source.Incremental, "", day(6, 1), time.Time{}),
-			Sets: []string{dc}, Checkpoints: map[string]time.Time{dc: r.now},
+			Name: "incremental over a range", Planner: planner(), Task: task(source.Incremental, "", minute(2), minute(5)),
+			Records: r.ids(between(minute(2), minute(5))), Sets: []string{dc}, Checkpoints: map[string]time.Time{dc: minute(5)},
 		},
 		{
 			Name: "incremental without a checkpoint", Planner: planner(), Task: task(source.Incremental, "", time.Time{}, time.Time{}),
 			Err: source.ErrNoCheckpoint,
 		},
+	}
+	sourcetest.Run(t, cases)
+
+	// The repository changes: an incremental task from the checkpoint
+	// sees the changes (updates, deletes, creations) and nothing else.
+	r.Advance()
+	held := sourcetest.Holdings{dc: {ResourceSet: dc, Next: rev0, Baseline: rev0}}
+	sourcetest.Run(t, []sourcetest.Case{
+		{
+			Name: "incremental from the checkpoint", Planner: planner(), Held: held, Task: task(source.Incremental, "", time.Time{}, time.Time{}),
+			Records: r.ids(between(rev0, time.Time{})), Sets: []string{dc}, Checkpoints: map[string]time.Time{dc: r.Now()},
+		},
+		{
+			Name: "incremental with nothing new", Planner: planner(), Held: held, Task: task(source.Incremental, "", r.Now(), time.Time{}),
+			Sets: []string{dc}, Checkpoints: map[string]time.Time{dc: r.Now()},
+		},
 	})
 }
 
-// TestRecordUnits: records carry their metadata; a deleted header is a
-// delete; tokens go back exactly as sent.
+// TestRecordUnits: records carry their metadata, a standalone document
+// (also where the server declares its namespaces on the envelope only); a
+// deleted header is a delete; tokens go back exactly as sent.
 func TestRecordUnits(t *testing.T) {
-	r := newRepo(t, items())
+	r := newRepo(t, bench.OAIOptions{Records: 10, PageSize: 3, RootNamespaces: true, EmptyLastToken: true})
+	r.Advance()
 	units := plan(t, r, source.Task{Source: r.URL, Mode: source.Baseline})
-	if len(units) != 5 {
-		t.Fatalf("%d units", len(units))
+	truth := r.Records()
+	if len(units) != len(truth) {
+		t.Fatalf("%d units, %d records", len(units), len(truth))
 	}
-	for _, u := range units {
-		rec := u.Record
-		if rec.ResourceSet != "metadataPrefix=oai_dc" || rec.ChangeTime.IsZero() {
-			t.Errorf("%s: %+v", rec.URI, rec)
+	for i, u := range units {
+		rec, want := u.Record, truth[i]
+		if rec.URI != want.Identifier || rec.ResourceSet != "metadataPrefix=oai_dc" || !rec.ChangeTime.Equal(want.Datestamp) {
+			t.Errorf("%s: %+v", want.Identifier, rec)
 		}
-		if rec.URI == "oai:t:3" {
+		if want.Deleted {
 			if rec.Change != source.Deleted || rec.Open != nil {
 				t.Errorf("deleted record: %+v", rec)
 			}
 			continue
 		}
 		body := readBody(t, rec)
-		if !strings.Contains(body, `<dc:title>`+rec.URI+`</dc:title>`) || !strings.Contains(body, `xmlns:dc="http://purl.org/dc/elements/1.1/"`) || int64(len(body)) != rec.Length {
+		if !strings.Contains(body, `<dc:title>`+want.Title+`</dc:title>`) || !strings.Contains(body, `xmlns:dc="`+bench.DCNamespace+`"`) || int64(len(body)) != rec.Length {
 			t.Errorf("%s: body %q", rec.URI, body)
 		}
 	}
@@ -254,27 +151,27 @@ func TestRecordUnits(t *testing.T) {
 			tokens = append(tokens, tok)
 		}
 	}
-	if want := []string{"p+2/x y", "p+4/x y"}; !slices.Equal(tokens, want) {
+	if want := []string{"3+oai_dc/- - -", "6+oai_dc/- - -", "9+oai_dc/- - -"}; !slices.Equal(tokens, want) {
 		t.Errorf("tokens sent %q, want %q", tokens, want)
 	}
 }
 
-// TestDayGranularity: a repository that takes days is never sent seconds.
+// TestDayGranularity: a repository that takes days is never sent seconds
+// (it would answer badArgument).
 func TestDayGranularity(t *testing.T) {
-	r := newRepo(t, items())
-	r.days = true
-	plan(t, r, source.Task{Source: r.URL, Mode: source.Incremental, From: day(2, 1), Until: day(4, 1)})
+	r := newRepo(t, bench.OAIOptions{Records: 10, DayGranularity: true})
+	from, until := time.Date(2024, 1, 1, 10, 0, 0, 0, time.UTC), time.Date(2024, 1, 2, 10, 0, 0, 0, time.UTC)
+	units := plan(t, r, source.Task{Source: r.URL, Mode: source.Incremental, From: from, Until: until})
 	q := r.listRequests()[0]
-	if q.Get("from") != "2024-02-01" || q.Get("until") != "2024-04-01" {
-		t.Errorf("from %q until %q", q.Get("from"), q.Get("until"))
+	if q.Get("from") != "2024-01-01" || q.Get("until") != "2024-01-02" || len(units) != 10 {
+		t.Errorf("from %q until %q, %d units", q.Get("from"), q.Get("until"), len(units))
 	}
 }
 
 // TestTokenLoop: a token sent twice ends the list with the set's failure;
 // the records before it stand, and no request loops.
 func TestTokenLoop(t *testing.T) {
-	r := newRepo(t, items())
-	r.loop = true
+	r := newRepo(t, bench.OAIOptions{Records: 10, PageSize: 3, LoopTokens: true})
 	var failures []*source.Failure
 	var records int
 	cps, err := planner().Plan(context.Background(), source.Task{Source: r.URL, Mode: source.Baseline}, sourcetest.Holdings{}, func(_ context.Context, u source.Unit) error {
@@ -292,7 +189,7 @@ func TestTokenLoop(t *testing.T) {
 	if len(failures) != 1 || !failures[0].WholeSet || !strings.Contains(failures[0].Err.Error(), "resumptionToken repeats") {
 		t.Errorf("failures %+v", failures)
 	}
-	if records != 4 || len(r.listRequests()) != 2 {
+	if records != 6 || len(r.listRequests()) != 2 {
 		t.Errorf("%d records in %d requests", records, len(r.listRequests()))
 	}
 }
@@ -322,4 +219,71 @@ func readBody(t *testing.T, rec *source.Record) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestQuirks: the habits of real servers, each alone and all together,
+// leave a baseline and an incremental harvest with exactly the records
+// the repository holds.
+func TestQuirks(t *testing.T) {
+	quirks := map[string]func(*bench.OAIOptions){
+		"day granularity":        func(o *bench.OAIOptions) { o.DayGranularity = true },
+		"from and until ignored": func(o *bench.OAIOptions) { o.IgnoreDates = true },
+		"empty last token":       func(o *bench.OAIOptions) { o.EmptyLastToken = true },
+		"namespaces on the root": func(o *bench.OAIOptions) { o.RootNamespaces = true },
+		"control characters":     func(o *bench.OAIOptions) { o.ControlChars = true },
+		"one-use tokens":         func(o *bench.OAIOptions) { o.OneUseTokens = true },
+		"gzip without saying so": func(o *bench.OAIOptions) { o.Gzip = true },
+	}
+	names := slices.Sorted(maps.Keys(quirks))
+	for _, name := range append(names, "all together") {
+		t.Run(name, func(t *testing.T) {
+			o := bench.OAIOptions{Records: 30, PageSize: 7}
+			for n, q := range quirks {
+				if n == name || name == "all together" {
+					q(&o)
+				}
+			}
+			r := newRepo(t, o)
+			got := map[string]string{}
+			collect := func(units []source.Unit) {
+				for _, u := range units {
+					if u.Record == nil {
+						t.Fatalf("unit %+v", u)
+					}
+					if u.Record.Change == source.Deleted {
+						delete(got, u.Record.URI)
+						continue
+					}
+					got[u.Record.URI] = readBody(t, u.Record)
+				}
+			}
+			collect(plan(t, r, source.Task{Source: r.URL, Mode: source.Baseline}))
+			from := r.Now()
+			r.Advance()
+			units := plan(t, r, source.Task{Source: r.URL, Mode: source.Incremental, From: from})
+			collect(units)
+			truth := r.Records()
+			if changed := len(slices.DeleteFunc(slices.Clone(truth), func(rec bench.OAIRecord) bool { return rec.Datestamp.Before(from) })); len(units) != changed {
+				t.Errorf("incremental: %d records, %d changed since %v", len(units), changed, from)
+			}
+			live := 0
+			for _, rec := range truth {
+				if rec.Deleted {
+					if _, ok := got[rec.Identifier]; ok {
+						t.Errorf("%s deleted, still held", rec.Identifier)
+					}
+					continue
+				}
+				live++
+				want := strings.ReplaceAll(rec.Title, "\x01", "\uFFFD")
+				want = strings.ReplaceAll(want, "\x1f", "\uFFFD")
+				if !strings.Contains(got[rec.Identifier], "<dc:title>"+want+"</dc:title>") {
+					t.Errorf("%s holds %q, want title %q", rec.Identifier, got[rec.Identifier], want)
+				}
+			}
+			if len(got) != live {
+				t.Errorf("%d records held, %d live", len(got), live)
+			}
+		})
+	}
 }

@@ -1,0 +1,432 @@
+package bench
+
+import (
+	"compress/gzip"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The namespaces a synthetic OAI-PMH repository uses.
+const (
+	OAINamespace   = "http://www.openarchives.org/OAI/2.0/"
+	OAIDCNamespace = "http://www.openarchives.org/OAI/2.0/oai_dc/"
+	DCNamespace    = "http://purl.org/dc/elements/1.1/"
+)
+
+// OAIOptions describe a synthetic OAI-PMH 2.0 repository (OAIRepository):
+// its records, and the habits of real servers it can take on.
+type OAIOptions struct {
+	// Records is how many records revision 0 holds (default 100).
+	Records int
+	// PageSize is how many records a list response holds (default 100).
+	PageSize int
+	// DayGranularity: datestamps to the day; an argument with a time of
+	// day is a badArgument, as such servers answer.
+	DayGranularity bool
+	// IgnoreDates: from and until are ignored (every record is listed),
+	// as some servers do.
+	IgnoreDates bool
+	// EmptyLastToken: the last page of a multi-page list carries an empty
+	// <resumptionToken/> (otherwise none).
+	EmptyLastToken bool
+	// RootNamespaces: the metadata's namespaces are declared on the
+	// envelope's root only.
+	RootNamespaces bool
+	// ControlChars: every 7th record's title holds characters XML 1.0
+	// forbids.
+	ControlChars bool
+	// OneUseTokens: a resumption token answered once is expired:
+	// asking again is a badResumptionToken.
+	OneUseTokens bool
+	// Gzip: responses are gzip-compressed without saying so.
+	Gzip bool
+	// LoopTokens: every page after the first sends back the token of the
+	// second page, so a harvester that follows tokens blindly never ends.
+	LoopTokens bool
+}
+
+// OAIRepository is a deterministic synthetic OAI-PMH repository, served
+// by its ServeHTTP as a data provider (every verb, resumption tokens
+// holding '+', '/' and spaces, the errors of the protocol). It holds
+// records with a history: revision 0 is the initial load; Advance moves
+// it to revision 1, where every 5th record was updated, every 7th deleted
+// (deleted records persist, as headers) and a tenth more were created.
+// Record i is in set "parity:even" or "parity:odd", and "tens" when i is
+// a multiple of 10.
+type OAIRepository struct {
+	o OAIOptions
+
+	mu   sync.Mutex
+	rev  int
+	used map[string]bool
+}
+
+// NewOAIRepository returns the repository o describes, at revision 0.
+func NewOAIRepository(o OAIOptions) *OAIRepository {
+	if o.Records <= 0 {
+		o.Records = 100
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = 100
+	}
+	return &OAIRepository{o: o, used: map[string]bool{}}
+}
+
+// oaiBase is the datestamp of record 0 at revision 0.
+var oaiBase = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Advance moves the repository to its next revision (there are two).
+func (r *OAIRepository) Advance() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rev = min(r.rev+1, 1)
+}
+
+// Now returns the repository's clock, the responseDate it answers with:
+// after every datestamp of the current revision.
+func (r *OAIRepository) Now() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.now(r.rev)
+}
+
+func (r *OAIRepository) now(rev int) time.Time {
+	t := oaiBase.Add(time.Duration(r.o.Records)*time.Minute + 24*time.Hour)
+	if rev > 0 {
+		t = t.AddDate(0, 0, 30)
+	}
+	return t
+}
+
+// OAIRecord is one record of the repository as a harvester should see it.
+type OAIRecord struct {
+	Identifier string
+	Datestamp  time.Time
+	Sets       []string
+	Deleted    bool
+	// Title is the record's dc:title, which tells its version.
+	Title string
+}
+
+// Records returns the records of the current revision, by identifier.
+func (r *OAIRepository) Records() []OAIRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.records(r.rev)
+}
+
+func (r *OAIRepository) records(rev int) []OAIRecord {
+	n := r.o.Records
+	if rev > 0 {
+		n += r.o.Records / 10
+	}
+	changed := r.now(0).Add(24 * time.Hour)
+	out := make([]OAIRecord, n)
+	for i := range out {
+		rec := OAIRecord{Identifier: fmt.Sprintf("oai:rsharvest.example:%07d", i), Datestamp: oaiBase.Add(time.Duration(i) * time.Minute)}
+		version := 0
+		switch {
+		case i >= r.o.Records: // created in revision 1
+			rec.Datestamp = changed.Add(time.Duration(i) * time.Second)
+		case rev > 0 && i%7 == 0:
+			rec.Deleted, rec.Datestamp = true, changed.Add(time.Duration(i)*time.Second)
+		case rev > 0 && i%5 == 0:
+			version, rec.Datestamp = 1, changed.Add(time.Duration(i)*time.Second)
+		}
+		if r.o.DayGranularity {
+			rec.Datestamp = rec.Datestamp.Truncate(24 * time.Hour)
+		}
+		rec.Sets = []string{"parity:odd"}
+		if i%2 == 0 {
+			rec.Sets[0] = "parity:even"
+		}
+		if i%10 == 0 {
+			rec.Sets = append(rec.Sets, "tens")
+		}
+		if !rec.Deleted {
+			rec.Title = fmt.Sprintf("Record %d, version %d", i, version)
+			if r.o.ControlChars && i%7 == 3 {
+				rec.Title += " \x01\x1f"
+			}
+		}
+		out[i] = rec
+	}
+	return out
+}
+
+// ServeHTTP answers an OAI-PMH request (GET or POST).
+func (r *OAIRepository) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if err := req.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	rev := r.rev
+	resp := r.answer(req.Form, rev)
+	r.mu.Unlock()
+	var out io.Writer = w
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	if r.o.Gzip {
+		gz := gzip.NewWriter(w)
+		defer gz.Close()
+		out = gz
+	}
+	base := "http://" + req.Host + req.URL.Path
+	decls := ""
+	if r.o.RootNamespaces {
+		decls = ` xmlns:oai_dc="` + OAIDCNamespace + `" xmlns:dc="` + DCNamespace + `"`
+	}
+	fmt.Fprintf(out, `<?xml version="1.0" encoding="UTF-8"?>
+<OAI-PMH xmlns="%s" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"%s xsi:schemaLocation="%s http://www.openarchives.org/OAI/2.0/OAI-PMH.xsd">
+<responseDate>%s</responseDate>
+`, OAINamespace, decls, OAINamespace, r.now(rev).Format(time.RFC3339))
+	fmt.Fprintf(out, "<request%s>%s</request>\n", resp.request, xmlText(base))
+	out.Write([]byte(strings.ReplaceAll(resp.body, "BASEURL", xmlText(base))))
+	fmt.Fprint(out, "\n</OAI-PMH>\n")
+}
+
+// oaiAnswer is the part of a response that depends on the request.
+type oaiAnswer struct {
+	request string // the request element's attributes
+	body    string
+}
+
+func oaiError(code, msg string) oaiAnswer {
+	return oaiAnswer{body: fmt.Sprintf(`<error code="%s">%s</error>`, code, xmlText(msg))}
+}
+
+// answer builds the answer to args at revision rev; r.mu is held.
+func (r *OAIRepository) answer(args map[string][]string, rev int) oaiAnswer {
+	get := func(k string) string {
+		if v := args[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	for k, v := range args {
+		if len(v) > 1 {
+			return oaiError("badArgument", "repeated argument "+k)
+		}
+	}
+	verb := get("verb")
+	var attrs strings.Builder
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&attrs, ` %s="%s"`, k, xmlText(get(k)))
+	}
+	var a oaiAnswer
+	switch verb {
+	case "Identify":
+		gran := "YYYY-MM-DDThh:mm:ssZ"
+		if r.o.DayGranularity {
+			gran = "YYYY-MM-DD"
+		}
+		a.body = fmt.Sprintf(`<Identify><repositoryName>rsharvest synthetic repository</repositoryName><baseURL>BASEURL</baseURL>`+
+			`<protocolVersion>2.0</protocolVersion><adminEmail>admin@rsharvest.example</adminEmail><earliestDatestamp>%s</earliestDatestamp>`+
+			`<deletedRecord>persistent</deletedRecord><granularity>%s</granularity></Identify>`, r.stamp(oaiBase), gran)
+	case "ListMetadataFormats":
+		a.body = `<ListMetadataFormats><metadataFormat><metadataPrefix>oai_dc</metadataPrefix>` +
+			`<schema>http://www.openarchives.org/OAI/2.0/oai_dc.xsd</schema><metadataNamespace>` + OAIDCNamespace + `</metadataNamespace></metadataFormat></ListMetadataFormats>`
+	case "ListSets":
+		a.body = `<ListSets><set><setSpec>parity</setSpec><setName>Parity</setName></set><set><setSpec>parity:even</setSpec><setName>Even</setName></set>` +
+			`<set><setSpec>parity:odd</setSpec><setName>Odd</setName></set><set><setSpec>tens</setSpec><setName>Multiples of ten</setName></set></ListSets>`
+	case "GetRecord":
+		if get("metadataPrefix") != "oai_dc" {
+			return oaiError("cannotDisseminateFormat", "only oai_dc")
+		}
+		for _, rec := range r.records(rev) {
+			if rec.Identifier == get("identifier") {
+				a.body = "<GetRecord>" + r.record(rec, true) + "</GetRecord>"
+			}
+		}
+		if a.body == "" {
+			return oaiError("idDoesNotExist", get("identifier"))
+		}
+	case "ListRecords", "ListIdentifiers":
+		var err oaiAnswer
+		if a.body, err = r.list(verb, get, rev); a.body == "" {
+			return err
+		}
+	default:
+		return oaiError("badVerb", "no such verb: "+verb)
+	}
+	a.request = attrs.String()
+	return a
+}
+
+// list answers ListRecords and ListIdentifiers.
+func (r *OAIRepository) list(verb string, get func(string) string, rev int) (string, oaiAnswer) {
+	prefix, from, until, set, offset := get("metadataPrefix"), get("from"), get("until"), get("set"), 0
+	if tok := get("resumptionToken"); tok != "" {
+		if prefix != "" || from != "" || until != "" || set != "" {
+			return "", oaiError("badArgument", "resumptionToken is exclusive")
+		}
+		var ok bool
+		if offset, prefix, from, until, set, ok = parseOAIToken(tok); !ok || (r.o.OneUseTokens && r.used[tok]) {
+			return "", oaiError("badResumptionToken", "expired or unknown: "+tok)
+		}
+		r.used[tok] = true
+	}
+	if prefix != "oai_dc" {
+		return "", oaiError("cannotDisseminateFormat", "only oai_dc")
+	}
+	lo, hi, ok := r.bounds(from, until)
+	if !ok {
+		return "", oaiError("badArgument", "from or until not in the repository's granularity")
+	}
+	var match []OAIRecord
+	for _, rec := range r.records(rev) {
+		if set != "" && !slices.ContainsFunc(rec.Sets, func(s string) bool { return s == set || strings.HasPrefix(s, set+":") }) {
+			continue
+		}
+		if !r.o.IgnoreDates && ((!lo.IsZero() && rec.Datestamp.Before(lo)) || (!hi.IsZero() && rec.Datestamp.After(hi))) {
+			continue
+		}
+		match = append(match, rec)
+	}
+	if len(match) == 0 {
+		return "", oaiError("noRecordsMatch", "no record matches")
+	}
+	var b strings.Builder
+	b.WriteString("<" + verb + ">")
+	end := min(offset+r.o.PageSize, len(match))
+	for _, rec := range match[offset:end] {
+		if verb == "ListIdentifiers" {
+			b.WriteString(r.header(rec))
+		} else {
+			b.WriteString(r.record(rec, false))
+		}
+	}
+	switch {
+	case end < len(match):
+		next := end
+		if r.o.LoopTokens {
+			next = min(r.o.PageSize, end)
+		}
+		tok := fmt.Sprintf("%d+%s/%s %s %s", next, prefix, orDash(from), orDash(until), orDash(set))
+		fmt.Fprintf(&b, `<resumptionToken completeListSize="%d" cursor="%d">%s</resumptionToken>`, len(match), offset, xmlText(tok))
+	case offset > 0 && r.o.EmptyLastToken:
+		fmt.Fprintf(&b, `<resumptionToken completeListSize="%d" cursor="%d"/>`, len(match), offset)
+	}
+	b.WriteString("</" + verb + ">")
+	return b.String(), oaiAnswer{}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// parseOAIToken reads a token list made: "offset+prefix/from until set".
+func parseOAIToken(tok string) (offset int, prefix, from, until, set string, ok bool) {
+	head, rest, ok1 := strings.Cut(tok, "+")
+	prefix, rest, ok2 := strings.Cut(rest, "/")
+	f := strings.Split(rest, " ")
+	n, err := strconv.Atoi(head)
+	if !ok1 || !ok2 || len(f) != 3 || err != nil || n < 0 {
+		return 0, "", "", "", "", false
+	}
+	undash := func(s string) string {
+		if s == "-" {
+			return ""
+		}
+		return s
+	}
+	return n, prefix, undash(f[0]), undash(f[1]), undash(f[2]), true
+}
+
+// bounds parses from and until in the repository's granularity; until
+// at day granularity covers its whole day.
+func (r *OAIRepository) bounds(from, until string) (lo, hi time.Time, ok bool) {
+	parse := func(s string) (time.Time, bool) {
+		if s == "" {
+			return time.Time{}, true
+		}
+		if t, err := time.Parse("2006-01-02", s); err == nil {
+			return t, true
+		}
+		if r.o.DayGranularity {
+			return time.Time{}, false
+		}
+		t, err := time.Parse("2006-01-02T15:04:05Z", s)
+		return t, err == nil
+	}
+	var ok1, ok2 bool
+	lo, ok1 = parse(from)
+	hi, ok2 = parse(until)
+	if ok2 && len(until) == len("2006-01-02") {
+		hi = hi.Add(24*time.Hour - time.Second)
+	}
+	return lo, hi, ok1 && ok2
+}
+
+func (r *OAIRepository) stamp(t time.Time) string {
+	if r.o.DayGranularity {
+		return t.Format("2006-01-02")
+	}
+	return t.Format("2006-01-02T15:04:05Z")
+}
+
+func (r *OAIRepository) header(rec OAIRecord) string {
+	var b strings.Builder
+	b.WriteString("<header")
+	if rec.Deleted {
+		b.WriteString(` status="deleted"`)
+	}
+	fmt.Fprintf(&b, "><identifier>%s</identifier><datestamp>%s</datestamp>", rec.Identifier, r.stamp(rec.Datestamp))
+	for _, s := range rec.Sets {
+		fmt.Fprintf(&b, "<setSpec>%s</setSpec>", s)
+	}
+	b.WriteString("</header>")
+	return b.String()
+}
+
+// record writes a record; single: as GetRecord answers it.
+func (r *OAIRepository) record(rec OAIRecord, single bool) string {
+	var b strings.Builder
+	b.WriteString("<record>" + r.header(rec))
+	if !rec.Deleted {
+		decls := ` xmlns:oai_dc="` + OAIDCNamespace + `" xmlns:dc="` + DCNamespace + `"`
+		if r.o.RootNamespaces && !single {
+			decls = ""
+		}
+		fmt.Fprintf(&b, `<metadata><oai_dc:dc%s><dc:title>%s</dc:title><dc:identifier>%s</dc:identifier><dc:date>%s</dc:date></oai_dc:dc></metadata>`,
+			decls, xmlTextKeepControls(rec.Title), rec.Identifier, rec.Datestamp.Format("2006-01-02"))
+	}
+	b.WriteString("</record>")
+	return b.String()
+}
+
+// xmlText escapes s for XML character data and attribute values.
+func xmlText(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+// xmlTextKeepControls escapes s but keeps the control characters XML
+// forbids, as the servers that send them do.
+func xmlTextKeepControls(s string) string {
+	var b strings.Builder
+	for _, part := range strings.SplitAfter(s, "") {
+		if len(part) == 1 && part[0] < 0x20 {
+			b.WriteString(part)
+			continue
+		}
+		xml.EscapeText(&b, []byte(part))
+	}
+	return b.String()
+}
