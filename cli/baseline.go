@@ -17,6 +17,8 @@ import (
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/source/oaipmh"
 	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -45,6 +47,8 @@ type syncFlags struct {
 	config          string
 	prefer          string
 	set             string
+	protocol        string
+	metadataPrefix  string
 	rangeParts      int
 	maxDocumentSize int64
 	// sourceKey names the source in the state store (default: source);
@@ -73,7 +77,9 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.BoolVar(&f.requireHash, "require-hash", false, "refuse resources that give no md5, sha-1, sha-256 or sha-512 (by default they are delivered after their length and CRC-32 checks, and counted as unverified)")
 	fl.BoolVar(&f.allowMissingHash, "allow-missing-hash", false, "no effect, kept for compatibility: resources without a hash are accepted by default (see --require-hash)")
 	_ = fl.MarkDeprecated("allow-missing-hash", "resources without a hash are accepted by default; --require-hash refuses them")
-	fl.StringVar(&f.set, "set", "", "sync only this resource set: its capability list's URL, file or directory name (default: every set)")
+	fl.StringVar(&f.set, "set", "", "sync only this resource set: its capability list's URL, file or directory name (default: every set); OAI-PMH: a setSpec")
+	fl.StringVar(&f.protocol, "protocol", "auto", "the source's protocol: auto (an OAI-PMH repository answers Identify; anything else is ResourceSync), resourcesync, oai-pmh")
+	fl.StringVar(&f.metadataPrefix, "metadata-prefix", oaipmh.DefaultMetadataPrefix, "OAI-PMH: the metadata format harvested")
 	fl.StringVar(&f.prefer, "prefer", "dump", "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first")
 	fl.IntVar(&f.rangeParts, "range-parts", 1, "download each large package as N parallel Range requests (for links where one connection is slower than the link)")
 	fl.Int64Var(&f.maxDocumentSize, "max-document-size", manifest.DefaultMaxDocumentSize, "largest ResourceSync document read from the source, in bytes (-1: no cap)")
@@ -131,6 +137,14 @@ func (f *syncFlags) validate() error {
 	}
 	if f.prefer != "dump" && f.prefer != "list" {
 		return usagef("--prefer: want dump or list")
+	}
+	switch f.protocol {
+	case "auto", "resourcesync", "oai-pmh":
+	default:
+		return usagef("--protocol: want auto, resourcesync or oai-pmh")
+	}
+	if f.metadataPrefix == "" {
+		return usagef("--metadata-prefix must not be empty")
 	}
 	switch f.progress {
 	case "auto", "bars", "log", "none":
@@ -313,7 +327,14 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		RangeParts:   f.rangeParts,
 		OnRetry:      a.onRetry(log),
 	})
+	planner, err := chosenPlanner(ctx, f, client, log)
+	if err != nil {
+		store.Close()
+		closeSinks(ctx)
+		return pipeline.Options{}, nil, err
+	}
 	return pipeline.Options{
+		Planner:         planner,
 		Source:          f.source,
 		SourceKey:       f.sourceKey,
 		Sinks:           sinks,
@@ -330,6 +351,27 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		MaxDocumentSize: f.maxDocumentSize,
 		Logger:          log,
 	}, closeSinks, nil
+}
+
+// chosenPlanner returns the planner of the source's protocol: nil (the
+// pipeline's ResourceSync planner) or the OAI-PMH planner, for
+// --protocol oai-pmh or, with auto, a source that answers Identify.
+func chosenPlanner(ctx context.Context, f syncFlags, client *fetch.Client, log *slog.Logger) (source.Planner, error) {
+	p := &oaipmh.Planner{Client: client, MetadataPrefix: f.metadataPrefix, MaxDocumentSize: max(f.maxDocumentSize, 0), Log: log}
+	switch f.protocol {
+	case "oai-pmh":
+		return p, nil
+	case "auto":
+		if oaipmh.MayBeRepository(f.source) {
+			if _, err := p.Identify(ctx, f.source); err == nil {
+				log.Info("the source is an OAI-PMH repository", "source", f.source)
+				return p, nil
+			} else if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return nil, nil
 }
 
 // openState opens the state store for one run, holding its lock until it

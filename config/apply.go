@@ -30,6 +30,8 @@ type Targets struct {
 	RequireHash      *bool          // require-hash
 	Prefer           *string        // prefer
 	Set              *string        // set
+	Protocol         *string        // protocol
+	MetadataPrefix   *string        // metadata-prefix
 	Progress         *string        // progress
 	LogLevel         *string        // log-level
 	LogFormat        *string        // log-format
@@ -64,6 +66,8 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setString(t.LogFormat, f.LogFormat, "log-format", flagSet)
 	setString(t.Prefer, f.Prefer, "prefer", flagSet)
 	setString(t.Set, f.Set, "set", flagSet)
+	setString(t.Protocol, f.Protocol, "protocol", flagSet)
+	setString(t.MetadataPrefix, f.MetadataPrefix, "metadata-prefix", flagSet)
 	setPtr(t.Concurrency, f.Concurrency, "concurrency", flagSet)
 	setPtr(t.Workers, f.Workers, "workers", flagSet)
 	setPtr(t.Retries, f.Retries, "retries", flagSet)

@@ -26,6 +26,8 @@
 //	progress: auto                        # auto, bars, log, none
 //	log_level: info                       # debug, info, warn, error
 //	log_format: text                      # text, json
+//	protocol: auto                        # auto, resourcesync, oai-pmh
+//	metadata_prefix: oai_dc               # OAI-PMH: the format harvested
 //
 // Decoding is strict: an unknown key (with the closest known key suggested),
 // a duplicate key, a value of the wrong type or out of range, and a second
@@ -113,8 +115,15 @@ type File struct {
 	Progress string `yaml:"progress,omitempty"`
 	// Prefer is "dump" or "list" (--prefer).
 	Prefer string `yaml:"prefer,omitempty"`
-	// Set names the one resource set to sync (--set).
+	// Set names the one resource set to sync (--set): a ResourceSync
+	// capability list, or an OAI-PMH setSpec.
 	Set string `yaml:"set,omitempty"`
+	// Protocol is the source's protocol: auto, resourcesync or oai-pmh
+	// (--protocol).
+	Protocol string `yaml:"protocol,omitempty"`
+	// MetadataPrefix is the OAI-PMH metadata format harvested
+	// (--metadata-prefix).
+	MetadataPrefix string `yaml:"metadata_prefix,omitempty"`
 	// LogLevel is the log level: debug, info, warn or error.
 	LogLevel string `yaml:"log_level,omitempty"`
 	// LogFormat is the log format: text or json.

@@ -46,6 +46,8 @@ type raw struct {
 	LogFormat         yaml.Node `yaml:"log_format"`
 	Prefer            yaml.Node `yaml:"prefer"`
 	Set               yaml.Node `yaml:"set"`
+	Protocol          yaml.Node `yaml:"protocol"`
+	MetadataPrefix    yaml.Node `yaml:"metadata_prefix"`
 }
 
 // fields returns r's values with their keys, in the order of the struct.
@@ -205,6 +207,10 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 		d.f.Prefer, err = d.oneOf(key, v, "dump", "list")
 	case "set":
 		d.f.Set, err = d.str(key, v)
+	case "protocol":
+		d.f.Protocol, err = d.oneOf(key, v, "auto", "resourcesync", "oai-pmh")
+	case "metadata_prefix":
+		d.f.MetadataPrefix, err = d.str(key, v)
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -77,7 +78,7 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		log = slog.New(slog.DiscardHandler)
 	}
 	base := task.Source
-	id, err := p.identify(ctx, base)
+	id, err := p.Identify(ctx, base)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -162,8 +163,21 @@ func (id *Identify) format(t time.Time) string {
 	return t.UTC().Format("2006-01-02")
 }
 
-// identify asks the repository at base what it is.
-func (p *Planner) identify(ctx context.Context, base string) (*Identify, error) {
+// MayBeRepository reports whether src may be an OAI-PMH base URL, worth
+// asking Identify: not a bare site, and not a path a ResourceSync
+// document has (*.xml, *.xml.gz, /.well-known/…).
+func MayBeRepository(src string) bool {
+	u, err := url.Parse(src)
+	if err != nil || u.Path == "" || u.Path == "/" {
+		return false
+	}
+	p := strings.ToLower(u.Path)
+	return !strings.HasSuffix(p, ".xml") && !strings.HasSuffix(p, ".xml.gz") && !strings.Contains(p, "/.well-known/")
+}
+
+// Identify asks the repository at base what it is; its error wraps
+// ErrMalformed when the answer is not an OAI-PMH Identify response.
+func (p *Planner) Identify(ctx context.Context, base string) (*Identify, error) {
 	var id *Identify
 	_, err := p.request(ctx, base, url.Values{"verb": {"Identify"}}, func(rd *Reader) error {
 		var err error

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rsharvest/rsharvest/bench"
+	fssink "github.com/rsharvest/rsharvest/sink/fs"
+)
+
+// TestOAIPMH: baseline then sync of an OAI-PMH repository from the
+// command line, its protocol found by asking Identify (or forced, with a
+// config file): the mirror holds exactly the repository's live records,
+// each one's metadata a standalone document.
+func TestOAIPMH(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args func(dir string) []string
+	}{
+		{"detected", func(string) []string { return nil }},
+		{"forced in the config file", func(dir string) []string {
+			cfg := filepath.Join(dir, "rsharvest.yaml")
+			if err := os.WriteFile(cfg, []byte("protocol: oai-pmh\nmetadata_prefix: oai_dc\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--config", cfg}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := bench.NewOAIRepository(bench.OAIOptions{Records: 40, PageSize: 9, RootNamespaces: true, ControlChars: true})
+			mux := http.NewServeMux()
+			mux.Handle("/oai/request", repo)
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			dir := t.TempDir()
+			mirror := filepath.Join(dir, "mirror")
+			args := append([]string{"--source", srv.URL + "/oai/request", "--sink", "fs:" + mirror, "--state", filepath.Join(dir, "state.db"), "--progress", "none"}, tc.args(dir)...)
+			for i, mode := range []string{"baseline", "sync"} {
+				if i > 0 {
+					repo.Advance()
+				}
+				code, out, stderr := run(t, append([]string{mode}, args...)...)
+				if code != ExitOK {
+					t.Fatalf("%s: exit %d\n%s\n%s", mode, code, out, stderr)
+				}
+				if i > 0 && !strings.Contains(out, "incremental of") {
+					t.Errorf("sync after a baseline did not run incremental:\n%s", out)
+				}
+				held := map[string]string{}
+				err := filepath.WalkDir(mirror, func(p string, d os.DirEntry, err error) error {
+					if err != nil || d.IsDir() || strings.Contains(p, ".rsharvest") {
+						return err
+					}
+					rel, _ := filepath.Rel(mirror, p)
+					uri, err := fssink.Decode(filepath.ToSlash(rel))
+					if err != nil {
+						return err
+					}
+					b, err := os.ReadFile(p)
+					held[uri] = string(b)
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				live := 0
+				for _, rec := range repo.Records() {
+					body, ok := held[rec.Identifier]
+					if rec.Deleted {
+						if ok {
+							t.Errorf("%s: %s deleted, still held", mode, rec.Identifier)
+						}
+						continue
+					}
+					live++
+					title := strings.NewReplacer("\x01", "\uFFFD", "\x1f", "\uFFFD").Replace(rec.Title)
+					if !strings.HasPrefix(body, "<?xml") || !strings.Contains(body, `xmlns:dc="`+bench.DCNamespace+`"`) || !strings.Contains(body, "<dc:title>"+title+"</dc:title>") {
+						t.Errorf("%s: %s holds %q", mode, rec.Identifier, body)
+					}
+				}
+				if len(held) != live {
+					t.Errorf("%s: %d files, %d live records", mode, len(held), live)
+				}
+			}
+		})
+	}
+}
