@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
 )
 
@@ -191,6 +192,27 @@ type Holdings interface {
 // ErrNoCheckpoint is wrapped by the error of an incremental task with no
 // From whose resource set has no checkpoint: run a baseline first.
 var ErrNoCheckpoint = errors.New("no checkpoint for this source in the state store (run a baseline first, or give --from)")
+
+// Resume returns where an incremental task starts in resource set set,
+// the same for every protocol: From is the task's From, else the Next of
+// the set's checkpoint in held; Until is the task's Until (zero: the
+// planner's to decide, now or the source's clock); Baseline is carried
+// over. Without a From and without a checkpoint the error wraps
+// ErrNoCheckpoint; it is fatal: the run cannot go on.
+func Resume(ctx context.Context, task Task, held Holdings, set string) (Checkpoint, error) {
+	prev, ok, err := held.Checkpoint(ctx, set)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	cp := Checkpoint{ResourceSet: set, From: task.From, Until: task.Until, Baseline: prev.Baseline}
+	if cp.From.IsZero() {
+		if !ok {
+			return Checkpoint{}, errclass.Fatalf("%s (resource set %q): %w", task.Source, set, ErrNoCheckpoint)
+		}
+		cp.From = prev.Next
+	}
+	return cp, nil
+}
 
 // SourceError reports that a task's source could not be read, so the run
 // could not even find what to do. URL is where planning started.

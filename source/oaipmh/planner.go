@@ -87,6 +87,11 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	}
 	set := ResourceSet(prefix, task.Set)
 	cp := source.Checkpoint{ResourceSet: set}
+	if task.Mode == source.Incremental {
+		if cp, err = source.Resume(ctx, task, held, set); err != nil {
+			return nil, err
+		}
+	}
 	args := url.Values{"verb": {"ListRecords"}, "metadataPrefix": {prefix}}
 	if task.Set != "" {
 		args.Set("set", task.Set)
@@ -95,17 +100,6 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	var lo, hi time.Time
 	if task.Mode == source.Incremental {
 		change = source.Updated
-		prev, ok, err := held.Checkpoint(ctx, set)
-		if err != nil {
-			return nil, err
-		}
-		cp.From, cp.Until, cp.Baseline = task.From, task.Until, prev.Baseline
-		if cp.From.IsZero() {
-			if !ok {
-				return nil, errclass.Fatalf("%s (%s): %w", base, set, source.ErrNoCheckpoint)
-			}
-			cp.From = prev.Next
-		}
 		args.Set("from", id.format(cp.From))
 		if !cp.Until.IsZero() {
 			args.Set("until", id.format(cp.Until))

@@ -208,19 +208,12 @@ func (w *walk) set(ctx context.Context, set string) (*source.Checkpoint, error) 
 	}
 	cp := &source.Checkpoint{ResourceSet: set}
 	if w.task.Mode == source.Incremental {
-		prev, ok, err := w.held.Checkpoint(ctx, set)
+		resumed, err := source.Resume(ctx, w.task, w.held, set)
 		if err != nil {
 			w.stop = err
 			return nil, err
 		}
-		cp.From, cp.Until, cp.Baseline = w.task.From, w.task.Until, prev.Baseline
-		if cp.From.IsZero() {
-			if !ok {
-				w.stop = errclass.Fatalf("%s (resource set %q): %w", w.task.Source, set, source.ErrNoCheckpoint)
-				return nil, w.stop
-			}
-			cp.From = prev.Next
-		}
+		*cp = resumed
 		if cp.Until.IsZero() {
 			cp.Until = w.now
 		}
