@@ -89,3 +89,37 @@ func TestOAIPMH(t *testing.T) {
 		})
 	}
 }
+
+// TestOAICommands: rsharvest oai identify|formats|sets print what a
+// repository says, as text or JSON; a URL that is no repository is a
+// source error.
+func TestOAICommands(t *testing.T) {
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 5, DayGranularity: true})
+	srv := httptest.NewServer(repo)
+	defer srv.Close()
+	notOAI := httptest.NewServer(http.NotFoundHandler())
+	defer notOAI.Close()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"identify", srv.URL}, ExitOK, []string{"granularity:      YYYY-MM-DD", "deleted records:  persistent", "admin@rsharvest.example"}},
+		{[]string{"identify", srv.URL, "--json"}, ExitOK, []string{`"granularity": "YYYY-MM-DD"`, `"base_url": "` + srv.URL}},
+		{[]string{"formats", srv.URL}, ExitOK, []string{"PREFIX", "oai_dc  " + bench.OAIDCNamespace}},
+		{[]string{"sets", srv.URL, "--json"}, ExitOK, []string{`"spec": "parity:even"`, `"name": "Multiples of ten"`}},
+		{[]string{"sets", srv.URL}, ExitOK, []string{"parity:odd   Odd"}},
+		{[]string{"identify", notOAI.URL + "/oai", "--retries", "0"}, ExitSource, []string{"404"}},
+		{[]string{"identify", "ftp://x"}, ExitUsage, []string{"not an absolute http(s) URL"}},
+	} {
+		code, out, stderr := run(t, append([]string{"oai"}, tc.args...)...)
+		if code != tc.code {
+			t.Errorf("%v: exit %d, want %d\n%s%s", tc.args, code, tc.code, out, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out+stderr, w) {
+				t.Errorf("%v: output lacks %q:\n%s%s", tc.args, w, out, stderr)
+			}
+		}
+	}
+}

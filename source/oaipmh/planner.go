@@ -2,6 +2,7 @@ package oaipmh
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,6 +180,61 @@ func (p *Planner) Identify(ctx context.Context, base string) (*Identify, error) 
 		return err
 	})
 	return id, err
+}
+
+// Formats returns the metadata formats the repository at base offers.
+func (p *Planner) Formats(ctx context.Context, base string) ([]MetadataFormat, error) {
+	var out []MetadataFormat
+	_, err := p.request(ctx, base, url.Values{"verb": {"ListMetadataFormats"}}, func(rd *Reader) error {
+		for {
+			f, err := rd.NextFormat()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, *f)
+		}
+	})
+	return out, err
+}
+
+// Sets returns the sets of the repository at base, following resumption
+// tokens (at most MaxPages pages); a repository without sets answers
+// noSetHierarchy, returned as Errors.
+func (p *Planner) Sets(ctx context.Context, base string) ([]Set, error) {
+	var out []Set
+	args := url.Values{"verb": {"ListSets"}}
+	seen := map[string]bool{}
+	for pages := 1; ; pages++ {
+		var token Token
+		_, err := p.request(ctx, base, args, func(rd *Reader) error {
+			for {
+				s, err := rd.NextSet()
+				if err == io.EOF {
+					token = rd.Token()
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				out = append(out, *s)
+			}
+		})
+		switch {
+		case err != nil:
+			return out, err
+		case token.Value == "":
+			return out, nil
+		case seen[token.Value]:
+			return out, errclass.Permanentf("%s: %w: %q", base, ErrTokenLoop, token.Value)
+		case pages >= cmp.Or(p.MaxPages, DefaultMaxPages):
+			return out, errclass.Permanentf("%s: more than %d pages of sets; stopped", base, pages)
+		}
+		seen[token.Value] = true
+		args = url.Values{"verb": {"ListSets"}, "resumptionToken": {token.Value}}
+	}
 }
 
 // request GETs base with args and hands the response to read; it

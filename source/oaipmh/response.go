@@ -263,16 +263,16 @@ func (rd *Reader) Next() (*Record, error) {
 
 // Identify is what an Identify response says of a repository (spec §4.2).
 type Identify struct {
-	RepositoryName    string   `xml:"repositoryName"`
-	BaseURL           string   `xml:"baseURL"`
-	ProtocolVersion   string   `xml:"protocolVersion"`
-	AdminEmail        []string `xml:"adminEmail"`
-	EarliestDatestamp string   `xml:"earliestDatestamp"`
+	RepositoryName    string   `xml:"repositoryName" json:"repository_name"`
+	BaseURL           string   `xml:"baseURL" json:"base_url"`
+	ProtocolVersion   string   `xml:"protocolVersion" json:"protocol_version"`
+	AdminEmail        []string `xml:"adminEmail" json:"admin_email"`
+	EarliestDatestamp string   `xml:"earliestDatestamp" json:"earliest_datestamp"`
 	// DeletedRecord is the repository's deleted-record policy: no,
 	// persistent or transient.
-	DeletedRecord string `xml:"deletedRecord"`
+	DeletedRecord string `xml:"deletedRecord" json:"deleted_record"`
 	// Granularity is YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ.
-	Granularity string `xml:"granularity"`
+	Granularity string `xml:"granularity" json:"granularity"`
 }
 
 // Seconds reports whether the repository takes datestamps to the second;
@@ -291,6 +291,63 @@ func (rd *Reader) Identify() (*Identify, error) {
 	rd.scopes = rd.scopes[:len(rd.scopes)-1]
 	rd.done = true
 	return &id, nil
+}
+
+// MetadataFormat is a format a repository disseminates
+// (ListMetadataFormats).
+type MetadataFormat struct {
+	Prefix    string `xml:"metadataPrefix" json:"prefix"`
+	Schema    string `xml:"schema" json:"schema"`
+	Namespace string `xml:"metadataNamespace" json:"namespace"`
+}
+
+// Set is a set of a repository (ListSets); its description is not read.
+type Set struct {
+	Spec string `xml:"setSpec" json:"spec"`
+	Name string `xml:"setName" json:"name"`
+}
+
+// NextFormat returns the next format of a ListMetadataFormats response,
+// io.EOF after the last.
+func (rd *Reader) NextFormat() (*MetadataFormat, error) {
+	var f MetadataFormat
+	return &f, rd.nextItem("metadataFormat", &f)
+}
+
+// NextSet returns the next set of a ListSets response, io.EOF after the
+// last (then Token tells whether more pages follow).
+func (rd *Reader) NextSet() (*Set, error) {
+	var s Set
+	return &s, rd.nextItem("set", &s)
+}
+
+// nextItem decodes the verb element's next child named local into v.
+func (rd *Reader) nextItem(local string, v any) error {
+	for !rd.done {
+		se, err := rd.start()
+		if err != nil {
+			return err
+		}
+		switch {
+		case se == nil:
+			rd.done = true
+		case se.Name.Space == Namespace && se.Name.Local == local:
+			if err := rd.dec.DecodeElement(v, se); err != nil {
+				return malformedErr(err)
+			}
+			rd.scopes = rd.scopes[:len(rd.scopes)-1]
+			return nil
+		case se.Name.Space == Namespace && se.Name.Local == "resumptionToken":
+			if err := rd.resumption(se); err != nil {
+				return err
+			}
+		default:
+			if err := rd.skip(); err != nil {
+				return err
+			}
+		}
+	}
+	return io.EOF
 }
 
 // Token returns the response's resumptionToken once Next returned io.EOF.
