@@ -357,7 +357,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 // pipeline's ResourceSync planner) or the OAI-PMH planner, for
 // --protocol oai-pmh or, with auto, a source that answers Identify.
 func chosenPlanner(ctx context.Context, f syncFlags, client *fetch.Client, log *slog.Logger) (source.Planner, error) {
-	p := &oaipmh.Planner{Client: client, MetadataPrefix: f.metadataPrefix, MaxDocumentSize: max(f.maxDocumentSize, 0), Log: log}
+	p := &oaipmh.Planner{Client: client, MetadataPrefix: f.metadataPrefix, MaxDocumentSize: max(f.maxDocumentSize, 0), Log: log, Concurrency: f.concurrency}
 	switch f.protocol {
 	case "oai-pmh":
 		return p, nil

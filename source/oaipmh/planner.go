@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
@@ -49,6 +53,10 @@ type Planner struct {
 	MaxDocumentSize int64
 	// MaxPages bounds the pages of one list (0: DefaultMaxPages).
 	MaxPages int
+	// Concurrency is how many lists are harvested at once: above 1, a
+	// task's range is split into date windows (4 per list at once), each
+	// its own chain of resumption tokens (0 or 1: one list).
+	Concurrency int
 	// Log takes the planner's warnings (nil: discarded).
 	Log *slog.Logger
 }
@@ -98,56 +106,125 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		args.Set("set", task.Set)
 	}
 	change := source.Change("")
-	var lo, hi time.Time
-	if task.Mode == source.Incremental {
+	switch task.Mode {
+	case source.Incremental:
 		change = source.Updated
-		args.Set("from", id.format(cp.From))
-		if !cp.Until.IsZero() {
-			args.Set("until", id.format(cp.Until))
-		}
-		// Some servers ignore from and until: what they send outside the
-		// range (as sent, in their granularity) is dropped here.
-		lo, hi = ParseDatestamp(args.Get("from")), ParseDatestamp(args.Get("until"))
-		if !hi.IsZero() && !id.Seconds() {
-			hi = hi.Add(24*time.Hour - time.Nanosecond)
-		}
-	} else if task.Mode != source.Baseline {
+	case source.Baseline:
+	default:
 		return nil, errclass.Fatalf("oaipmh: no such task mode %q", task.Mode)
 	}
-	h := &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emit, lo: lo, hi: hi}
-	first, err := h.list(ctx, args)
-	if h.outside > 0 {
-		log.Warn("the server sent records outside the range asked for; dropped", "source", base, "records", h.outside)
+	now := id.At // the server's clock, before any record was asked for
+	if now.IsZero() {
+		now = time.Now().UTC() // a server without a usable responseDate
 	}
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	case h.stop != nil:
-		return nil, h.stop
-	case h.pages == 0:
-		return nil, &source.SourceError{URL: base, Err: err}
-	default:
-		// Some pages were harvested: they stand; the set's checkpoint is
-		// held until the rest is.
+	wins := p.windows(id, cp.From, cp.Until, now)
+	var (
+		mu             sync.Mutex
+		pages, outside int
+		failed         []error
+	)
+	emitOne := func(ctx context.Context, u source.Unit) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return emit(ctx, u)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(p.Concurrency, 1))
+	for _, w := range wins {
+		g.Go(func() error {
+			h := &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emitOne}
+			wargs := maps.Clone(args)
+			if !w.from.IsZero() {
+				wargs.Set("from", id.format(w.from))
+				h.lo = ParseDatestamp(wargs.Get("from"))
+			}
+			if !w.until.IsZero() {
+				wargs.Set("until", id.format(w.until))
+				// Some servers ignore from and until: what they send
+				// outside the window (as sent, in their granularity) is
+				// dropped.
+				if h.hi = ParseDatestamp(wargs.Get("until")); !id.Seconds() {
+					h.hi = h.hi.Add(24*time.Hour - time.Nanosecond)
+				}
+			}
+			err := h.list(gctx, wargs)
+			mu.Lock()
+			defer mu.Unlock()
+			pages, outside = pages+h.pages, outside+h.outside
+			switch {
+			case err == nil:
+			case h.stop != nil:
+				return h.stop
+			case gctx.Err() != nil:
+				return gctx.Err()
+			default:
+				failed = append(failed, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if outside > 0 {
+		log.Warn("the server sent records outside the range asked for; dropped", "source", base, "records", outside)
+	}
+	if pages == 0 && len(failed) == len(wins) {
+		return nil, &source.SourceError{URL: base, Err: failed[0]}
+	}
+	for _, err := range failed {
+		// What was harvested stands; the set's checkpoint is held until
+		// the rest is.
 		if err := emit(ctx, source.Unit{Failure: &source.Failure{URI: base, ResourceSet: set, Stage: "document", Err: err, WholeSet: true}}); err != nil {
 			return nil, err
 		}
 	}
-	switch {
-	case !cp.Until.IsZero():
-		cp.Next = cp.Until
-	case !first.IsZero():
-		cp.Next = first
-	default:
-		cp.Next = time.Now().UTC() // a server without a usable responseDate
-	}
+	cp.Next = cmp.Or(cp.Until, now)
 	if task.Mode == source.Baseline {
 		cp.Baseline = cp.Next
 	} else if cp.Until.IsZero() {
 		cp.Until = cp.Next
 	}
 	return []source.Checkpoint{cp}, nil
+}
+
+// window is a range of datestamps harvested as one list (zero: open).
+type window struct{ from, until time.Time }
+
+// windows splits [from, until] into the windows harvested in parallel:
+// one (the range as given) with Concurrency 1; otherwise 4 per
+// concurrent list, adjacent in the repository's granularity, from its
+// earliest datestamp (the first window open-ended below, should a record
+// be older) up to until, else now.
+func (p *Planner) windows(id *Identify, from, until, now time.Time) []window {
+	unit := 24 * time.Hour
+	if id.Seconds() {
+		unit = time.Second
+	}
+	lo, hi := from, cmp.Or(until, now)
+	if lo.IsZero() {
+		lo = ParseDatestamp(id.EarliestDatestamp)
+	}
+	lo, hi = lo.Truncate(unit), hi.Truncate(unit)
+	n := 4 * p.Concurrency
+	if p.Concurrency <= 1 || lo.IsZero() || !hi.After(lo) {
+		return []window{{from, until}}
+	}
+	step := (hi.Sub(lo) + unit) / time.Duration(n)
+	step = max(unit, (step+unit-1)/unit*unit)
+	var out []window
+	for start := lo; !start.After(hi); start = start.Add(step) {
+		end := start.Add(step - unit)
+		if end.After(hi) {
+			end = hi
+		}
+		out = append(out, window{start, end})
+	}
+	out[0].from = from // open-ended below when the task is
+	return out
 }
 
 // format formats t as a datestamp the repository takes.
@@ -283,41 +360,33 @@ type harvest struct {
 }
 
 // list follows a list from its first request through its resumption
-// tokens, emitting each record, and returns the first response's
-// responseDate.
-func (h *harvest) list(ctx context.Context, args url.Values) (time.Time, error) {
-	var first time.Time
+// tokens, emitting each record.
+func (h *harvest) list(ctx context.Context, args url.Values) error {
 	seen := map[string]bool{}
-	maxPages := h.MaxPages
-	if maxPages <= 0 {
-		maxPages = DefaultMaxPages
-	}
+	maxPages := cmp.Or(h.MaxPages, DefaultMaxPages)
 	for {
 		var token Token
-		at, err := h.request(ctx, h.base, args, func(rd *Reader) error {
+		_, err := h.request(ctx, h.base, args, func(rd *Reader) error {
 			if err := h.page(ctx, rd); err != nil {
 				return err
 			}
 			token = rd.Token()
 			return nil
 		})
-		if h.pages == 0 {
-			first = at
-		}
 		if IsNoRecordsMatch(err) {
 			err = nil
 		}
 		if err != nil {
-			return first, err
+			return err
 		}
 		h.pages++
 		switch {
 		case token.Value == "":
-			return first, nil
+			return nil
 		case seen[token.Value]:
-			return first, errclass.Permanentf("%s: %w: %q", h.base, ErrTokenLoop, token.Value)
+			return errclass.Permanentf("%s: %w: %q", h.base, ErrTokenLoop, token.Value)
 		case h.pages >= maxPages:
-			return first, errclass.Permanentf("%s: more than %d pages; stopped", h.base, maxPages)
+			return errclass.Permanentf("%s: more than %d pages; stopped", h.base, maxPages)
 		}
 		seen[token.Value] = true
 		args = url.Values{"verb": {args.Get("verb")}, "resumptionToken": {token.Value}}

@@ -2,6 +2,7 @@ package oaipmh_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -100,6 +101,13 @@ func TestPlannerConformance(t *testing.T) {
 			Err: source.ErrNoCheckpoint,
 		},
 	}
+	// The same in parallel date windows: still every record once.
+	windowed := &oaipmh.Planner{Client: planner().Client, Concurrency: 3}
+	for _, c := range slices.Clone(cases) {
+		c.Name += " in windows"
+		c.Planner = windowed
+		cases = append(cases, c)
+	}
 	sourcetest.Run(t, cases)
 
 	// The repository changes: an incremental task from the checkpoint
@@ -109,6 +117,10 @@ func TestPlannerConformance(t *testing.T) {
 	sourcetest.Run(t, []sourcetest.Case{
 		{
 			Name: "incremental from the checkpoint", Planner: planner(), Held: held, Task: task(source.Incremental, "", time.Time{}, time.Time{}),
+			Records: r.ids(between(rev0, time.Time{})), Sets: []string{dc}, Checkpoints: map[string]time.Time{dc: r.Now()},
+		},
+		{
+			Name: "incremental from the checkpoint in windows", Planner: windowed, Held: held, Task: task(source.Incremental, "", time.Time{}, time.Time{}),
 			Records: r.ids(between(rev0, time.Time{})), Sets: []string{dc}, Checkpoints: map[string]time.Time{dc: r.Now()},
 		},
 		{
@@ -194,11 +206,16 @@ func TestTokenLoop(t *testing.T) {
 	}
 }
 
-func plan(t *testing.T, r *repo, task source.Task) []source.Unit {
+func plan(t *testing.T, _ *repo, task source.Task) []source.Unit {
+	t.Helper()
+	return planWith(t, planner(), task)
+}
+
+func planWith(t *testing.T, p *oaipmh.Planner, task source.Task) []source.Unit {
 	t.Helper()
 	var units []source.Unit
 	held := sourcetest.Holdings{}
-	if _, err := planner().Plan(context.Background(), task, held, func(_ context.Context, u source.Unit) error {
+	if _, err := p.Plan(context.Background(), task, held, func(_ context.Context, u source.Unit) error {
 		units = append(units, u)
 		return nil
 	}); err != nil {
@@ -235,11 +252,15 @@ func TestQuirks(t *testing.T) {
 		"gzip without saying so": func(o *bench.OAIOptions) { o.Gzip = true },
 	}
 	names := slices.Sorted(maps.Keys(quirks))
-	for _, name := range append(names, "all together") {
+	for _, name := range append(names, "all together", "all together in windows") {
 		t.Run(name, func(t *testing.T) {
+			p := planner()
+			if strings.HasSuffix(name, "in windows") {
+				p.Concurrency = 3
+			}
 			o := bench.OAIOptions{Records: 30, PageSize: 7}
 			for n, q := range quirks {
-				if n == name || name == "all together" {
+				if n == name || strings.HasPrefix(name, "all together") {
 					q(&o)
 				}
 			}
@@ -257,10 +278,10 @@ func TestQuirks(t *testing.T) {
 					got[u.Record.URI] = readBody(t, u.Record)
 				}
 			}
-			collect(plan(t, r, source.Task{Source: r.URL, Mode: source.Baseline}))
+			collect(planWith(t, p, source.Task{Source: r.URL, Mode: source.Baseline}))
 			from := r.Now()
 			r.Advance()
-			units := plan(t, r, source.Task{Source: r.URL, Mode: source.Incremental, From: from})
+			units := planWith(t, p, source.Task{Source: r.URL, Mode: source.Incremental, From: from})
 			collect(units)
 			truth := r.Records()
 			if changed := len(slices.DeleteFunc(slices.Clone(truth), func(rec bench.OAIRecord) bool { return rec.Datestamp.Before(from) })); len(units) != changed {
@@ -284,6 +305,33 @@ func TestQuirks(t *testing.T) {
 			if len(got) != live {
 				t.Errorf("%d records held, %d live", len(got), live)
 			}
+		})
+	}
+}
+
+// BenchmarkWindows harvests a repository answering each request after
+// 20 ms, one chain of resumption tokens at a time and in parallel date
+// windows; it reports records per second.
+func BenchmarkWindows(b *testing.B) {
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 5000, PageSize: 100})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		time.Sleep(20 * time.Millisecond)
+		repo.ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+	for _, conc := range []int{1, 4} {
+		b.Run(fmt.Sprintf("concurrency %d", conc), func(b *testing.B) {
+			p := &oaipmh.Planner{Client: fetch.New(fetch.Options{Retries: -1}), Concurrency: conc}
+			records := 0
+			for b.Loop() {
+				if _, err := p.Plan(context.Background(), source.Task{Source: srv.URL, Mode: source.Baseline}, sourcetest.Holdings{}, func(context.Context, source.Unit) error {
+					records++
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 		})
 	}
 }

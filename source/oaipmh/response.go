@@ -273,6 +273,8 @@ type Identify struct {
 	DeletedRecord string `xml:"deletedRecord" json:"deleted_record"`
 	// Granularity is YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ.
 	Granularity string `xml:"granularity" json:"granularity"`
+	// At is the Identify response's responseDate: the server's clock.
+	At time.Time `xml:"-" json:"response_date,omitzero"`
 }
 
 // Seconds reports whether the repository takes datestamps to the second;
@@ -290,6 +292,7 @@ func (rd *Reader) Identify() (*Identify, error) {
 	}
 	rd.scopes = rd.scopes[:len(rd.scopes)-1]
 	rd.done = true
+	id.At = rd.ResponseDate
 	return &id, nil
 }
 
