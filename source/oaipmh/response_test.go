@@ -268,3 +268,26 @@ func ExampleReader() {
 	// oai:x:1 true <nil>
 	// token: next
 }
+
+// BenchmarkReader reads a page of 100 records of about 2 KB each.
+func BenchmarkReader(b *testing.B) {
+	var body strings.Builder
+	for i := range 100 {
+		body.WriteString(dcRecord(fmt.Sprintf("oai:x:%d", i), strings.Repeat("word ", 400)))
+	}
+	page := envelope("ListRecords", body.String())
+	b.SetBytes(int64(len(page)))
+	for b.Loop() {
+		rd, err := NewReader(strings.NewReader(page), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := rd.Next(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
