@@ -2,9 +2,11 @@ package bench
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -429,4 +431,91 @@ func xmlTextKeepControls(s string) string {
 		xml.EscapeText(&b, []byte(part))
 	}
 	return b.String()
+}
+
+// oaiQuirks names the habits of OAIOptions, for SetQuirks.
+var oaiQuirks = []string{"day-granularity", "ignore-dates", "empty-last-token", "root-namespaces", "control-chars", "one-use-tokens", "gzip", "loop-tokens"}
+
+// OAIQuirks names the server habits SetQuirks takes.
+func OAIQuirks() []string { return slices.Clone(oaiQuirks) }
+
+// SetQuirks turns on the habits named in list, comma-separated (see
+// OAIQuirks; "" for none).
+func (o *OAIOptions) SetQuirks(list string) error {
+	for _, q := range strings.Split(list, ",") {
+		switch strings.TrimSpace(q) {
+		case "":
+		case "day-granularity":
+			o.DayGranularity = true
+		case "ignore-dates":
+			o.IgnoreDates = true
+		case "empty-last-token":
+			o.EmptyLastToken = true
+		case "root-namespaces":
+			o.RootNamespaces = true
+		case "control-chars":
+			o.ControlChars = true
+		case "one-use-tokens":
+			o.OneUseTokens = true
+		case "gzip":
+			o.Gzip = true
+		case "loop-tokens":
+			o.LoopTokens = true
+		default:
+			return fmt.Errorf("no server habit %q (want some of %s)", q, strings.Join(oaiQuirks, ", "))
+		}
+	}
+	return nil
+}
+
+// OAIServer serves an OAIRepository on loopback, at BaseURL.
+type OAIServer struct {
+	// BaseURL is the repository's base URL (the server's URL + "oai").
+	BaseURL string
+	srv     *http.Server
+	served  chan struct{}
+}
+
+// ServeOAI serves repo on addr ("127.0.0.1:0" when empty; loopback only)
+// at the path /oai, each request through wrap when it is set (fault
+// injection, latency), until ctx is done or Close is called.
+func ServeOAI(ctx context.Context, repo *OAIRepository, addr string, wrap func(http.Handler) http.Handler) (*OAIServer, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if err := checkLoopback(addr); err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bench: listen: %w", err)
+	}
+	var h http.Handler = repo
+	if wrap != nil {
+		h = wrap(h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/oai", h)
+	s := &OAIServer{BaseURL: "http://" + ln.Addr().String() + "/oai", served: make(chan struct{}),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	go func() {
+		defer close(s.served)
+		s.srv.Serve(ln)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.Close()
+		case <-s.served:
+		}
+	}()
+	return s, nil
+}
+
+// Close stops the server and waits for it to stop.
+func (s *OAIServer) Close() error {
+	err := s.srv.Close()
+	<-s.served
+	return err
 }

@@ -69,6 +69,10 @@ func (a *app) serveCommand() *cobra.Command {
 	var every, latency time.Duration
 	var static bool
 	var ff faultFlags
+	var oai bool
+	var oaiOpts bench.OAIOptions
+	var oaiQuirks string
+	var oaiAdvance time.Duration
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a directory written by gen (or any static ResourceSync source) on loopback, with Range and ETag support",
@@ -76,11 +80,17 @@ func (a *app) serveCommand() *cobra.Command {
 			"With --fault-rate above 0 the server injects faults, reproducibly for a --fault-seed: 429s with Retry-After, 5xx storms,\n" +
 			"connection resets mid-body, drip-fed and stalled bodies, Range ignored, ETags changed on resume, wrong or missing\n" +
 			"Content-Length, flipped bytes in packages (--faults: all, transient, or a list of " + faultKindList() + ").\n" +
-			"The faults injected, by kind, are printed when the server stops.",
+			"The faults injected, by kind, are printed when the server stops.\n\n" +
+			"With --oai it serves a synthetic OAI-PMH 2.0 repository instead (base URL: the server's URL + \"oai\"), with\n" +
+			"records that change once (--oai-advance-after) and real servers' habits (--oai-quirks: " + strings.Join(bench.OAIQuirks(), ", ") + ").",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if dir == "" {
-				return usagef("--dir is required")
+			if oai {
+				if err := oaiOpts.SetQuirks(oaiQuirks); err != nil {
+					return usagef("--oai-quirks: %v", err)
+				}
+			} else if dir == "" {
+				return usagef("--dir is required (or --oai)")
 			}
 			var inj *bench.FaultInjector
 			if ff.rate > 0 {
@@ -104,6 +114,9 @@ func (a *app) serveCommand() *cobra.Command {
 					}
 					return h
 				}
+			}
+			if oai {
+				return a.serveOAI(ctx, oaiOpts, addr, so.Wrap, inj, oaiAdvance)
 			}
 			srv, err := bench.Serve(ctx, dir, addr, so)
 			if err != nil {
@@ -145,8 +158,40 @@ func (a *app) serveCommand() *cobra.Command {
 	c.Flags().IntVar(&publish, "publish", -1, "publish only the first N change packages, 0 for none (-1: all)")
 	c.Flags().DurationVar(&every, "publish-every", 0, "publish the next change package every interval (with --publish)")
 	c.Flags().DurationVar(&latency, "latency", 0, "wait this long before answering each request (a distant server)")
+	c.Flags().BoolVar(&oai, "oai", false, "serve a synthetic OAI-PMH repository instead of a directory")
+	c.Flags().IntVar(&oaiOpts.Records, "oai-records", 1000, "records the OAI-PMH repository holds at first")
+	c.Flags().IntVar(&oaiOpts.PageSize, "oai-page-size", 100, "records per OAI-PMH list response")
+	c.Flags().StringVar(&oaiQuirks, "oai-quirks", "", "real servers' habits to take on, comma-separated: "+strings.Join(bench.OAIQuirks(), ", "))
+	c.Flags().DurationVar(&oaiAdvance, "oai-advance-after", 0, "after this long, the repository changes once: updates, deletes, new records (0: never)")
 	ff.register(c)
 	return c
+}
+
+// serveOAI serves a synthetic OAI-PMH repository until ctx ends.
+func (a *app) serveOAI(ctx context.Context, o bench.OAIOptions, addr string, wrap func(http.Handler) http.Handler, inj *bench.FaultInjector, advance time.Duration) error {
+	repo := bench.NewOAIRepository(o)
+	srv, err := bench.ServeOAI(ctx, repo, addr, wrap)
+	if err != nil {
+		return usageError{err}
+	}
+	defer srv.Close()
+	if inj != nil {
+		defer func() { fmt.Fprintf(a.stdout, "faults injected: %v\n", inj.Stats()) }()
+	}
+	fmt.Fprintf(a.stdout, "serving an OAI-PMH repository of %d records at %s\n", o.Records, srv.BaseURL)
+	if advance <= 0 {
+		<-ctx.Done()
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(advance):
+		repo.Advance()
+		fmt.Fprintln(a.stdout, "the repository changed")
+	}
+	<-ctx.Done()
+	return nil
 }
 
 // faultFlags are serve's fault injection flags.

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 	fssink "github.com/rsharvest/rsharvest/sink/fs"
@@ -121,5 +124,47 @@ func TestOAICommands(t *testing.T) {
 				t.Errorf("%v: output lacks %q:\n%s%s", tc.args, w, out, stderr)
 			}
 		}
+	}
+}
+
+// TestServeOAI: rsharvest serve --oai serves a synthetic repository, with
+// server habits and injected transient faults, that baseline harvests
+// whole; a habit it does not know is a usage error.
+func TestServeOAI(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"serve", "--oai", "--oai-records", "60", "--oai-page-size", "7", "--oai-quirks", "root-namespaces,gzip,empty-last-token",
+			"--fault-rate", "0.3", "--faults", "transient", "--fault-seed", "3", "--fault-retry-after", "-1s", "--fault-stall", "0s"}, &out, &errb)
+	}()
+	urlRe := regexp.MustCompile(`at (http://127\.0\.0\.1:[0-9]+/oai)`)
+	var base string
+	for i := 0; i < 200 && base == ""; i++ {
+		if m := urlRe.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if base == "" {
+		t.Fatalf("serve did not start: %s %s", out.String(), errb.String())
+	}
+	dir := t.TempDir()
+	code, sout, serr := run(t, "baseline", "--source", base, "--sink", "fs:"+filepath.Join(dir, "mirror"), "--state", filepath.Join(dir, "state.db"), "--progress", "none", "--retries", "10")
+	if code != ExitOK || !strings.Contains(sout, "60 written") {
+		t.Errorf("baseline: exit %d\n%s\n%s", code, sout, serr)
+	}
+	cancel()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("serve: exit %d\n%s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "faults injected") || strings.Contains(out.String(), "faults injected: 0 faults") {
+		t.Errorf("serve printed %q", out.String())
+	}
+	var o, e syncBuffer
+	if code := Main(t.Context(), []string{"serve", "--oai", "--oai-quirks", "gremlins"}, &o, &e); code != ExitUsage || !strings.Contains(e.String(), "gremlins") {
+		t.Errorf("serve --oai-quirks gremlins: exit %d, %s", code, e.String())
 	}
 }
