@@ -194,6 +194,12 @@ func (s *ES) resourceAction(r *sink.Resource, b *body, rev string, now time.Time
 	if err != nil {
 		return nil, errclass.Permanentf("es: put %s: encoding the document: %w", short(r.URI), err)
 	}
+	if b.text != nil {
+		// An OAI-PMH oai_dc record: its Dublin Core elements as fields.
+		if dc := sink.DublinCore(b.text); len(dc) > 0 {
+			src = append(sink.AppendDCFields(src[:len(src)-1], dc), '}')
+		}
+	}
 	if b.b64 != nil || s.opts.StoreBody {
 		// Splice the body in without copying it through the JSON encoder:
 		// base64 needs no JSON escaping.

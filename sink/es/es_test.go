@@ -236,6 +236,32 @@ func TestTextField(t *testing.T) {
 	}
 }
 
+// oaiDCRecord is an OAI-PMH oai_dc record, as a harvest delivers it.
+const oaiDCRecord = `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<oai_dc:dc xmlns:oai_dc="` + sink.OAIDCNamespace + `" xmlns:dc="` + sink.DCNamespace + `">` +
+	`<dc:title>On Rivers</dc:title><dc:creator>Ada</dc:creator><dc:creator>Bob</dc:creator><dc:date>2024</dc:date></oai_dc:dc>`
+
+// TestDublinCoreFields: an oai_dc record's Dublin Core elements are fields
+// of its document; its XML stays in text.
+func TestDublinCoreFields(t *testing.T) {
+	s, srv := newFake(t, Options{})
+	put(t, s, "oai:example.org:1", "application/xml", oaiDCRecord)
+	put(t, s, "http://example.com/other.xml", "application/xml", "<a/>")
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := srv.Doc("res", "oai:example.org:1")
+	doc := decode(t, raw)
+	if fmt.Sprint(doc["dc_title"]) != "[On Rivers]" || fmt.Sprint(doc["dc_creator"]) != "[Ada Bob]" || fmt.Sprint(doc["dc_date"]) != "[2024]" || doc["text"] != oaiDCRecord {
+		t.Errorf("document %v", doc)
+	}
+	raw, _ = srv.Doc("res", "http://example.com/other.xml")
+	for k := range decode(t, raw) {
+		if strings.HasPrefix(k, "dc_") {
+			t.Errorf("a document that is no oai_dc record has %s", k)
+		}
+	}
+}
+
 func TestDocID(t *testing.T) {
 	long := "http://example.com/" + strings.Repeat("x", 600)
 	for _, tt := range []struct {

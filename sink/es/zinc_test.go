@@ -253,6 +253,26 @@ func TestZincOversizeDocument(t *testing.T) {
 	}
 }
 
+// TestZincDublinCore: ZincSearch takes the dc_* fields of an oai_dc record
+// and finds the record by them.
+func TestZincDublinCore(t *testing.T) {
+	s := newZinc(t, Options{})
+	put(t, s, "oai:example.org:1", "application/xml", oaiDCRecord)
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var hits []searchHit
+	for deadline := time.Now().Add(10 * time.Second); len(hits) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var err error
+		if hits, err = s.search(t.Context(), s.opts.Index, map[string]any{"query": map[string]any{"match": map[string]any{"dc_title": "rivers"}}, "size": 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(hits) != 1 || fmt.Sprint(decode(t, hits[0].Source)["dc_creator"]) != "[Ada Bob]" {
+		t.Errorf("search dc_title:rivers: %v", hits)
+	}
+}
+
 // TestZincChanges checks the change documents that Put and Delete append.
 func TestZincChanges(t *testing.T) {
 	s := newZinc(t, Options{})

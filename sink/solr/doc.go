@@ -36,6 +36,7 @@
 //	<field name="resource_set" type="string" indexed="true" stored="true"/>
 //	<field name="text" type="text_general" indexed="true" stored="true"/>
 //	<field name="body" type="binary" indexed="false" stored="true"/>
+//	<dynamicField name="dc_*" type="text_general" indexed="true" stored="true" multiValued="true"/>
 //
 // The text field is filled only when Resource.Type is a text type (text/*,
 // application/xml, application/json, or a +xml or +json suffix; a charset
@@ -43,6 +44,10 @@
 // is valid UTF-8. It holds at most Options.TextMaxBytes of the body, cut at
 // a character boundary, without a leading byte order mark. Only that much
 // of a body is kept in memory; the rest streams through the hashes.
+//
+// When that text is an OAI-PMH oai_dc record (root oai_dc:dc), its Dublin
+// Core elements are fields too: dc_title, dc_creator, … (sink.DCElements),
+// multi-valued text; the XML stays in text (and body).
 //
 // # Identities
 //

@@ -148,7 +148,14 @@ func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reade
 	if err := enc.Encode(d); err != nil {
 		return op{}, errclass.Permanentf("solr: put %s: encoding the document: %w", short(r.URI), err)
 	}
-	return op{id: id, uri: r.URI, doc: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}, nil
+	doc := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if d.Text != "" {
+		// An OAI-PMH oai_dc record: its Dublin Core elements as fields.
+		if dc := sink.DublinCore([]byte(d.Text)); len(dc) > 0 {
+			doc = append(sink.AppendDCFields(doc[:len(doc)-1], dc), '}')
+		}
+	}
+	return op{id: id, uri: r.URI, doc: doc}, nil
 }
 
 // hexOr returns the published digest in hex, else the computed one, else "".

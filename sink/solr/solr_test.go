@@ -363,6 +363,27 @@ func TestDocumentFields(t *testing.T) {
 	}
 }
 
+// TestDublinCoreFields: an OAI-PMH oai_dc record's Dublin Core elements
+// are fields of its document; its XML stays in text.
+func TestDublinCoreFields(t *testing.T) {
+	srv := solrtest.New(t, solrtest.Options{})
+	s := newSink(t, srv, Options{})
+	rec := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<oai_dc:dc xmlns:oai_dc="` + sink.OAIDCNamespace + `" xmlns:dc="` + sink.DCNamespace + `">` +
+		`<dc:title>On Rivers</dc:title><dc:creator>Ada</dc:creator><dc:creator>Bob</dc:creator><dc:date>2024</dc:date></oai_dc:dc>`
+	put(t, s, &sink.Resource{URI: "oai:example.org:1", Length: -1, Type: "application/xml"}, rec)
+	mustClose(t, s)
+	doc, ok := srv.Visible("oai:example.org:1")
+	if !ok {
+		t.Fatal("not indexed")
+	}
+	if fmt.Sprint(doc["dc_title"]) != "[On Rivers]" || fmt.Sprint(doc["dc_creator"]) != "[Ada Bob]" || fmt.Sprint(doc["dc_date"]) != "[2024]" || doc["text"] != rec {
+		t.Errorf("document %v", doc)
+	}
+	if _, ok := doc["dc_subject"]; ok {
+		t.Error("an element the record lacks is a field")
+	}
+}
+
 func TestText(t *testing.T) {
 	tests := []struct {
 		name, typ, body string

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rsharvest/rsharvest/sink"
 )
 
 // FieldType is the type of a schema field, named after Solr's field types.
@@ -50,7 +52,7 @@ type Schema map[string]Field
 // DefaultSchema returns the schema the rsharvest Solr sink writes to, as
 // sink/solr documents it.
 func DefaultSchema() Schema {
-	return Schema{
+	s := Schema{
 		"id":           {Type: String, Required: true},
 		"location":     {Type: String},
 		"length":       {Type: Long},
@@ -64,6 +66,10 @@ func DefaultSchema() Schema {
 		"text":         {Type: Text},
 		"body":         {Type: Binary},
 	}
+	for _, e := range sink.DCElements {
+		s["dc_"+e] = Field{Type: Text, MultiValued: true}
+	}
+	return s
 }
 
 // Doc is a stored document: field name to value. Values are string (String,
