@@ -323,8 +323,8 @@ func (c *Client) policy(rawURL string) retry.Policy {
 var ErrChanged = errors.New("representation changed during transfer")
 
 // StatusError reports an HTTP response with an unusable status. It is
-// wrapped in a retryable error for 408, 425, 429 and 5xx, in a permanent one
-// otherwise.
+// wrapped in a retryable error for 408, 425, 429, 5xx and a 422 with
+// Retry-After, in a permanent one otherwise.
 type StatusError struct {
 	// URL is the URL that answered (after redirects).
 	URL string
@@ -357,10 +357,12 @@ func retryableStatus(code int) bool {
 	return code >= 500 && code <= 599
 }
 
-// statusError builds the classified error for an unusable response.
+// statusError builds the classified error for an unusable response. A
+// 422 that says when to come back (Retry-After), as some OAI-PMH servers
+// answer a harvester going too fast, is temporary too.
 func statusError(resp *http.Response, now time.Time) error {
 	se := &StatusError{URL: resp.Request.URL.String(), StatusCode: resp.StatusCode}
-	if retryableStatus(resp.StatusCode) {
+	if retryableStatus(resp.StatusCode) || (resp.StatusCode == http.StatusUnprocessableEntity && resp.Header.Get("Retry-After") != "") {
 		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
 			se.RetryAfter = d
 		}

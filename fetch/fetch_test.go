@@ -59,6 +59,24 @@ func TestOpenStatus(t *testing.T) {
 			requests: 2, minWait: 3 * time.Second, maxWait: 3 * time.Second,
 		},
 		{
+			name: "422 with Retry-After is temporary",
+			handler: func(n int, w http.ResponseWriter, r *http.Request) {
+				if n == 0 {
+					status(w, http.StatusUnprocessableEntity, "2")
+					return
+				}
+				ok(w)
+			},
+			requests: 2, minWait: 2 * time.Second, maxWait: 2 * time.Second,
+		},
+		{
+			name:     "422 without Retry-After is permanent",
+			handler:  sequence(422),
+			class:    errclass.Permanent,
+			status:   422,
+			requests: 1,
+		},
+		{
 			name: "503 with Retry-After in the past: backoff only",
 			handler: func(n int, w http.ResponseWriter, r *http.Request) {
 				if n == 0 {
