@@ -6,7 +6,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -480,16 +479,9 @@ type OAIServer struct {
 // at the path /oai, each request through wrap when it is set (fault
 // injection, latency), until ctx is done or Close is called.
 func ServeOAI(ctx context.Context, repo *OAIRepository, addr string, wrap func(http.Handler) http.Handler) (*OAIServer, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	if err := checkLoopback(addr); err != nil {
-		return nil, err
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
+	ln, err := listen(ctx, addr, false)
 	if err != nil {
-		return nil, fmt.Errorf("bench: listen: %w", err)
+		return nil, err
 	}
 	var h http.Handler = repo
 	if wrap != nil {

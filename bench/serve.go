@@ -626,22 +626,9 @@ type Server struct {
 // documents' placeholder is rewritten to the server's URL. The server
 // stops when ctx is done or Close is called.
 func Serve(ctx context.Context, dir, addr string, opts ServeOptions) (*Server, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	if !opts.AllowNonLoopback {
-		if err := checkLoopback(addr); err != nil {
-			return nil, err
-		}
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
+	ln, err := listen(ctx, addr, opts.AllowNonLoopback)
 	if err != nil {
-		return nil, fmt.Errorf("bench: listen: %w", err)
-	}
-	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !opts.AllowNonLoopback && !ta.IP.IsLoopback() {
-		ln.Close()
-		return nil, fmt.Errorf("bench: %s is not a loopback address", ln.Addr())
+		return nil, err
 	}
 	s := &Server{URL: "http://" + ln.Addr().String() + "/", served: make(chan struct{})}
 	if opts.BaseURL == "" {
@@ -684,6 +671,29 @@ func (s *Server) Close() error {
 		s.err = errors.Join(err, s.Handler.Close())
 	})
 	return s.err
+}
+
+// listen listens on addr ("127.0.0.1:0", a free loopback port, when
+// empty), refusing an address that is not loopback unless anyAddr.
+func listen(ctx context.Context, addr string, anyAddr bool) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if !anyAddr {
+		if err := checkLoopback(addr); err != nil {
+			return nil, err
+		}
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bench: listen: %w", err)
+	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !anyAddr && !ta.IP.IsLoopback() {
+		ln.Close()
+		return nil, fmt.Errorf("bench: %s is not a loopback address", ln.Addr())
+	}
+	return ln, nil
 }
 
 // checkLoopback refuses addresses whose host is not a loopback address or

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/testdata/hostile"
@@ -229,4 +231,17 @@ func TestDemoAgain(t *testing.T) {
 			t.Errorf("%s of the second demo run: %s", name, b)
 		}
 	}
+}
+
+// servedURL waits up to 2 s for what a serve command prints to match
+// pattern and returns its first group, "" if it never does.
+func servedURL(out *syncBuffer, pattern string) string {
+	re := regexp.MustCompile(pattern)
+	for range 200 {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return ""
 }

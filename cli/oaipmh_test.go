@@ -6,10 +6,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 	fssink "github.com/rsharvest/rsharvest/sink/fs"
@@ -139,15 +137,7 @@ func TestServeOAI(t *testing.T) {
 		done <- Main(ctx, []string{"serve", "--oai", "--oai-records", "60", "--oai-page-size", "7", "--oai-quirks", "root-namespaces,gzip,empty-last-token",
 			"--fault-rate", "0.3", "--faults", "transient", "--fault-seed", "3", "--fault-retry-after", "-1s", "--fault-stall", "0s"}, &out, &errb)
 	}()
-	urlRe := regexp.MustCompile(`at (http://127\.0\.0\.1:[0-9]+/oai)`)
-	var base string
-	for i := 0; i < 200 && base == ""; i++ {
-		if m := urlRe.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		} else {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	base := servedURL(&out, `at (http://127\.0\.0\.1:[0-9]+/oai)`)
 	if base == "" {
 		t.Fatalf("serve did not start: %s %s", out.String(), errb.String())
 	}

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -390,15 +389,7 @@ func TestServeFaultFlags(t *testing.T) {
 			go func() {
 				done <- Main(ctx, append([]string{"serve", "--dir", dir}, tc.args...), &out, &errb)
 			}()
-			urlRe := regexp.MustCompile(`at (http://127\.0\.0\.1:[0-9]+/)`)
-			var base string
-			for i := 0; i < 200 && base == ""; i++ {
-				if m := urlRe.FindStringSubmatch(out.String()); m != nil {
-					base = m[1]
-				} else {
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
+			base := servedURL(&out, `at (http://127\.0\.0\.1:[0-9]+/)`)
 			if base == "" {
 				cancel()
 				t.Fatalf("serve did not start: %s %s", out.String(), errb.String())
