@@ -122,11 +122,15 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		mu             sync.Mutex
 		pages, outside int
 		failed         []error
+		refused        error // what emit returned: nothing is emitted after it
 	)
 	emitOne := func(ctx context.Context, u source.Unit) error {
 		mu.Lock()
 		defer mu.Unlock()
-		return emit(ctx, u)
+		if refused == nil {
+			refused = emit(ctx, u)
+		}
+		return refused
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(p.Concurrency, 1))
