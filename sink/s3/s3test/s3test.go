@@ -134,7 +134,7 @@ func tryStart(ctx context.Context, bin, dir string) (*Server, error) {
 	return srv, nil
 }
 
-// launch starts the process on srv.addr and waits until it is live.
+// launch starts the process on srv.addr and waits until it is ready.
 func (srv *Server) launch(ctx context.Context) error {
 	cmd := exec.Command(srv.bin, "server", filepath.Join(srv.dir, "data"),
 		"--address", srv.addr, "--console-address", srv.console, "--quiet")
@@ -158,7 +158,7 @@ func (srv *Server) launch(ctx context.Context) error {
 	srv.mu.Lock()
 	srv.cmd, srv.exited, srv.output = cmd, exited, out
 	srv.mu.Unlock()
-	if err := waitLive(ctx, srv.addr, exited, liveTimeout); err != nil {
+	if err := waitReady(ctx, srv.addr, exited, liveTimeout); err != nil {
 		srv.Kill()
 		return fmt.Errorf("s3test: %w; its output:\n%s", err, out.String())
 	}
@@ -256,11 +256,14 @@ func (srv *Server) Stop() {
 	_ = os.RemoveAll(srv.dir)
 }
 
-// waitLive polls the liveness endpoint until it answers 200.
-func waitLive(ctx context.Context, addr string, exited <-chan struct{}, timeout time.Duration) error {
+// waitReady polls the readiness endpoint until it answers 200.
+func waitReady(ctx context.Context, addr string, exited <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: time.Second}
-	url := "http://" + addr + "/minio/health/live"
+	// Ready, not just live: a server restarted over its data is live
+	// before its object layer is up, and answers 503
+	// XMinioServerNotInitialized until then.
+	url := "http://" + addr + "/minio/health/ready"
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -274,13 +277,13 @@ func waitLive(ctx context.Context, addr string, exited <-chan struct{}, timeout 
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("minio exited before it was live at %s", addr)
+			return fmt.Errorf("minio exited before it was ready at %s", addr)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("minio not live at %s after %v", url, timeout)
+			return fmt.Errorf("minio not ready at %s after %v", url, timeout)
 		}
 	}
 }
