@@ -111,6 +111,10 @@ func TestOAICommands(t *testing.T) {
 		{[]string{"sets", srv.URL, "--json"}, ExitOK, []string{`"spec": "parity:even"`, `"name": "Multiples of ten"`}},
 		{[]string{"sets", srv.URL}, ExitOK, []string{"parity:odd   Odd"}},
 		{[]string{"identify", notOAI.URL + "/oai", "--retries", "0"}, ExitSource, []string{"404"}},
+		{[]string{"record", srv.URL, "oai:rsharvest.example:0000003"}, ExitOK, []string{"identifier: oai:rsharvest.example:0000003", "sets:       parity:odd", `<?xml version="1.0" encoding="UTF-8"?>`, "<dc:title>Record 3, version 0</dc:title>"}},
+		{[]string{"record", srv.URL, "oai:rsharvest.example:0000003", "--json"}, ExitOK, []string{`"identifier": "oai:rsharvest.example:0000003"`, `"metadata": "<?xml version=\"1.0\"`}},
+		{[]string{"record", srv.URL, "oai:nope", "--retries", "0"}, ExitSource, []string{"idDoesNotExist"}},
+		{[]string{"record", srv.URL}, ExitUsage, []string{"takes 2 arguments"}},
 		{[]string{"identify", "ftp://x"}, ExitUsage, []string{"not an absolute http(s) URL"}},
 	} {
 		code, out, stderr := run(t, append([]string{"oai"}, tc.args...)...)

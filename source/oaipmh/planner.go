@@ -281,6 +281,23 @@ func (p *Planner) Formats(ctx context.Context, base string) ([]MetadataFormat, e
 	return out, err
 }
 
+// GetRecord returns the record identifier of the repository at base in
+// format prefix ("": DefaultMetadataPrefix). An unknown identifier is an
+// Errors holding idDoesNotExist.
+func (p *Planner) GetRecord(ctx context.Context, base, identifier, prefix string) (*Record, error) {
+	var rec *Record
+	args := url.Values{"verb": {"GetRecord"}, "identifier": {identifier}, "metadataPrefix": {cmp.Or(prefix, DefaultMetadataPrefix)}}
+	_, err := p.request(ctx, base, args, func(rd *Reader) error {
+		r, err := rd.Next()
+		if err == io.EOF {
+			return errclass.Permanentf("%w: a GetRecord response without a record", ErrMalformed)
+		}
+		rec = r
+		return err
+	})
+	return rec, err
+}
+
 // Sets returns the sets of the repository at base, following resumption
 // tokens (at most MaxPages pages); a repository without sets answers
 // noSetHierarchy, returned as Errors.
