@@ -78,10 +78,15 @@ func ResourceSet(prefix, set string) string {
 
 // Plan plans task (see Planner).
 func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
-	prefix := p.MetadataPrefix
-	if prefix == "" {
-		prefix = DefaultMetadataPrefix
+	change := source.Change("") // a baseline's records are a snapshot
+	switch task.Mode {
+	case source.Incremental:
+		change = source.Updated // OAI-PMH does not tell created from updated
+	case source.Baseline:
+	default:
+		return nil, errclass.Fatalf("oaipmh: no such task mode %q", task.Mode)
 	}
+	prefix := cmp.Or(p.MetadataPrefix, DefaultMetadataPrefix)
 	log := p.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -104,14 +109,6 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	args := url.Values{"verb": {"ListRecords"}, "metadataPrefix": {prefix}}
 	if task.Set != "" {
 		args.Set("set", task.Set)
-	}
-	change := source.Change("")
-	switch task.Mode {
-	case source.Incremental:
-		change = source.Updated
-	case source.Baseline:
-	default:
-		return nil, errclass.Fatalf("oaipmh: no such task mode %q", task.Mode)
 	}
 	now := id.At // the server's clock, before any record was asked for
 	if now.IsZero() {
@@ -255,7 +252,7 @@ func MayBeRepository(src string) bool {
 // ErrMalformed when the answer is not an OAI-PMH Identify response.
 func (p *Planner) Identify(ctx context.Context, base string) (*Identify, error) {
 	var id *Identify
-	_, err := p.request(ctx, base, url.Values{"verb": {"Identify"}}, func(rd *Reader) error {
+	err := p.request(ctx, base, url.Values{"verb": {"Identify"}}, func(rd *Reader) error {
 		var err error
 		id, err = rd.Identify()
 		return err
@@ -266,7 +263,7 @@ func (p *Planner) Identify(ctx context.Context, base string) (*Identify, error) 
 // Formats returns the metadata formats the repository at base offers.
 func (p *Planner) Formats(ctx context.Context, base string) ([]MetadataFormat, error) {
 	var out []MetadataFormat
-	_, err := p.request(ctx, base, url.Values{"verb": {"ListMetadataFormats"}}, func(rd *Reader) error {
+	err := p.request(ctx, base, url.Values{"verb": {"ListMetadataFormats"}}, func(rd *Reader) error {
 		for {
 			f, err := rd.NextFormat()
 			if err == io.EOF {
@@ -287,7 +284,7 @@ func (p *Planner) Formats(ctx context.Context, base string) ([]MetadataFormat, e
 func (p *Planner) GetRecord(ctx context.Context, base, identifier, prefix string) (*Record, error) {
 	var rec *Record
 	args := url.Values{"verb": {"GetRecord"}, "identifier": {identifier}, "metadataPrefix": {cmp.Or(prefix, DefaultMetadataPrefix)}}
-	_, err := p.request(ctx, base, args, func(rd *Reader) error {
+	err := p.request(ctx, base, args, func(rd *Reader) error {
 		r, err := rd.Next()
 		if err == io.EOF {
 			return errclass.Permanentf("%w: a GetRecord response without a record", ErrMalformed)
@@ -303,64 +300,75 @@ func (p *Planner) GetRecord(ctx context.Context, base, identifier, prefix string
 // noSetHierarchy, returned as Errors.
 func (p *Planner) Sets(ctx context.Context, base string) ([]Set, error) {
 	var out []Set
-	args := url.Values{"verb": {"ListSets"}}
-	seen := map[string]bool{}
-	for pages := 1; ; pages++ {
-		var token Token
-		_, err := p.request(ctx, base, args, func(rd *Reader) error {
-			for {
-				s, err := rd.NextSet()
-				if err == io.EOF {
-					token = rd.Token()
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				out = append(out, *s)
+	_, err := p.follow(ctx, base, url.Values{"verb": {"ListSets"}}, func(rd *Reader) error {
+		for {
+			s, err := rd.NextSet()
+			if err == io.EOF {
+				return nil
 			}
-		})
-		switch {
-		case err != nil:
-			return out, err
-		case token.Value == "":
-			return out, nil
-		case seen[token.Value]:
-			return out, errclass.Permanentf("%s: %w: %q", base, ErrTokenLoop, token.Value)
-		case pages >= cmp.Or(p.MaxPages, DefaultMaxPages):
-			return out, errclass.Permanentf("%s: more than %d pages of sets; stopped", base, pages)
+			if err != nil {
+				return err
+			}
+			out = append(out, *s)
 		}
-		seen[token.Value] = true
-		args = url.Values{"verb": {"ListSets"}, "resumptionToken": {token.Value}}
-	}
+	})
+	return out, err
 }
 
-// request GETs base with args and hands the response to read; it
-// returns the response's responseDate, also of a response reporting OAI
-// errors.
-func (p *Planner) request(ctx context.Context, base string, args url.Values, read func(*Reader) error) (time.Time, error) {
+// request GETs base with args and hands the response to read.
+func (p *Planner) request(ctx context.Context, base string, args url.Values, read func(*Reader) error) error {
 	u := base + "?" + args.Encode()
 	body, err := p.Client.Open(ctx, u)
 	if err != nil {
-		return time.Time{}, err
+		return err
 	}
 	defer body.Close()
 	in, err := fetch.DecodeDocument(body, u, body.Header.Get("Content-Encoding"), p.MaxDocumentSize)
 	if err != nil {
-		return time.Time{}, err
+		return err
 	}
 	rd, err := NewReader(in, Options{MaxRecordSize: p.MaxRecordSize})
+	if err == nil {
+		err = read(rd)
+	}
 	if err != nil {
-		var at time.Time
-		if rd != nil {
-			at = rd.ResponseDate
+		return fmt.Errorf("%s: %w", u, err)
+	}
+	return nil
+}
+
+// follow requests a list with args, then through its resumption tokens,
+// handing each response to read (which reads its items; the token is
+// taken after). noRecordsMatch is an empty page. A token sent twice
+// (ErrTokenLoop), or more than MaxPages pages, ends the list with a
+// permanent error. It returns how many pages were read.
+func (p *Planner) follow(ctx context.Context, base string, args url.Values, read func(*Reader) error) (int, error) {
+	seen := map[string]bool{}
+	maxPages := cmp.Or(p.MaxPages, DefaultMaxPages)
+	for pages := 0; ; {
+		var token Token
+		err := p.request(ctx, base, args, func(rd *Reader) error {
+			if err := read(rd); err != nil {
+				return err
+			}
+			token = rd.Token()
+			return nil
+		})
+		if err != nil && !IsNoRecordsMatch(err) {
+			return pages, err
 		}
-		return at, fmt.Errorf("%s: %w", u, err)
+		pages++
+		switch {
+		case token.Value == "":
+			return pages, nil
+		case seen[token.Value]:
+			return pages, errclass.Permanentf("%s: %w: %q", base, ErrTokenLoop, token.Value)
+		case pages >= maxPages:
+			return pages, errclass.Permanentf("%s: more than %d pages; stopped", base, maxPages)
+		}
+		seen[token.Value] = true
+		args = url.Values{"verb": {args.Get("verb")}, "resumptionToken": {token.Value}}
 	}
-	if err := read(rd); err != nil {
-		return rd.ResponseDate, fmt.Errorf("%s: %w", u, err)
-	}
-	return rd.ResponseDate, nil
 }
 
 // harvest is one list being harvested.
@@ -380,38 +388,12 @@ type harvest struct {
 	pages int
 }
 
-// list follows a list from its first request through its resumption
+// list harvests a list from its first request through its resumption
 // tokens, emitting each record.
 func (h *harvest) list(ctx context.Context, args url.Values) error {
-	seen := map[string]bool{}
-	maxPages := cmp.Or(h.MaxPages, DefaultMaxPages)
-	for {
-		var token Token
-		_, err := h.request(ctx, h.base, args, func(rd *Reader) error {
-			if err := h.page(ctx, rd); err != nil {
-				return err
-			}
-			token = rd.Token()
-			return nil
-		})
-		if IsNoRecordsMatch(err) {
-			err = nil
-		}
-		if err != nil {
-			return err
-		}
-		h.pages++
-		switch {
-		case token.Value == "":
-			return nil
-		case seen[token.Value]:
-			return errclass.Permanentf("%s: %w: %q", h.base, ErrTokenLoop, token.Value)
-		case h.pages >= maxPages:
-			return errclass.Permanentf("%s: more than %d pages; stopped", h.base, maxPages)
-		}
-		seen[token.Value] = true
-		args = url.Values{"verb": {args.Get("verb")}, "resumptionToken": {token.Value}}
-	}
+	var err error
+	h.pages, err = h.follow(ctx, h.base, args, func(rd *Reader) error { return h.page(ctx, rd) })
+	return err
 }
 
 // page emits the records of one response.

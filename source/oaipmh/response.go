@@ -136,9 +136,8 @@ type Reader struct {
 }
 
 // NewReader reads a response's envelope from r up to its verb's element:
-// responseDate, request, and the errors a response may report instead:
-// those are returned as Errors, with the Reader, whose envelope fields
-// are set and which has no records. The error of a response that is not OAI-PMH wraps
+// responseDate, request, and the errors a response may report instead
+// (returned as Errors). The error of a response that is not OAI-PMH wraps
 // ErrMalformed. Characters XML 1.0 forbids (control characters some
 // servers let through) are replaced by U+FFFD and counted (Replaced).
 func NewReader(r io.Reader, opts Options) (*Reader, error) {
@@ -160,8 +159,7 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 		se, err := rd.start()
 		if err == io.EOF || (err == nil && se == nil) {
 			if len(errs) > 0 {
-				rd.done = true
-				return rd, errclass.NewPermanent(errs)
+				return nil, errclass.NewPermanent(errs)
 			}
 			return nil, malformed("no verb element")
 		}
@@ -198,8 +196,7 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 			errs = append(errs, e)
 		default:
 			if len(errs) > 0 {
-				rd.done = true
-				return rd, errclass.NewPermanent(errs)
+				return nil, errclass.NewPermanent(errs)
 			}
 			if rd.Verb == "" {
 				rd.Verb = se.Name.Local
@@ -663,7 +660,6 @@ type tap struct {
 	// base on.
 	rec  bool
 	base int64
-	off  int64
 	buf  []byte
 }
 
@@ -689,7 +685,6 @@ func (t *tap) ReadByte() (byte, error) {
 	if t.rec {
 		t.buf = append(t.buf, c)
 	}
-	t.off++
 	return c, nil
 }
 
