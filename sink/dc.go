@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -20,13 +21,14 @@ var DCElements = [...]string{"title", "creator", "subject", "description", "publ
 	"type", "format", "identifier", "source", "language", "relation", "coverage", "rights"}
 
 // DublinCore returns the Dublin Core elements of an oai_dc record — an
-// XML document whose root is oai_dc:dc, as an OAI-PMH harvest delivers —
-// by element name, each with its values in document order (whitespace
-// trimmed, empty ones left out). It returns nil for any other document,
-// or one that is not well-formed.
-func DublinCore(doc []byte) map[string][]string {
-	if !bytes.Contains(doc, []byte(OAIDCNamespace)) {
-		return nil // cheap: most bodies are not oai_dc records
+// XML document (mediaType names XML) whose root is oai_dc:dc, as an
+// OAI-PMH harvest delivers — by element name, each with its values in
+// document order (whitespace trimmed, empty ones left out). It returns
+// nil for any other document, or one that is not well-formed; other
+// bodies are not scanned.
+func DublinCore(mediaType string, doc []byte) map[string][]string {
+	if !strings.Contains(mediaType, "xml") || !bytes.Contains(doc, []byte(OAIDCNamespace)) {
+		return nil // most bodies are not oai_dc records
 	}
 	dec := xml.NewDecoder(bytes.NewReader(doc))
 	var out map[string][]string
@@ -59,7 +61,7 @@ func DublinCore(doc []byte) map[string][]string {
 			}
 		case xml.EndElement:
 			if depth == 2 && field != "" {
-				if v := strings.TrimSpace(text.String()); v != "" && isDCElement(field) {
+				if v := strings.TrimSpace(text.String()); v != "" && slices.Contains(DCElements[:], field) {
 					out[field] = append(out[field], v)
 				}
 				field = ""
@@ -67,15 +69,6 @@ func DublinCore(doc []byte) map[string][]string {
 			depth--
 		}
 	}
-}
-
-func isDCElement(name string) bool {
-	for _, e := range DCElements {
-		if e == name {
-			return true
-		}
-	}
-	return false
 }
 
 // AppendDCFields appends to a JSON object's members (dst ends before the

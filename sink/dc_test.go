@@ -24,12 +24,15 @@ func TestDublinCore(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := DublinCore([]byte(tc.doc)); !reflect.DeepEqual(got, tc.want) {
+			if got := DublinCore("application/xml", []byte(tc.doc)); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("DublinCore = %v, want %v", got, tc.want)
 			}
 		})
 	}
-	obj := AppendDCFields([]byte(`{"id":"x"`), DublinCore([]byte(rec)))
+	if got := DublinCore("text/plain", []byte(rec)); got != nil {
+		t.Errorf("a text/plain body was read as a record: %v", got)
+	}
+	obj := AppendDCFields([]byte(`{"id":"x"`), DublinCore("application/xml", []byte(rec)))
 	obj = append(obj, '}')
 	var got map[string]any
 	if err := json.Unmarshal(obj, &got); err != nil {
@@ -46,7 +49,7 @@ func FuzzDublinCore(f *testing.F) {
 	f.Add(`<oai_dc:dc xmlns:oai_dc="` + OAIDCNamespace + `" xmlns:dc="` + DCNamespace + `"><dc:title>t</dc:title></oai_dc:dc>`)
 	f.Add(`<x/>`)
 	f.Fuzz(func(t *testing.T, doc string) {
-		obj := append(AppendDCFields([]byte(`{"id":"x"`), DublinCore([]byte(doc))), '}')
+		obj := append(AppendDCFields([]byte(`{"id":"x"`), DublinCore("application/xml", []byte(doc))), '}')
 		if !json.Valid(obj) {
 			t.Fatalf("invalid JSON %s", obj)
 		}

@@ -196,7 +196,7 @@ func (s *ES) resourceAction(r *sink.Resource, b *body, rev string, now time.Time
 	}
 	if b.text != nil {
 		// An OAI-PMH oai_dc record: its Dublin Core elements as fields.
-		if dc := sink.DublinCore(b.text); len(dc) > 0 {
+		if dc := sink.DublinCore(r.Type, b.text); len(dc) > 0 {
 			src = append(sink.AppendDCFields(src[:len(src)-1], dc), '}')
 		}
 	}

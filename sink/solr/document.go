@@ -151,7 +151,7 @@ func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reade
 	doc := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if d.Text != "" {
 		// An OAI-PMH oai_dc record: its Dublin Core elements as fields.
-		if dc := sink.DublinCore([]byte(d.Text)); len(dc) > 0 {
+		if dc := sink.DublinCore(r.Type, []byte(d.Text)); len(dc) > 0 {
 			doc = append(sink.AppendDCFields(doc[:len(doc)-1], dc), '}')
 		}
 	}
