@@ -74,10 +74,7 @@ func (w *finder) set(ctx context.Context, desc *doc, p *setPlan) Set {
 		if ctx.Err() != nil {
 			break
 		}
-		next, err := at.down(o.url, w.opts.MaxDepth)
-		sv.child(at, &manifest.Entry{Loc: o.url, Metadata: manifest.NewMetadata()}, next, err, func() error {
-			return sw.walk(ctx, o.url, p.url, next)
-		})
+		sw.child(ctx, at, &manifest.Entry{Loc: o.url, Metadata: manifest.NewMetadata()}, p.url)
 	}
 	st.Capabilities = sv.roots
 	return st
