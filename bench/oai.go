@@ -124,43 +124,57 @@ func (r *OAIRepository) Records() []OAIRecord {
 }
 
 func (r *OAIRepository) records(rev int) []OAIRecord {
-	n := r.o.Records
-	if rev > 0 {
-		n += r.o.Records / 10
-	}
-	changed := r.now(0).Add(24 * time.Hour)
-	out := make([]OAIRecord, n)
+	out := make([]OAIRecord, r.count(rev))
 	for i := range out {
-		rec := OAIRecord{Identifier: fmt.Sprintf("oai:rsharvest.example:%07d", i), Datestamp: oaiBase.Add(time.Duration(i) * time.Minute)}
-		version := 0
-		switch {
-		case i >= r.o.Records: // created in revision 1
-			rec.Datestamp = changed.Add(time.Duration(i) * time.Second)
-		case rev > 0 && i%7 == 0:
-			rec.Deleted, rec.Datestamp = true, changed.Add(time.Duration(i)*time.Second)
-		case rev > 0 && i%5 == 0:
-			version, rec.Datestamp = 1, changed.Add(time.Duration(i)*time.Second)
-		}
-		if r.o.DayGranularity {
-			rec.Datestamp = rec.Datestamp.Truncate(24 * time.Hour)
-		}
-		rec.Sets = []string{"parity:odd"}
-		if i%2 == 0 {
-			rec.Sets[0] = "parity:even"
-		}
-		if i%10 == 0 {
-			rec.Sets = append(rec.Sets, "tens")
-		}
-		if !rec.Deleted {
-			rec.Title = fmt.Sprintf("Record %d, version %d", i, version)
-			if r.o.ControlChars && i%7 == 3 {
-				rec.Title += " \x01\x1f"
-			}
-		}
-		out[i] = rec
+		out[i] = r.recordAt(rev, i)
 	}
 	return out
 }
+
+// count is how many records revision rev holds, deleted ones included.
+func (r *OAIRepository) count(rev int) int {
+	if rev > 0 {
+		return r.o.Records + r.o.Records/10
+	}
+	return r.o.Records
+}
+
+// recordAt returns record i of revision rev (0 <= i < count(rev)),
+// computed: a list request costs what its page holds, not the
+// repository's size.
+func (r *OAIRepository) recordAt(rev, i int) OAIRecord {
+	changed := r.now(0).Add(24 * time.Hour)
+	rec := OAIRecord{Identifier: fmt.Sprintf(oaiIDFormat, i), Datestamp: oaiBase.Add(time.Duration(i) * time.Minute)}
+	version := 0
+	switch {
+	case i >= r.o.Records: // created in revision 1
+		rec.Datestamp = changed.Add(time.Duration(i) * time.Second)
+	case rev > 0 && i%7 == 0:
+		rec.Deleted, rec.Datestamp = true, changed.Add(time.Duration(i)*time.Second)
+	case rev > 0 && i%5 == 0:
+		version, rec.Datestamp = 1, changed.Add(time.Duration(i)*time.Second)
+	}
+	if r.o.DayGranularity {
+		rec.Datestamp = rec.Datestamp.Truncate(24 * time.Hour)
+	}
+	rec.Sets = []string{"parity:odd"}
+	if i%2 == 0 {
+		rec.Sets[0] = "parity:even"
+	}
+	if i%10 == 0 {
+		rec.Sets = append(rec.Sets, "tens")
+	}
+	if !rec.Deleted {
+		rec.Title = fmt.Sprintf("Record %d, version %d", i, version)
+		if r.o.ControlChars && i%7 == 3 {
+			rec.Title += " \x01\x1f"
+		}
+	}
+	return rec
+}
+
+// oaiIDFormat makes record i's identifier.
+const oaiIDFormat = "oai:rsharvest.example:%07d"
 
 // ServeHTTP answers an OAI-PMH request (GET or POST).
 func (r *OAIRepository) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -246,14 +260,11 @@ func (r *OAIRepository) answer(args map[string][]string, rev int) oaiAnswer {
 		if get("metadataPrefix") != "oai_dc" {
 			return oaiError("cannotDisseminateFormat", "only oai_dc")
 		}
-		for _, rec := range r.records(rev) {
-			if rec.Identifier == get("identifier") {
-				a.body = "<GetRecord>" + r.record(rec, true) + "</GetRecord>"
-			}
-		}
-		if a.body == "" {
+		var i int
+		if _, err := fmt.Sscanf(get("identifier"), oaiIDFormat, &i); err != nil || i < 0 || i >= r.count(rev) || fmt.Sprintf(oaiIDFormat, i) != get("identifier") {
 			return oaiError("idDoesNotExist", get("identifier"))
 		}
+		a.body = "<GetRecord>" + r.record(r.recordAt(rev, i), true) + "</GetRecord>"
 	case "ListRecords", "ListIdentifiers":
 		var err oaiAnswer
 		if a.body, err = r.list(verb, get, rev); a.body == "" {
@@ -266,15 +277,18 @@ func (r *OAIRepository) answer(args map[string][]string, rev int) oaiAnswer {
 	return a
 }
 
-// list answers ListRecords and ListIdentifiers.
+// list answers ListRecords and ListIdentifiers. A token holds the index
+// of the next matching record, so a page costs what it holds (and the
+// records it skips), never the whole repository; completeListSize and
+// cursor, optional, are not sent.
 func (r *OAIRepository) list(verb string, get func(string) string, rev int) (string, oaiAnswer) {
-	prefix, from, until, set, offset := get("metadataPrefix"), get("from"), get("until"), get("set"), 0
+	prefix, from, until, set, start := get("metadataPrefix"), get("from"), get("until"), get("set"), 0
 	if tok := get("resumptionToken"); tok != "" {
 		if prefix != "" || from != "" || until != "" || set != "" {
 			return "", oaiError("badArgument", "resumptionToken is exclusive")
 		}
 		var ok bool
-		if offset, prefix, from, until, set, ok = parseOAIToken(tok); !ok || (r.o.OneUseTokens && r.used[tok]) {
+		if start, prefix, from, until, set, ok = parseOAIToken(tok); !ok || (r.o.OneUseTokens && r.used[tok]) {
 			return "", oaiError("badResumptionToken", "expired or unknown: "+tok)
 		}
 		r.used[tok] = true
@@ -286,23 +300,32 @@ func (r *OAIRepository) list(verb string, get func(string) string, rev int) (str
 	if !ok {
 		return "", oaiError("badArgument", "from or until not in the repository's granularity")
 	}
-	var match []OAIRecord
-	for _, rec := range r.records(rev) {
+	match := func(rec OAIRecord) bool {
 		if set != "" && !slices.ContainsFunc(rec.Sets, func(s string) bool { return s == set || strings.HasPrefix(s, set+":") }) {
-			continue
+			return false
 		}
-		if !r.o.IgnoreDates && ((!lo.IsZero() && rec.Datestamp.Before(lo)) || (!hi.IsZero() && rec.Datestamp.After(hi))) {
-			continue
-		}
-		match = append(match, rec)
+		return r.o.IgnoreDates || ((lo.IsZero() || !rec.Datestamp.Before(lo)) && (hi.IsZero() || !rec.Datestamp.After(hi)))
 	}
-	if len(match) == 0 {
+	// scan returns the page of matches from index from on, and the index
+	// of the match after it (-1: none).
+	scan := func(from int) (page []OAIRecord, next int) {
+		for i := from; i < r.count(rev); i++ {
+			if rec := r.recordAt(rev, i); match(rec) {
+				if len(page) == r.o.PageSize {
+					return page, i
+				}
+				page = append(page, rec)
+			}
+		}
+		return page, -1
+	}
+	page, next := scan(start)
+	if len(page) == 0 {
 		return "", oaiError("noRecordsMatch", "no record matches")
 	}
 	var b strings.Builder
 	b.WriteString("<" + verb + ">")
-	end := min(offset+r.o.PageSize, len(match))
-	for _, rec := range match[offset:end] {
+	for _, rec := range page {
 		if verb == "ListIdentifiers" {
 			b.WriteString(r.header(rec))
 		} else {
@@ -310,15 +333,14 @@ func (r *OAIRepository) list(verb string, get func(string) string, rev int) (str
 		}
 	}
 	switch {
-	case end < len(match):
-		next := end
-		if r.o.LoopTokens {
-			next = min(r.o.PageSize, end)
+	case next >= 0:
+		if r.o.LoopTokens && start > 0 {
+			_, next = scan(0) // the second page's token, again
 		}
 		tok := fmt.Sprintf("%d+%s/%s %s %s", next, prefix, orDash(from), orDash(until), orDash(set))
-		fmt.Fprintf(&b, `<resumptionToken completeListSize="%d" cursor="%d">%s</resumptionToken>`, len(match), offset, xmlText(tok))
-	case offset > 0 && r.o.EmptyLastToken:
-		fmt.Fprintf(&b, `<resumptionToken completeListSize="%d" cursor="%d"/>`, len(match), offset)
+		fmt.Fprintf(&b, `<resumptionToken>%s</resumptionToken>`, xmlText(tok))
+	case start > 0 && r.o.EmptyLastToken:
+		b.WriteString(`<resumptionToken/>`)
 	}
 	b.WriteString("</" + verb + ">")
 	return b.String(), oaiAnswer{}
