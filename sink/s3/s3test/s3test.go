@@ -228,7 +228,7 @@ func (srv *Server) Restart(ctx context.Context) error {
 	var err error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		if err = srv.launch(ctx); err == nil {
-			return nil
+			return srv.waitServing(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -256,13 +256,31 @@ func (srv *Server) Stop() {
 	_ = os.RemoveAll(srv.dir)
 }
 
+// waitServing waits until the server answers S3 requests: restarted over
+// its data, MinIO says it is live and even ready while it still answers
+// 503 XMinioServerNotInitialized for a while.
+func (srv *Server) waitServing(ctx context.Context) error {
+	deadline := time.Now().Add(liveTimeout)
+	for {
+		_, err := srv.admin.ListBuckets(ctx)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("s3test: minio at %s not serving after %v: %w", srv.addr, liveTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // waitReady polls the readiness endpoint until it answers 200.
 func waitReady(ctx context.Context, addr string, exited <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: time.Second}
-	// Ready, not just live: a server restarted over its data is live
-	// before its object layer is up, and answers 503
-	// XMinioServerNotInitialized until then.
 	url := "http://" + addr + "/minio/health/ready"
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
