@@ -46,6 +46,10 @@ type OAIOptions struct {
 	// OneUseTokens: a resumption token answered once is expired:
 	// asking again is a badResumptionToken.
 	OneUseTokens bool
+	// ForgetTokens: every 10th resumption token asked for is answered
+	// badResumptionToken, as by a server that restarted and forgot its
+	// tokens (asking with that token again would fail again).
+	ForgetTokens bool
 	// Gzip: responses are gzip-compressed without saying so.
 	Gzip bool
 	// LoopTokens: every page after the first sends back the token of the
@@ -67,6 +71,9 @@ type OAIRepository struct {
 	mu   sync.Mutex
 	rev  int
 	used map[string]bool
+	// tokens counts the requests with a resumption token (ForgetTokens);
+	// issued the tokens issued (OneUseTokens).
+	tokens, issued int
 }
 
 // NewOAIRepository returns the repository o describes, at revision 0.
@@ -288,7 +295,8 @@ func (r *OAIRepository) list(verb string, get func(string) string, rev int) (str
 			return "", oaiError("badArgument", "resumptionToken is exclusive")
 		}
 		var ok bool
-		if start, prefix, from, until, set, ok = parseOAIToken(tok); !ok || (r.o.OneUseTokens && r.used[tok]) {
+		r.tokens++
+		if start, prefix, from, until, set, ok = parseOAIToken(tok); !ok || (r.o.OneUseTokens && r.used[tok]) || (r.o.ForgetTokens && r.tokens%10 == 0) {
 			return "", oaiError("badResumptionToken", "expired or unknown: "+tok)
 		}
 		r.used[tok] = true
@@ -337,7 +345,13 @@ func (r *OAIRepository) list(verb string, get func(string) string, rev int) (str
 		if r.o.LoopTokens && start > 0 {
 			_, next = scan(0) // the second page's token, again
 		}
-		tok := fmt.Sprintf("%d+%s/%s %s %s", next, prefix, orDash(from), orDash(until), orDash(set))
+		head := strconv.Itoa(next)
+		if r.o.OneUseTokens {
+			// Each token issued is a new one, as such servers' are.
+			r.issued++
+			head += "." + strconv.Itoa(r.issued)
+		}
+		tok := fmt.Sprintf("%s+%s/%s %s %s", head, prefix, orDash(from), orDash(until), orDash(set))
 		fmt.Fprintf(&b, `<resumptionToken>%s</resumptionToken>`, xmlText(tok))
 	case start > 0 && r.o.EmptyLastToken:
 		b.WriteString(`<resumptionToken/>`)
@@ -353,9 +367,11 @@ func orDash(s string) string {
 	return s
 }
 
-// parseOAIToken reads a token list made: "offset+prefix/from until set".
+// parseOAIToken reads a token list made: "offset+prefix/from until set",
+// the offset followed by ".serial" for one-use tokens.
 func parseOAIToken(tok string) (offset int, prefix, from, until, set string, ok bool) {
 	head, rest, ok1 := strings.Cut(tok, "+")
+	head, _, _ = strings.Cut(head, ".")
 	prefix, rest, ok2 := strings.Cut(rest, "/")
 	f := strings.Split(rest, " ")
 	n, err := strconv.Atoi(head)
@@ -455,7 +471,7 @@ func xmlTextKeepControls(s string) string {
 }
 
 // oaiQuirks names the habits of OAIOptions, for SetQuirks.
-var oaiQuirks = []string{"day-granularity", "ignore-dates", "empty-last-token", "root-namespaces", "control-chars", "one-use-tokens", "gzip", "loop-tokens"}
+var oaiQuirks = []string{"day-granularity", "ignore-dates", "empty-last-token", "root-namespaces", "control-chars", "one-use-tokens", "forget-tokens", "gzip", "loop-tokens"}
 
 // OAIQuirks names the server habits SetQuirks takes.
 func OAIQuirks() []string { return slices.Clone(oaiQuirks) }
@@ -478,6 +494,8 @@ func (o *OAIOptions) SetQuirks(list string) error {
 			o.ControlChars = true
 		case "one-use-tokens":
 			o.OneUseTokens = true
+		case "forget-tokens":
+			o.ForgetTokens = true
 		case "gzip":
 			o.Gzip = true
 		case "loop-tokens":

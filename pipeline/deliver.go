@@ -63,6 +63,9 @@ type result struct {
 	// failed; delivered says every sink now holds it (clear deliveries).
 	deliveries []state.Delivery
 	delivered  bool
+	// ep is the epoch of the unit the planner emitted (see progress), or
+	// nil.
+	ep *epoch
 }
 
 // counted is the figure of the report a failure adds to, beside its place
@@ -464,6 +467,9 @@ func (r *run) commit(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	flush := func(final bool) error {
+		if r.listing == nil {
+			p.b.Progress = append(p.b.Progress, r.readyMarks()...)
+		}
 		if !final && p.b.Empty() && p.t.empty() && len(p.listed) == 0 {
 			return nil
 		}
@@ -484,7 +490,12 @@ func (r *run) commit(ctx context.Context) error {
 			}
 		}
 		r.publish(&p.b, &p.t)
+		r.marks.leave(p.eps)
 		p = pending{}
+		if final && r.listing == nil {
+			// The marks this last batch made ready.
+			return r.opts.Store.Commit(cctx, state.Batch{Progress: r.readyMarks()})
+		}
 		return nil
 	}
 	for {
@@ -519,6 +530,7 @@ type pending struct {
 	b      state.Batch
 	t      tally
 	listed []state.Listed // an audit's listing (see run.listing)
+	eps    []*epoch       // the epochs of the results in b (see progress)
 }
 
 // tally is what a batch adds to the report beside its resource records:
@@ -634,6 +646,9 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error
 // add adds one result to what is pending.
 func (r *run) add(p *pending, res result) {
 	b, t := &p.b, &p.t
+	if res.ep != nil {
+		p.eps = append(p.eps, res.ep)
+	}
 	if res.listed != nil {
 		p.listed = append(p.listed, *res.listed)
 	}

@@ -49,8 +49,13 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 			return nil
 		case u.Document != nil:
 			d := u.Document
-			return r.send(ctx, result{document: &state.ChangeDocument{URL: d.URL, Source: r.opts.SourceKey, ResourceSet: d.ResourceSet,
+			return r.send(ctx, result{ep: r.marks.enter(), document: &state.ChangeDocument{URL: d.URL, Source: r.opts.SourceKey, ResourceSet: d.ResourceSet,
 				Capability: d.Capability, From: d.From, Until: d.Until, Open: d.Until.IsZero(), RunID: r.runID}})
+		case u.Mark != nil:
+			if r.listing == nil { // an audit records nothing of its own
+				r.marks.mark(*u.Mark)
+			}
+			return nil
 		}
 		return work(ctx, u)
 	})
@@ -73,16 +78,8 @@ func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	if set == "" {
 		set = anySet
 	}
-	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c)
+	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c, r.marks.enter())
 }
-
-// holdings is the planner's read-only view of the state store.
-type holdings struct {
-	store *state.Store
-	key   string
-}
-
-var _ source.Holdings = holdings{}
 
 func (h holdings) Checkpoint(ctx context.Context, set string) (source.Checkpoint, bool, error) {
 	cp, ok, err := h.store.Checkpoint(ctx, h.key, set)
@@ -90,6 +87,10 @@ func (h holdings) Checkpoint(ctx context.Context, set string) (source.Checkpoint
 		return source.Checkpoint{}, ok, err
 	}
 	return source.Checkpoint{ResourceSet: set, Next: cp.Next, Baseline: cp.Baseline, Open: cp.Open}, true, nil
+}
+
+func (h holdings) Progress(ctx context.Context, set string) (map[string]string, error) {
+	return h.store.Progress(ctx, h.key, set)
 }
 
 func orDefault(s, def string) string {

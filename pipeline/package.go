@@ -27,7 +27,7 @@ func (r *run) packageFailed(ctx context.Context, j source.Package, hold time.Tim
 	if errclass.IsFatal(err) {
 		return err
 	}
-	r.failIn(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}, j.ResourceSet, hold, countsPackage)
+	r.failIn(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}, j.ResourceSet, hold, countsPackage, nil)
 	return nil
 }
 
@@ -134,6 +134,8 @@ type entryJob struct {
 	arch   *unzip.Archive
 	stream *streamEntry
 	done   func()
+	// ep is a record's epoch (see progress), or nil.
+	ep *epoch
 }
 
 // readPackage reads one package unit and hands the entries to deliver to
@@ -273,7 +275,7 @@ func (r *run) readManifest(ctx context.Context, j source.Package, rd *manifest.R
 			var ee *manifest.EntryError
 			if asEntryError(err, &ee) {
 				if want == nil { // else recorded when the plan was made
-					r.failIn(ctx, Failure{URI: orDefault(ee.Loc, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, anySet, j.At, countsResource)
+					r.failIn(ctx, Failure{URI: orDefault(ee.Loc, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, anySet, j.At, countsResource, nil)
 				}
 				continue
 			}
@@ -304,7 +306,7 @@ func (r *run) readManifest(ctx context.Context, j source.Package, rd *manifest.R
 	}
 	for uri, w := range want {
 		r.failIn(ctx, Failure{URI: uri, Package: j.URL, Stage: "manifest",
-			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", manifest.FormatDatetime(w.ChangeTime)), Permanent: true}, j.ResourceSet, w.ChangeTime, countsResource)
+			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", manifest.FormatDatetime(w.ChangeTime)), Permanent: true}, j.ResourceSet, w.ChangeTime, countsResource, nil)
 	}
 	// Wait for the workers to finish this package's entries.
 	if err := waitGroup(ctx, &wg); err != nil {

@@ -187,6 +187,9 @@ type run struct {
 	// the link never waits for the CPU.
 	downloads chan struct{}
 
+	// marks orders the planner's marks after the units before them.
+	marks progress
+
 	// book tracks which packages were delivered in full (see skip.go).
 	book packageBook
 
@@ -297,7 +300,7 @@ func (r *run) setBroken(ctx context.Context, set string, err error) {
 	// The set stands where a package would: the packages of the other
 	// sets delivered in full are still recorded (see recordPackages).
 	f := Failure{URI: set, Package: set, Stage: "resource set", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
-	r.failIn(ctx, f, set, time.Time{}, countsNone)
+	r.failIn(ctx, f, set, time.Time{}, countsNone, nil)
 	if f.Permanent {
 		r.noteHold(set, time.Time{})
 	}
@@ -443,6 +446,7 @@ func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.Wait
 						res = r.deliverEntry(ctx, j)
 					}
 					j.done()
+					res.ep = j.ep
 					if res.fatal != nil {
 						return res.fatal
 					}
@@ -485,7 +489,7 @@ func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Pack
 	cps, err := r.planTask(ctx, task, func(ctx context.Context, u source.Unit) error {
 		if u.Record != nil {
 			rec := u.Record
-			j := entryJob{pkg: &source.Package{URL: rec.Listed, Dump: rec.Listed, ResourceSet: rec.ResourceSet, List: true}, rec: rec, done: func() {}}
+			j := entryJob{pkg: &source.Package{URL: rec.Listed, Dump: rec.Listed, ResourceSet: rec.ResourceSet, List: true}, rec: rec, done: func() {}, ep: r.marks.enter()}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -604,13 +608,14 @@ func readBack(f *os.File, n int64) ([]byte, error) {
 // failIn records failure f of resource set set (anySet when unknown),
 // met at change time changeTime, adding to the figure c says: through the
 // commit stage, into the state store and the report. A temporary failure
-// holds the set's checkpoint at once.
-func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time, c counted) {
+// holds the set's checkpoint at once. ep is the failure's epoch when the
+// planner emitted it (see progress), or nil.
+func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time, c counted, ep *epoch) {
 	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
 	if !f.Permanent {
 		r.noteHold(set, changeTime)
 	}
-	_ = r.send(ctx, result{failure: &f, changeTime: changeTime, counts: c})
+	_ = r.send(ctx, result{failure: &f, changeTime: changeTime, counts: c, ep: ep})
 }
 
 func (r *run) send(ctx context.Context, res result) error {

@@ -579,7 +579,7 @@ func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive
 	}
 	se.settled = true
 	if err := lookupStreamed(arch, se); err != nil {
-		r.failIn(ctx, Failure{URI: e.Loc, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime(), countsNone)
+		r.failIn(ctx, Failure{URI: e.Loc, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime(), countsNone, nil)
 		r.log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
 			"package", j.URL, "uri", e.Loc, "error", err)
 	}

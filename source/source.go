@@ -159,6 +159,26 @@ type Unit struct {
 	Failure *Failure
 	// Document is a change document read while planning.
 	Document *Document
+	// Mark is progress to record once every unit emitted before it has
+	// committed.
+	Mark *Mark
+}
+
+// Mark is a planner's note of how far it got, for a later task to resume
+// from when this one does not finish (Holdings.Progress gives it back).
+// The executor records it only once every Record, Failure and Document
+// emitted before it has been committed, and drops it when a temporary
+// failure holds its resource set, so a mark never claims what is not held.
+// Packages are not awaited: a planner that emits packages does not mark.
+// A set's marks are cleared when its checkpoint is set: they only matter
+// until the task that made them, or one resuming it, succeeds.
+type Mark struct {
+	ResourceSet string
+	// Key names what the mark is about, within the set; a later mark of
+	// the same key replaces it.
+	Key string
+	// Value is the planner's own (it alone reads it).
+	Value string
 }
 
 // Checkpoint is where a task leaves one resource set.
@@ -187,6 +207,9 @@ func Intersects(from, until, lo, hi time.Time) bool {
 type Holdings interface {
 	// Checkpoint returns where the last task left resource set, if any.
 	Checkpoint(ctx context.Context, resourceSet string) (Checkpoint, bool, error)
+	// Progress returns the marks (by Key) recorded for resource set since
+	// its checkpoint was last set: what an unfinished task got through.
+	Progress(ctx context.Context, resourceSet string) (map[string]string, error)
 }
 
 // ErrNoCheckpoint is wrapped by the error of an incremental task with no

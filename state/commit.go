@@ -91,14 +91,28 @@ type Batch struct {
 	Delivered []Key
 	// Documents are change documents as read (see RecordChangeDocument).
 	Documents []ChangeDocument
-	// Checkpoint, if not nil, is set last.
+	// Progress marks are upserted by (source, resource set, key).
+	Progress []Progress
+	// Checkpoint, if not nil, is set last, and clears the progress marks
+	// of its source and resource set.
 	Checkpoint *Checkpoint
+}
+
+// Progress is a planner's mark of how far a task got in one resource set
+// of a source, kept until the set's checkpoint is next set: what a task
+// resuming an unfinished one reads back.
+type Progress struct {
+	Source, ResourceSet string
+	// Key names the mark within the set; Value is the planner's own.
+	Key, Value string
+	// RunID is the run that made it (0: none; otherwise it must exist).
+	RunID int64
 }
 
 // Empty reports whether the batch records nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && b.Checkpoint == nil &&
-		len(b.Deliveries) == 0 && len(b.Delivered) == 0 && len(b.Documents) == 0
+		len(b.Deliveries) == 0 && len(b.Delivered) == 0 && len(b.Documents) == 0 && len(b.Progress) == 0
 }
 
 // Delivery records that one sink holds a version of a resource while
@@ -243,10 +257,25 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 			return fmt.Errorf("change document %q: %w", b.Documents[i].URL, err)
 		}
 	}
+	for i := range b.Progress {
+		p := &b.Progress[i]
+		if p.Source == "" || p.Key == "" {
+			return fmt.Errorf("progress %d: a mark needs a source and a key", i)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO progress (source, resource_set, key, value, run_id, updated) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (source, resource_set, key) DO UPDATE SET value = excluded.value, run_id = excluded.run_id, updated = excluded.updated`,
+			p.Source, p.ResourceSet, p.Key, p.Value, nullID(p.RunID), now.UTC().Format(timeLayout))
+		if err != nil {
+			return fmt.Errorf("progress %d (%q, %q): %w", i, p.ResourceSet, p.Key, err)
+		}
+	}
 	if c := b.Checkpoint; c != nil {
 		args, err := checkpointArgs(c, now)
 		if err == nil {
 			_, err = tx.StmtContext(ctx, s.upsertCheckpoint).ExecContext(ctx, args...)
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, "DELETE FROM progress WHERE source = ? AND resource_set = ?", c.Source, c.CapabilityList)
 		}
 		if err != nil {
 			return fmt.Errorf("checkpoint (%q, %q): %w", c.Source, c.CapabilityList, err)
@@ -423,6 +452,28 @@ func (s *Store) Checkpoint(ctx context.Context, source, capList string) (Checkpo
 		}
 	}
 	return c, true, nil
+}
+
+// Progress returns the progress marks (value by key) of source's
+// resource set set: none once its checkpoint has been set since.
+func (s *Store) Progress(ctx context.Context, source, set string) (map[string]string, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT key, value FROM progress WHERE source = ? AND resource_set = ?", source, set)
+	if err != nil {
+		return nil, fatal("progress", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fatal("progress", err)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("progress", err)
+	}
+	return out, nil
 }
 
 // HasCheckpoint reports whether any resource set of source has a checkpoint.

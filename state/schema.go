@@ -191,6 +191,19 @@ DROP TABLE deliveries;
 ALTER TABLE resources_by_source RENAME TO resources;
 ALTER TABLE deliveries_by_source RENAME TO deliveries;
 `,
+		// 9: a planner's marks of how far an unfinished task got, per
+		// source and resource set (see Progress).
+		`
+CREATE TABLE progress (
+	source       TEXT NOT NULL CHECK (source <> ''),
+	resource_set TEXT NOT NULL,
+	key          TEXT NOT NULL CHECK (key <> ''),
+	value        TEXT NOT NULL,
+	run_id       INTEGER REFERENCES runs (id),
+	updated      TEXT NOT NULL,
+	PRIMARY KEY (source, resource_set, key)
+) WITHOUT ROWID;
+`,
 	}
 }
 

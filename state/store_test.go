@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -691,6 +692,39 @@ func TestCheckpoints(t *testing.T) {
 	}
 	wantFatal(t, s.SetCheckpoint(ctx, Checkpoint{}))
 	wantFatal(t, s.SetCheckpoint(ctx, Checkpoint{Source: "http://z/", RunID: 999}))
+}
+
+// TestProgress: marks are upserted by key, kept per source and resource
+// set, and cleared by the set's checkpoint alone.
+func TestProgress(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	run := mustRun(t, s)
+	steps := []struct {
+		name string
+		b    Batch
+		want map[string]map[string]string // by source + " " + set
+	}{
+		{"first marks", Batch{Progress: []Progress{{Source: "a", ResourceSet: "s1", Key: "w1", Value: "p1", RunID: run}, {Source: "a", ResourceSet: "s2", Key: "w1", Value: "q"}, {Source: "b", ResourceSet: "s1", Key: "w1", Value: "r"}}},
+			map[string]map[string]string{"a s1": {"w1": "p1"}, "a s2": {"w1": "q"}, "b s1": {"w1": "r"}}},
+		{"a later mark replaces its key", Batch{Progress: []Progress{{Source: "a", ResourceSet: "s1", Key: "w1", Value: "p2"}, {Source: "a", ResourceSet: "s1", Key: "w2", Value: "done"}}},
+			map[string]map[string]string{"a s1": {"w1": "p2", "w2": "done"}, "a s2": {"w1": "q"}, "b s1": {"w1": "r"}}},
+		{"a checkpoint clears its set's marks", Batch{Checkpoint: &Checkpoint{Source: "a", CapabilityList: "s1"}},
+			map[string]map[string]string{"a s1": {}, "a s2": {"w1": "q"}, "b s1": {"w1": "r"}}},
+	}
+	for _, st := range steps {
+		if err := s.Commit(ctx, st.b); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		for k, want := range st.want {
+			src, set, _ := strings.Cut(k, " ")
+			got, err := s.Progress(ctx, src, set)
+			if err != nil || !maps.Equal(got, want) {
+				t.Errorf("%s: %s = %v, %v; want %v", st.name, k, got, err, want)
+			}
+		}
+	}
+	wantFatal(t, s.Commit(ctx, Batch{Progress: []Progress{{Source: "a", ResourceSet: "s1"}}}))
 }
 
 func TestCommitAtomic(t *testing.T) {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +59,10 @@ type Planner struct {
 	// task's range is split into date windows (4 per list at once), each
 	// its own chain of resumption tokens (0 or 1: one list).
 	Concurrency int
+	// SetSpecs, when not empty, are the sets harvested, each its own
+	// resource set with its own checkpoint, in parallel with the others
+	// (the task's Set is then not used).
+	SetSpecs []string
 	// Log takes the planner's warnings (nil: discarded).
 	Log *slog.Logger
 }
@@ -99,27 +105,21 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		}
 		return nil, &source.SourceError{URL: base, Err: err}
 	}
-	set := ResourceSet(prefix, task.Set)
-	cp := source.Checkpoint{ResourceSet: set}
-	if task.Mode == source.Incremental {
-		if cp, err = source.Resume(ctx, task, held, set); err != nil {
-			return nil, err
-		}
-	}
-	args := url.Values{"verb": {"ListRecords"}, "metadataPrefix": {prefix}}
-	if task.Set != "" {
-		args.Set("set", task.Set)
-	}
 	now := id.At // the server's clock, before any record was asked for
 	if now.IsZero() {
 		now = time.Now().UTC() // a server without a usable responseDate
 	}
-	wins := p.windows(id, cp.From, cp.Until, now)
+	sets := p.SetSpecs
+	if len(sets) == 0 {
+		sets = []string{task.Set}
+	}
 	var (
 		mu             sync.Mutex
 		pages, outside int
-		failed         []error
-		refused        error // what emit returned: nothing is emitted after it
+		lists          int
+		failed         = map[string][]error{} // by resource set
+		refused        error                  // what emit returned: nothing is emitted after it
+		cps            []source.Checkpoint
 	)
 	emitOne := func(ctx context.Context, u source.Unit) error {
 		mu.Lock()
@@ -131,38 +131,43 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(p.Concurrency, 1))
-	for _, w := range wins {
-		g.Go(func() error {
-			h := &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emitOne}
-			wargs := maps.Clone(args)
-			if !w.from.IsZero() {
-				wargs.Set("from", id.format(w.from))
-				h.lo = ParseDatestamp(wargs.Get("from"))
+	for _, setSpec := range sets {
+		set := ResourceSet(prefix, setSpec)
+		cp := source.Checkpoint{ResourceSet: set}
+		if task.Mode == source.Incremental {
+			if cp, err = source.Resume(ctx, task, held, set); err != nil {
+				return nil, err
 			}
-			if !w.until.IsZero() {
-				wargs.Set("until", id.format(w.until))
-				// Some servers ignore from and until: what they send
-				// outside the window (as sent, in their granularity) is
-				// dropped.
-				if h.hi = ParseDatestamp(wargs.Get("until")); !id.Seconds() {
-					h.hi = h.hi.Add(24*time.Hour - time.Nanosecond)
+		}
+		marks, err := held.Progress(ctx, set)
+		if err != nil {
+			return nil, err
+		}
+		cps = append(cps, cp)
+		args := url.Values{"verb": {"ListRecords"}, "metadataPrefix": {prefix}}
+		if setSpec != "" {
+			args.Set("set", setSpec)
+		}
+		for _, l := range p.lists(id, cp, now, marks, log) {
+			lists++
+			g.Go(func() error {
+				h := &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emitOne, id: id, l: l}
+				err := h.list(gctx, args)
+				mu.Lock()
+				defer mu.Unlock()
+				pages, outside = pages+h.pages, outside+h.outside
+				switch {
+				case err == nil:
+				case h.stop != nil:
+					return h.stop
+				case gctx.Err() != nil:
+					return gctx.Err()
+				default:
+					failed[set] = append(failed[set], err)
 				}
-			}
-			err := h.list(gctx, wargs)
-			mu.Lock()
-			defer mu.Unlock()
-			pages, outside = pages+h.pages, outside+h.outside
-			switch {
-			case err == nil:
-			case h.stop != nil:
-				return h.stop
-			case gctx.Err() != nil:
-				return gctx.Err()
-			default:
-				failed = append(failed, err)
-			}
-			return nil
-		})
+				return nil
+			})
+		}
 	}
 	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
@@ -173,27 +178,126 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	if outside > 0 {
 		log.Warn("the server sent records outside the range asked for; dropped", "source", base, "records", outside)
 	}
-	if pages == 0 && len(failed) == len(wins) {
-		return nil, &source.SourceError{URL: base, Err: failed[0]}
+	nfailed := 0
+	for _, errs := range failed {
+		nfailed += len(errs)
 	}
-	for _, err := range failed {
-		// What was harvested stands; the set's checkpoint is held until
-		// the rest is.
-		if err := emit(ctx, source.Unit{Failure: &source.Failure{URI: base, ResourceSet: set, Stage: "document", Err: err, WholeSet: true}}); err != nil {
-			return nil, err
+	if pages == 0 && nfailed == lists && lists > 0 {
+		for _, errs := range failed {
+			return nil, &source.SourceError{URL: base, Err: errs[0]}
 		}
 	}
-	cp.Next = cmp.Or(cp.Until, now)
-	if task.Mode == source.Baseline {
-		cp.Baseline = cp.Next
-	} else if cp.Until.IsZero() {
-		cp.Until = cp.Next
+	for i := range cps {
+		cp := &cps[i]
+		for _, err := range failed[cp.ResourceSet] {
+			// What was harvested stands; the set's checkpoint is held
+			// until the rest is.
+			if err := emit(ctx, source.Unit{Failure: &source.Failure{URI: base, ResourceSet: cp.ResourceSet, Stage: "document", Err: err, WholeSet: true}}); err != nil {
+				return nil, err
+			}
+		}
+		cp.Next = cmp.Or(cp.Until, now)
+		if task.Mode == source.Baseline {
+			cp.Baseline = cp.Next
+		} else if cp.Until.IsZero() {
+			cp.Until = cp.Next
+		}
 	}
-	return []source.Checkpoint{cp}, nil
+	return cps, nil
 }
 
 // window is a range of datestamps harvested as one list (zero: open).
 type window struct{ from, until time.Time }
+
+// list is one list to harvest: a window, and where an unfinished task
+// left it (nil: from its start).
+type list struct {
+	window
+	resume *listMark
+	// edge is the datestamp (in the repository's granularity) of the
+	// harvest's clock when the list began: what the list holds is all the
+	// repository held before it.
+	edge string
+}
+
+// listMark is what a progress mark (source.Mark) records of a list once
+// its pages so far have committed: the page to ask for next, or that the
+// list is done.
+type listMark struct {
+	// From and Until are the window as sent ("": open).
+	From  string `json:"from,omitempty"`
+	Until string `json:"until,omitempty"`
+	// Edge is list.edge.
+	Edge string `json:"edge"`
+	// Token asks for the next page ("" once Done).
+	Token string `json:"token,omitempty"`
+	// Last is the newest datestamp harvested; Ordered says the pages'
+	// datestamps never went down, so that a list restarted from Last
+	// misses nothing.
+	Last    string `json:"last,omitempty"`
+	Ordered bool   `json:"ordered,omitempty"`
+	Done    bool   `json:"done,omitempty"`
+}
+
+// key is the mark's key: the window.
+func (m *listMark) key() string { return "list " + m.From + "/" + m.Until }
+
+// lists returns the lists of a harvest of cp's range up to now (see
+// windows). What marks say an unfinished task harvested in full is left
+// out, and a list it left partway resumes at its next page: each mark
+// covers its window up to its edge (what changes after the edge has a
+// newer datestamp, so the range after the edge is harvested again).
+func (p *Planner) lists(id *Identify, cp source.Checkpoint, now time.Time, marks map[string]string, log *slog.Logger) []list {
+	unit := id.unit()
+	edge := id.format(now)
+	var covered []window
+	var out []list
+	for k, v := range marks {
+		var m listMark
+		if err := json.Unmarshal([]byte(v), &m); err != nil || k != m.key() {
+			log.Warn("a progress mark not understood; ignored", "key", k, "error", err)
+			continue
+		}
+		w := window{ParseDatestamp(m.From), ParseDatestamp(m.Until)}
+		if e := ParseDatestamp(m.Edge).Truncate(unit).Add(-unit); w.until.IsZero() || e.Before(w.until) {
+			w.until = e
+		}
+		if !w.from.IsZero() && w.until.Before(w.from) {
+			continue // the mark covers nothing
+		}
+		covered = append(covered, w)
+		if !m.Done {
+			out = append(out, list{window: window{ParseDatestamp(m.From), ParseDatestamp(m.Until)}, resume: &m, edge: m.Edge})
+		}
+	}
+	slices.SortFunc(out, func(a, b list) int { return a.from.Compare(b.from) })
+	for _, w := range subtract(p.windows(id, cp.From, cp.Until, now), covered, unit) {
+		out = append(out, list{window: w, edge: edge})
+	}
+	return out
+}
+
+// subtract returns the parts of ws that none of cut covers; bounds are
+// inclusive, in steps of unit, and zero is open-ended.
+func subtract(ws, cut []window, unit time.Duration) []window {
+	for _, c := range cut {
+		var next []window
+		for _, w := range ws {
+			if !source.Intersects(w.from, w.until, c.from, c.until) {
+				next = append(next, w)
+				continue
+			}
+			if !c.from.IsZero() && (w.from.IsZero() || w.from.Before(c.from)) {
+				next = append(next, window{w.from, c.from.Add(-unit)})
+			}
+			if !c.until.IsZero() && (w.until.IsZero() || w.until.After(c.until)) {
+				next = append(next, window{c.until.Add(unit), w.until})
+			}
+		}
+		ws = next
+	}
+	return ws
+}
 
 // windows splits [from, until] into the windows harvested in parallel:
 // one (the range as given) with Concurrency 1; otherwise 4 per
@@ -201,10 +305,7 @@ type window struct{ from, until time.Time }
 // earliest datestamp (the first window open-ended below, should a record
 // be older) up to until, else now.
 func (p *Planner) windows(id *Identify, from, until, now time.Time) []window {
-	unit := 24 * time.Hour
-	if id.Seconds() {
-		unit = time.Second
-	}
+	unit := id.unit()
 	lo, hi := from, cmp.Or(until, now)
 	if lo.IsZero() {
 		lo = ParseDatestamp(id.EarliestDatestamp)
@@ -226,6 +327,14 @@ func (p *Planner) windows(id *Identify, from, until, now time.Time) []window {
 	}
 	out[0].from = from // open-ended below when the task is
 	return out
+}
+
+// unit is the repository's granularity: a day or a second.
+func (id *Identify) unit() time.Duration {
+	if id.Seconds() {
+		return time.Second
+	}
+	return 24 * time.Hour
 }
 
 // format formats t as a datestamp the repository takes.
@@ -311,7 +420,7 @@ func (p *Planner) Sets(ctx context.Context, base string) ([]Set, error) {
 			}
 			out = append(out, *s)
 		}
-	})
+	}, nil)
 	return out, err
 }
 
@@ -339,10 +448,11 @@ func (p *Planner) request(ctx context.Context, base string, args url.Values, rea
 
 // follow requests a list with args, then through its resumption tokens,
 // handing each response to read (which reads its items; the token is
-// taken after). noRecordsMatch is an empty page. A token sent twice
-// (ErrTokenLoop), or more than MaxPages pages, ends the list with a
+// taken after), then, when not nil, the token that comes next to paged
+// ("" after the last page). noRecordsMatch is an empty page. A token sent
+// twice (ErrTokenLoop), or more than MaxPages pages, ends the list with a
 // permanent error. It returns how many pages were read.
-func (p *Planner) follow(ctx context.Context, base string, args url.Values, read func(*Reader) error) (int, error) {
+func (p *Planner) follow(ctx context.Context, base string, args url.Values, read func(*Reader) error, paged func(ctx context.Context, next string) error) (int, error) {
 	seen := map[string]bool{}
 	maxPages := cmp.Or(p.MaxPages, DefaultMaxPages)
 	for pages := 0; ; {
@@ -358,6 +468,11 @@ func (p *Planner) follow(ctx context.Context, base string, args url.Values, read
 			return pages, err
 		}
 		pages++
+		if paged != nil {
+			if err := paged(ctx, token.Value); err != nil {
+				return pages, err
+			}
+		}
 		switch {
 		case token.Value == "":
 			return pages, nil
@@ -371,6 +486,10 @@ func (p *Planner) follow(ctx context.Context, base string, args url.Values, read
 	}
 }
 
+// maxRestarts bounds how often one list is asked for again after its
+// server forgot a resumption token (badResumptionToken).
+const maxRestarts = 10
+
 // harvest is one list being harvested.
 type harvest struct {
 	*Planner
@@ -379,21 +498,88 @@ type harvest struct {
 	set    string
 	change source.Change
 	emit   func(context.Context, source.Unit) error
+	id     *Identify
+	l      list
 	// lo and hi bound the datestamps of the records taken (zero: no
 	// bound); outside counts those dropped.
 	lo, hi  time.Time
 	outside int
+	// mark is where the list stands, last and ordered included.
+	mark listMark
+	last time.Time
 	// stop is the emit function's error: it ends the plan.
 	stop  error
 	pages int
 }
 
-// list harvests a list from its first request through its resumption
-// tokens, emitting each record.
+// list harvests a list from its first request (or the page an unfinished
+// task left it at) through its resumption tokens, emitting each record,
+// and a mark after each page. A server that forgot a token
+// (badResumptionToken: expired, or one use only) is asked for the window
+// again, from the newest datestamp harvested when its pages came in
+// datestamp order, else from the window's start.
 func (h *harvest) list(ctx context.Context, args url.Values) error {
-	var err error
-	h.pages, err = h.follow(ctx, h.base, args, func(rd *Reader) error { return h.page(ctx, rd) })
-	return err
+	w := h.l.window
+	first := h.windowArgs(args, w.from)
+	h.mark = listMark{From: first.Get("from"), Until: first.Get("until"), Edge: h.l.edge, Ordered: true}
+	if !w.from.IsZero() {
+		h.lo = ParseDatestamp(first.Get("from"))
+	}
+	if !w.until.IsZero() {
+		// Some servers ignore from and until: what they send outside
+		// the window (as sent, in their granularity) is dropped.
+		if h.hi = ParseDatestamp(first.Get("until")); !h.id.Seconds() {
+			h.hi = h.hi.Add(24*time.Hour - time.Nanosecond)
+		}
+	}
+	if r := h.l.resume; r != nil {
+		h.mark.Last, h.mark.Ordered, h.last = r.Last, r.Ordered, ParseDatestamp(r.Last)
+		first = url.Values{"verb": {"ListRecords"}, "resumptionToken": {r.Token}}
+	}
+	for restarts := 0; ; restarts++ {
+		n, err := h.follow(ctx, h.base, first, func(rd *Reader) error { return h.page(ctx, rd) }, h.paged)
+		h.pages += n
+		var es Errors
+		if err == nil || h.stop != nil || !errors.As(err, &es) || !es.Has("badResumptionToken") || restarts >= maxRestarts {
+			return err
+		}
+		from := w.from
+		if h.mark.Ordered && !h.last.IsZero() {
+			from = h.last
+		}
+		h.log.Warn("the server forgot its resumption token; asking for the window again", "source", h.base, "from", h.id.format(from), "error", err)
+		first = h.windowArgs(args, from)
+	}
+}
+
+// windowArgs are args with the list's window, from from.
+func (h *harvest) windowArgs(args url.Values, from time.Time) url.Values {
+	out := maps.Clone(args)
+	if !from.IsZero() {
+		out.Set("from", h.id.format(from))
+	}
+	if u := h.l.until; !u.IsZero() {
+		out.Set("until", h.id.format(u))
+	}
+	return out
+}
+
+// paged emits the list's mark once a page's records are emitted: the
+// token of the next page, or done.
+func (h *harvest) paged(ctx context.Context, next string) error {
+	h.mark.Token, h.mark.Done = next, next == ""
+	if !h.last.IsZero() {
+		h.mark.Last = h.id.format(h.last)
+	}
+	v, err := json.Marshal(&h.mark)
+	if err != nil {
+		return err
+	}
+	if err := h.emit(ctx, source.Unit{Mark: &source.Mark{ResourceSet: h.set, Key: h.mark.key(), Value: string(v)}}); err != nil {
+		h.stop = err
+		return err
+	}
+	return nil
 }
 
 // page emits the records of one response.
@@ -409,9 +595,15 @@ func (h *harvest) page(ctx context.Context, rd *Reader) error {
 		if rec == nil {
 			return err
 		}
-		if t := rec.Header.Time; !t.IsZero() && ((!h.lo.IsZero() && t.Before(h.lo)) || (!h.hi.IsZero() && t.After(h.hi))) {
+		t := rec.Header.Time
+		if !t.IsZero() && ((!h.lo.IsZero() && t.Before(h.lo)) || (!h.hi.IsZero() && t.After(h.hi))) {
 			h.outside++
 			continue
+		}
+		if t.Before(h.last) {
+			h.mark.Ordered = false
+		} else {
+			h.last = t
 		}
 		u := source.Unit{}
 		if err == nil && !rec.Header.Deleted && len(rec.Metadata) == 0 {

@@ -57,3 +57,40 @@ func TestWindows(t *testing.T) {
 		})
 	}
 }
+
+// TestSubtract: what a mark covers is cut out of the windows, in the
+// repository's granularity; zero bounds are open.
+func TestSubtract(t *testing.T) {
+	day := 24 * time.Hour
+	at := func(s string) time.Time { return ParseDatestamp(s) }
+	w := func(from, until string) window { return window{at(from), at(until)} }
+	tests := []struct {
+		name     string
+		ws, cut  []window
+		want     []window
+		unitSize time.Duration
+	}{
+		{"nothing cut", []window{w("2024-01-01", "2024-01-10")}, nil, []window{w("2024-01-01", "2024-01-10")}, day},
+		{"disjoint", []window{w("2024-01-01", "2024-01-10")}, []window{w("2024-02-01", "2024-02-03")}, []window{w("2024-01-01", "2024-01-10")}, day},
+		{"middle", []window{w("2024-01-01", "2024-01-10")}, []window{w("2024-01-03", "2024-01-05")}, []window{w("2024-01-01", "2024-01-02"), w("2024-01-06", "2024-01-10")}, day},
+		{"all", []window{w("2024-01-03", "2024-01-05")}, []window{w("2024-01-01", "2024-01-10")}, nil, day},
+		{"open window, closed cut", []window{w("", "")}, []window{w("2024-01-03", "2024-01-05")}, []window{w("", "2024-01-02"), w("2024-01-06", "")}, day},
+		{"open cut below", []window{w("", "2024-01-10")}, []window{w("", "2024-01-05")}, []window{w("2024-01-06", "2024-01-10")}, day},
+		{"seconds", []window{w("2024-01-01T00:00:00Z", "2024-01-01T00:01:00Z")}, []window{w("2024-01-01T00:00:00Z", "2024-01-01T00:00:30Z")}, []window{w("2024-01-01T00:00:31Z", "2024-01-01T00:01:00Z")}, time.Second},
+		{"two cuts", []window{w("2024-01-01", "2024-01-10"), w("2024-01-11", "2024-01-20")}, []window{w("2024-01-05", "2024-01-12"), w("2024-01-15", "2024-01-15")},
+			[]window{w("2024-01-01", "2024-01-04"), w("2024-01-13", "2024-01-14"), w("2024-01-16", "2024-01-20")}, day},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := subtract(tt.ws, tt.cut, tt.unitSize)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if !got[i].from.Equal(tt.want[i].from) || !got[i].until.Equal(tt.want[i].until) {
+					t.Errorf("window %d: got %v, want %v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}

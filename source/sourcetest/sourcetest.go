@@ -50,7 +50,24 @@ func (h Holdings) Checkpoint(_ context.Context, set string) (source.Checkpoint, 
 	return cp, ok, nil
 }
 
+// Progress returns no marks: these holdings are a finished task's.
+func (h Holdings) Progress(context.Context, string) (map[string]string, error) { return nil, nil }
+
 var _ source.Holdings = Holdings(nil)
+
+// Resumed is a source.Holdings with the marks an unfinished task left:
+// Marks by resource set, then by key.
+type Resumed struct {
+	Holdings
+	Marks map[string]map[string]string
+}
+
+// Progress returns the marks of set.
+func (h Resumed) Progress(_ context.Context, set string) (map[string]string, error) {
+	return h.Marks[set], nil
+}
+
+var _ source.Holdings = Resumed{}
 
 // plan is what one Plan call produced.
 type plan struct {
@@ -102,19 +119,27 @@ func Run(t *testing.T, cases []Case) {
 }
 
 // checkUnits: each unit is one thing; packages and records are disjoint
-// and complete; the failures expected are emitted.
+// and complete; the failures expected are emitted; a plan that marks its
+// progress emits no packages (marks do not wait for them).
 func checkUnits(t *testing.T, c Case, p plan) {
 	var pkgs, recs, fails []string
+	marks := 0
 	for i, u := range p.units {
 		n := 0
-		for _, set := range []bool{u.Package != nil, u.Record != nil, u.Failure != nil, u.Document != nil} {
+		for _, set := range []bool{u.Package != nil, u.Record != nil, u.Failure != nil, u.Document != nil, u.Mark != nil} {
 			if set {
 				n++
 			}
 		}
 		if n != 1 {
-			t.Errorf("unit %d has %d of Package, Record, Failure, Document set, want exactly 1", i, n)
+			t.Errorf("unit %d has %d of Package, Record, Failure, Document, Mark set, want exactly 1", i, n)
 			continue
+		}
+		if u.Mark != nil {
+			marks++
+			if u.Mark.Key == "" {
+				t.Errorf("unit %d: a mark without a key", i)
+			}
 		}
 		switch {
 		case u.Package != nil:
@@ -130,6 +155,9 @@ func checkUnits(t *testing.T, c Case, p plan) {
 				t.Errorf("failure of %s without an error", u.Failure.URI)
 			}
 		}
+	}
+	if marks > 0 && len(pkgs) > 0 {
+		t.Errorf("%d marks and %d packages: a plan that marks its progress emits no packages", marks, len(pkgs))
 	}
 	sameSet(t, "packages", pkgs, c.Packages)
 	sameSet(t, "records", recs, c.Records)
@@ -309,6 +337,8 @@ func describe(us []source.Unit) []string {
 			out = append(out, "failure "+u.Failure.URI)
 		case u.Document != nil:
 			out = append(out, "document "+u.Document.URL)
+		case u.Mark != nil:
+			out = append(out, "mark "+u.Mark.ResourceSet+" "+u.Mark.Key)
 		}
 	}
 	return out
