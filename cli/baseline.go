@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,7 +47,7 @@ type syncFlags struct {
 	from, until     string
 	config          string
 	prefer          string
-	set             string
+	sets            []string
 	protocol        string
 	metadataPrefix  string
 	rangeParts      int
@@ -77,7 +78,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.BoolVar(&f.requireHash, "require-hash", false, "refuse resources that give no md5, sha-1, sha-256 or sha-512 (by default they are delivered after their length and CRC-32 checks, and counted as unverified)")
 	fl.BoolVar(&f.allowMissingHash, "allow-missing-hash", false, "no effect, kept for compatibility: resources without a hash are accepted by default (see --require-hash)")
 	_ = fl.MarkDeprecated("allow-missing-hash", "resources without a hash are accepted by default; --require-hash refuses them")
-	fl.StringVar(&f.set, "set", "", "sync only this resource set: its capability list's URL, file or directory name (default: every set); OAI-PMH: a setSpec")
+	fl.StringArrayVar(&f.sets, "set", nil, "sync only this resource set: its capability list's URL, file or directory name (default: every set); OAI-PMH: a setSpec, repeatable (each set its own resource set, harvested in parallel)")
 	fl.StringVar(&f.protocol, "protocol", "auto", "the source's protocol: auto (an OAI-PMH repository answers Identify; anything else is ResourceSync), resourcesync, oai-pmh")
 	fl.StringVar(&f.metadataPrefix, "metadata-prefix", oaipmh.DefaultMetadataPrefix, "OAI-PMH: the metadata format harvested")
 	fl.StringVar(&f.prefer, "prefer", "dump", "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first")
@@ -145,6 +146,9 @@ func (f *syncFlags) validate() error {
 	}
 	if f.metadataPrefix == "" {
 		return usagef("--metadata-prefix must not be empty")
+	}
+	if slices.Contains(f.sets, "") {
+		return usagef("--set must not be empty")
 	}
 	switch f.progress {
 	case "auto", "bars", "log", "none":
@@ -328,10 +332,17 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		OnRetry:      a.onRetry(log),
 	})
 	planner, err := chosenPlanner(ctx, f, client, log)
+	if err == nil && planner == nil && len(f.sets) > 1 {
+		err = usagef("--set: a ResourceSync source is synced one resource set at a time, or all of them (%d sets given)", len(f.sets))
+	}
 	if err != nil {
 		store.Close()
 		closeSinks(ctx)
 		return pipeline.Options{}, nil, err
+	}
+	set := ""
+	if planner == nil && len(f.sets) == 1 {
+		set = f.sets[0]
 	}
 	return pipeline.Options{
 		Planner:         planner,
@@ -347,7 +358,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		SpoolDir:        f.spoolDir,
 		RequireHash:     f.requireHash,
 		Prefer:          f.prefer,
-		Set:             f.set,
+		Set:             set,
 		MaxDocumentSize: f.maxDocumentSize,
 		Logger:          log,
 	}, closeSinks, nil
@@ -357,7 +368,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 // pipeline's ResourceSync planner) or the OAI-PMH planner, for
 // --protocol oai-pmh or, with auto, a source that answers Identify.
 func chosenPlanner(ctx context.Context, f syncFlags, client *fetch.Client, log *slog.Logger) (source.Planner, error) {
-	p := &oaipmh.Planner{Client: client, MetadataPrefix: f.metadataPrefix, MaxDocumentSize: max(f.maxDocumentSize, 0), Log: log, Concurrency: f.concurrency}
+	p := &oaipmh.Planner{Client: client, MetadataPrefix: f.metadataPrefix, MaxDocumentSize: max(f.maxDocumentSize, 0), Log: log, Concurrency: f.concurrency, SetSpecs: f.sets}
 	switch f.protocol {
 	case "oai-pmh":
 		return p, nil

@@ -2,15 +2,19 @@ package cli
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rsharvest/rsharvest/bench"
 	fssink "github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/source/oaipmh"
+	"github.com/rsharvest/rsharvest/state"
 )
 
 // TestOAIPMH: baseline then sync of an OAI-PMH repository from the
@@ -88,6 +92,65 @@ func TestOAIPMH(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOAISets: --set, repeated, harvests each set as a resource set of
+// its own, with its own checkpoint, and sync then catches up every set;
+// a ResourceSync source takes one set at most.
+func TestOAISets(t *testing.T) {
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 60, PageSize: 7})
+	srv := httptest.NewServer(repo)
+	defer srv.Close()
+	dir := t.TempDir()
+	mirror, db := filepath.Join(dir, "mirror"), filepath.Join(dir, "state.db")
+	args := []string{"--source", srv.URL + "/oai", "--set", "parity:odd", "--set", "tens", "--sink", "fs:" + mirror, "--state", db, "--progress", "none"}
+	inSets := func(rec bench.OAIRecord) bool {
+		return slices.ContainsFunc(rec.Sets, func(s string) bool { return s == "parity:odd" || s == "tens" })
+	}
+	for i, mode := range []string{"baseline", "sync"} {
+		if i > 0 {
+			repo.Advance()
+		}
+		if code, out, stderr := run(t, append([]string{mode}, args...)...); code != ExitOK {
+			t.Fatalf("%s: exit %d\n%s\n%s", mode, code, out, stderr)
+		}
+		want := map[string]bool{}
+		for _, rec := range repo.Records() {
+			if inSets(rec) && !rec.Deleted {
+				want[rec.Identifier] = true
+			}
+		}
+		got := map[string]bool{}
+		err := filepath.WalkDir(mirror, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.Contains(p, ".rsharvest") {
+				return err
+			}
+			rel, _ := filepath.Rel(mirror, p)
+			uri, err := fssink.Decode(filepath.ToSlash(rel))
+			got[uri] = true
+			return err
+		})
+		if err != nil || !maps.Equal(got, want) {
+			t.Errorf("%s: the mirror holds %d records (%v), want the %d live ones of the two sets", mode, len(got), err, len(want))
+		}
+	}
+	s, err := state.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, set := range []string{"parity:odd", "tens"} {
+		cp, ok, err := s.Checkpoint(t.Context(), srv.URL+"/oai", oaipmh.ResourceSet(oaipmh.DefaultMetadataPrefix, set))
+		if err != nil || !ok || !cp.Next.Equal(repo.Now()) {
+			t.Errorf("set %s: checkpoint %+v, %v, %v; want next %v", set, cp, ok, err, repo.Now())
+		}
+	}
+	rs := httptest.NewServer(http.NotFoundHandler())
+	defer rs.Close()
+	code, out, stderr := run(t, "baseline", "--source", rs.URL+"/capabilitylist.xml", "--protocol", "resourcesync", "--set", "a", "--set", "b", "--sink", "fs:"+mirror, "--state", filepath.Join(dir, "rs.db"))
+	if code != ExitUsage || !strings.Contains(out+stderr, "one resource set at a time") {
+		t.Errorf("two sets of a ResourceSync source: exit %d\n%s%s", code, out, stderr)
 	}
 }
 

@@ -29,7 +29,7 @@ type Targets struct {
 	AllowMissingHash *bool          // allow-missing-hash
 	RequireHash      *bool          // require-hash
 	Prefer           *string        // prefer
-	Set              *string        // set
+	Sets             *[]string      // set
 	Protocol         *string        // protocol
 	MetadataPrefix   *string        // metadata-prefix
 	Progress         *string        // progress
@@ -65,7 +65,6 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setString(t.LogLevel, f.LogLevel, "log-level", flagSet)
 	setString(t.LogFormat, f.LogFormat, "log-format", flagSet)
 	setString(t.Prefer, f.Prefer, "prefer", flagSet)
-	setString(t.Set, f.Set, "set", flagSet)
 	setString(t.Protocol, f.Protocol, "protocol", flagSet)
 	setString(t.MetadataPrefix, f.MetadataPrefix, "metadata-prefix", flagSet)
 	setPtr(t.Concurrency, f.Concurrency, "concurrency", flagSet)
@@ -81,6 +80,9 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	}
 	if t.WaitLock != nil && f.WaitLock != nil && !flagSet("wait-lock") {
 		*t.WaitLock = time.Duration(*f.WaitLock)
+	}
+	if t.Sets != nil && len(f.Sets) > 0 && !flagSet("set") {
+		*t.Sets = slices.Clone(f.Sets)
 	}
 	if t.Sinks != nil && len(f.Sinks) > 0 && !flagSet("sink") {
 		*t.Sinks = slices.Clone(f.Sinks)

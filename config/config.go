@@ -115,9 +115,10 @@ type File struct {
 	Progress string `yaml:"progress,omitempty"`
 	// Prefer is "dump" or "list" (--prefer).
 	Prefer string `yaml:"prefer,omitempty"`
-	// Set names the one resource set to sync (--set): a ResourceSync
-	// capability list, or an OAI-PMH setSpec.
-	Set string `yaml:"set,omitempty"`
+	// Sets name the resource sets to sync (--set, repeatable): one
+	// ResourceSync capability list, or OAI-PMH setSpecs, each harvested
+	// as a resource set of its own. The file takes a string or a list.
+	Sets []string `yaml:"set,omitempty"`
 	// Protocol is the source's protocol: auto, resourcesync or oai-pmh
 	// (--protocol).
 	Protocol string `yaml:"protocol,omitempty"`

@@ -98,6 +98,8 @@ log_format: json
 			&File{From: "2024-01-01", Until: "2024-01-01T00:00:00Z"}},
 		{"anchors and aliases", "concurrency: &n 4\nworkers: *n\n", &File{Concurrency: ptr(4), Workers: ptr(4)}},
 		{"numeric string path", "state: 2024\n", &File{State: "/etc/rsharvest/2024"}},
+		{"one set", "set: physics\n", &File{Sets: []string{"physics"}}},
+		{"sets", "set: [physics, \"math:algebra\"]\n", &File{Sets: []string{"physics", "math:algebra"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,6 +131,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"float for int", "concurrency: 2.5\n", 1, 14, `want an integer`},
 		{"int overflow", "workers: 99999999999999999999\n", 1, 10, `want an integer`},
 		{"list for string", "state: [a, b]\n", 1, 8, `state: want a string, not a list`},
+		{"map in sets", "set: [a, {b: c}]\n", 1, 10, `set[1]: want a string`},
 		{"wrong type bool", "allow_missing_hash: maybe\n", 1, 21, `want true or false`},
 		{"wrong type rate", "rate: fast\n", 1, 7, `rate: want a number`},
 		{"infinite rate", "rate: .inf\n", 1, 7, `rate: want a number`},

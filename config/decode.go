@@ -206,7 +206,7 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 	case "prefer":
 		d.f.Prefer, err = d.oneOf(key, v, "dump", "list")
 	case "set":
-		d.f.Set, err = d.str(key, v)
+		d.f.Sets, err = d.strs(key, v)
 	case "protocol":
 		d.f.Protocol, err = d.oneOf(key, v, "auto", "resourcesync", "oai-pmh")
 	case "metadata_prefix":
@@ -331,6 +331,23 @@ func (d *decoder) str(key string, v *yaml.Node) (string, error) {
 		return "", d.errorf(v, "%s: want a string, not %s", key, describe(v))
 	}
 	return v.Value, nil
+}
+
+// strs reads a string, or a list of them.
+func (d *decoder) strs(key string, v *yaml.Node) ([]string, error) {
+	if v.Kind != yaml.SequenceNode {
+		s, err := d.str(key, v)
+		return []string{s}, err
+	}
+	out := make([]string, 0, len(v.Content))
+	for i, item := range v.Content {
+		s, err := d.str(fmt.Sprintf("%s[%d]", key, i), resolve(item))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // path reads a file or directory path, resolving a relative one.
