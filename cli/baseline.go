@@ -330,6 +330,9 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		Logger:       log,
 		RangeParts:   f.rangeParts,
 		OnRetry:      a.onRetry(log),
+		// A server asking for more than fetch.DefaultMaxRetryAfter ends
+		// the request: the run ends partial, its checkpoint held.
+		EndOnLongRetryAfter: true,
 	})
 	planner, err := chosenPlanner(ctx, f, client, log)
 	if err == nil && planner == nil && len(f.sets) > 1 {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rsharvest/rsharvest/bench"
@@ -151,6 +152,62 @@ func TestOAISets(t *testing.T) {
 	code, out, stderr := run(t, "baseline", "--source", rs.URL+"/capabilitylist.xml", "--protocol", "resourcesync", "--set", "a", "--set", "b", "--sink", "fs:"+mirror, "--state", filepath.Join(dir, "rs.db"))
 	if code != ExitUsage || !strings.Contains(out+stderr, "one resource set at a time") {
 		t.Errorf("two sets of a ResourceSync source: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestOAILongRetryAfter: a server that asks, partway, to come back in an
+// hour ends the run at once, partial, with no checkpoint set; the next run
+// resumes where that one stopped and completes it.
+func TestOAILongRetryAfter(t *testing.T) {
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 50, PageSize: 10})
+	var (
+		mu    sync.Mutex
+		pages int
+		busy  = true
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Query().Get("verb") == "ListRecords" {
+			mu.Lock()
+			pages++
+			refuse := busy && pages > 2
+			mu.Unlock()
+			if refuse {
+				w.Header().Set("Retry-After", "3600")
+				http.Error(w, "come back later", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		repo.ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	args := []string{"baseline", "--source", srv.URL + "/oai", "--concurrency", "1", "--sink", "fs:" + filepath.Join(dir, "mirror"), "--state", db, "--progress", "none"}
+	code, out, stderr := run(t, args...)
+	if code != ExitPartial || !strings.Contains(out+stderr, "Retry-After 1h0m0s") {
+		t.Fatalf("first run: exit %d, want %d\n%s%s", code, ExitPartial, out, stderr)
+	}
+	set := oaipmh.ResourceSet(oaipmh.DefaultMetadataPrefix, "")
+	s, err := state.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Checkpoint(t.Context(), srv.URL+"/oai", set); ok || err != nil {
+		t.Errorf("a checkpoint was set by a partial run (%v)", err)
+	}
+	s.Close()
+	mu.Lock()
+	busy, pages = false, 0
+	mu.Unlock()
+	if code, out, stderr := run(t, args...); code != ExitOK {
+		t.Fatalf("second run: exit %d\n%s%s", code, out, stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The 3 pages the first run did not get, and one list of what
+	// changed since it began.
+	if pages != 4 {
+		t.Errorf("the second run asked for %d pages, want 4", pages)
 	}
 }
 

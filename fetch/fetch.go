@@ -84,6 +84,11 @@ type Options struct {
 	// MaxRetryAfter caps an honoured Retry-After. Default
 	// DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
+	// EndOnLongRetryAfter: a Retry-After longer than MaxRetryAfter is not
+	// waited for (capped) but ends the request at once with its temporary
+	// error, so that a run ends partial, its checkpoint held, instead of
+	// sleeping for an hour.
+	EndOnLongRetryAfter bool
 	// StallTimeout fails an attempt (retryably, so it is resumed) when a
 	// body Read receives no bytes for this long. Time the caller spends
 	// between Reads does not count. Default DefaultStallTimeout.
@@ -296,6 +301,10 @@ func (c *Client) policy(rawURL string) retry.Policy {
 		Initial: c.opts.BackoffInitial,
 		Max:     c.opts.BackoffMax,
 		Retryable: func(err error) bool {
+			var se *StatusError
+			if c.opts.EndOnLongRetryAfter && errors.As(err, &se) && se.RetryAfter > c.opts.MaxRetryAfter {
+				return false
+			}
 			return errclass.IsRetryable(err) && !errors.Is(err, ErrChanged) && !errors.Is(err, ErrNoRange)
 		},
 		Floor: func(err error) time.Duration {

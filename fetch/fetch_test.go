@@ -59,6 +59,26 @@ func TestOpenStatus(t *testing.T) {
 			requests: 2, minWait: 3 * time.Second, maxWait: 3 * time.Second,
 		},
 		{
+			name: "503 with a Retry-After too long ends the request",
+			opts: func(o *Options) { o.MaxRetryAfter, o.EndOnLongRetryAfter = 3*time.Second, true },
+			handler: func(n int, w http.ResponseWriter, r *http.Request) {
+				status(w, http.StatusServiceUnavailable, "3600")
+			},
+			class: errclass.Retryable, status: 503, requests: 1,
+		},
+		{
+			name: "503 with a Retry-After within the cap is waited for",
+			opts: func(o *Options) { o.MaxRetryAfter, o.EndOnLongRetryAfter = 3*time.Second, true },
+			handler: func(n int, w http.ResponseWriter, r *http.Request) {
+				if n == 0 {
+					status(w, http.StatusServiceUnavailable, "2")
+					return
+				}
+				ok(w)
+			},
+			requests: 2, minWait: 2 * time.Second, maxWait: 2 * time.Second,
+		},
+		{
 			name: "422 with Retry-After is temporary",
 			handler: func(n int, w http.ResponseWriter, r *http.Request) {
 				if n == 0 {

@@ -109,7 +109,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		f := Failure{URI: e.URI, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 		r.log.Warn("resource failed", "uri", e.URI, "package", j.pkg.URL, "stage", stage, "error", err)
 		if !f.Permanent {
-			r.noteHold(j.pkg.ResourceSet, rec.ChangeTime)
+			r.noteHold(j.pkg.ResourceSet, rec.ChangeTime, j.ep)
 		}
 		rec.Outcome = "failed"
 		return result{outcome: outFailed, resource: rec, hadRecord: had, failure: &f, changeTime: rec.ChangeTime}
@@ -633,7 +633,7 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error
 				if rec != nil {
 					set = rec.ResourceSet
 				}
-				r.noteHold(set, ct)
+				r.noteHold(set, ct, nil)
 			}
 			r.log.Warn("sink failed a queued write", "sink", s.name, "uri", f.URI, "error", f.Err)
 			b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: fl.URI, Package: fl.Package, Stage: fl.Stage, Error: fl.Error, Permanent: fl.Permanent, ChangeTime: ct, At: time.Now().UTC()})

@@ -63,8 +63,9 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 
 // planFailed records a failure the planner met.
 func (r *run) planFailed(ctx context.Context, f source.Failure) {
+	ep := r.marks.enter()
 	if f.WholeSet {
-		r.setBroken(ctx, f.ResourceSet, f.Err)
+		r.setBroken(ctx, f.ResourceSet, f.Err, ep)
 		return
 	}
 	c := countsNone
@@ -78,7 +79,7 @@ func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	if set == "" {
 		set = anySet
 	}
-	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c, r.marks.enter())
+	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c, ep)
 }
 
 func (h holdings) Checkpoint(ctx context.Context, set string) (source.Checkpoint, bool, error) {

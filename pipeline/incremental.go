@@ -154,7 +154,7 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record) result {
 			}
 			f := Failure{URI: c.URI, Package: c.Listed, Stage: "deliver", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 			if !f.Permanent {
-				r.noteHold(c.ResourceSet, c.ChangeTime)
+				r.noteHold(c.ResourceSet, c.ChangeTime, nil)
 			}
 			return result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.ChangeTime}
 		}

@@ -277,8 +277,11 @@ const anySet = "*"
 // noteHold records a temporary failure of resource set (anySet when
 // unknown) at change time t: the next incremental run of the set must
 // start no later than the earliest of them; with an unknown time (zero),
-// the set's checkpoint does not advance at all.
-func (r *run) noteHold(set string, t time.Time) {
+// the set's checkpoint does not advance at all. ep is the epoch of the
+// unit that failed (nil: unknown), whose set's marks from then on are
+// dropped (see progress).
+func (r *run) noteHold(set string, t time.Time, ep *epoch) {
+	r.marks.fail(ep, set)
 	r.atMu.Lock()
 	defer r.atMu.Unlock()
 	if r.holds == nil {
@@ -296,13 +299,13 @@ func (r *run) noteHold(set string, t time.Time) {
 // Capability List is at set could not be read (err): a failure of that set,
 // which holds its checkpoint whatever err's class, since part of what the
 // set publishes was never seen.
-func (r *run) setBroken(ctx context.Context, set string, err error) {
+func (r *run) setBroken(ctx context.Context, set string, err error, ep *epoch) {
 	// The set stands where a package would: the packages of the other
 	// sets delivered in full are still recorded (see recordPackages).
 	f := Failure{URI: set, Package: set, Stage: "resource set", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
-	r.failIn(ctx, f, set, time.Time{}, countsNone, nil)
+	r.failIn(ctx, f, set, time.Time{}, countsNone, ep)
 	if f.Permanent {
-		r.noteHold(set, time.Time{})
+		r.noteHold(set, time.Time{}, ep)
 	}
 }
 
@@ -613,7 +616,7 @@ func readBack(f *os.File, n int64) ([]byte, error) {
 func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time, c counted, ep *epoch) {
 	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
 	if !f.Permanent {
-		r.noteHold(set, changeTime)
+		r.noteHold(set, changeTime, ep)
 	}
 	_ = r.send(ctx, result{failure: &f, changeTime: changeTime, counts: c, ep: ep})
 }
