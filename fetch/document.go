@@ -20,8 +20,8 @@ import (
 // when it came compressed, as the Sitemaps protocol allows: a body that
 // starts with the gzip magic bytes is gunzipped (whether its URL ends in
 // ".gz", the server sent Content-Encoding gzip or x-gzip unasked, or
-// nothing said so); with Content-Encoding deflate, a zlib stream or raw
-// DEFLATE is inflated. A body that says it is compressed but is not (a
+// nothing said so); a zlib stream is inflated with Content-Encoding
+// deflate or none; with Content-Encoding deflate, raw DEFLATE is too. A body that says it is compressed but is not (a
 // ".gz" URL a server already decompressed, a "deflate" label on plain
 // XML) is read as it is. A body sent with a Content-Encoding rsharvest
 // does not decode (br, zstd, compress) that does not start as XML or HTML
@@ -50,7 +50,9 @@ func DecodeDocument(r io.Reader, docURL, contentEncoding string, max int64) (io.
 			return nil, decodeError(docURL, "gzip", err)
 		}
 		dec, how = zr, "gzip"
-	case ce == "deflate" && len(head) >= 2 && isZlibHeader(head):
+	case (ce == "deflate" || ce == "" || ce == "identity") && len(head) >= 2 && isZlibHeader(head):
+		// Declared, or not: a zlib header is no markup (a server that
+		// compresses without saying so, as some OAI-PMH servers do).
 		zr, err := zlib.NewReader(br)
 		if err != nil {
 			return nil, decodeError(docURL, "zlib", err)

@@ -55,6 +55,7 @@ func TestDecodeDocument(t *testing.T) {
 		{name: "Content-Encoding x-gzip", url: "http://x/d.xml", ce: "x-gzip", body: gz(doc), want: doc},
 		{name: "Content-Encoding deflate, zlib", url: "http://x/d.xml", ce: "deflate", body: zl(doc), want: doc},
 		{name: "Content-Encoding deflate, raw", url: "http://x/d.xml", ce: "Deflate", body: raw(doc), want: doc},
+		{name: "zlib without Content-Encoding", url: "http://x/oai", body: zl(doc), want: doc},
 		{name: ".gz already decompressed", url: "http://x/d.xml.gz", ce: "gzip", body: doc, want: doc},
 		{name: "cap on what it holds", url: "http://x/d.xml", body: gz(doc), max: int64(len(doc)), want: doc},
 		{name: "gzip bomb", url: "http://x/bomb.xml.gz", body: bomb, max: 1 << 20, err: ErrTooLarge, says: "larger than allowed"},

@@ -34,7 +34,7 @@ var allowed = []struct {
 	{"source", []string{"errclass", "fixity"}},
 	{"source/sourcetest", []string{"source"}},
 	{"source/resourcesync", []string{"errclass", "fetch", "fixity", "manifest", "source"}},
-	{"source/oaipmh", []string{"errclass", "fetch", "source"}},
+	{"source/oaipmh", []string{"errclass", "fetch", "manifest", "source"}},
 	{"config", []string{"manifest"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "errclass", "fixity", "manifest"}},

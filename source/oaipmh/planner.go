@@ -510,6 +510,8 @@ type harvest struct {
 	// stop is the emit function's error: it ends the plan.
 	stop  error
 	pages int
+	// encoding says a response's encoding was warned of.
+	encoding bool
 }
 
 // list harvests a list from its first request (or the page an unfinished
@@ -588,7 +590,11 @@ func (h *harvest) page(ctx context.Context, rd *Reader) error {
 		rec, err := rd.Next()
 		if err == io.EOF {
 			if n := rd.Replaced(); n > 0 {
-				h.log.Warn("characters XML forbids replaced", "source", h.base, "count", n)
+				h.log.Warn("characters XML forbids, or bytes not UTF-8, replaced", "source", h.base, "count", n)
+			}
+			if rd.Encoding != "" && !h.encoding {
+				h.encoding = true
+				h.log.Warn("a response not in UTF-8, or not in the encoding it declares", "source", h.base, "read", rd.Encoding)
 			}
 			return nil
 		}

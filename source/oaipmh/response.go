@@ -14,8 +14,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/text/encoding/charmap"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/manifest"
 )
 
 // Namespace is the OAI-PMH 2.0 namespace of every response's elements.
@@ -123,6 +127,9 @@ type Reader struct {
 	// ResponseDate is the server's time of the response (the clock
 	// checkpoints are taken from); zero when it cannot be parsed.
 	ResponseDate time.Time
+	// Encoding says how the response's encoding was read when it was not
+	// plain UTF-8 ("transcoded from ISO-8859-1", …), else "".
+	Encoding string
 	// Verb and the request's arguments, as the response echoes them.
 	Verb string
 	Args map[string]string
@@ -140,12 +147,24 @@ type Reader struct {
 // (returned as Errors). The error of a response that is not OAI-PMH wraps
 // ErrMalformed. Characters XML 1.0 forbids (control characters some
 // servers let through) are replaced by U+FFFD and counted (Replaced).
+// A response is read as UTF-8: one in another encoding is transcoded
+// (manifest.UTF8), one that declares Latin-1 and sends UTF-8 is read as
+// UTF-8, and bytes that are not UTF-8 in a UTF-8 response (Latin-1 text a
+// server let through) are read as windows-1252 and counted (Replaced);
+// Encoding says what was done.
 func NewReader(r io.Reader, opts Options) (*Reader, error) {
 	if opts.MaxRecordSize <= 0 {
 		opts.MaxRecordSize = DefaultMaxRecordSize
 	}
-	t := &tap{r: bufio.NewReaderSize(r, 64<<10)}
-	rd := &Reader{tap: t, dec: xml.NewDecoder(t), opts: opts, Args: map[string]string{}}
+	in, note, err := manifest.UTF8(r)
+	if err != nil {
+		return nil, malformedErr(err)
+	}
+	t := &tap{r: bufio.NewReaderSize(in, 64<<10)}
+	rd := &Reader{tap: t, dec: xml.NewDecoder(t), opts: opts, Args: map[string]string{}, Encoding: note}
+	// Everything the decoder reads is UTF-8 by now (see manifest.UTF8),
+	// whatever the declaration says.
+	rd.dec.CharsetReader = func(_ string, input io.Reader) (io.Reader, error) { return input, nil }
 	rd.token.CompleteListSize, rd.token.Cursor = -1, -1
 	root, err := rd.start()
 	if err != nil {
@@ -656,6 +675,9 @@ type tap struct {
 	r        *bufio.Reader
 	pending  []byte
 	replaced int
+	// cont is how many continuation bytes of a valid UTF-8 sequence
+	// follow.
+	cont int
 	// rec is set while recording: buf holds the bytes read from offset
 	// base on.
 	rec  bool
@@ -675,10 +697,25 @@ func (t *tap) ReadByte() (byte, error) {
 		if err != nil {
 			return 0, err
 		}
-		if b < 0x20 && b != '\t' && b != '\n' && b != '\r' {
+		switch {
+		case t.cont > 0:
+			t.cont--
+			c = b
+		case b < 0x20 && b != '\t' && b != '\n' && b != '\r':
 			t.replaced++
 			c, t.pending = replacement[0], replacement[1:]
-		} else {
+		case b >= 0x80:
+			c = b
+			if n := t.runeLen(b); n > 0 {
+				t.cont = n - 1
+				break
+			}
+			// Not UTF-8: a byte of a single-byte encoding, read as
+			// windows-1252 (which Latin-1 text is, in practice).
+			t.replaced++
+			enc := utf8.AppendRune(nil, charmap.Windows1252.DecodeByte(b))
+			c, t.pending = enc[0], enc[1:]
+		default:
 			c = b
 		}
 	}
@@ -686,6 +723,33 @@ func (t *tap) ReadByte() (byte, error) {
 		t.buf = append(t.buf, c)
 	}
 	return c, nil
+}
+
+// runeLen returns the length of the valid UTF-8 sequence lead (just read)
+// starts, or 0 when the bytes that follow do not make one.
+func (t *tap) runeLen(lead byte) int {
+	var n int
+	switch {
+	case lead&0xe0 == 0xc0:
+		n = 2
+	case lead&0xf0 == 0xe0:
+		n = 3
+	case lead&0xf8 == 0xf0:
+		n = 4
+	default:
+		return 0
+	}
+	rest, _ := t.r.Peek(n - 1)
+	if len(rest) < n-1 {
+		return 0
+	}
+	var seq [utf8.UTFMax]byte
+	seq[0] = lead
+	copy(seq[1:], rest)
+	if r, size := utf8.DecodeRune(seq[:n]); r == utf8.RuneError || size != n {
+		return 0
+	}
+	return n
 }
 
 // Read serves readers that are not the decoder; the decoder uses ReadByte.

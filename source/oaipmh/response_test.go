@@ -200,6 +200,61 @@ func TestControlCharacters(t *testing.T) {
 	}
 }
 
+// TestEncodings: a response is read as UTF-8 whatever it declares or
+// sends — transcoded from the encoding it declares, or from UTF-16; read
+// as UTF-8 when it declares Latin-1 and sends UTF-8; its bytes that are
+// not UTF-8 in a UTF-8 response read as windows-1252 and counted — and
+// each record's metadata is a UTF-8 document.
+func TestEncodings(t *testing.T) {
+	utf8Page := envelope("ListRecords", dcRecord("oai:x:1", "Café – Zürich"))
+	latin1 := func(s string) string {
+		var b []byte
+		for _, r := range s {
+			b = append(b, byte(r))
+		}
+		return string(b)
+	}
+	utf16le := func(s string) string {
+		b := []byte{0xff, 0xfe}
+		for _, r := range s {
+			b = append(b, byte(r), byte(r>>8))
+		}
+		return string(b)
+	}
+	declared := func(enc, page string) string {
+		return strings.Replace(page, `encoding="UTF-8"`, `encoding="`+enc+`"`, 1)
+	}
+	page := envelope("ListRecords", dcRecord("oai:x:1", "Café Zürich"))
+	tests := []struct {
+		name, page, title string
+		replaced          int
+		note              string
+	}{
+		{"UTF-8", utf8Page, "Café – Zürich", 0, ""},
+		{"ISO-8859-1, as declared", declared("ISO-8859-1", latin1(page)), "Café Zürich", 0, "transcoded from ISO-8859-1"},
+		{"declares ISO-8859-1, sends UTF-8", declared("ISO-8859-1", utf8Page), "Café – Zürich", 0, "declared ISO-8859-1 but UTF-8: read as UTF-8"},
+		{"declares UTF-8, sends Latin-1", latin1(page), "Café Zürich", 2, ""},
+		{"UTF-16 with a byte order mark", utf16le(declared("UTF-16", page)), "Café Zürich", 0, "transcoded from UTF-16LE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rd, recs, errs := readAll(t, tt.page, Options{})
+			if len(recs) != 1 || errs[0] != nil {
+				t.Fatalf("records %d, errors %v", len(recs), errs)
+			}
+			if got := titleOf(t, recs[0].Metadata); got != tt.title {
+				t.Errorf("title %q, want %q", got, tt.title)
+			}
+			if rd.Replaced() != tt.replaced || rd.Encoding != tt.note {
+				t.Errorf("replaced %d, encoding %q; want %d, %q", rd.Replaced(), rd.Encoding, tt.replaced, tt.note)
+			}
+		})
+	}
+	if _, err := NewReader(strings.NewReader(declared("x-no-such-thing", latin1(page))), Options{}); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "x-no-such-thing") {
+		t.Errorf("an unknown encoding: %v", err)
+	}
+}
+
 // TestMaxRecordSize: a record over the cap is that record's error; the
 // records after it are read.
 func TestMaxRecordSize(t *testing.T) {
@@ -222,6 +277,8 @@ func FuzzReader(f *testing.F) {
 	f.Add(envelope("ListRecords", dcRecord("oai:x:1", "One")+`<resumptionToken cursor="0">a+b</resumptionToken>`))
 	f.Add(envelope("ListRecords", `<record><header status="deleted"><identifier>d</identifier></header></record>`))
 	f.Add(envelope("ListIdentifiers", `<header><identifier>a</identifier></header>`))
+	f.Add(strings.Replace(envelope("ListRecords", dcRecord("oai:x:1", "Caf\xe9")), `encoding="UTF-8"`, `encoding="ISO-8859-1"`, 1))
+	f.Add(envelope("ListRecords", dcRecord("oai:x:1", "Caf\xe9 \xc3\xa9 \xe2\x80")))
 	f.Add(envelope("GetRecord", dcRecord("oai:x:1", "<![CDATA[x]]>\x02")))
 	f.Add(`<OAI-PMH xmlns="` + Namespace + `"><error code="noRecordsMatch"/></OAI-PMH>`)
 	f.Fuzz(func(t *testing.T, page string) {
