@@ -121,6 +121,8 @@ type OAIRecord struct {
 	Deleted    bool
 	// Title is the record's dc:title, which tells its version.
 	Title string
+	// About is the record's about container's element ("": none).
+	About string
 }
 
 // Records returns the records of the current revision, by identifier.
@@ -176,9 +178,17 @@ func (r *OAIRepository) recordAt(rev, i int) OAIRecord {
 		if r.o.ControlChars && i%7 == 3 {
 			rec.Title += " \x01\x1f"
 		}
+		if i%3 == 0 {
+			rec.About = fmt.Sprintf(`<provenance xmlns="%s"><originDescription harvestDate="%s" altered="false"><baseURL>http://origin.example/oai</baseURL><identifier>%s</identifier></originDescription></provenance>`,
+				OAIProvenanceNamespace, oaiBase.Format("2006-01-02"), rec.Identifier)
+		}
 	}
 	return rec
 }
+
+// OAIProvenanceNamespace is the namespace of the provenance about
+// containers the repository's records carry (every third record).
+const OAIProvenanceNamespace = "http://www.openarchives.org/OAI/2.0/provenance"
 
 // oaiIDFormat makes record i's identifier.
 const oaiIDFormat = "oai:rsharvest.example:%07d"
@@ -444,6 +454,9 @@ func (r *OAIRepository) record(rec OAIRecord, single bool) string {
 		}
 		fmt.Fprintf(&b, `<metadata><oai_dc:dc%s><dc:title>%s</dc:title><dc:identifier>%s</dc:identifier><dc:date>%s</dc:date></oai_dc:dc></metadata>`,
 			decls, xmlTextKeepControls(rec.Title), rec.Identifier, rec.Datestamp.Format("2006-01-02"))
+		if rec.About != "" {
+			b.WriteString("<about>" + rec.About + "</about>")
+		}
 	}
 	b.WriteString("</record>")
 	return b.String()

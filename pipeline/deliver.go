@@ -170,7 +170,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
 		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(deliveries) > 0}
 	}
-	res := &sink.Resource{URI: e.URI, Length: e.Length, Hashes: e.Hashes, Type: e.Type, Lastmod: e.Lastmod, ResourceSet: j.pkg.ResourceSet}
+	res := &sink.Resource{URI: e.URI, Length: e.Length, Hashes: e.Hashes, Type: e.Type, Lastmod: e.Lastmod, ResourceSet: j.pkg.ResourceSet, Sets: e.Sets, About: e.About}
 	for _, l := range rec.Links {
 		res.Links = append(res.Links, sink.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
 	}

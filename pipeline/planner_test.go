@@ -2,13 +2,17 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 )
 
@@ -25,6 +29,8 @@ type bodyRecord struct {
 	lie       bool   // declare another body's hashes
 	openErr   error  // the body cannot be opened
 	fail      string // emitted as a failure met while planning instead
+	sets      []string
+	about     []string
 }
 
 var _ source.Planner = (*bodies)(nil)
@@ -37,7 +43,7 @@ func (b *bodies) Plan(ctx context.Context, _ source.Task, _ source.Holdings, emi
 			}
 			continue
 		}
-		rec := &source.Record{URI: r.uri, ResourceSet: "set", Length: int64(len(r.body)), ChangeTime: b.next, Type: "application/xml"}
+		rec := &source.Record{URI: r.uri, ResourceSet: "set", Length: int64(len(r.body)), ChangeTime: b.next, Type: "application/xml", Sets: r.sets, About: r.about}
 		switch {
 		case r.lie:
 			rec.Hashes = sums([]byte(r.body + "!"))
@@ -113,5 +119,40 @@ func TestRecordsWithBodies(t *testing.T) {
 				t.Errorf("second run: %s", rep.Summary())
 			}
 		})
+	}
+}
+
+// metaSink records the sets and about containers each Put gives.
+type metaSink struct {
+	sink.Sink
+	mu   sync.Mutex
+	meta map[string]string
+}
+
+func (m *metaSink) Put(ctx context.Context, r *sink.Resource, body io.Reader) error {
+	m.mu.Lock()
+	m.meta[r.URI] = fmt.Sprint(r.Sets, r.About)
+	m.mu.Unlock()
+	return m.Sink.Put(ctx, r, body)
+}
+
+// TestRecordMetadataReachesSinks: what a protocol says of a record beside
+// its body (its sets, its about containers) reaches every sink with it.
+func TestRecordMetadataReachesSinks(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	p := &bodies{next: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), records: []bodyRecord{
+		{uri: "oai:example.org:1", body: "<dc>one</dc>", sets: []string{"a", "b:c"}, about: []string{"<provenance/>"}},
+		{uri: "oai:example.org:2", body: "<dc>two</dc>"},
+	}}
+	ms := &metaSink{Sink: h.sink, meta: map[string]string{}}
+	opts := h.options("oai-pmh:test")
+	opts.Planner, opts.Sinks = p, []sink.Sink{ms}
+	if _, err := pipeline.Baseline(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"oai:example.org:1": "[a b:c] [<provenance/>]", "oai:example.org:2": "[] []"}
+	if !maps.Equal(ms.meta, want) {
+		t.Errorf("the sinks were given %v, want %v", ms.meta, want)
 	}
 }

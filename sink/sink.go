@@ -36,6 +36,12 @@ type Resource struct {
 	// Links are the resource's links the source published (describedby,
 	// describes, alternate, …), for sinks that index them.
 	Links []Link
+	// Sets are the sets the resource belongs to (OAI-PMH setSpecs), for
+	// sinks that index them.
+	Sets []string
+	// About are a record's about containers (OAI-PMH provenance, rights,
+	// …), each a standalone XML document, for sinks that keep them.
+	About []string
 }
 
 // Link is a link of a resource (an rs:ln).

@@ -86,6 +86,12 @@ type Record struct {
 	Type    string
 	Lastmod time.Time
 	Links   []Link
+	// Sets and About are what a protocol says of a record beside its
+	// body, for the sinks that keep it: the sets it belongs to (OAI-PMH
+	// setSpecs) and its about containers, each a standalone XML document
+	// (OAI-PMH provenance, rights, …).
+	Sets  []string
+	About []string
 	// Path is where the bytes are inside a package, or "".
 	Path string
 	// Seq is the entry's position (from 0) in the manifest or document

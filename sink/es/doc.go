@@ -40,6 +40,9 @@
 //	              most Options.TextMax bytes (analysed full text)
 //	body          the body in base64, only with Options.StoreBody (not
 //	              indexed; it is what Get returns)
+//	sets          the sets of a record (OAI-PMH setSpecs), when it has any
+//	about         a record's about containers (XML documents; not indexed)
+//	dc_*          an oai_dc record's Dublin Core elements (see sink.DublinCore)
 //
 // The seed's "ln" field holds the resource's links (rel, href, mime).
 // "location" is a plain object, not "nested": ZincSearch has no nested type.

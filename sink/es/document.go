@@ -67,6 +67,10 @@ type resourceDoc struct {
 	Text        *string  `json:"text,omitempty"`
 	// Ln are the resource's links (seed 001's "ln").
 	Ln []link `json:"ln,omitempty"`
+	// Sets and About are what a protocol says of the record (see
+	// sink.Resource).
+	Sets  []string `json:"sets,omitempty"`
+	About []string `json:"about,omitempty"`
 }
 
 // link is one of a resource's links, as seed 001's "ln" field has them.
@@ -182,6 +186,8 @@ func (s *ES) resourceAction(r *sink.Resource, b *body, rev string, now time.Time
 		Lastmod:     formatTime(r.Lastmod),
 		Timestamp:   formatTime(now),
 		Rev:         rev,
+		Sets:        validUTF8(r.Sets),
+		About:       validUTF8(r.About),
 	}
 	if b.text != nil {
 		t := string(b.text)
@@ -290,4 +296,17 @@ func (c *capWriter) Write(p []byte) (int, error) {
 	}
 	c.buf = append(c.buf, p...)
 	return len(p), nil
+}
+
+// validUTF8 returns ss with invalid UTF-8 replaced by U+FFFD (JSON holds
+// only text), or nil when it is empty.
+func validUTF8(ss []string) []string {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return out
 }

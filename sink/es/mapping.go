@@ -10,7 +10,7 @@ import (
 
 // The mappings of the two indexes. Long URIs are kept out of the keyword
 // index (Elasticsearch refuses terms over 32766 bytes) by ignore_above; they
-// stay in _source. "body" and "uri_b64" are stored, not indexed. The dc_*
+// stay in _source. "body", "uri_b64" and "about" are stored, not indexed. The dc_*
 // fields hold an oai_dc record's Dublin Core elements (sink.DCElements). ZincSearch
 // ignores the parameters it does not know (ignore_above, doc_values).
 const (
@@ -29,6 +29,8 @@ const (
 		"timestamp":{"type":"date"},
 		"rev":{"type":"keyword"},
 		"text":{"type":"text"},
+		"sets":{"type":"keyword"},
+		"about":{"type":"keyword","index":false,"doc_values":false},
 		"dc_title":{"type":"text"},"dc_creator":{"type":"text"},"dc_subject":{"type":"text"},"dc_description":{"type":"text"},
 		"dc_publisher":{"type":"text"},"dc_contributor":{"type":"text"},"dc_date":{"type":"text"},"dc_type":{"type":"text"},
 		"dc_format":{"type":"text"},"dc_identifier":{"type":"text"},"dc_source":{"type":"text"},"dc_language":{"type":"text"},

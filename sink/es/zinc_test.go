@@ -257,7 +257,11 @@ func TestZincOversizeDocument(t *testing.T) {
 // and finds the record by them.
 func TestZincDublinCore(t *testing.T) {
 	s := newZinc(t, Options{})
-	put(t, s, "oai:example.org:1", "application/xml", oaiDCRecord)
+	about := `<provenance xmlns="http://www.openarchives.org/OAI/2.0/provenance"/>`
+	r := &sink.Resource{URI: "oai:example.org:1", Length: int64(len(oaiDCRecord)), Type: "application/xml", Sets: []string{"physics", "math:algebra"}, About: []string{about}}
+	if err := s.Put(t.Context(), r, strings.NewReader(oaiDCRecord)); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +273,10 @@ func TestZincDublinCore(t *testing.T) {
 		}
 	}
 	if len(hits) != 1 || fmt.Sprint(decode(t, hits[0].Source)["dc_creator"]) != "[Ada Bob]" {
-		t.Errorf("search dc_title:rivers: %v", hits)
+		t.Fatalf("search dc_title:rivers: %v", hits)
+	}
+	if doc := decode(t, hits[0].Source); fmt.Sprint(doc["sets"]) != "[physics math:algebra]" || fmt.Sprint(doc["about"]) != "["+about+"]" {
+		t.Errorf("sets %v, about %v", doc["sets"], doc["about"])
 	}
 }
 

@@ -60,6 +60,9 @@
 //	rsharvest-sha256
 //	rsharvest-length   the length in bytes, when known
 //	rsharvest-lastmod  the last modification time, RFC 3339, when known
+//	rsharvest-sets     the sets of a record (OAI-PMH setSpecs), space-separated,
+//	                   when they fit in 1 KiB (a record's about containers are
+//	                   not kept: they do not fit in metadata)
 //
 // # Writing
 //

@@ -64,7 +64,12 @@ const (
 	metaSHA256  = "Rsharvest-Sha256"
 	metaLength  = "Rsharvest-Length"
 	metaLastmod = "Rsharvest-Lastmod"
+	metaSets    = "Rsharvest-Sets"
 )
+
+// maxSetsMeta bounds the sets kept in an object's metadata (S3 allows 2 KB
+// of user metadata in all).
+const maxSetsMeta = 1024
 
 // Options configure an S3 sink. Endpoint and Bucket are required.
 type Options struct {
@@ -402,6 +407,9 @@ func (s *S3) putOptions(r *sink.Resource) minio.PutObjectOptions {
 	}
 	if !r.Lastmod.IsZero() {
 		meta[metaLastmod] = r.Lastmod.UTC().Format(time.RFC3339Nano)
+	}
+	if sets := strings.Join(r.Sets, " "); sets != "" && len(sets) <= maxSetsMeta && validHeaderValue(sets) {
+		meta[metaSets] = sets // setSpecs hold no spaces
 	}
 	opts := minio.PutObjectOptions{
 		UserMetadata: meta,

@@ -17,6 +17,8 @@
 //	lastmod       pdate   Resource.Lastmod in UTC, "2006-01-02T15:04:05Z"
 //	links         string  multiValued; reserved: written once sink.Resource carries links
 //	resource_set  string  the capability list of the resource's set
+//	sets          string  multiValued; the sets of a record (OAI-PMH setSpecs)
+//	about         string  multiValued, stored only; a record's about containers (XML)
 //	text          text_general  the body, for text types only (see below)
 //	body          binary  the whole body, base64; only with Options.StoreBody
 //
@@ -34,6 +36,8 @@
 //	<field name="lastmod" type="pdate" indexed="true" stored="true"/>
 //	<field name="links" type="string" indexed="true" stored="true" multiValued="true"/>
 //	<field name="resource_set" type="string" indexed="true" stored="true"/>
+//	<field name="sets" type="string" indexed="true" stored="true" multiValued="true"/>
+//	<field name="about" type="string" indexed="false" stored="true" multiValued="true"/>
 //	<field name="text" type="text_general" indexed="true" stored="true"/>
 //	<field name="body" type="binary" indexed="false" stored="true"/>
 //	<dynamicField name="dc_*" type="text_general" indexed="true" stored="true" multiValued="true"/>

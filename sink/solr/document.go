@@ -42,8 +42,12 @@ type document struct {
 	// Links are the resource's links as "rel href".
 	Links       []string `json:"links,omitempty"`
 	ResourceSet string   `json:"resource_set,omitempty"`
-	Text        string   `json:"text,omitempty"`
-	Body        []byte   `json:"body,omitempty"` // base64, by encoding/json
+	// Sets and About are what a protocol says of the record (see
+	// sink.Resource).
+	Sets  []string `json:"sets,omitempty"`
+	About []string `json:"about,omitempty"`
+	Text  string   `json:"text,omitempty"`
+	Body  []byte   `json:"body,omitempty"` // base64, by encoding/json
 }
 
 // op is one queued operation: an add (with its document as JSON) or a
@@ -135,6 +139,12 @@ func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reade
 	}
 	for _, l := range r.Links {
 		d.Links = append(d.Links, strings.ToValidUTF8(l.Rel+" "+l.Href, "\uFFFD"))
+	}
+	for _, v := range r.Sets {
+		d.Sets = append(d.Sets, strings.ToValidUTF8(v, "\uFFFD"))
+	}
+	for _, v := range r.About {
+		d.About = append(d.About, strings.ToValidUTF8(v, "\uFFFD"))
 	}
 	if len(d.Location) > maxTermBytes {
 		d.Location = "" // only an encoded id can be that much shorter

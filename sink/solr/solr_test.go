@@ -370,11 +370,15 @@ func TestDublinCoreFields(t *testing.T) {
 	s := newSink(t, srv, Options{})
 	rec := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<oai_dc:dc xmlns:oai_dc="` + sink.OAIDCNamespace + `" xmlns:dc="` + sink.DCNamespace + `">` +
 		`<dc:title>On Rivers</dc:title><dc:creator>Ada</dc:creator><dc:creator>Bob</dc:creator><dc:date>2024</dc:date></oai_dc:dc>`
-	put(t, s, &sink.Resource{URI: "oai:example.org:1", Length: -1, Type: "application/xml"}, rec)
+	about := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<provenance xmlns="http://www.openarchives.org/OAI/2.0/provenance"/>`
+	put(t, s, &sink.Resource{URI: "oai:example.org:1", Length: -1, Type: "application/xml", Sets: []string{"physics", "math:algebra"}, About: []string{about}}, rec)
 	mustClose(t, s)
 	doc, ok := srv.Visible("oai:example.org:1")
 	if !ok {
 		t.Fatal("not indexed")
+	}
+	if fmt.Sprint(doc["sets"]) != "[physics math:algebra]" || fmt.Sprint(doc["about"]) != "["+about+"]" {
+		t.Errorf("sets %v, about %v", doc["sets"], doc["about"])
 	}
 	if fmt.Sprint(doc["dc_title"]) != "[On Rivers]" || fmt.Sprint(doc["dc_creator"]) != "[Ada Bob]" || fmt.Sprint(doc["dc_date"]) != "[2024]" || doc["text"] != rec {
 		t.Errorf("document %v", doc)

@@ -633,7 +633,10 @@ func (h *harvest) page(ctx context.Context, rd *Reader) error {
 // record is the unit a harvested record becomes.
 func (h *harvest) record(rec *Record) *source.Record {
 	r := &source.Record{URI: rec.Header.Identifier, ResourceSet: h.set, Listed: h.base, Change: h.change,
-		ChangeTime: rec.Header.Time, Length: -1, Lastmod: rec.Header.Time}
+		ChangeTime: rec.Header.Time, Length: -1, Lastmod: rec.Header.Time, Sets: rec.Header.Sets}
+	for _, a := range rec.About {
+		r.About = append(r.About, string(a))
+	}
 	if rec.Header.Deleted {
 		r.Change = source.Deleted
 		return r

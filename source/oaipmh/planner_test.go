@@ -227,6 +227,33 @@ func planWith(t *testing.T, p *oaipmh.Planner, task source.Task) []source.Unit {
 	return units
 }
 
+// TestRecordMetadata: a record carries its sets and its about containers
+// (each a standalone document) beside its body, and its datestamp as its
+// lastmod.
+func TestRecordMetadata(t *testing.T) {
+	r := newRepo(t, bench.OAIOptions{Records: 12, PageSize: 5, RootNamespaces: true})
+	truth := map[string]bench.OAIRecord{}
+	for _, rec := range r.Records() {
+		truth[rec.Identifier] = rec
+	}
+	units := planWith(t, planner(), source.Task{Source: r.URL, Mode: source.Baseline})
+	if len(units) != len(truth) {
+		t.Fatalf("%d units for %d records", len(units), len(truth))
+	}
+	for _, u := range units {
+		rec, want := u.Record, truth[u.Record.URI]
+		if !slices.Equal(rec.Sets, want.Sets) || !rec.Lastmod.Equal(want.Datestamp) {
+			t.Errorf("%s: sets %v, lastmod %v; want %v, %v", rec.URI, rec.Sets, rec.Lastmod, want.Sets, want.Datestamp)
+		}
+		switch {
+		case want.About == "" && len(rec.About) != 0:
+			t.Errorf("%s: about %q, want none", rec.URI, rec.About)
+		case want.About != "" && (len(rec.About) != 1 || !strings.HasPrefix(rec.About[0], "<?xml") || !strings.Contains(rec.About[0], `xmlns="`+bench.OAIProvenanceNamespace+`"`) || !strings.Contains(rec.About[0], "<identifier>"+rec.URI+"</identifier>")):
+			t.Errorf("%s: about %q", rec.URI, rec.About)
+		}
+	}
+}
+
 func readBody(t *testing.T, rec *source.Record) string {
 	t.Helper()
 	rc, err := rec.Open(context.Background())

@@ -63,6 +63,8 @@ func DefaultSchema() Schema {
 		"lastmod":      {Type: Date},
 		"links":        {Type: String, MultiValued: true},
 		"resource_set": {Type: String},
+		"sets":         {Type: String, MultiValued: true},
+		"about":        {Type: String, MultiValued: true},
 		"text":         {Type: Text},
 		"body":         {Type: Binary},
 	}
