@@ -79,13 +79,15 @@ type Body struct {
 	started bool       // the first response was accepted
 	// ifNoneMatch and ifModifiedSince make the first request conditional.
 	ifNoneMatch, ifModifiedSince string
-	validator                    string   // If-Range value, "" for none
-	ranges                       bool     // resume with Range requests
-	total                        int64    // expected representation length, -1 unknown
-	off                          int64    // bytes returned so far
-	cur                          *attempt // the response being read, nil between attempts
-	interrupt                    error    // why the last attempt ended early
-	err                          error    // sticky final result of Read (io.EOF included)
+	// form, when not empty, is POSTed (see OpenForm).
+	form      string
+	validator string   // If-Range value, "" for none
+	ranges    bool     // resume with Range requests
+	total     int64    // expected representation length, -1 unknown
+	off       int64    // bytes returned so far
+	cur       *attempt // the response being read, nil between attempts
+	interrupt error    // why the last attempt ended early
+	err       error    // sticky final result of Read (io.EOF included)
 	// attemptStart is b.off when the current (or last) attempt began.
 	attemptStart int64
 	// budget counts the consecutive attempts without progress and paces
@@ -125,6 +127,23 @@ func (c *Client) Open(ctx context.Context, rawURL string) (*Body, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := b.connect(0); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// OpenForm is Open with a POST of form (application/x-www-form-urlencoded)
+// to rawURL, as OAI-PMH allows for a request whose URL would be too long.
+// Retries and limits are Open's; a body that breaks is read again from the
+// start (never by Range: a POST is not ranged), skipping what was read.
+func (c *Client) OpenForm(ctx context.Context, rawURL string, form url.Values) (*Body, error) {
+	b, err := c.newBody(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	b.form = form.Encode()
 	if err := b.connect(0); err != nil {
 		b.Close()
 		return nil, err
@@ -348,12 +367,19 @@ func (b *Body) try() error {
 		return err
 	}
 	actx, cancel := context.WithCancelCause(b.bctx)
-	req, err := http.NewRequestWithContext(actx, http.MethodGet, b.reqURL, nil)
+	method, body := http.MethodGet, io.Reader(nil)
+	if b.form != "" {
+		method, body = http.MethodPost, strings.NewReader(b.form)
+	}
+	req, err := http.NewRequestWithContext(actx, method, b.reqURL, body)
 	if err != nil {
 		cancel(nil)
-		return errclass.Permanentf("GET %s: %w", b.reqURL, err)
+		return errclass.Permanentf("%s %s: %w", method, b.reqURL, err)
 	}
 	b.c.setHeaders(req)
+	if b.form != "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
 	if !b.started {
 		if b.ifNoneMatch != "" {
 			req.Header.Set("If-None-Match", b.ifNoneMatch)
@@ -362,7 +388,7 @@ func (b *Body) try() error {
 			req.Header.Set("If-Modified-Since", b.ifModifiedSince)
 		}
 	}
-	ranged := b.off > 0 && b.ranges
+	ranged := b.off > 0 && b.ranges && b.form == ""
 	if ranged {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(b.off, 10)+"-")
 		if b.validator != "" {

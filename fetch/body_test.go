@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -488,5 +490,40 @@ func TestRateLimitWaitBeyondDeadline(t *testing.T) {
 	_, err := c.Open(ctx, srv.URL)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want one wrapping context.DeadlineExceeded", err)
+	}
+}
+
+// TestOpenForm: OpenForm POSTs its form, retries as Open does, and reads
+// a body that breaks again from the start (a POST is never ranged),
+// skipping what was read.
+func TestOpenForm(t *testing.T) {
+	payload := bytes.Repeat([]byte("0123456789"), 1000)
+	var calls int
+	o := testOptions()
+	o.Transport = fakeTransport(func(r *http.Request) (*http.Response, error) {
+		calls++
+		b, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" || string(b) != "resumptionToken=a%2Bb%2Fc+d&verb=ListRecords" || r.Header.Get("Range") != "" {
+			t.Errorf("request %d: %s %q %q, Range %q", calls, r.Method, r.Header.Get("Content-Type"), b, r.Header.Get("Range"))
+		}
+		switch calls {
+		case 1:
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("busy")), Request: r}, nil
+		case 2:
+			// Breaks after half the body.
+			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Accept-Ranges": {"bytes"}}, ContentLength: int64(len(payload)),
+				Body: io.NopCloser(io.MultiReader(bytes.NewReader(payload[:len(payload)/2]), iotest.ErrReader(io.ErrUnexpectedEOF))), Request: r}, nil
+		}
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, ContentLength: int64(len(payload)), Body: io.NopCloser(bytes.NewReader(payload)), Request: r}, nil
+	})
+	c, _ := newTestClient(t, o)
+	b, err := c.OpenForm(t.Context(), "http://fake.invalid/oai", url.Values{"verb": {"ListRecords"}, "resumptionToken": {"a+b/c d"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, err := io.ReadAll(b)
+	if err != nil || !bytes.Equal(got, payload) || calls != 3 {
+		t.Errorf("read %d bytes (%v) in %d requests, want %d in 3", len(got), err, calls, len(payload))
 	}
 }

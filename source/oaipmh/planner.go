@@ -30,6 +30,12 @@ const DefaultMetadataPrefix = "oai_dc"
 // DefaultMaxPages bounds the pages of one list (Planner.MaxPages).
 const DefaultMaxPages = 1_000_000
 
+// DefaultMaxGetURL is the longest request URL sent with GET
+// (Planner.MaxGetURL): a longer request (a long resumption token, a long
+// setSpec) is POSTed, as OAI-PMH allows, since servers and proxies refuse
+// long URLs (2 to 8 KB, by their limits).
+const DefaultMaxGetURL = 2000
+
 // ErrTokenLoop is wrapped by the error of a list whose server sends back a
 // resumptionToken it sent before: following it would never end.
 var ErrTokenLoop = errors.New("resumptionToken repeats")
@@ -55,6 +61,9 @@ type Planner struct {
 	MaxDocumentSize int64
 	// MaxPages bounds the pages of one list (0: DefaultMaxPages).
 	MaxPages int
+	// MaxGetURL is the longest request URL sent with GET; a longer
+	// request is POSTed (0: DefaultMaxGetURL).
+	MaxGetURL int
 	// Concurrency is how many lists are harvested at once: above 1, a
 	// task's range is split into date windows (4 per list at once), each
 	// its own chain of resumption tokens (0 or 1: one list).
@@ -424,10 +433,17 @@ func (p *Planner) Sets(ctx context.Context, base string) ([]Set, error) {
 	return out, err
 }
 
-// request GETs base with args and hands the response to read.
+// request GETs base with args — POSTs them when the URL would be longer
+// than MaxGetURL — and hands the response to read.
 func (p *Planner) request(ctx context.Context, base string, args url.Values, read func(*Reader) error) error {
 	u := base + "?" + args.Encode()
-	body, err := p.Client.Open(ctx, u)
+	var body *fetch.Body
+	var err error
+	if len(u) > cmp.Or(p.MaxGetURL, DefaultMaxGetURL) {
+		body, err = p.Client.OpenForm(ctx, base, args)
+	} else {
+		body, err = p.Client.Open(ctx, u)
+	}
 	if err != nil {
 		return err
 	}

@@ -28,14 +28,16 @@ type repo struct {
 	*bench.OAIRepository
 	mu       sync.Mutex
 	requests []url.Values
+	methods  []string
 }
 
 func newRepo(t *testing.T, o bench.OAIOptions) *repo {
 	r := &repo{OAIRepository: bench.NewOAIRepository(o)}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if q := req.URL.Query(); q.Get("verb") == "ListRecords" {
+		if err := req.ParseForm(); err == nil && req.Form.Get("verb") == "ListRecords" {
 			r.mu.Lock()
-			r.requests = append(r.requests, q)
+			r.requests = append(r.requests, req.Form)
+			r.methods = append(r.methods, req.Method)
 			r.mu.Unlock()
 		}
 		r.OAIRepository.ServeHTTP(w, req)
@@ -225,6 +227,36 @@ func planWith(t *testing.T, p *oaipmh.Planner, task source.Task) []source.Unit {
 		t.Fatal(err)
 	}
 	return units
+}
+
+// TestPost: a request whose URL would be too long is POSTed, and the
+// harvest is the same.
+func TestPost(t *testing.T) {
+	var get, post []string
+	for _, maxURL := range []int{0, 10} {
+		r := newRepo(t, bench.OAIOptions{Records: 20, PageSize: 6})
+		p := planner()
+		p.MaxGetURL = maxURL
+		var ids []string
+		for _, u := range planWith(t, p, source.Task{Source: r.URL, Mode: source.Baseline}) {
+			ids = append(ids, u.Record.URI)
+		}
+		if maxURL == 0 {
+			get = ids
+		} else {
+			post = ids
+		}
+		methods := map[string]int{}
+		for _, m := range r.methods {
+			methods[m]++
+		}
+		if (maxURL == 0 && methods["POST"] != 0) || (maxURL > 0 && methods["GET"] != 0) {
+			t.Errorf("MaxGetURL %d: methods %v", maxURL, methods)
+		}
+	}
+	if !slices.Equal(get, post) || len(get) != 20 {
+		t.Errorf("GET harvested %d records, POST %d", len(get), len(post))
+	}
 }
 
 // TestRecordMetadata: a record carries its sets and its about containers
