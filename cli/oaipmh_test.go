@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 	fssink "github.com/rsharvest/rsharvest/sink/fs"
@@ -208,6 +209,63 @@ func TestOAILongRetryAfter(t *testing.T) {
 	// changed since it began.
 	if pages != 4 {
 		t.Errorf("the second run asked for %d pages, want 4", pages)
+	}
+}
+
+// TestOAIHoldAtFailedWindow: a sync whose later date windows fail holds
+// the checkpoint at the start of the earliest window that failed: past
+// what was harvested in full, never past what was not.
+func TestOAIHoldAtFailedWindow(t *testing.T) {
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 200, PageSize: 10})
+	var (
+		mu      sync.Mutex
+		failing time.Time // list requests from this datestamp on fail
+		failed  []time.Time
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		q := req.URL.Query()
+		from, _ := time.Parse(time.RFC3339, q.Get("from"))
+		mu.Lock()
+		refuse := q.Get("verb") == "ListRecords" && !failing.IsZero() && !from.Before(failing)
+		if refuse {
+			failed = append(failed, from)
+		}
+		mu.Unlock()
+		if refuse {
+			w.Header().Set("Retry-After", "3600")
+			http.Error(w, "come back later", http.StatusServiceUnavailable)
+			return
+		}
+		repo.ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	args := []string{"--source", srv.URL + "/oai", "--concurrency", "2", "--sink", "fs:" + filepath.Join(dir, "mirror"), "--state", db, "--progress", "none"}
+	if code, out, stderr := run(t, append([]string{"baseline"}, args...)...); code != ExitOK {
+		t.Fatalf("baseline: exit %d\n%s%s", code, out, stderr)
+	}
+	start := repo.Now()
+	repo.Advance()
+	mu.Lock()
+	failing = start.Add(10 * 24 * time.Hour) // the windows after the first days of the range
+	mu.Unlock()
+	if code, out, stderr := run(t, append([]string{"sync"}, args...)...); code != ExitPartial {
+		t.Fatalf("sync: exit %d, want %d\n%s%s", code, ExitPartial, out, stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failed) == 0 {
+		t.Fatal("no window failed")
+	}
+	s, err := state.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cp, ok, err := s.Checkpoint(t.Context(), srv.URL+"/oai", oaipmh.ResourceSet(oaipmh.DefaultMetadataPrefix, ""))
+	if want := slices.MinFunc(failed, func(a, b time.Time) int { return a.Compare(b) }); err != nil || !ok || !cp.Next.Equal(want) {
+		t.Errorf("checkpoint %v (%v, %v), want held at %v, the start of the earliest window that failed (after %v)", cp.Next, ok, err, want, start)
 	}
 }
 

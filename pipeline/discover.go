@@ -65,7 +65,7 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	ep := r.marks.enter()
 	if f.WholeSet {
-		r.setBroken(ctx, f.ResourceSet, f.Err, ep)
+		r.setBroken(ctx, f.ResourceSet, f.Err, f.At, ep)
 		return
 	}
 	c := countsNone

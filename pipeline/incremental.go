@@ -136,7 +136,7 @@ func (r *run) unheld(ctx context.Context, j source.Package) (map[string]*source.
 
 // deleteRecord removes a resource whose winning change is a delete from
 // every sink.
-func (r *run) deleteRecord(ctx context.Context, c *source.Record) result {
+func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) result {
 	prev, had, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, c.URI)
 	if err != nil {
 		return result{fatal: err}
@@ -154,7 +154,7 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record) result {
 			}
 			f := Failure{URI: c.URI, Package: c.Listed, Stage: "deliver", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 			if !f.Permanent {
-				r.noteHold(c.ResourceSet, c.ChangeTime, nil)
+				r.noteHold(c.ResourceSet, c.ChangeTime, ep)
 			}
 			return result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.ChangeTime}
 		}

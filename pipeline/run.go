@@ -298,14 +298,15 @@ func (r *run) noteHold(set string, t time.Time, ep *epoch) {
 // setBroken records that the documents of the resource set whose
 // Capability List is at set could not be read (err): a failure of that set,
 // which holds its checkpoint whatever err's class, since part of what the
-// set publishes was never seen.
-func (r *run) setBroken(ctx context.Context, set string, err error, ep *epoch) {
+// set publishes was never seen: at at, the earliest change time the part
+// not seen can hold (zero: where the task started in the set).
+func (r *run) setBroken(ctx context.Context, set string, err error, at time.Time, ep *epoch) {
 	// The set stands where a package would: the packages of the other
 	// sets delivered in full are still recorded (see recordPackages).
 	f := Failure{URI: set, Package: set, Stage: "resource set", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
-	r.failIn(ctx, f, set, time.Time{}, countsNone, ep)
+	r.failIn(ctx, f, set, at, countsNone, ep)
 	if f.Permanent {
-		r.noteHold(set, time.Time{}, ep)
+		r.noteHold(set, at, ep)
 	}
 }
 
@@ -444,7 +445,7 @@ func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.Wait
 					if r.listing != nil {
 						res = result{listed: &state.Listed{URI: j.rec.URI, Length: j.rec.Length, Hashes: j.rec.Hashes, Where: j.pkg.URL}}
 					} else if j.rec.Change == source.Deleted && j.arch == nil && j.stream == nil {
-						res = r.deleteRecord(ctx, j.rec)
+						res = r.deleteRecord(ctx, j.rec, j.ep)
 					} else {
 						res = r.deliverEntry(ctx, j)
 					}

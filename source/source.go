@@ -127,8 +127,8 @@ type Failure struct {
 	// Package says a whole package could not be read (URI is its URL),
 	// counted as a failed package of the run.
 	Package bool
-	// WholeSet says a whole resource set could not be read: its
-	// checkpoint is held whatever Err's class.
+	// WholeSet says a resource set could not be read in full: its
+	// checkpoint is held (at At) whatever Err's class.
 	WholeSet bool
 	// At is the change time a temporary failure holds its set's
 	// checkpoint at (zero: where the task started in the set).

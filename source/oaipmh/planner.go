@@ -126,8 +126,8 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		mu             sync.Mutex
 		pages, outside int
 		lists          int
-		failed         = map[string][]error{} // by resource set
-		refused        error                  // what emit returned: nothing is emitted after it
+		failed         = map[string][]listFailure{} // by resource set
+		refused        error                        // what emit returned: nothing is emitted after it
 		cps            []source.Checkpoint
 	)
 	emitOne := func(ctx context.Context, u source.Unit) error {
@@ -172,7 +172,7 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 				case gctx.Err() != nil:
 					return gctx.Err()
 				default:
-					failed[set] = append(failed[set], err)
+					failed[set] = append(failed[set], listFailure{err, l.from})
 				}
 				return nil
 			})
@@ -192,16 +192,16 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		nfailed += len(errs)
 	}
 	if pages == 0 && nfailed == lists && lists > 0 {
-		for _, errs := range failed {
-			return nil, &source.SourceError{URL: base, Err: errs[0]}
+		for _, fs := range failed {
+			return nil, &source.SourceError{URL: base, Err: fs[0].err}
 		}
 	}
 	for i := range cps {
 		cp := &cps[i]
-		for _, err := range failed[cp.ResourceSet] {
+		for _, f := range failed[cp.ResourceSet] {
 			// What was harvested stands; the set's checkpoint is held
-			// until the rest is.
-			if err := emit(ctx, source.Unit{Failure: &source.Failure{URI: base, ResourceSet: cp.ResourceSet, Stage: "document", Err: err, WholeSet: true}}); err != nil {
+			// at the start of the list that failed until it is.
+			if err := emit(ctx, source.Unit{Failure: &source.Failure{URI: base, ResourceSet: cp.ResourceSet, Stage: "document", Err: f.err, WholeSet: true, At: f.at}}); err != nil {
 				return nil, err
 			}
 		}
@@ -213,6 +213,13 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		}
 	}
 	return cps, nil
+}
+
+// listFailure is a list that failed, and the start of its window (zero:
+// open), where it holds its set's checkpoint.
+type listFailure struct {
+	err error
+	at  time.Time
 }
 
 // window is a range of datestamps harvested as one list (zero: open).
