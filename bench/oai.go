@@ -2,6 +2,7 @@ package bench
 
 import (
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"encoding/xml"
 	"fmt"
@@ -52,6 +53,9 @@ type OAIOptions struct {
 	ForgetTokens bool
 	// Gzip: responses are gzip-compressed without saying so.
 	Gzip bool
+	// Deflate: responses are compressed with deflate (zlib) and say so
+	// (Content-Encoding: deflate), whatever the request accepts.
+	Deflate bool
 	// LoopTokens: every page after the first sends back the token of the
 	// second page, so a harvester that follows tokens blindly never ends.
 	LoopTokens bool
@@ -205,10 +209,16 @@ func (r *OAIRepository) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Unlock()
 	var out io.Writer = w
 	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
-	if r.o.Gzip {
+	switch {
+	case r.o.Gzip:
 		gz := gzip.NewWriter(w)
 		defer gz.Close()
 		out = gz
+	case r.o.Deflate:
+		w.Header().Set("Content-Encoding", "deflate")
+		zw := zlib.NewWriter(w)
+		defer zw.Close()
+		out = zw
 	}
 	base := "http://" + req.Host + req.URL.Path
 	decls := ""
@@ -484,7 +494,7 @@ func xmlTextKeepControls(s string) string {
 }
 
 // oaiQuirks names the habits of OAIOptions, for SetQuirks.
-var oaiQuirks = []string{"day-granularity", "ignore-dates", "empty-last-token", "root-namespaces", "control-chars", "one-use-tokens", "forget-tokens", "gzip", "loop-tokens"}
+var oaiQuirks = []string{"day-granularity", "ignore-dates", "empty-last-token", "root-namespaces", "control-chars", "one-use-tokens", "forget-tokens", "gzip", "deflate", "loop-tokens"}
 
 // OAIQuirks names the server habits SetQuirks takes.
 func OAIQuirks() []string { return slices.Clone(oaiQuirks) }
@@ -511,6 +521,8 @@ func (o *OAIOptions) SetQuirks(list string) error {
 			o.ForgetTokens = true
 		case "gzip":
 			o.Gzip = true
+		case "deflate":
+			o.Deflate = true
 		case "loop-tokens":
 			o.LoopTokens = true
 		default:

@@ -313,6 +313,7 @@ func TestQuirks(t *testing.T) {
 		"one-use tokens":         func(o *bench.OAIOptions) { o.OneUseTokens = true },
 		"forgotten tokens":       func(o *bench.OAIOptions) { o.ForgetTokens = true },
 		"gzip without saying so": func(o *bench.OAIOptions) { o.Gzip = true },
+		"deflate":                func(o *bench.OAIOptions) { o.Deflate = true },
 	}
 	names := slices.Sorted(maps.Keys(quirks))
 	for _, name := range append(names, "all together", "all together in windows") {
