@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,6 +157,20 @@ func TestOAISets(t *testing.T) {
 	}
 }
 
+// busyServer serves repo on 127.0.0.1, but answers the requests busy
+// says to refuse with 503 and a Retry-After of an hour.
+func busyServer(repo *bench.OAIRepository, busy func(url.Values) bool) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if busy(req.URL.Query()) {
+			w.Header().Set("Retry-After", "3600")
+			http.Error(w, "come back later", http.StatusServiceUnavailable)
+			return
+		}
+		repo.ServeHTTP(w, req)
+	}))
+	return srv
+}
+
 // TestOAILongRetryAfter: a server that asks, partway, to come back in an
 // hour ends the run at once, partial, with no checkpoint set; the next run
 // resumes where that one stopped and completes it.
@@ -166,20 +181,15 @@ func TestOAILongRetryAfter(t *testing.T) {
 		pages int
 		busy  = true
 	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.URL.Query().Get("verb") == "ListRecords" {
-			mu.Lock()
-			pages++
-			refuse := busy && pages > 2
-			mu.Unlock()
-			if refuse {
-				w.Header().Set("Retry-After", "3600")
-				http.Error(w, "come back later", http.StatusServiceUnavailable)
-				return
-			}
+	srv := busyServer(repo, func(q url.Values) bool {
+		if q.Get("verb") != "ListRecords" {
+			return false
 		}
-		repo.ServeHTTP(w, req)
-	}))
+		mu.Lock()
+		defer mu.Unlock()
+		pages++
+		return busy && pages > 2
+	})
 	defer srv.Close()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state.db")
@@ -222,22 +232,16 @@ func TestOAIHoldAtFailedWindow(t *testing.T) {
 		failing time.Time // list requests from this datestamp on fail
 		failed  []time.Time
 	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		q := req.URL.Query()
+	srv := busyServer(repo, func(q url.Values) bool {
 		from, _ := time.Parse(time.RFC3339, q.Get("from"))
 		mu.Lock()
+		defer mu.Unlock()
 		refuse := q.Get("verb") == "ListRecords" && !failing.IsZero() && !from.Before(failing)
 		if refuse {
 			failed = append(failed, from)
 		}
-		mu.Unlock()
-		if refuse {
-			w.Header().Set("Retry-After", "3600")
-			http.Error(w, "come back later", http.StatusServiceUnavailable)
-			return
-		}
-		repo.ServeHTTP(w, req)
-	}))
+		return refuse
+	})
 	defer srv.Close()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state.db")
