@@ -107,7 +107,7 @@ func (d *decoder) decode(doc *yaml.Node, data []byte) error {
 	if root.Kind != yaml.MappingNode {
 		return d.errorf(root, "want a mapping of keys to values, not %s", describe(root))
 	}
-	if err := d.checkKeys(root); err != nil {
+	if err := d.checkKeys(root, knownKeys()); err != nil {
 		return err
 	}
 	var r raw
@@ -116,6 +116,11 @@ func (d *decoder) decode(doc *yaml.Node, data []byte) error {
 	if err := dec.Decode(&r); err != nil {
 		return fmt.Errorf("%s: %w", d.name, err)
 	}
+	return d.values(&r)
+}
+
+// values checks every value of r into the File.
+func (d *decoder) values(r *raw) error {
 	for _, f := range r.fields() {
 		v := resolve(f.value)
 		if !given(v) {
@@ -138,8 +143,7 @@ func (d *decoder) decode(doc *yaml.Node, data []byte) error {
 // would refuse with a message naming only the line: a key that is not a
 // string, a merge key, a duplicate key and an unknown one (with the
 // closest known key suggested).
-func (d *decoder) checkKeys(root *yaml.Node) error {
-	known := knownKeys()
+func (d *decoder) checkKeys(root *yaml.Node, known []string) error {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k := resolve(root.Content[i])
 		switch first, dup := d.keys[k.Value]; {
@@ -150,7 +154,7 @@ func (d *decoder) checkKeys(root *yaml.Node) error {
 		case dup:
 			return d.errorf(k, "duplicate key %q (first at line %d)", k.Value, first.Line)
 		case !slices.Contains(known, k.Value):
-			return d.unknown(k)
+			return d.unknown(k, known)
 		}
 		d.keys[k.Value] = k
 	}
@@ -219,11 +223,11 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 func given(v *yaml.Node) bool { return v.Kind != 0 && !isNull(v) }
 
 // unknown reports an unknown key, suggesting the closest known one.
-func (d *decoder) unknown(k *yaml.Node) error {
-	if s := suggest(k.Value, knownKeys()); s != "" {
+func (d *decoder) unknown(k *yaml.Node, known []string) error {
+	if s := suggest(k.Value, known); s != "" {
 		return d.errorf(k, "unknown key %q (did you mean %q?)", k.Value, s)
 	}
-	return d.errorf(k, "unknown key %q (known keys: %s)", k.Value, strings.Join(knownKeys(), ", "))
+	return d.errorf(k, "unknown key %q (known keys: %s)", k.Value, strings.Join(known, ", "))
 }
 
 // source reconciles source with its alias capability_list_url.

@@ -204,6 +204,18 @@ CREATE TABLE progress (
 	PRIMARY KEY (source, resource_set, key)
 ) WITHOUT ROWID;
 `,
+		// 10: the site registry (see Site).
+		`
+CREATE TABLE sites (
+	name        TEXT PRIMARY KEY CHECK (name <> ''),
+	definition  TEXT NOT NULL,
+	next        TEXT,
+	last        TEXT,
+	last_status TEXT NOT NULL DEFAULT '',
+	last_run_id INTEGER REFERENCES runs (id),
+	updated     TEXT NOT NULL
+) WITHOUT ROWID;
+`,
 	}
 }
 

@@ -36,6 +36,7 @@ var allowed = []struct {
 	{"source/resourcesync", []string{"errclass", "fetch", "fixity", "manifest", "source"}},
 	{"source/oaipmh", []string{"errclass", "fetch", "manifest", "source"}},
 	{"config", []string{"manifest"}},
+	{"site", []string{"config", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "errclass", "fixity", "manifest"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},

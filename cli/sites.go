@@ -1,0 +1,384 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// sitesCommand returns the "sites" command: the site registry in the
+// state store (issue 14) — add, edit, remove, list and show sites, or
+// declare the whole registry from a file (apply).
+func (a *app) sitesCommand() *cobra.Command {
+	var stateFile string
+	c := &cobra.Command{
+		Use:   "sites",
+		Short: "Keep the registry of the sites harvested on a schedule: add, edit, remove, list, show, apply FILE.yaml",
+		Long: `The registry of sites lives in the state store (--state). A site is a source with its protocol
+options, its sinks, a schedule ("every 1d", "every 2w", "every 1mo", "every 12h", or a cron expression
+such as "0 3 * * *"), a contact e-mail and a notification policy (always, on_error, on_change).
+"sites apply FILE.yaml" declares the whole registry from a file (a mapping whose key sites lists the
+sites, each with the keys of a config file that belong to a harvest, and name, schedule, contact,
+notify): sites not in the file are removed, and applying the same file twice changes nothing.`,
+	}
+	c.PersistentFlags().StringVar(&stateFile, "state", "rsharvest.db", "state store file (SQLite)")
+	open := func(ctx context.Context) (*state.Store, site.Registry, error) {
+		st, err := state.Open(ctx, stateFile)
+		if err != nil {
+			return nil, site.Registry{}, err
+		}
+		return st, site.Registry{Store: st}, nil
+	}
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the sites: schedule, last harvest and its status, next harvest",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			st, reg, err := open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			sites, err := reg.Sites(c.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				out := make([]siteJSON, 0, len(sites))
+				for _, s := range sites {
+					out = append(out, newSiteJSON(s))
+				}
+				return writeJSON(a.stdout, out)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSCHEDULE\tLAST HARVEST\tSTATUS\tNEXT HARVEST\tSOURCE")
+			for _, s := range sites {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.When, orDash(when(s.Last)), orDash(s.LastStatus), orNow(when(s.NextHarvest(time.Local))), s.Source)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var showJSON bool
+	show := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a site: its definition (as a registry file holds it) and where its harvests stand",
+		Args:  exactArgs("sites show", "NAME"),
+		RunE: func(c *cobra.Command, args []string) error {
+			st, reg, err := open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			s, err := reg.Site(c.Context(), args[0])
+			if err != nil {
+				return noSite(err)
+			}
+			if showJSON {
+				return writeJSON(a.stdout, newSiteJSON(s))
+			}
+			def, err := yaml.Marshal(redacted(s.Site))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s# last harvest: %s (%s)\n# next harvest: %s\n", def, orDash(when(s.Last)), orDash(s.LastStatus), orNow(when(s.NextHarvest(time.Local))))
+			return nil
+		},
+	}
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
+	remove := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a site from the registry (what its harvests hold stays in the state and the sinks)",
+		Args:  exactArgs("sites remove", "NAME"),
+		RunE: func(c *cobra.Command, args []string) error {
+			st, reg, err := open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := reg.Remove(c.Context(), args[0]); err != nil {
+				return noSite(err)
+			}
+			fmt.Fprintf(a.stdout, "removed %s\n", args[0])
+			return nil
+		},
+	}
+	apply := &cobra.Command{
+		Use:   "apply FILE.yaml",
+		Short: "Make the registry hold exactly the sites of a file (idempotent); every site and sink is checked before anything is written",
+		Args:  exactArgs("sites apply", "FILE.yaml"),
+		RunE: func(c *cobra.Command, args []string) error {
+			fh, err := os.Open(args[0])
+			if err != nil {
+				return usagef("sites apply: %v", err)
+			}
+			defer fh.Close()
+			sites, err := config.DecodeSites(fh, args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			for i := range sites {
+				if _, err := site.New(sites[i]); err != nil {
+					return usageError{err}
+				}
+				if err := checkSinks(c.Context(), &sites[i]); err != nil {
+					return err
+				}
+			}
+			st, reg, err := open(c.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ch, err := reg.Apply(c.Context(), sites)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%d added, %d changed, %d removed, %d unchanged\n", len(ch.Added), len(ch.Changed), len(ch.Removed), len(ch.Unchanged))
+			for _, l := range []struct {
+				what  string
+				names []string
+			}{{"added", ch.Added}, {"changed", ch.Changed}, {"removed", ch.Removed}} {
+				for _, n := range l.names {
+					fmt.Fprintf(a.stdout, "  %s %s\n", l.what, n)
+				}
+			}
+			return nil
+		},
+	}
+	c.AddCommand(a.siteEditCommand("add", open), a.siteEditCommand("edit", open), remove, list, show, apply)
+	return c
+}
+
+// siteEditCommand returns "sites add" or "sites edit": a site defined by
+// flags, checked as a registry file's site is. edit changes only what its
+// flags give.
+func (a *app) siteEditCommand(verb string, open func(context.Context) (*state.Store, site.Registry, error)) *cobra.Command {
+	var (
+		def     config.Site
+		headers []string
+		every   string
+		cron    string
+		next    string
+	)
+	c := &cobra.Command{
+		Use:   verb + " NAME",
+		Args:  exactArgs("sites "+verb, "NAME"),
+		Short: map[string]string{"add": "Add a site", "edit": "Change a site: only what the flags give"}[verb],
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			st, reg, err := open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			s := config.Site{Name: args[0]}
+			if verb == "edit" {
+				old, err := reg.Site(ctx, args[0])
+				if err != nil {
+					return noSite(err)
+				}
+				s = old.Site
+			} else if _, err := reg.Site(ctx, args[0]); err == nil {
+				return usagef("sites add: site %q exists (sites edit changes it)", args[0])
+			}
+			changed := c.Flags().Changed
+			for _, f := range []struct {
+				flag string
+				dst  *string
+				v    string
+			}{{"source", &s.Source, def.Source}, {"protocol", &s.Protocol, def.Protocol}, {"metadata-prefix", &s.MetadataPrefix, def.MetadataPrefix},
+				{"contact", &s.Contact, def.Contact}, {"notify", &s.Notify, def.Notify}} {
+				if changed(f.flag) {
+					*f.dst = f.v
+				}
+			}
+			if changed("set") {
+				s.Sets = def.Sets
+			}
+			if changed("sink") {
+				s.Sinks = def.Sinks
+			}
+			if changed("header") {
+				h, err := parseHeaders(headers)
+				if err != nil {
+					return err
+				}
+				s.Headers = map[string]string{}
+				for k := range h {
+					s.Headers[k] = h.Get(k)
+				}
+			}
+			switch {
+			case changed("every") && changed("cron"):
+				return usagef("sites %s: give --every or --cron, not both", verb)
+			case changed("every"):
+				s.Schedule = "every " + every
+			case changed("cron"):
+				s.Schedule = cron
+			}
+			// The same checks as a registry file's site: through its text.
+			text, err := yaml.Marshal(&s)
+			if err != nil {
+				return err
+			}
+			// Positions in that text mean nothing to whoever gave flags.
+			unplaced := func(err error) error {
+				var e *config.Error
+				if errors.As(err, &e) {
+					err = e.Err
+				}
+				return usagef("sites %s: %w", verb, err)
+			}
+			checked, err := config.DecodeSite(text, "sites "+verb)
+			if err != nil {
+				return unplaced(err)
+			}
+			ns, err := site.New(*checked)
+			if err != nil {
+				return unplaced(err)
+			}
+			if changed("next") {
+				t, err := manifest.ParseDatetime(next)
+				if err != nil {
+					return usagef("--next: %v", err)
+				}
+				ns.Next = t
+			}
+			if err := checkSinks(ctx, &ns.Site); err != nil {
+				return err
+			}
+			if err := reg.Put(ctx, ns); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s %s: %s, %s\n", map[string]string{"add": "added", "edit": "changed"}[verb], ns.Name, ns.When, ns.Source)
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&def.Source, "source", "", "the site's source: a ResourceSync document or site, or an OAI-PMH base URL")
+	fl.StringVar(&def.Protocol, "protocol", "", "auto, resourcesync or oai-pmh (default auto)")
+	fl.StringVar(&def.MetadataPrefix, "metadata-prefix", "", "OAI-PMH: the metadata format harvested (default oai_dc)")
+	fl.StringArrayVar(&def.Sets, "set", nil, "a resource set or OAI-PMH setSpec (repeatable)")
+	fl.StringArrayVar(&def.Sinks, "sink", nil, "a sink spec (repeatable)")
+	fl.StringArrayVar(&headers, "header", nil, `an HTTP header sent to the site, "Name: value" (repeatable)`)
+	fl.StringVar(&every, "every", "", "harvest every N h, d, w or mo after the last harvest (1d, 2w, 1mo)")
+	fl.StringVar(&cron, "cron", "", `harvest at the times of a cron expression ("0 3 * * *", "@daily")`)
+	fl.StringVar(&def.Contact, "contact", "", "the e-mail address the site's reports go to")
+	fl.StringVar(&def.Notify, "notify", "", "when the contact hears of a harvest: always, on_error, on_change (default always)")
+	fl.StringVar(&next, "next", "", "the next harvest, a W3C datetime (default: derived from the last harvest and the schedule)")
+	return c
+}
+
+// siteJSON is a site as "sites list --json" and "sites show --json" print
+// it: header values and sink credentials redacted.
+type siteJSON struct {
+	Name           string   `json:"name"`
+	Schedule       string   `json:"schedule"`
+	Source         string   `json:"source"`
+	Protocol       string   `json:"protocol,omitempty"`
+	MetadataPrefix string   `json:"metadata_prefix,omitempty"`
+	Sets           []string `json:"sets,omitempty"`
+	Sinks          []string `json:"sinks"`
+	Contact        string   `json:"contact,omitempty"`
+	Notify         string   `json:"notify,omitempty"`
+	LastHarvest    string   `json:"last_harvest,omitempty"`
+	LastStatus     string   `json:"last_status,omitempty"`
+	LastRunID      int64    `json:"last_run_id,omitempty"`
+	NextHarvest    string   `json:"next_harvest"`
+}
+
+func newSiteJSON(s *site.Site) siteJSON {
+	d := redacted(s.Site)
+	return siteJSON{Name: d.Name, Schedule: d.Schedule, Source: d.Source, Protocol: d.Protocol, MetadataPrefix: d.MetadataPrefix, Sets: d.Sets,
+		Sinks: d.Sinks, Contact: d.Contact, Notify: d.Notify, LastHarvest: when(s.Last), LastStatus: s.LastStatus, LastRunID: s.LastRunID,
+		NextHarvest: orNow(when(s.NextHarvest(time.Local)))}
+}
+
+// redacted is def with its header values and sink credentials hidden.
+func redacted(def config.Site) config.Site {
+	if len(def.Headers) > 0 {
+		h := make(map[string]string, len(def.Headers))
+		for k := range def.Headers {
+			h[k] = "…"
+		}
+		def.Headers = h
+	}
+	def.Sinks = redactSpecs(def.Sinks)
+	return def
+}
+
+// when formats t (UTC, seconds), "" when zero.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// orNow is a next harvest: "" is due now.
+func orNow(s string) string {
+	if s == "" {
+		return "now"
+	}
+	return s
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// exactArgs requires the arguments use names.
+func exactArgs(cmd, use string) cobra.PositionalArgs {
+	want := len(strings.Fields(use))
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != want {
+			return usagef("%s takes %d argument(s) (%s), got %d", cmd, want, use, len(args))
+		}
+		return nil
+	}
+}
+
+// noSite makes an unknown site a usage error.
+func noSite(err error) error {
+	if errors.Is(err, state.ErrNoSite) {
+		return usageError{err}
+	}
+	return err
+}
+
+// checkSinks opens and closes each sink of def: an unreachable sink
+// refuses the site before anything is written.
+func checkSinks(ctx context.Context, def *config.Site) error {
+	_, closeSinks, err := openSinks(ctx, def.Sinks)
+	if err != nil {
+		return usageError{def.Errorf("sinks", "%v", err)}
+	}
+	return closeSinks(ctx)
+}

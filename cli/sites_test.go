@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSites: the registry from the command line — add, edit, list, show,
+// remove, and apply a registry file twice (the second changes nothing);
+// bad definitions are refused, naming the site (and, from a file, the
+// line), before anything is written; header values never show.
+func TestSites(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("sites.yaml", `sites:
+  - name: a
+    source: http://127.0.0.1:1/oai
+    protocol: oai-pmh
+    set: [physics, math]
+    sinks: [fs:mirror/a]
+    schedule: every 1d
+    contact: ops@a.example
+    notify: on_error
+    headers: {Authorization: Bearer s3cret}
+  - name: b
+    source: http://127.0.0.1:1/.well-known/resourcesync
+    sinks: [fs:mirror/b]
+    schedule: "0 3 * * *"
+`)
+	tests := []struct {
+		args []string
+		code int
+		want []string // in the output, in order
+		not  []string
+	}{
+		{[]string{"sites", "list"}, ExitOK, []string{"NAME"}, []string{"a  "}},
+		{[]string{"sites", "apply", good}, ExitOK, []string{"2 added, 0 changed, 0 removed, 0 unchanged", "added a", "added b"}, nil},
+		{[]string{"sites", "apply", good}, ExitOK, []string{"0 added, 0 changed, 0 removed, 2 unchanged"}, []string{"added a"}},
+		{[]string{"sites", "list"}, ExitOK, []string{"a", "every 1d", "now", "http://127.0.0.1:1/oai", "b", "0 3 * * *"}, nil},
+		{[]string{"sites", "show", "a"}, ExitOK, []string{"name: a", "schedule: every 1d", "fs:" + filepath.Join(dir, "mirror/a"), "Authorization: …", "- physics", "# next harvest: now"}, []string{"s3cret"}},
+		{[]string{"sites", "list", "--json"}, ExitOK, []string{`"name": "a"`, `"sets": [`, `"next_harvest": "now"`}, []string{"s3cret"}},
+		{[]string{"sites", "add", "c", "--source", "http://127.0.0.1:1/c", "--sink", "fs:" + filepath.Join(dir, "c"), "--every", "2w", "--contact", "c@c.example"}, ExitOK, []string{"added c: every 2w"}, nil},
+		{[]string{"sites", "add", "c", "--source", "http://x/", "--sink", "fs:" + filepath.Join(dir, "c"), "--every", "1d"}, ExitUsage, []string{`site "c" exists`}, nil},
+		{[]string{"sites", "edit", "c", "--cron", "@weekly", "--next", "2030-01-01T00:00:00Z"}, ExitOK, []string{"changed c: @weekly"}, nil},
+		{[]string{"sites", "show", "c", "--json"}, ExitOK, []string{`"schedule": "@weekly"`, `"contact": "c@c.example"`, `"next_harvest": "2030-01-01T00:00:00Z"`}, nil},
+		{[]string{"sites", "edit", "c", "--every", "1y"}, ExitUsage, []string{`site "c": schedule "every 1y"`}, nil},
+		{[]string{"sites", "edit", "zz", "--every", "1d"}, ExitUsage, []string{`site "zz": no such site`}, nil},
+		{[]string{"sites", "remove", "c"}, ExitOK, []string{"removed c"}, nil},
+		{[]string{"sites", "apply", file("unknown.yaml", "sites:\n  - name: a\n    source: http://a/\n    sinks: [fs:/tmp/a]\n    schedul: every 1d\n")}, ExitUsage,
+			[]string{`unknown.yaml:5:5: site "a": unknown key "schedul" (did you mean "schedule"?)`}, nil},
+		{[]string{"sites", "apply", file("schedule.yaml", "sites:\n  - name: a\n    source: http://a/\n    sinks: [fs:/tmp/a]\n    schedule: every 1y\n")}, ExitUsage,
+			[]string{`schedule.yaml:5:5: site "a": schedule "every 1y"`}, nil},
+		{[]string{"sites", "apply", file("dup.yaml", "sites:\n  - {name: a, source: http://a/, sinks: [fs:/tmp/a], schedule: every 1d}\n  - {name: a, source: http://b/, sinks: [fs:/tmp/b], schedule: every 1d}\n")}, ExitUsage,
+			[]string{`dup.yaml:3:6: site "a": given twice (first at line 2)`}, nil},
+		{[]string{"sites", "apply", file("sink.yaml", "sites:\n  - name: a\n    source: http://a/\n    sinks: [\"es:http://127.0.0.1:1/idx?retries=0\"]\n    schedule: every 1d\n")}, ExitUsage,
+			[]string{`sink.yaml:4:5: site "a"`}, nil},
+		// Nothing of the refused files was written.
+		{[]string{"sites", "list"}, ExitOK, []string{"a", "every 1d", "b"}, []string{"c  "}},
+	}
+	for _, tt := range tests {
+		code, out, stderr := run(t, append(tt.args, "--state", db)...)
+		all := out + stderr
+		if code != tt.code {
+			t.Errorf("%v: exit %d, want %d\n%s", tt.args, code, tt.code, all)
+			continue
+		}
+		rest := all
+		for _, w := range tt.want {
+			i := strings.Index(rest, w)
+			if i < 0 {
+				t.Errorf("%v: output lacks %q (in order):\n%s", tt.args, w, all)
+				break
+			}
+			rest = rest[i+len(w):]
+		}
+		for _, n := range tt.not {
+			if strings.Contains(all, n) {
+				t.Errorf("%v: output holds %q:\n%s", tt.args, n, all)
+			}
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// Site is a site of the registry: its definition (config.Site: name,
+// schedule, contact, notification policy and the settings its harvests
+// run with), its schedule parsed, and where its harvests stand.
+type Site struct {
+	config.Site
+	// When is Schedule parsed.
+	When Schedule
+	// Next is the next harvest when one was set explicitly (zero:
+	// derived, see NextHarvest).
+	Next time.Time
+	// Last is when the last harvest began (zero: never), with its status
+	// and run.
+	Last       time.Time
+	LastStatus string
+	LastRunID  int64
+}
+
+// New checks the schedule of a site's definition; its error names the
+// site and, for a definition read from a file, the line.
+func New(def config.Site) (*Site, error) {
+	when, err := ParseSchedule(def.Schedule)
+	if err != nil {
+		return nil, def.Errorf("schedule", "%v", err)
+	}
+	return &Site{Site: def, When: when}, nil
+}
+
+// NextHarvest returns when s is due next: Next when it was set, else its
+// schedule's next time after its last harvest (in loc), as seed 004 says;
+// a site never harvested is due at once (zero).
+func (s *Site) NextHarvest(loc *time.Location) time.Time {
+	switch {
+	case !s.Next.IsZero():
+		return s.Next
+	case s.Last.IsZero():
+		return time.Time{}
+	}
+	return s.When.Next(s.Last, loc)
+}
+
+// Due reports whether s is due at now.
+func (s *Site) Due(now time.Time, loc *time.Location) bool {
+	return !s.NextHarvest(loc).After(now)
+}
+
+// Registry is the site registry in a state store.
+type Registry struct {
+	Store *state.Store
+}
+
+// Sites returns every site, by name.
+func (r Registry) Sites(ctx context.Context) ([]*Site, error) {
+	rows, err := r.Store.Sites(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Site, 0, len(rows))
+	for _, row := range rows {
+		s, err := fromRow(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Site returns site name; its error wraps state.ErrNoSite when there is
+// none.
+func (r Registry) Site(ctx context.Context, name string) (*Site, error) {
+	row, err := r.Store.Site(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return fromRow(row)
+}
+
+// fromRow reads a site's row back.
+func fromRow(row state.Site) (*Site, error) {
+	def, err := config.DecodeSite([]byte(row.Definition), "the state's site "+row.Name)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(*def)
+	if err != nil {
+		return nil, err
+	}
+	s.Next, s.Last, s.LastStatus, s.LastRunID = row.Next, row.Last, row.LastStatus, row.LastRunID
+	return s, nil
+}
+
+// definition is s's definition as the state keeps it.
+func definition(def *config.Site) (string, error) {
+	b, err := yaml.Marshal(def)
+	if err != nil {
+		return "", fmt.Errorf("site %q: %w", def.Name, err)
+	}
+	return string(b), nil
+}
+
+// Put adds s, or replaces the definition of the site of its name (where
+// its harvests stand is kept). A Next set on s is stored.
+func (r Registry) Put(ctx context.Context, s *Site) error {
+	def, err := definition(&s.Site)
+	if err != nil {
+		return err
+	}
+	if err := r.Store.PutSite(ctx, state.Site{Name: s.Name, Definition: def}); err != nil {
+		return err
+	}
+	if !s.Next.IsZero() {
+		return r.Store.SetSiteNext(ctx, s.Name, s.Next)
+	}
+	return nil
+}
+
+// Remove removes site name.
+func (r Registry) Remove(ctx context.Context, name string) error {
+	return r.Store.RemoveSite(ctx, name)
+}
+
+// Changes are what Apply changed, by site name.
+type Changes struct {
+	Added, Changed, Removed, Unchanged []string
+}
+
+// Apply makes the registry hold exactly sites (a registry file's):
+// sites it lacks are added, sites whose definition differs are
+// redefined (where their harvests stand is kept), sites not in sites are
+// removed, and the others are not touched, so that applying the same
+// sites twice changes nothing. Every schedule is checked before
+// anything is written.
+func (r Registry) Apply(ctx context.Context, sites []config.Site) (Changes, error) {
+	var ch Changes
+	want := map[string]string{}
+	for i := range sites {
+		if _, err := New(sites[i]); err != nil {
+			return ch, err
+		}
+		def, err := definition(&sites[i])
+		if err != nil {
+			return ch, err
+		}
+		want[sites[i].Name] = def
+	}
+	rows, err := r.Store.Sites(ctx)
+	if err != nil {
+		return ch, err
+	}
+	have := map[string]string{}
+	for _, row := range rows {
+		have[row.Name] = row.Definition
+	}
+	for _, name := range sortedKeys(want) {
+		old, ok := have[name]
+		switch {
+		case ok && old == want[name]:
+			ch.Unchanged = append(ch.Unchanged, name)
+			continue
+		case ok:
+			ch.Changed = append(ch.Changed, name)
+		default:
+			ch.Added = append(ch.Added, name)
+		}
+		if err := r.Store.PutSite(ctx, state.Site{Name: name, Definition: want[name]}); err != nil {
+			return ch, err
+		}
+	}
+	for _, name := range sortedKeys(have) {
+		if _, ok := want[name]; !ok {
+			if err := r.Store.RemoveSite(ctx, name); err != nil && !errors.Is(err, state.ErrNoSite) {
+				return ch, err
+			}
+			ch.Removed = append(ch.Removed, name)
+		}
+	}
+	return ch, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
