@@ -52,6 +52,12 @@ type syncFlags struct {
 	metadataPrefix  string
 	rangeParts      int
 	maxDocumentSize int64
+	// site names the site harvested, in the log ("": none).
+	site string
+	// store, when not nil, is a store the caller opened and owns, shared
+	// by the runs of several sites at once (see runCommand); nil: the run
+	// opens --state for itself.
+	store *state.Store
 	// sourceKey names the source in the state store (default: source);
 	// the demo sets it, its source's port changing from run to run.
 	sourceKey string
@@ -249,12 +255,17 @@ func codeOf(rep *pipeline.Report) int {
 // runSync wires the client, sinks and store and runs a sync of the mode.
 func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.Report, error) {
 	log := a.logger()
+	if f.site != "" {
+		log = log.With("site", f.site)
+	}
 	opts, closeSinks, err := a.pipelineOptions(ctx, f, log)
 	if err != nil {
 		return nil, err
 	}
 	store := opts.Store
-	defer store.Close()
+	if f.store == nil {
+		defer store.Close()
+	}
 	counts := &pipeline.Counts{}
 	opts.Counts = counts
 	stopProgress := a.startProgress(ctx, f.progress, counts, log)
@@ -306,19 +317,26 @@ func (a *app) runSync(ctx context.Context, mode string, f syncFlags) (*pipeline.
 // pipelineOptions opens what every run needs from the flags — the sinks
 // (each checked reachable), the state store and the HTTP client — and
 // returns the pipeline's options with a function closing the sinks. The
-// caller closes opts.Store.
+// caller closes opts.Store (unless it gave it, f.store).
 func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger) (pipeline.Options, func(context.Context) error, error) {
 	headers, err := parseHeaders(f.headers)
 	if err != nil {
 		return pipeline.Options{}, nil, err
 	}
-	store, err := openState(ctx, f, log)
-	if err != nil {
-		return pipeline.Options{}, nil, err
+	store := f.store
+	if store == nil {
+		if store, err = openState(ctx, f, log); err != nil {
+			return pipeline.Options{}, nil, err
+		}
+	}
+	closeStore := func() {
+		if f.store == nil {
+			store.Close()
+		}
 	}
 	sinks, closeSinks, err := openSinks(ctx, f.sinks)
 	if err != nil {
-		store.Close()
+		closeStore()
 		return pipeline.Options{}, nil, usageError{err}
 	}
 	client := fetch.New(fetch.Options{
@@ -339,7 +357,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		err = usagef("--set: a ResourceSync source is synced one resource set at a time, or all of them (%d sets given)", len(f.sets))
 	}
 	if err != nil {
-		store.Close()
+		closeStore()
 		closeSinks(ctx)
 		return pipeline.Options{}, nil, err
 	}
@@ -354,6 +372,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		Sinks:           sinks,
 		SinkNames:       redactSpecs(f.sinks),
 		Store:           store,
+		StoreShared:     f.store != nil,
 		Client:          client,
 		Concurrency:     f.concurrency,
 		Workers:         f.workers,

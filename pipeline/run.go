@@ -58,6 +58,12 @@ type Options struct {
 	Planner source.Planner
 	// Store is the state store. Required.
 	Store *state.Store
+	// StoreShared says other runs of this process use Store at the same
+	// time (several sites harvested at once): the run then leaves the
+	// runs recorded as running alone, since the process that holds the
+	// store's lock marked those of dead processes interrupted when it
+	// took it (state.Store.MarkInterrupted). Otherwise the run marks them.
+	StoreShared bool
 	// Client fetches documents and packages. Required.
 	Client *fetch.Client
 	// Concurrency is the number of package downloads in flight (default
@@ -253,10 +259,14 @@ func newRun(opts Options) *run {
 
 // begin records the run in the state store.
 func (r *run) begin(ctx context.Context, rep *Report) error {
-	if n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started); err != nil {
-		return err
-	} else if n > 0 {
-		r.log.Warn("earlier runs did not finish (interrupted); this run picks up where they stopped", "runs", n)
+	if !r.opts.StoreShared {
+		n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			r.log.Warn("earlier runs did not finish (interrupted); this run picks up where they stopped", "runs", n)
+		}
 	}
 	id, err := r.opts.Store.BeginRun(ctx, state.Run{Mode: rep.Mode, Source: r.opts.Source, Started: rep.Started})
 	if err != nil {

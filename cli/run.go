@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// runCommand returns the "run" command: harvest the named sites of the
+// registry now, or every site that is due (--due), several at once, each
+// an independent task — what a crontab line calls.
+func (a *app) runCommand() *cobra.Command {
+	var (
+		stateFile   string
+		due         bool
+		concurrency int
+		waitLock    time.Duration
+		spoolDir    string
+	)
+	c := &cobra.Command{
+		Use:   "run [SITE…]",
+		Short: "Harvest the named sites of the registry now, or every site that is due (--due), several at once",
+		Long: `Harvests sites of the registry (see "rsharvest sites"): the named ones now, or with --due every site
+whose next harvest has come. Each site is synced as "rsharvest sync" would (a baseline the first time, then
+incremental), --sites-concurrency at a time, each on its own; a site that fails does not stop the others.
+Its last harvest is recorded and its next derived from its schedule. Exit 0 when every site harvested
+succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if due == (len(args) > 0) {
+				return usagef("run: name the sites to harvest, or give --due (not both)")
+			}
+			if concurrency < 1 {
+				return usagef("--sites-concurrency must be at least 1")
+			}
+			ctx := c.Context()
+			log := a.logger()
+			st, err := openState(ctx, syncFlags{state: stateFile, waitLock: waitLock, command: c.CommandPath()}, log)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			// This process holds the lock: runs still recorded as running
+			// are those of dead processes (the site runs share the store,
+			// see pipeline.Options.StoreShared).
+			if n, err := st.MarkInterrupted(ctx, time.Now().UTC()); err != nil {
+				return err
+			} else if n > 0 {
+				log.Warn("earlier runs did not finish (interrupted); their sites pick up where they stopped", "runs", n)
+			}
+			reg := site.Registry{Store: st}
+			sites, err := a.chosenSites(ctx, reg, args, due)
+			if err != nil {
+				return err
+			}
+			if len(sites) == 0 {
+				fmt.Fprintln(a.stdout, "no site is due")
+				return nil
+			}
+			ok := a.harvestSites(ctx, st, sites, concurrency, spoolDir)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !ok {
+				a.code = ExitPartial
+			}
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&stateFile, "state", "rsharvest.db", "state store file (SQLite): the registry and what the harvests hold")
+	fl.BoolVar(&due, "due", false, "harvest every site whose next harvest has come")
+	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
+	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another run to release the state file (0: fail at once)")
+	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
+	return c
+}
+
+// chosenSites returns the sites named (an unknown one is a usage error),
+// or those due now.
+func (a *app) chosenSites(ctx context.Context, reg site.Registry, names []string, due bool) ([]*site.Site, error) {
+	if !due {
+		var out []*site.Site
+		for _, n := range names {
+			s, err := reg.Site(ctx, n)
+			if err != nil {
+				return nil, noSite(err)
+			}
+			if !slices.ContainsFunc(out, func(o *site.Site) bool { return o.Name == n }) {
+				out = append(out, s)
+			}
+		}
+		return out, nil
+	}
+	all, err := reg.Sites(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	return slices.DeleteFunc(all, func(s *site.Site) bool { return !s.Due(now, time.Local) }), nil
+}
+
+// harvestSites harvests sites, concurrency at a time, each on its own,
+// records each one's harvest in the registry, and prints a summary per
+// site. It reports whether every harvest succeeded.
+func (a *app) harvestSites(ctx context.Context, st *state.Store, sites []*site.Site, concurrency int, spoolDir string) bool {
+	var (
+		mu  sync.Mutex
+		all = true
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	for _, s := range sites {
+		g.Go(func() error {
+			started := time.Now().UTC()
+			rep, err := a.harvestSite(gctx, st, s, spoolDir)
+			status, runID := pipeline.StatusFailed, int64(0)
+			if rep != nil {
+				status, runID = rep.Status, rep.RunID
+			}
+			if err != nil && ctx.Err() != nil {
+				status = state.StatusInterrupted
+			}
+			// Recorded even when the run was interrupted: the next run
+			// resumes from its marks.
+			rerr := st.SiteHarvested(context.WithoutCancel(gctx), s.Name, started, status, runID)
+			mu.Lock()
+			defer mu.Unlock()
+			var b strings.Builder
+			fmt.Fprintf(&b, "site %s: ", s.Name)
+			switch {
+			case rep != nil:
+				b.WriteString(summary(rep, err))
+			default:
+				fmt.Fprintf(&b, "failed: %v\n", err)
+			}
+			if err != nil && rep != nil {
+				fmt.Fprintf(&b, "  error: %v\n", err)
+			}
+			if rerr != nil {
+				fmt.Fprintf(&b, "  recording the harvest in the registry: %v\n", rerr)
+			}
+			fmt.Fprint(a.stdout, b.String())
+			if status != pipeline.StatusOK || rerr != nil {
+				all = false
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // each site's error is its own
+	return all
+}
+
+// harvestSite syncs one site with its settings, on the shared store.
+func (a *app) harvestSite(ctx context.Context, st *state.Store, s *site.Site, spoolDir string) (*pipeline.Report, error) {
+	var f syncFlags
+	f.register(&cobra.Command{}) // the flags' defaults
+	s.File.Apply(a.targets(&f), nil)
+	f.store, f.site, f.progress, f.command = st, s.Name, "none", "rsharvest run"
+	f.concurrencySet = s.Concurrency != nil
+	if spoolDir != "" {
+		f.spoolDir = spoolDir
+	}
+	if err := f.validate(); err != nil {
+		return nil, fmt.Errorf("site %s: %w", s.Name, err)
+	}
+	rep, err := a.runSync(ctx, modeSync, f)
+	var ue usageError
+	if errors.As(err, &ue) {
+		err = fmt.Errorf("site %s: %w", s.Name, err)
+	}
+	return rep, err
+}

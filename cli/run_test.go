@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// TestRunDue: run --due harvests every due site of the registry — a
+// ResourceSync source by its dumps, one by its lists, an OAI-PMH
+// repository, and one that cannot be reached — at once, each on its own:
+// the broken one fails alone (exit 1), the others hold every resource,
+// and each site's harvest is recorded with its next harvest derived. Run
+// again, nothing is due; run SITE harvests that site now.
+func TestRunDue(t *testing.T) {
+	dumps := generatedSource(t, bench.GenOptions{Resources: 40, Packages: 2, Seed: 3, MeanSize: 1 << 10}, bench.ServeOptions{})
+	lists := generatedSource(t, bench.GenOptions{Resources: 30, Packages: 1, Seed: 4, MeanSize: 1 << 10, WriteResources: true}, bench.ServeOptions{})
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 25, PageSize: 7})
+	oai := httptest.NewServer(repo)
+	defer oai.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	registry := filepath.Join(dir, "sites.yaml")
+	err := os.WriteFile(registry, []byte(`sites:
+  - {name: dumps, source: "`+dumps.URL+`", sinks: [fs:dumps], schedule: every 1d}
+  - {name: lists, source: "`+lists.URL+`", prefer: list, sinks: [fs:lists], schedule: every 1d}
+  - {name: oai, source: "`+oai.URL+`/oai", protocol: oai-pmh, sinks: [fs:oai], schedule: every 2w}
+  - {name: broken, source: "http://127.0.0.1:1/resourcesync.xml", retries: 0, sinks: [fs:broken], schedule: every 1d}
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run(t, "sites", "apply", registry, "--state", db); code != ExitOK {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := run(t, "run", "--due", "--sites-concurrency", "3", "--state", db)
+	if code != ExitPartial {
+		t.Fatalf("run --due: exit %d, want %d\n%s%s", code, ExitPartial, out, stderr)
+	}
+	for _, name := range []string{"dumps", "lists", "oai", "broken"} {
+		if !strings.Contains(out, "site "+name+": ") {
+			t.Errorf("no summary of site %s:\n%s", name, out)
+		}
+	}
+	// The lists name only the resources whose URIs can be file names.
+	resp, err := http.Get(lists.URL + "resourcelist.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	listed := strings.Count(string(body), "<url>")
+	for name, want := range map[string]int{"dumps": 40, "lists": listed, "oai": 25} {
+		if n := countFiles(t, filepath.Join(dir, name)); n != want {
+			t.Errorf("site %s: %d files, want %d\n%s", name, n, want, out)
+		}
+	}
+	st, err := state.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites, err := site.Registry{Store: st}.Sites(t.Context())
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites {
+		want := "ok"
+		if s.Name == "broken" {
+			want = "failed"
+		}
+		if s.LastStatus != want || s.Last.IsZero() || !s.NextHarvest(nil).Equal(s.When.Next(s.Last, nil)) {
+			t.Errorf("site %s: last %v (%s), next %v; want status %s", s.Name, s.Last, s.LastStatus, s.NextHarvest(nil), want)
+		}
+	}
+	if code, out, stderr := run(t, "run", "--due", "--state", db); code != ExitOK || !strings.Contains(out, "no site is due") {
+		t.Errorf("run --due again: exit %d\n%s%s", code, out, stderr)
+	}
+	repo.Advance()
+	if code, out, stderr := run(t, "run", "oai", "--state", db); code != ExitOK || !strings.Contains(out, "site oai: incremental") {
+		t.Errorf("run oai: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "zz"}, `site "zz": no such site`},
+		{[]string{"run"}, "name the sites to harvest, or give --due"},
+		{[]string{"run", "oai", "--due"}, "name the sites to harvest, or give --due"},
+	} {
+		if code, out, stderr := run(t, append(tc.args, "--state", db)...); code != ExitUsage || !strings.Contains(out+stderr, tc.want) {
+			t.Errorf("%v: exit %d\n%s%s", tc.args, code, out, stderr)
+		}
+	}
+}
+
+// countFiles counts the files under dir, the fs sink's own directories
+// left out.
+func countFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".rsharvest") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return n
+}
