@@ -373,6 +373,7 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		SinkNames:       redactSpecs(f.sinks),
 		Store:           store,
 		StoreShared:     f.store != nil,
+		Site:            f.site,
 		Client:          client,
 		Concurrency:     f.concurrency,
 		Workers:         f.workers,

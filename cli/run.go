@@ -67,7 +67,24 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 				fmt.Fprintln(a.stdout, "no site is due")
 				return nil
 			}
+			names := make([]string, len(sites))
+			for i, s := range sites {
+				names[i] = s.Name
+			}
+			if err := st.AddEvent(ctx, state.Event{Operation: opStarted, Message: fmt.Sprintf("%s: %d site(s): %s", c.CommandPath(), len(sites), strings.Join(names, ", "))}); err != nil {
+				return err
+			}
 			ok := a.harvestSites(ctx, st, sites, concurrency, spoolDir)
+			msg := "every site harvested succeeded"
+			if !ok {
+				msg = "some sites failed"
+			}
+			if ctx.Err() != nil {
+				msg = "interrupted"
+			}
+			if err := st.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: opStopped, Message: msg}); err != nil {
+				return err
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

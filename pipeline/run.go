@@ -64,6 +64,9 @@ type Options struct {
 	// store's lock marked those of dead processes interrupted when it
 	// took it (state.Store.MarkInterrupted). Otherwise the run marks them.
 	StoreShared bool
+	// Site is the registry's site harvested, recorded with the run ("":
+	// none).
+	Site string
 	// Client fetches documents and packages. Required.
 	Client *fetch.Client
 	// Concurrency is the number of package downloads in flight (default
@@ -268,7 +271,7 @@ func (r *run) begin(ctx context.Context, rep *Report) error {
 			r.log.Warn("earlier runs did not finish (interrupted); this run picks up where they stopped", "runs", n)
 		}
 	}
-	id, err := r.opts.Store.BeginRun(ctx, state.Run{Mode: rep.Mode, Source: r.opts.Source, Started: rep.Started})
+	id, err := r.opts.Store.BeginRun(ctx, state.Run{Mode: rep.Mode, Source: r.opts.Source, Site: r.opts.Site, Started: rep.Started})
 	if err != nil {
 		return err
 	}

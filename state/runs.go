@@ -21,6 +21,8 @@ type Run struct {
 	Mode string
 	// Source is the source URL the run harvested.
 	Source string
+	// Site is the registry's site the run harvested, or "".
+	Site string
 	// Status is StatusRunning until FinishRun sets the final status.
 	Status string
 	// Started and Finished bound the run; Finished is zero until FinishRun.
@@ -48,8 +50,8 @@ func (s *Store) BeginRun(ctx context.Context, r Run) (int64, error) {
 		return 0, fatal("begin run", err)
 	}
 	res, err := s.w.ExecContext(ctx,
-		"INSERT INTO runs (mode, source, status, started, finished, report) VALUES (?, ?, ?, ?, ?, ?)",
-		r.Mode, r.Source, r.Status, ts[0], ts[1], report)
+		"INSERT INTO runs (mode, source, site, status, started, finished, report) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		r.Mode, r.Source, r.Site, r.Status, ts[0], ts[1], report)
 	if err != nil {
 		return 0, fatal("begin run", err)
 	}
@@ -100,7 +102,7 @@ func reportArg(report []byte) (any, error) {
 	return string(report), nil
 }
 
-const selectRun = "SELECT id, mode, source, status, started, finished, report FROM runs"
+const selectRun = "SELECT id, mode, source, site, status, started, finished, report FROM runs"
 
 // Run returns run id, or an error wrapping ErrNotFound.
 func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
@@ -120,7 +122,21 @@ func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.r.QueryContext(ctx, selectRun+" ORDER BY id DESC LIMIT ?", limit)
+	return s.runs(ctx, selectRun+" ORDER BY id DESC LIMIT ?", limit)
+}
+
+// RunsSince returns the runs that began at since or later (zero: all), of
+// site only when site is not "", oldest first.
+func (s *Store) RunsSince(ctx context.Context, since time.Time, site string) ([]Run, error) {
+	from, err := encodeTime(since)
+	if err != nil || from == nil {
+		from = ""
+	}
+	return s.runs(ctx, selectRun+" WHERE started >= ? AND (? = '' OR site = ?) ORDER BY started, id", from, site, site)
+}
+
+func (s *Store) runs(ctx context.Context, query string, args ...any) ([]Run, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fatal("runs", err)
 	}
@@ -150,7 +166,7 @@ func scanRun(sc scanner) (Run, error) {
 		started, finished sql.NullString
 		report            sql.NullString
 	)
-	if err := sc.Scan(&r.ID, &r.Mode, &r.Source, &r.Status, &started, &finished, &report); err != nil {
+	if err := sc.Scan(&r.ID, &r.Mode, &r.Source, &r.Site, &r.Status, &started, &finished, &report); err != nil {
 		return Run{}, err
 	}
 	var err error
@@ -184,4 +200,65 @@ func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) (int64, erro
 	}
 	n, _ := res.RowsAffected()
 	return n, nil
+}
+
+// Event is an operation of the harvest log that is not a run: the
+// harvester started or stopped (seed 004's steps 1 and 17).
+type Event struct {
+	At        time.Time
+	Operation string
+	// Site is the site concerned, or "".
+	Site    string
+	Message string
+}
+
+// AddEvent appends e to the harvest log; a zero At is the current time.
+func (s *Store) AddEvent(ctx context.Context, e Event) error {
+	if e.Operation == "" {
+		return fatal("event", errors.New("an event needs an operation"))
+	}
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	at, err := encodeTime(e.At)
+	if err != nil {
+		return fatal("event", err)
+	}
+	if _, err := s.w.ExecContext(ctx, "INSERT INTO events (at, operation, site, message) VALUES (?, ?, ?, ?)", at, e.Operation, e.Site, e.Message); err != nil {
+		return fatal("event", err)
+	}
+	return nil
+}
+
+// Events returns the events at since or later (zero: all), of site only
+// when site is not "" (events of no site are always included), oldest
+// first.
+func (s *Store) Events(ctx context.Context, since time.Time, site string) ([]Event, error) {
+	from, err := encodeTime(since)
+	if err != nil || from == nil {
+		from = ""
+	}
+	rows, err := s.r.QueryContext(ctx, "SELECT at, operation, site, message FROM events WHERE at >= ? AND (? = '' OR site = '' OR site = ?) ORDER BY at, id", from, site, site)
+	if err != nil {
+		return nil, fatal("events", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var (
+			e  Event
+			at sql.NullString
+		)
+		if err := rows.Scan(&at, &e.Operation, &e.Site, &e.Message); err != nil {
+			return nil, fatal("events", err)
+		}
+		if e.At, err = decodeTime("at", at); err != nil {
+			return nil, fatal("events", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("events", err)
+	}
+	return out, nil
 }

@@ -216,6 +216,21 @@ CREATE TABLE sites (
 	updated     TEXT NOT NULL
 ) WITHOUT ROWID;
 `,
+		// 11: the harvest log (seed 004's HARVEST_LOG): a run's site, and
+		// the operations that are not runs (the harvester started and
+		// stopped).
+		`
+ALTER TABLE runs ADD COLUMN site TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_started ON runs (started);
+CREATE TABLE events (
+	id        INTEGER PRIMARY KEY,
+	at        TEXT NOT NULL,
+	operation TEXT NOT NULL CHECK (operation <> ''),
+	site      TEXT NOT NULL DEFAULT '',
+	message   TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX events_at ON events (at);
+`,
 	}
 }
 

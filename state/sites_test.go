@@ -59,3 +59,51 @@ func TestSites(t *testing.T) {
 	}
 	wantFatal(t, s.PutSite(ctx, Site{Name: "c"}))
 }
+
+// TestEventsAndRunsSince: the harvest log's queries — events and runs
+// from a time on, of one site (events of no site always included).
+func TestEventsAndRunsSince(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	t0 := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
+	for i, e := range []Event{{At: t0, Operation: "harvester started"}, {At: t0.Add(time.Minute), Operation: "note", Site: "a"}, {At: t0.Add(2 * time.Minute), Operation: "note", Site: "b"}} {
+		if err := s.AddEvent(ctx, e); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	for i, r := range []Run{{Mode: "baseline", Source: "http://a/", Site: "a", Started: t0}, {Mode: "baseline", Source: "http://b/", Site: "b", Started: t0.Add(time.Hour)}} {
+		if _, err := s.BeginRun(ctx, r); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	tests := []struct {
+		since        time.Time
+		site         string
+		events, runs int
+	}{
+		{time.Time{}, "", 3, 2},
+		{time.Time{}, "a", 2, 1},
+		{t0.Add(30 * time.Second), "", 2, 1},
+		{t0.Add(30 * time.Second), "b", 1, 1},
+		{t0.Add(2 * time.Hour), "", 0, 0},
+	}
+	for _, tt := range tests {
+		evs, err := s.Events(ctx, tt.since, tt.site)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := s.RunsSince(ctx, tt.since, tt.site)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != tt.events || len(runs) != tt.runs {
+			t.Errorf("since %v, site %q: %d events, %d runs; want %d, %d", tt.since, tt.site, len(evs), len(runs), tt.events, tt.runs)
+		}
+		for _, r := range runs {
+			if tt.site != "" && r.Site != tt.site {
+				t.Errorf("site %q: run of site %q", tt.site, r.Site)
+			}
+		}
+	}
+	wantFatal(t, s.AddEvent(ctx, Event{}))
+}

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rsharvest/rsharvest/bench"
+)
+
+// TestHarvestLog: rsharvest log shows the harvester starting and
+// stopping, each site's harvest begun and ended with its counts and
+// status, and each failure with its error and whether it is temporary —
+// read from the state's runs and failures; --site and --since filter it.
+func TestHarvestLog(t *testing.T) {
+	strict := httptest.NewServer(bench.NewOAIRepository(bench.OAIOptions{Records: 3}))
+	defer strict.Close()
+	var (
+		mu    sync.Mutex
+		pages int
+	)
+	busy := busyServer(bench.NewOAIRepository(bench.OAIOptions{Records: 20, PageSize: 5}), func(q url.Values) bool {
+		if q.Get("verb") != "ListRecords" {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		pages++
+		return pages > 1
+	})
+	defer busy.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	registry := filepath.Join(dir, "sites.yaml")
+	if err := os.WriteFile(registry, []byte(`sites:
+  - {name: strict, source: "`+strict.URL+`/oai", protocol: oai-pmh, require_hash: true, sinks: [fs:strict], schedule: every 1d}
+  - {name: busy, source: "`+busy.URL+`/oai", protocol: oai-pmh, concurrency: 1, sinks: [fs:busy], schedule: every 1d}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run(t, "sites", "apply", registry, "--state", db); code != ExitOK {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "run", "--due", "--state", db); code != ExitPartial {
+		t.Fatalf("run --due: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := run(t, "log", "--state", db)
+	if code != ExitOK {
+		t.Fatalf("log: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		`harvester started  rsharvest run: 2 site\(s\): busy, strict`,
+		`strict  harvest begun      run \d+: baseline of ` + regexp.QuoteMeta(strict.URL+"/oai"),
+		`strict  failed             run \d+: permanent, verify: oai:rsharvest.example:0000000: no md5`,
+		`strict  harvest ended      run \d+: partial: 0 written, 0 deleted, 0 unchanged, 3 failed, 0 skipped`,
+		`busy    failed             run \d+: temporary, resource set: .*Retry-After 1h0m0s`,
+		`busy    harvest ended      run \d+: partial: 5 written`,
+		`harvester stopped  some sites failed`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "strict  failed"); n != 3 {
+		t.Errorf("%d failures of site strict, want 3:\n%s", n, out)
+	}
+	code, out, _ = run(t, "log", "--state", db, "--site", "busy", "--json")
+	var entries []logEntry
+	if err := json.Unmarshal([]byte(out), &entries); code != ExitOK || err != nil {
+		t.Fatalf("log --json: exit %d, %v\n%s", code, err, out)
+	}
+	ops := map[string]int{}
+	for _, e := range entries {
+		if e.Site != "" && e.Site != "busy" {
+			t.Errorf("--site busy shows %+v", e)
+		}
+		ops[e.Operation]++
+	}
+	if ops[opStarted] != 1 || ops[opHarvestBegun] != 1 || ops[opFailed] != 1 || ops[opHarvestEnded] != 1 || ops[opStopped] != 1 {
+		t.Errorf("--site busy: operations %v", ops)
+	}
+	if code, out, _ := run(t, "log", "--state", db, "--since", "2999-01-01T00:00:00Z", "--json"); code != ExitOK || strings.TrimSpace(out) != "[]" {
+		t.Errorf("--since the future: exit %d\n%s", code, out)
+	}
+	if code, _, stderr := run(t, "log", "--state", db, "--since", "yesterday"); code != ExitUsage || !strings.Contains(stderr, "--since") {
+		t.Errorf("--since yesterday: exit %d\n%s", code, stderr)
+	}
+}
