@@ -22,6 +22,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
@@ -125,6 +126,8 @@ type app struct {
 	// stderrTerm is stderr shared by the log and the progress line (see
 	// term).
 	stderrTerm *terminal
+	// outMu serialises what the harvests of several sites print.
+	outMu sync.Mutex
 	// retries is the live display's board of requests being retried,
 	// while it runs (see onRetry).
 	retries atomic.Pointer[retryBoard]
@@ -157,7 +160,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
 	root.PersistentPostRun = func(*cobra.Command, []string) { a.stopProfile() }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.logCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
+	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
 	return root
 }
 

@@ -127,9 +127,8 @@ func (a *app) chosenSites(ctx context.Context, reg site.Registry, names []string
 	return slices.DeleteFunc(all, func(s *site.Site) bool { return !s.Due(now, time.Local) }), nil
 }
 
-// harvestSites harvests sites, concurrency at a time, each on its own,
-// records each one's harvest in the registry, and prints a summary per
-// site. It reports whether every harvest succeeded.
+// harvestSites harvests sites, concurrency at a time, each on its own
+// (harvestOne), and reports whether every harvest succeeded.
 func (a *app) harvestSites(ctx context.Context, st *state.Store, sites []*site.Site, concurrency int, spoolDir string) bool {
 	var (
 		mu  sync.Mutex
@@ -139,43 +138,59 @@ func (a *app) harvestSites(ctx context.Context, st *state.Store, sites []*site.S
 	g.SetLimit(concurrency)
 	for _, s := range sites {
 		g.Go(func() error {
-			started := time.Now().UTC()
-			rep, err := a.harvestSite(gctx, st, s, spoolDir)
-			status, runID := pipeline.StatusFailed, int64(0)
-			if rep != nil {
-				status, runID = rep.Status, rep.RunID
-			}
-			if err != nil && ctx.Err() != nil {
-				status = state.StatusInterrupted
-			}
-			// Recorded even when the run was interrupted: the next run
-			// resumes from its marks.
-			rerr := st.SiteHarvested(context.WithoutCancel(gctx), s.Name, started, status, runID)
-			mu.Lock()
-			defer mu.Unlock()
-			var b strings.Builder
-			fmt.Fprintf(&b, "site %s: ", s.Name)
-			switch {
-			case rep != nil:
-				b.WriteString(summary(rep, err))
-			default:
-				fmt.Fprintf(&b, "failed: %v\n", err)
-			}
-			if err != nil && rep != nil {
-				fmt.Fprintf(&b, "  error: %v\n", err)
-			}
-			if rerr != nil {
-				fmt.Fprintf(&b, "  recording the harvest in the registry: %v\n", rerr)
-			}
-			fmt.Fprint(a.stdout, b.String())
-			if status != pipeline.StatusOK || rerr != nil {
+			if _, err := a.harvestOne(gctx, st, s, spoolDir); err != nil {
+				mu.Lock()
 				all = false
+				mu.Unlock()
 			}
 			return nil
 		})
 	}
 	_ = g.Wait() // each site's error is its own
 	return all
+}
+
+// harvestOne harvests site s, records the harvest in the registry and
+// prints its summary. Its error is not nil unless the harvest succeeded
+// (status ok): the run's error, else one saying the status.
+func (a *app) harvestOne(ctx context.Context, st *state.Store, s *site.Site, spoolDir string) (*pipeline.Report, error) {
+	started := time.Now().UTC()
+	rep, err := a.harvestSite(ctx, st, s, spoolDir)
+	status, runID := pipeline.StatusFailed, int64(0)
+	if rep != nil {
+		status, runID = rep.Status, rep.RunID
+	}
+	if err != nil && ctx.Err() != nil {
+		status = state.StatusInterrupted
+	}
+	// Recorded even when the run was interrupted: the next run resumes
+	// from its marks.
+	rerr := st.SiteHarvested(context.WithoutCancel(ctx), s.Name, started, status, runID)
+	var b strings.Builder
+	fmt.Fprintf(&b, "site %s: ", s.Name)
+	if rep != nil {
+		b.WriteString(summary(rep, err))
+		if err != nil {
+			fmt.Fprintf(&b, "  error: %v\n", err)
+		}
+	} else {
+		fmt.Fprintf(&b, "failed: %v\n", err)
+	}
+	if rerr != nil {
+		fmt.Fprintf(&b, "  recording the harvest in the registry: %v\n", rerr)
+	}
+	a.outMu.Lock()
+	fmt.Fprint(a.stdout, b.String())
+	a.outMu.Unlock()
+	switch {
+	case err != nil:
+		return rep, err
+	case rerr != nil:
+		return rep, rerr
+	case status != pipeline.StatusOK:
+		return rep, fmt.Errorf("site %s: harvest %s", s.Name, status)
+	}
+	return rep, nil
 }
 
 // harvestSite syncs one site with its settings, on the shared store.

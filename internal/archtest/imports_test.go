@@ -37,6 +37,7 @@ var allowed = []struct {
 	{"source/oaipmh", []string{"errclass", "fetch", "manifest", "source"}},
 	{"config", []string{"manifest"}},
 	{"site", []string{"config", "state"}},
+	{"daemon", []string{"errclass", "site", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "errclass", "fixity", "manifest"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},

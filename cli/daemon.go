@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rsharvest/rsharvest/daemon"
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// daemonCommand returns the "daemon" command: the registry's schedule run
+// as a service (package daemon, on River).
+func (a *app) daemonCommand() *cobra.Command {
+	var (
+		stateFile   string
+		concurrency int
+		tick        time.Duration
+		waitLock    time.Duration
+		spoolDir    string
+	)
+	c := &cobra.Command{
+		Use:   "daemon",
+		Short: "Run the registry's schedule as a service: each due site harvested as a job, retried when it fails temporarily, resumed after a restart",
+		Long: `Runs the schedule of the site registry (see "rsharvest sites") until SIGTERM or SIGINT: every --tick the
+registry is read, and each due site becomes a harvest job (River's, kept in the state file), at most one
+per site at a time, --sites-concurrency at once. A harvest that fails temporarily (the source unreachable)
+is tried again with backoff; one that ends partial or fails for good waits for its next scheduled harvest.
+On SIGTERM the running harvests stop, commit what they did with their progress marks, and are taken up
+again when the daemon starts next. One daemon per state file: a second one waits (--wait-lock) or refuses.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if concurrency < 1 || tick <= 0 {
+				return usagef("--sites-concurrency must be at least 1 and --tick positive")
+			}
+			ctx := c.Context()
+			log := a.logger()
+			st, err := openState(ctx, syncFlags{state: stateFile, waitLock: waitLock, command: c.CommandPath()}, log)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if n, err := st.MarkInterrupted(ctx, time.Now().UTC()); err != nil {
+				return err
+			} else if n > 0 {
+				log.Warn("earlier runs did not finish (interrupted); their sites pick up where they stopped", "runs", n)
+			}
+			if err := st.AddEvent(ctx, state.Event{Operation: opStarted, Message: fmt.Sprintf("%s: every %s, %d site(s) at once", c.CommandPath(), tick, concurrency)}); err != nil {
+				return err
+			}
+			log.Info("daemon started", "state", stateFile, "tick", tick, "sites-concurrency", concurrency)
+			runErr := daemon.Run(ctx, daemon.Options{
+				Store:            st,
+				SitesConcurrency: concurrency,
+				Tick:             tick,
+				Log:              log,
+				Harvest: func(ctx context.Context, s *site.Site) error {
+					rep, err := a.harvestOne(ctx, st, s, spoolDir)
+					var se *pipeline.SourceError
+					if errors.As(err, &se) && !errclass.IsPermanent(se.Err) {
+						return errclass.NewRetryable(err) // the source may come back
+					}
+					if err != nil && rep != nil && rep.Status == pipeline.StatusPartial {
+						return nil // recorded; its temporary failures wait for the next harvest
+					}
+					return err
+				},
+			})
+			msg := "stopped"
+			if runErr != nil {
+				msg = runErr.Error()
+			}
+			if err := st.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: opStopped, Message: msg}); err != nil && runErr == nil {
+				runErr = err
+			}
+			log.Info("daemon stopped")
+			return runErr
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&stateFile, "state", "rsharvest.db", "state store file (SQLite): the registry, the jobs, and what the harvests hold")
+	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
+	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")
+	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")
+	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
+	return c
+}
