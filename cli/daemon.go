@@ -24,6 +24,7 @@ func (a *app) daemonCommand() *cobra.Command {
 		tick        time.Duration
 		waitLock    time.Duration
 		spoolDir    string
+		rf          reportFlags
 	)
 	c := &cobra.Command{
 		Use:   "daemon",
@@ -51,6 +52,10 @@ again when the daemon starts next. One daemon per state file: a second one waits
 			} else if n > 0 {
 				log.Warn("earlier runs did not finish (interrupted); their sites pick up where they stopped", "runs", n)
 			}
+			rs, err := rf.sender(st)
+			if err != nil {
+				return err
+			}
 			if err := st.AddEvent(ctx, state.Event{Operation: opStarted, Message: fmt.Sprintf("%s: every %s, %d site(s) at once", c.CommandPath(), tick, concurrency)}); err != nil {
 				return err
 			}
@@ -61,16 +66,17 @@ again when the daemon starts next. One daemon per state file: a second one waits
 				Tick:             tick,
 				Log:              log,
 				Harvest: func(ctx context.Context, s *site.Site) error {
-					rep, err := a.harvestOne(ctx, st, s, spoolDir)
+					r, err := a.harvestOne(ctx, st, s, spoolDir, rs)
 					var se *pipeline.SourceError
 					if errors.As(err, &se) && !errclass.IsPermanent(se.Err) {
 						return errclass.NewRetryable(err) // the source may come back
 					}
-					if err != nil && rep != nil && rep.Status == pipeline.StatusPartial {
+					if err != nil && r.Status == pipeline.StatusPartial {
 						return nil // recorded; its temporary failures wait for the next harvest
 					}
 					return err
 				},
+				Daily: func(ctx context.Context) error { return dailyReport(ctx, st, rs, time.Now()) },
 			})
 			msg := "stopped"
 			if runErr != nil {
@@ -89,5 +95,6 @@ again when the daemon starts next. One daemon per state file: a second one waits
 	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
+	rf.register(c)
 	return c
 }

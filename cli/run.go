@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/report"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -27,6 +28,7 @@ func (a *app) runCommand() *cobra.Command {
 		concurrency int
 		waitLock    time.Duration
 		spoolDir    string
+		rf          reportFlags
 	)
 	c := &cobra.Command{
 		Use:   "run [SITE…]",
@@ -74,7 +76,16 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 			if err := st.AddEvent(ctx, state.Event{Operation: opStarted, Message: fmt.Sprintf("%s: %d site(s): %s", c.CommandPath(), len(sites), strings.Join(names, ", "))}); err != nil {
 				return err
 			}
-			ok := a.harvestSites(ctx, st, sites, concurrency, spoolDir)
+			rs, err := rf.sender(st)
+			if err != nil {
+				return err
+			}
+			began := time.Now().UTC()
+			reports, ok := a.harvestSites(ctx, st, sites, concurrency, spoolDir, rs)
+			title := fmt.Sprintf("%s at %s", c.CommandPath(), began.Format("2006-01-02 15:04 UTC"))
+			if err := rs.Composite(context.WithoutCancel(ctx), &report.Admin{Key: "run:" + began.Format(time.RFC3339Nano), Title: title, Sites: reports}); err != nil {
+				log.Warn("the composite report could not be sent", "error", err)
+			}
 			msg := "every site harvested succeeded"
 			if !ok {
 				msg = "some sites failed"
@@ -100,6 +111,7 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another run to release the state file (0: fail at once)")
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
+	rf.register(c)
 	return c
 }
 
@@ -129,31 +141,35 @@ func (a *app) chosenSites(ctx context.Context, reg site.Registry, names []string
 
 // harvestSites harvests sites, concurrency at a time, each on its own
 // (harvestOne), and reports whether every harvest succeeded.
-func (a *app) harvestSites(ctx context.Context, st *state.Store, sites []*site.Site, concurrency int, spoolDir string) bool {
+func (a *app) harvestSites(ctx context.Context, st *state.Store, sites []*site.Site, concurrency int, spoolDir string, rs *report.Sender) ([]report.Site, bool) {
 	var (
-		mu  sync.Mutex
-		all = true
+		mu      sync.Mutex
+		all     = true
+		reports = make([]report.Site, len(sites))
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(concurrency)
-	for _, s := range sites {
+	for i, s := range sites {
 		g.Go(func() error {
-			if _, err := a.harvestOne(gctx, st, s, spoolDir); err != nil {
-				mu.Lock()
+			r, err := a.harvestOne(gctx, st, s, spoolDir, rs)
+			mu.Lock()
+			defer mu.Unlock()
+			reports[i] = r
+			if err != nil {
 				all = false
-				mu.Unlock()
 			}
 			return nil
 		})
 	}
 	_ = g.Wait() // each site's error is its own
-	return all
+	return reports, all
 }
 
-// harvestOne harvests site s, records the harvest in the registry and
-// prints its summary. Its error is not nil unless the harvest succeeded
-// (status ok): the run's error, else one saying the status.
-func (a *app) harvestOne(ctx context.Context, st *state.Store, s *site.Site, spoolDir string) (*pipeline.Report, error) {
+// harvestOne harvests site s, records the harvest in the registry, prints
+// its summary and sends its report (rs: nil, none). Its error is not nil
+// unless the harvest succeeded (status ok): the run's error, else one
+// saying the status.
+func (a *app) harvestOne(ctx context.Context, st *state.Store, s *site.Site, spoolDir string, rs *report.Sender) (report.Site, error) {
 	started := time.Now().UTC()
 	rep, err := a.harvestSite(ctx, st, s, spoolDir)
 	status, runID := pipeline.StatusFailed, int64(0)
@@ -182,15 +198,21 @@ func (a *app) harvestOne(ctx context.Context, st *state.Store, s *site.Site, spo
 	a.outMu.Lock()
 	fmt.Fprint(a.stdout, b.String())
 	a.outMu.Unlock()
+	r, serr := siteReport(context.WithoutCancel(ctx), st, s, started, rep, err)
+	if serr != nil {
+		a.logger().Warn("the site's report could not be made", "site", s.Name, "error", serr)
+	} else {
+		a.sendReport(ctx, rs, &r)
+	}
 	switch {
 	case err != nil:
-		return rep, err
+		return r, err
 	case rerr != nil:
-		return rep, rerr
+		return r, rerr
 	case status != pipeline.StatusOK:
-		return rep, fmt.Errorf("site %s: harvest %s", s.Name, status)
+		return r, fmt.Errorf("site %s: harvest %s", s.Name, status)
 	}
-	return rep, nil
+	return r, nil
 }
 
 // harvestSite syncs one site with its settings, on the shared store.

@@ -37,6 +37,9 @@ type Options struct {
 	// temporary one (errclass) makes River try again later; any other
 	// ends the job (the site is due again by its schedule).
 	Harvest func(ctx context.Context, s *site.Site) error
+	// Daily, when set, runs once a day (the composite report to the
+	// administrator).
+	Daily func(ctx context.Context) error
 	// SitesConcurrency is how many sites are harvested at once (default 2).
 	SitesConcurrency int
 	// Tick is how often the registry is read for due sites (default 1m).
@@ -57,6 +60,11 @@ type harvestArgs struct {
 }
 
 func (harvestArgs) Kind() string { return "rsharvest_harvest" }
+
+// dailyArgs is the periodic job that runs Options.Daily.
+type dailyArgs struct{}
+
+func (dailyArgs) Kind() string { return "rsharvest_daily" }
 
 // scheduleArgs is the periodic job that looks for due sites.
 type scheduleArgs struct{}
@@ -106,15 +114,21 @@ func Run(ctx context.Context, opts Options) error {
 	d := &daemon{opts: opts, log: log}
 	river.AddWorker(workers, river.WorkFunc(d.harvest))
 	river.AddWorker(workers, river.WorkFunc(d.schedule))
+	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(opts.Tick),
+		func() (river.JobArgs, *river.InsertOpts) { return scheduleArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true})}
+	if opts.Daily != nil {
+		river.AddWorker(workers, river.WorkFunc(func(ctx context.Context, _ *river.Job[dailyArgs]) error { return opts.Daily(ctx) }))
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(24*time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return dailyArgs{}, nil }, nil))
+	}
 	client, err := river.NewClient(driver, &river.Config{
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: 1},
 			queueHarvest:       {MaxWorkers: opts.SitesConcurrency},
 		},
-		Workers: workers,
-		PeriodicJobs: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(opts.Tick),
-			func() (river.JobArgs, *river.InsertOpts) { return scheduleArgs{}, nil },
-			&river.PeriodicJobOpts{RunOnStart: true})},
+		Workers:      workers,
+		PeriodicJobs: periodic,
 		// A harvest runs as long as it needs; only a stop cancels it.
 		JobTimeout:           -1,
 		RescueStuckJobsAfter: 7 * 24 * time.Hour, // this daemon's own are rescued at start

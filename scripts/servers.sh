@@ -5,6 +5,7 @@
 #
 #   scripts/servers.sh minio   # build MinIO if absent, print its path
 #   scripts/servers.sh zincsearch  # the same for ZincSearch
+#   scripts/servers.sh mailpit     # the same for Mailpit
 #   scripts/servers.sh all     # every server
 #
 # Binaries are cached in ${RSHARVEST_CACHE:-$HOME/.cache/rsharvest}, named
@@ -86,8 +87,37 @@ build_zincsearch() {
 	echo "$bin"
 }
 
+# Mailpit, the SMTP server (with an HTTP API to read back what it received)
+# the report tests send to. Keep in step with Version in report/mailtest.
+# Never run "mailpit version": it calls out to the internet.
+MAILPIT_VERSION=v1.27.11
+
+# build_mailpit builds Mailpit $MAILPIT_VERSION from its module, through the
+# Go module proxy, outside any module (no go.mod is touched). The module
+# holds no built web UI; the API and SMTP server do not need one.
+build_mailpit() {
+	local version="$MAILPIT_VERSION"
+	local bin="$CACHE/mailpit-$version"
+	if [[ ! -x "$bin" ]]; then
+		mkdir -p "$CACHE"
+		log "building Mailpit $version into $bin (a minute or two the first time)"
+		local start=$SECONDS
+		local gobin
+		gobin="$(mktemp -d "${TMPDIR:-/tmp}/mailpit-bin.XXXXXX")"
+		if ! (cd / && GOBIN="$gobin" CGO_ENABLED=0 GOFLAGS= go install -trimpath "github.com/axllent/mailpit@$version"); then
+			rm -rf "$gobin"
+			log "building Mailpit failed"
+			return 1
+		fi
+		mv -f "$gobin/mailpit" "$bin"
+		rm -rf "$gobin"
+		log "built Mailpit in $((SECONDS - start)) s"
+	fi
+	echo "$bin"
+}
+
 usage() {
-	echo "usage: $0 minio|zincsearch|all" >&2
+	echo "usage: $0 minio|zincsearch|mailpit|all" >&2
 	exit 2
 }
 
@@ -96,9 +126,11 @@ main() {
 	case "$1" in
 	minio) build_minio ;;
 	zincsearch) build_zincsearch ;;
+	mailpit) build_mailpit ;;
 	all)
 		build_minio
 		build_zincsearch
+		build_mailpit
 		;;
 	*) usage ;;
 	esac

@@ -231,6 +231,14 @@ CREATE TABLE events (
 );
 CREATE INDEX events_at ON events (at);
 `,
+		// 12: the reports sent, so that none is sent twice.
+		`
+CREATE TABLE reports_sent (
+	key     TEXT PRIMARY KEY CHECK (key <> ''),
+	state   TEXT NOT NULL CHECK (state IN ('sending', 'sent')),
+	updated TEXT NOT NULL
+) WITHOUT ROWID;
+`,
 	}
 }
 

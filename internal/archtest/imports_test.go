@@ -38,6 +38,8 @@ var allowed = []struct {
 	{"config", []string{"manifest"}},
 	{"site", []string{"config", "state"}},
 	{"daemon", []string{"errclass", "site", "state"}},
+	{"report", []string{"errclass", "state"}},
+	{"report/mailtest", nil},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "errclass", "fixity", "manifest"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},

@@ -1,0 +1,84 @@
+package report
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/wneessen/go-mail"
+
+	"github.com/rsharvest/rsharvest/errclass"
+)
+
+// SMTP sends reports through an SMTP server (github.com/wneessen/go-mail).
+type SMTP struct {
+	// Addr is the server, host:port.
+	Addr string
+	// From is the sender's address.
+	From string
+	// Username and Password authenticate (the mechanism the server
+	// offers; none when Username is "").
+	Username, Password string
+	// TLS is how the connection is protected: "starttls" (the default:
+	// STARTTLS, required), "tls" (TLS from the start) or "none".
+	TLS string
+	// TLSConfig verifies the server (nil: the system's roots).
+	TLSConfig *tls.Config
+}
+
+var _ Mailer = (*SMTP)(nil)
+
+// Send sends one message with a text and an HTML part.
+func (m *SMTP) Send(ctx context.Context, to []string, subject, text, html string) error {
+	host, portText, err := net.SplitHostPort(m.Addr)
+	if err != nil {
+		return errclass.Permanentf("smtp %q: want HOST:PORT: %w", m.Addr, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return errclass.Permanentf("smtp %q: want HOST:PORT", m.Addr)
+	}
+	opts := []mail.Option{mail.WithPort(port), mail.WithTimeout(30 * time.Second)}
+	switch m.TLS {
+	case "", "starttls":
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSMandatory))
+	case "tls":
+		opts = append(opts, mail.WithSSL())
+	case "none":
+		opts = append(opts, mail.WithTLSPolicy(mail.NoTLS))
+	default:
+		return errclass.Permanentf("smtp: TLS %q: want starttls, tls or none", m.TLS)
+	}
+	cfg := m.TLSConfig
+	if cfg == nil {
+		cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	opts = append(opts, mail.WithTLSConfig(cfg))
+	if m.Username != "" {
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthAutoDiscover), mail.WithUsername(m.Username), mail.WithPassword(m.Password))
+	}
+	c, err := mail.NewClient(host, opts...)
+	if err != nil {
+		return errclass.Permanentf("smtp: %w", err)
+	}
+	msg := mail.NewMsg()
+	if err := msg.From(m.From); err != nil {
+		return errclass.Permanentf("smtp: from %q: %w", m.From, err)
+	}
+	if err := msg.To(to...); err != nil {
+		return errclass.Permanentf("smtp: to %v: %w", to, err)
+	}
+	msg.Subject(subject)
+	msg.SetBodyString(mail.TypeTextPlain, text)
+	msg.AddAlternativeString(mail.TypeTextHTML, html)
+	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
+		return errclass.Retryablef("smtp %s: %w", m.Addr, err)
+	}
+	return nil
+}
+
+// String names the server, for messages.
+func (m *SMTP) String() string { return fmt.Sprintf("smtp %s (from %s)", m.Addr, m.From) }
