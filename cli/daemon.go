@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +17,7 @@ import (
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
+	"github.com/rsharvest/rsharvest/status"
 )
 
 // daemonCommand returns the "daemon" command: the registry's schedule run
@@ -24,6 +29,7 @@ func (a *app) daemonCommand() *cobra.Command {
 		tick        time.Duration
 		waitLock    time.Duration
 		spoolDir    string
+		listen      string
 		rf          reportFlags
 	)
 	c := &cobra.Command{
@@ -59,6 +65,11 @@ again when the daemon starts next. One daemon per state file: a second one waits
 			if err := st.AddEvent(ctx, state.Event{Operation: opStarted, Message: fmt.Sprintf("%s: every %s, %d site(s) at once", c.CommandPath(), tick, concurrency)}); err != nil {
 				return err
 			}
+			stopPage, err := serveStatus(ctx, st, listen, log)
+			if err != nil {
+				return err
+			}
+			defer stopPage()
 			log.Info("daemon started", "state", stateFile, "tick", tick, "sites-concurrency", concurrency)
 			runErr := daemon.Run(ctx, daemon.Options{
 				Store:            st,
@@ -95,6 +106,37 @@ again when the daemon starts next. One daemon per state file: a second one waits
 	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
+	fl.StringVar(&listen, "listen", "127.0.0.1:8474", `serve the status page, /metrics and /healthz here ("": not at all); the page needs $RSHARVEST_STATUS_TOKEN (a bearer token) or $RSHARVEST_STATUS_USER and $RSHARVEST_STATUS_PASSWORD, and is not served without them`)
 	rf.register(c)
 	return c
+}
+
+// serveStatus serves the status page on listen (package status) until
+// the returned function is called. Without credentials it serves nothing
+// and says so.
+func serveStatus(ctx context.Context, st *state.Store, listen string, log *slog.Logger) (func(), error) {
+	if listen == "" {
+		return func() {}, nil
+	}
+	h, err := status.Handler(status.Options{Store: st, Token: os.Getenv("RSHARVEST_STATUS_TOKEN"),
+		User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")})
+	if errors.Is(err, status.ErrNoAuth) {
+		log.Warn("the status page is not served: set RSHARVEST_STATUS_TOKEN, or RSHARVEST_STATUS_USER and RSHARVEST_STATUS_PASSWORD")
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, usagef("--listen %s: %v", listen, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("status page", "url", "http://"+ln.Addr().String()+"/")
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
 }

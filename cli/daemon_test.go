@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -56,10 +58,11 @@ func TestDaemon(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state.db")
 	registry := filepath.Join(dir, "sites.yaml")
-	if err := os.WriteFile(registry, []byte(`sites:
+	err := os.WriteFile(registry, []byte(`sites:
   - {name: broken, source: "http://127.0.0.1:1/x.xml", retries: 0, sinks: [fs:broken], schedule: every 1d}
   - {name: oai, source: "`+oai.URL+`/oai", protocol: oai-pmh, sinks: [fs:oai], schedule: every 1d}
-`), 0o644); err != nil {
+`), 0o644)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if code, out, stderr := run(t, "sites", "apply", registry, "--state", db); code != ExitOK {
@@ -69,8 +72,42 @@ func TestDaemon(t *testing.T) {
 	defer cancel()
 	var out, errb syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- Main(ctx, []string{"daemon", "--state", db, "--tick", "200ms"}, &out, &errb) }()
+	t.Setenv("RSHARVEST_STATUS_TOKEN", "t0k3n")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := "http://" + l.Addr().String()
+	l.Close()
+	go func() {
+		done <- Main(ctx, []string{"daemon", "--state", db, "--tick", "200ms", "--listen", strings.TrimPrefix(page, "http://")}, &out, &errb)
+	}()
 	waitFor(t, "site oai harvested", func() bool { return siteStatus(t, db, "oai") == "ok" })
+	// The status page: /healthz open, the rest behind the token.
+	for _, tc := range []struct {
+		path, token string
+		code        int
+		want        string
+	}{
+		{"/healthz", "", 200, "ok"},
+		{"/", "", 401, ""},
+		{"/", "t0k3n", 200, `data-site="oai"`},
+		{"/metrics", "t0k3n", 200, `rsharvest_site_runs_total{site="oai",status="ok"} 1`},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, page+tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(string(body), tc.want) {
+			t.Errorf("GET %s: %d, want %d with %q\n%s", tc.path, resp.StatusCode, tc.code, tc.want, body)
+		}
+	}
 	// The unreachable site is tried again, with backoff (River's).
 	waitFor(t, "site broken tried twice", func() bool {
 		_, log, _ := run(t, "log", "--state", db, "--site", "broken")
@@ -142,7 +179,7 @@ func TestDaemonKillResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	start := func() *exec.Cmd {
-		cmd := exec.CommandContext(ctx, bin, "daemon", "--state", db, "--tick", "200ms", "--log-level", "warn")
+		cmd := exec.CommandContext(ctx, bin, "daemon", "--state", db, "--tick", "200ms", "--log-level", "warn", "--listen", "")
 		cmd.Stderr = os.Stderr // warnings only
 		cmd.WaitDelay = 5 * time.Second
 		if err := cmd.Start(); err != nil {

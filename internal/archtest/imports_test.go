@@ -40,6 +40,7 @@ var allowed = []struct {
 	{"daemon", []string{"errclass", "site", "state"}},
 	{"report", []string{"errclass", "state"}},
 	{"report/mailtest", nil},
+	{"status", []string{"site", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "errclass", "fixity", "manifest"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},

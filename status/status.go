@@ -1,0 +1,288 @@
+// Package status serves what the daemon does, over HTTP (issue 14): a
+// small HTML status page — the sites with their last status, counts and
+// next harvest; a site's recent runs; a run's detail log — behind
+// authentication (a bearer token, or a user and password), the
+// Prometheus metrics of the harvests at /metrics (behind it too), and
+// /healthz. Everything is read from the state store at each request.
+package status
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// Options configure Handler. A Token, or a User and Password, is
+// required: the page is never served without authentication.
+type Options struct {
+	Store *state.Store
+	// Token is accepted as "Authorization: Bearer TOKEN".
+	Token string
+	// User and Password are accepted as HTTP basic authentication.
+	User, Password string
+	// Loc is the zone schedules are read in (default time.Local).
+	Loc *time.Location
+}
+
+// ErrNoAuth is returned by Handler when no credentials are configured.
+var ErrNoAuth = errors.New("status: no credentials configured (a token, or a user and password): the status page is not served without them")
+
+// Handler returns the status page's handler.
+func Handler(opts Options) (http.Handler, error) {
+	if opts.Token == "" && (opts.User == "" || opts.Password == "") {
+		return nil, ErrNoAuth
+	}
+	if opts.Loc == nil {
+		opts.Loc = time.Local
+	}
+	p := &pages{opts: opts}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&collector{p: p})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /metrics", p.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	mux.Handle("GET /{$}", p.auth(http.HandlerFunc(p.sites)))
+	mux.Handle("GET /site/{name}", p.auth(http.HandlerFunc(p.site)))
+	mux.Handle("GET /run/{id}", p.auth(http.HandlerFunc(p.run)))
+	return mux, nil
+}
+
+type pages struct{ opts Options }
+
+// auth refuses a request without the configured credentials.
+func (p *pages) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok := false
+		if p.opts.Token != "" {
+			got := r.Header.Get("Authorization")
+			ok = subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+p.opts.Token)) == 1
+		}
+		if !ok && p.opts.User != "" {
+			u, pw, has := r.BasicAuth()
+			ok = has && subtle.ConstantTimeCompare([]byte(u), []byte(p.opts.User)) == 1 && subtle.ConstantTimeCompare([]byte(pw), []byte(p.opts.Password)) == 1
+		}
+		if !ok {
+			if p.opts.User != "" {
+				w.Header().Set("WWW-Authenticate", `Basic realm="rsharvest"`)
+			}
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// runView is a run as the pages show it.
+type runView struct {
+	state.Run
+	Written, Deleted, Unchanged, Failed int64
+	Bytes                               int64
+	Error                               string
+}
+
+func newRunView(r state.Run) runView {
+	v := runView{Run: r}
+	var rep struct {
+		Resources struct{ Written, Deleted, Unchanged, Failed int64 }
+		Bytes     struct{ Written int64 }
+		Error     string
+	}
+	if r.Report != nil && json.Unmarshal(r.Report, &rep) == nil {
+		v.Written, v.Deleted, v.Unchanged, v.Failed = rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed
+		v.Bytes, v.Error = rep.Bytes.Written, rep.Error
+	}
+	return v
+}
+
+// siteView is a site as the pages show it.
+type siteView struct {
+	*site.Site
+	Next    time.Time
+	LastRun *runView
+}
+
+func (p *pages) siteViews(ctx context.Context) ([]siteView, error) {
+	sites, err := site.Registry{Store: p.opts.Store}.Sites(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]siteView, 0, len(sites))
+	for _, s := range sites {
+		v := siteView{Site: s, Next: s.NextHarvest(p.opts.Loc)}
+		if s.LastRunID > 0 {
+			if r, err := p.opts.Store.Run(ctx, s.LastRunID); err == nil {
+				rv := newRunView(r)
+				v.LastRun = &rv
+			}
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (p *pages) sites(w http.ResponseWriter, r *http.Request) {
+	views, err := p.siteViews(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	render(w, "sites", map[string]any{"Sites": views, "Now": time.Now()})
+}
+
+func (p *pages) site(w http.ResponseWriter, r *http.Request) {
+	s, err := site.Registry{Store: p.opts.Store}.Site(r.Context(), r.PathValue("name"))
+	if errors.Is(err, state.ErrNoSite) {
+		http.NotFound(w, r)
+		return
+	} else if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	runs, err := p.opts.Store.RunsSince(r.Context(), time.Time{}, s.Name)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	slices.Reverse(runs)
+	views := make([]runView, 0, min(len(runs), 50))
+	for _, run := range runs[:min(len(runs), 50)] {
+		views = append(views, newRunView(run))
+	}
+	render(w, "site", map[string]any{"Site": siteView{Site: s, Next: s.NextHarvest(p.opts.Loc)}, "Runs": views})
+}
+
+func (p *pages) run(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	run, err := p.opts.Store.Run(r.Context(), id)
+	if errors.Is(err, state.ErrNotFound) {
+		http.NotFound(w, r)
+		return
+	} else if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	fails, err := p.opts.Store.Failures(r.Context(), id)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	render(w, "run", map[string]any{"Run": newRunView(run), "Failures": fails})
+}
+
+func render(w http.ResponseWriter, name string, data any) {
+	var b bytes.Buffer
+	if err := pageT.ExecuteTemplate(&b, name, data); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b.Bytes())
+}
+
+var pageT = template.Must(template.New("").Funcs(map[string]any{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "now"
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+}).Parse(`{{define "head"}}<!doctype html><html lang="en"><head><meta charset="utf-8"><title>rsharvest{{if .}} – {{.}}{{end}}</title>
+<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}
+.ok{color:#060}.partial{color:#a60}.failed,.interrupted,.error{color:#b00}</style></head><body>
+<nav><a href="/">sites</a></nav>{{end}}
+{{define "sites"}}{{template "head" ""}}<h1>Sites</h1>
+<table id="sites"><tr><th>site</th><th>schedule</th><th>last harvest</th><th>status</th><th>written</th><th>deleted</th><th>failed</th><th>next harvest</th></tr>
+{{range .Sites}}<tr class="site" data-site="{{.Name}}"><td><a href="/site/{{.Name}}">{{.Name}}</a></td><td>{{.When}}</td><td>{{ago .Last}}</td>
+<td class="{{.LastStatus}}">{{if .LastStatus}}{{.LastStatus}}{{else}}-{{end}}{{with .LastRun}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}{{end}}</td>
+<td>{{with .LastRun}}{{.Written}}{{end}}</td><td>{{with .LastRun}}{{.Deleted}}{{end}}</td><td>{{with .LastRun}}{{.Failed}}{{end}}</td><td>{{when .Next}}</td></tr>
+{{end}}</table></body></html>{{end}}
+{{define "site"}}{{template "head" .Site.Name}}<h1>{{.Site.Name}}</h1><p>{{.Site.Source}} · {{.Site.When}} · next harvest {{when .Site.Next}}</p>
+<table id="runs"><tr><th>run</th><th>mode</th><th>began</th><th>status</th><th>written</th><th>deleted</th><th>unchanged</th><th>failed</th></tr>
+{{range .Runs}}<tr><td><a href="/run/{{.ID}}">{{.ID}}</a></td><td>{{.Mode}}</td><td>{{ago .Started}}</td><td class="{{.Status}}">{{.Status}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}</td>
+<td>{{.Written}}</td><td>{{.Deleted}}</td><td>{{.Unchanged}}</td><td>{{.Failed}}</td></tr>
+{{end}}</table></body></html>{{end}}
+{{define "run"}}{{template "head" (printf "run %d" .Run.ID)}}<h1>Run {{.Run.ID}}: {{.Run.Mode}} of {{.Run.Source}}</h1>
+<p class="{{.Run.Status}}">{{.Run.Status}}{{if .Run.Error}}: {{.Run.Error}}{{end}}</p><p>{{.Run.Written}} written, {{.Run.Deleted}} deleted, {{.Run.Unchanged}} unchanged, {{.Run.Failed}} failed</p>
+<h2>Detail log</h2><table id="failures"><tr><th>what</th><th>stage</th><th>kind</th><th>error</th></tr>
+{{range .Failures}}<tr><td>{{.URI}}</td><td>{{.Stage}}</td><td>{{if .Permanent}}permanent{{else}}temporary{{end}}</td><td>{{.Error}}</td></tr>
+{{end}}</table></body></html>{{end}}`))
+
+// collector reports the harvests' metrics, read from the state at each
+// scrape.
+type collector struct{ p *pages }
+
+var (
+	descRuns      = prometheus.NewDesc("rsharvest_site_runs_total", "Harvests of a site, by their status.", []string{"site", "status"}, nil)
+	descResources = prometheus.NewDesc("rsharvest_site_resources_total", "Resources the harvests of a site wrote, deleted, found unchanged or failed.", []string{"site", "outcome"}, nil)
+	descBytes     = prometheus.NewDesc("rsharvest_site_bytes_written_total", "Bytes the harvests of a site wrote.", []string{"site"}, nil)
+	descDuration  = prometheus.NewDesc("rsharvest_site_last_run_duration_seconds", "How long the last harvest of a site took.", []string{"site"}, nil)
+	descNext      = prometheus.NewDesc("rsharvest_site_next_harvest_timestamp_seconds", "When the next harvest of a site is due (Unix time; 0: now).", []string{"site"}, nil)
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ctx := context.Background()
+	views, err := c.p.siteViews(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descRuns, err)
+		return
+	}
+	for _, v := range views {
+		runs, err := c.p.opts.Store.RunsSince(ctx, time.Time{}, v.Name)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(descRuns, err)
+			return
+		}
+		byStatus := map[string]float64{}
+		var written, deleted, unchanged, failed, bytes float64
+		for _, r := range runs {
+			byStatus[r.Status]++
+			rv := newRunView(r)
+			written, deleted, unchanged, failed, bytes = written+float64(rv.Written), deleted+float64(rv.Deleted), unchanged+float64(rv.Unchanged), failed+float64(rv.Failed), bytes+float64(rv.Bytes)
+		}
+		for status, n := range byStatus {
+			ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, n, v.Name, status)
+		}
+		for outcome, n := range map[string]float64{"written": written, "deleted": deleted, "unchanged": unchanged, "failed": failed} {
+			ch <- prometheus.MustNewConstMetric(descResources, prometheus.CounterValue, n, v.Name, outcome)
+		}
+		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, bytes, v.Name)
+		if r := v.LastRun; r != nil && !r.Finished.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descDuration, prometheus.GaugeValue, r.Finished.Sub(r.Started).Seconds(), v.Name)
+		}
+		next := 0.0
+		if !v.Next.IsZero() {
+			next = float64(v.Next.Unix())
+		}
+		ch <- prometheus.MustNewConstMetric(descNext, prometheus.GaugeValue, next, v.Name)
+	}
+}

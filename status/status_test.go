@@ -1,0 +1,184 @@
+package status_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/rsharvest/rsharvest/state"
+	"github.com/rsharvest/rsharvest/status"
+)
+
+// fixture is a state with two sites: good (harvested, ok) and bad (its
+// harvest failed, with a failure in its detail log).
+func fixture(t *testing.T) *state.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := state.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	t0 := time.Now().Add(-time.Hour).UTC()
+	for _, s := range []struct {
+		name, status, report string
+		fail                 *state.Failure
+	}{
+		{"good", "ok", `{"resources":{"written":40,"deleted":2,"unchanged":5,"failed":0},"bytes":{"written":4096}}`, nil},
+		{"bad", "partial", `{"resources":{"written":1,"failed":1},"error":""}`, &state.Failure{URI: "http://bad.example/r/7", Stage: "download", Error: "HTTP 503 Service Unavailable"}},
+	} {
+		def := "name: " + s.name + "\nschedule: every 1d\nsource: http://" + s.name + ".example/\nsinks:\n  - fs:/tmp/" + s.name + "\n"
+		if err := st.PutSite(ctx, state.Site{Name: s.name, Definition: def}); err != nil {
+			t.Fatal(err)
+		}
+		id, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: "http://" + s.name + ".example/", Site: s.name, Started: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.fail != nil {
+			s.fail.RunID = id
+			if err := st.AddFailures(ctx, []state.Failure{*s.fail}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.FinishRun(ctx, id, t0.Add(time.Minute), s.status, json.RawMessage(s.report)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SiteHarvested(ctx, s.name, t0, s.status, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// TestAuthAndMetrics: every page but /healthz needs the token or the user
+// and password; the metrics count the harvests.
+func TestAuthAndMetrics(t *testing.T) {
+	if _, err := status.Handler(status.Options{Store: fixture(t)}); err == nil {
+		t.Fatal("a handler without credentials")
+	}
+	h, err := status.Handler(status.Options{Store: fixture(t), Token: "t0k3n", User: "admin", Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(path string, set func(*http.Request)) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if set != nil {
+			set(req)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	token := func(r *http.Request) { r.Header.Set("Authorization", "Bearer t0k3n") }
+	for _, tt := range []struct {
+		path string
+		set  func(*http.Request)
+		code int
+		want string
+	}{
+		{"/healthz", nil, 200, "ok"},
+		{"/", nil, 401, "authentication required"},
+		{"/metrics", nil, 401, ""},
+		{"/site/good", nil, 401, ""},
+		{"/run/1", nil, 401, ""},
+		{"/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer wrong") }, 401, ""},
+		{"/", func(r *http.Request) { r.SetBasicAuth("admin", "wrong") }, 401, ""},
+		{"/", func(r *http.Request) { r.SetBasicAuth("admin", "pw") }, 200, `data-site="good"`},
+		{"/", token, 200, `data-site="bad"`},
+		{"/site/nope", token, 404, ""},
+		{"/run/99", token, 404, ""},
+		{"/metrics", token, 200, `rsharvest_site_runs_total{site="good",status="ok"} 1`},
+		{"/metrics", token, 200, `rsharvest_site_resources_total{outcome="written",site="good"} 40`},
+		{"/metrics", token, 200, `rsharvest_site_bytes_written_total{site="good"} 4096`},
+		{"/metrics", token, 200, `rsharvest_site_last_run_duration_seconds{site="bad"} 60`},
+	} {
+		code, body := get(tt.path, tt.set)
+		if code != tt.code || !strings.Contains(body, tt.want) {
+			t.Errorf("GET %s: %d, want %d with %q\n%s", tt.path, code, tt.code, tt.want, body)
+		}
+	}
+}
+
+// TestPageInBrowser drives the status page in a real headless browser
+// (Debian's chromium, through chromedp): the sites appear, the failed one
+// with its status; its page lists its run, and the run's page its detail
+// log; without credentials the page is refused.
+func TestPageInBrowser(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("no chromium (apt-get install chromium; .ci/run installs it):", err)
+	}
+	h, err := status.Handler(status.Options{Store: fixture(t), User: "admin", Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
+	actx, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+
+	// Without credentials the browser is refused (it gives up at the
+	// server's demand for a password).
+	var refused string
+	err = chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.Text("body", &refused))
+	if (err == nil || !strings.Contains(err.Error(), "ERR_INVALID_AUTH_CREDENTIALS")) && !strings.Contains(refused, "authentication required") {
+		t.Errorf("without credentials: %v, the page shows %q", err, refused)
+	}
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:pw"))
+	var sites, good, bad, runs, detail string
+	err = chromedp.Run(ctx,
+		network.Enable(),
+		network.SetExtraHTTPHeaders(network.Headers{"Authorization": auth}),
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible("#sites"),
+		chromedp.Text("#sites", &sites),
+		chromedp.Text(`tr[data-site="good"]`, &good),
+		chromedp.Text(`tr[data-site="bad"]`, &bad),
+		chromedp.Click(`tr[data-site="bad"] a`),
+		chromedp.WaitVisible("#runs"),
+		chromedp.Text("#runs", &runs),
+		chromedp.Click("#runs a"),
+		chromedp.WaitVisible("#failures"),
+		chromedp.Text("#failures", &detail),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(good, "ok") || !strings.Contains(good, "40") || !strings.Contains(good, "every 1d") {
+		t.Errorf("site good's row: %q", good)
+	}
+	if !strings.Contains(bad, "partial") {
+		t.Errorf("site bad's row: %q", bad)
+	}
+	if !strings.Contains(runs, "baseline") || !strings.Contains(runs, "partial") {
+		t.Errorf("site bad's runs: %q", runs)
+	}
+	if !strings.Contains(detail, "http://bad.example/r/7") || !strings.Contains(detail, "HTTP 503 Service Unavailable") || !strings.Contains(detail, "temporary") {
+		t.Errorf("the run's detail log: %q", detail)
+	}
+}
