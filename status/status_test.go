@@ -37,6 +37,7 @@ func fixture(t *testing.T) *state.Store {
 	}{
 		{"good", "ok", `{"resources":{"written":40,"deleted":2,"unchanged":5,"failed":0},"bytes":{"written":4096}}`, nil},
 		{"bad", "partial", `{"resources":{"written":1,"failed":1},"error":""}`, &state.Failure{URI: "http://bad.example/r/7", Stage: "download", Error: "HTTP 503 Service Unavailable"}},
+		{"down", "failed", `{"resources":{},"error":"source unreadable: connection refused"}`, nil},
 	} {
 		def := "name: " + s.name + "\nschedule: every 1d\nsource: http://" + s.name + ".example/\nsinks:\n  - fs:/tmp/" + s.name + "\n"
 		if err := st.PutSite(ctx, state.Site{Name: s.name, Definition: def}); err != nil {
@@ -118,8 +119,8 @@ func TestAuthAndMetrics(t *testing.T) {
 }
 
 // TestPageInBrowser drives the status page in a real headless browser
-// (Debian's chromium, through chromedp): the sites appear, the failed one
-// with its status; its page lists its run, and the run's page its detail
+// (Debian's chromium, through chromedp): the sites appear, a partial one
+// with its status, a failed one with its error; its page lists its run, and the run's page its detail
 // log; without credentials the page is refused.
 func TestPageInBrowser(t *testing.T) {
 	chromium, err := exec.LookPath("chromium")
@@ -150,7 +151,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Errorf("without credentials: %v, the page shows %q", err, refused)
 	}
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:pw"))
-	var sites, good, bad, runs, detail string
+	var sites, good, bad, down, runs, detail string
 	err = chromedp.Run(ctx,
 		network.Enable(),
 		network.SetExtraHTTPHeaders(network.Headers{"Authorization": auth}),
@@ -159,6 +160,7 @@ func TestPageInBrowser(t *testing.T) {
 		chromedp.Text("#sites", &sites),
 		chromedp.Text(`tr[data-site="good"]`, &good),
 		chromedp.Text(`tr[data-site="bad"]`, &bad),
+		chromedp.Text(`tr[data-site="down"]`, &down),
 		chromedp.Click(`tr[data-site="bad"] a`),
 		chromedp.WaitVisible("#runs"),
 		chromedp.Text("#runs", &runs),
@@ -174,6 +176,9 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(bad, "partial") {
 		t.Errorf("site bad's row: %q", bad)
+	}
+	if !strings.Contains(down, "failed") || !strings.Contains(down, "source unreadable: connection refused") {
+		t.Errorf("the failed site's row does not show its error: %q", down)
 	}
 	if !strings.Contains(runs, "baseline") || !strings.Contains(runs, "partial") {
 		t.Errorf("site bad's runs: %q", runs)
