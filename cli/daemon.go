@@ -48,16 +48,11 @@ again when the daemon starts next. One daemon per state file: a second one waits
 			}
 			ctx := c.Context()
 			log := a.logger()
-			st, err := openState(ctx, syncFlags{state: stateFile, waitLock: waitLock, command: c.CommandPath()}, log)
+			st, err := openSitesState(ctx, stateFile, waitLock, c.CommandPath(), log)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if n, err := st.MarkInterrupted(ctx, time.Now().UTC()); err != nil {
-				return err
-			} else if n > 0 {
-				log.Warn("earlier runs did not finish (interrupted); their sites pick up where they stopped", "runs", n)
-			}
 			rs, err := rf.sender(st)
 			if err != nil {
 				return err

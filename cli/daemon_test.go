@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -144,32 +143,7 @@ func TestDaemonKillResume(t *testing.T) {
 	bin := crashBuildBinary(t)
 	const records, pageSize, holdAt = 400, 20, 8
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: pageSize})
-	var (
-		mu      sync.Mutex
-		pages   int
-		release = make(chan struct{})
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.URL.Query().Get("verb") == "ListRecords" {
-			mu.Lock()
-			pages++
-			n := pages
-			mu.Unlock()
-			select {
-			case <-release:
-			default:
-				if n >= holdAt {
-					select { // held until the daemon is killed
-					case <-release:
-					case <-req.Context().Done():
-					}
-					return
-				}
-			}
-		}
-		repo.ServeHTTP(w, req)
-	}))
-	defer srv.Close()
+	srv := newHeldOAI(t, repo, holdAt)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state.db")
 	mirror := filepath.Join(dir, "mirror")
@@ -190,25 +164,18 @@ func TestDaemonKillResume(t *testing.T) {
 	cmd := start()
 	set := "metadataPrefix=oai_dc"
 	waitFor(t, "a page held and a progress mark committed", func() bool {
-		mu.Lock()
-		held := pages >= holdAt
-		mu.Unlock()
-		return held && len(readProgress(t, db, srv.URL+"/oai", set)) > 0
+		return srv.held() && len(readProgress(t, db, srv.URL+"/oai", set)) > 0
 	})
 	_ = cmd.Process.Kill() // SIGKILL
 	_ = cmd.Wait()
-	close(release)
-	mu.Lock()
-	first := pages
-	pages = 0
-	mu.Unlock()
+	srv.free()
+	first := len(srv.reset())
 
 	cmd = start()
 	waitFor(t, "the harvest taken up and finished", func() bool { return siteStatus(t, db, "oai") == "ok" })
 	_ = cmd.Process.Signal(os.Interrupt)
 	_ = cmd.Wait()
-	mu.Lock()
-	defer mu.Unlock()
+	pages := len(srv.reset())
 	// The harvest after the restart took only what the killed one had
 	// not committed: nothing it held came again.
 	st, err := state.Open(t.Context(), db)

@@ -33,34 +33,7 @@ func TestOAIKillResume(t *testing.T) {
 func oaiKillResume(t *testing.T, bin, concurrency string) {
 	const records, pageSize, killAt = 600, 20, 16
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: pageSize})
-	var (
-		mu       sync.Mutex
-		requests []url.Values // ListRecords requests, of the current run
-		release  = make(chan struct{})
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if q := req.URL.Query(); q.Get("verb") == "ListRecords" {
-			mu.Lock()
-			requests = append(requests, q)
-			n := len(requests)
-			mu.Unlock()
-			select {
-			case <-release:
-			default:
-				if n >= killAt {
-					// Hold this page, and those after it, until the
-					// child is killed.
-					select {
-					case <-release:
-					case <-req.Context().Done():
-					}
-					return
-				}
-			}
-		}
-		repo.ServeHTTP(w, req)
-	}))
-	defer srv.Close()
+	srv := newHeldOAI(t, repo, killAt)
 	dir := t.TempDir()
 	base, db, mirror := srv.URL+"/oai", filepath.Join(dir, "state.db"), filepath.Join(dir, "mirror")
 	child := func(ctx context.Context) *exec.Cmd {
@@ -90,14 +63,11 @@ func oaiKillResume(t *testing.T, bin, concurrency string) {
 			t.Fatalf("the first run ended before it was killed: %v\n%s", err, out.String())
 		case <-time.After(50 * time.Millisecond):
 		}
-		mu.Lock()
-		held := len(requests) >= killAt
-		mu.Unlock()
-		marked = held && len(readProgress(t, db, base, set)) > 0
+		marked = srv.held() && len(readProgress(t, db, base, set)) > 0
 	}
 	_ = cmd.Process.Kill() // SIGKILL
 	<-exited
-	close(release)
+	srv.free()
 	type listMark struct {
 		Token string
 		Done  bool
@@ -115,18 +85,14 @@ func oaiKillResume(t *testing.T, bin, concurrency string) {
 			open = append(open, m.Token)
 		}
 	}
-	mu.Lock()
-	first := len(requests)
-	requests = nil
-	mu.Unlock()
+	first := len(srv.reset())
 
 	// Run 2: resumes.
 	cmd = child(ctx)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("second run: %v\n%s", err, b)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	requests := srv.reset()
 	asked := map[string]bool{}
 	for _, q := range requests {
 		asked[q.Get("resumptionToken")] = true
@@ -176,4 +142,61 @@ func readProgress(t *testing.T, db, source, set string) map[string]string {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// heldOAI serves an OAI-PMH repository on 127.0.0.1 and holds every
+// ListRecords request from the holdAt-th on, unanswered, until free is
+// called (a harvest caught in the middle, to be killed); it records the
+// ListRecords requests.
+type heldOAI struct {
+	*httptest.Server
+	holdAt   int
+	mu       sync.Mutex
+	requests []url.Values
+	release  chan struct{}
+}
+
+func newHeldOAI(t *testing.T, repo *bench.OAIRepository, holdAt int) *heldOAI {
+	h := &heldOAI{holdAt: holdAt, release: make(chan struct{})}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if q := req.URL.Query(); q.Get("verb") == "ListRecords" {
+			h.mu.Lock()
+			h.requests = append(h.requests, q)
+			n := len(h.requests)
+			h.mu.Unlock()
+			select {
+			case <-h.release:
+			default:
+				if n >= h.holdAt {
+					select {
+					case <-h.release:
+					case <-req.Context().Done():
+					}
+					return
+				}
+			}
+		}
+		repo.ServeHTTP(w, req)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// held reports whether a request is being held.
+func (h *heldOAI) held() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.requests) >= h.holdAt
+}
+
+// free answers every request from now on.
+func (h *heldOAI) free() { close(h.release) }
+
+// reset returns the requests recorded, and forgets them.
+func (h *heldOAI) reset() []url.Values {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.requests
+	h.requests = nil
+	return r
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -47,19 +48,11 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 			}
 			ctx := c.Context()
 			log := a.logger()
-			st, err := openState(ctx, syncFlags{state: stateFile, waitLock: waitLock, command: c.CommandPath()}, log)
+			st, err := openSitesState(ctx, stateFile, waitLock, c.CommandPath(), log)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			// This process holds the lock: runs still recorded as running
-			// are those of dead processes (the site runs share the store,
-			// see pipeline.Options.StoreShared).
-			if n, err := st.MarkInterrupted(ctx, time.Now().UTC()); err != nil {
-				return err
-			} else if n > 0 {
-				log.Warn("earlier runs did not finish (interrupted); their sites pick up where they stopped", "runs", n)
-			}
 			reg := site.Registry{Store: st}
 			sites, err := a.chosenSites(ctx, reg, args, due)
 			if err != nil {
@@ -113,6 +106,24 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
 	rf.register(c)
 	return c
+}
+
+// openSitesState opens the state store for harvesting sites, several at
+// once, holding its lock. Runs still recorded as running are then those of
+// dead processes: they are marked interrupted here, once (the site runs
+// share the store, see pipeline.Options.StoreShared).
+func openSitesState(ctx context.Context, file string, waitLock time.Duration, command string, log *slog.Logger) (*state.Store, error) {
+	st, err := openState(ctx, syncFlags{state: file, waitLock: waitLock, command: command}, log)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := st.MarkInterrupted(ctx, time.Now().UTC()); err != nil {
+		st.Close()
+		return nil, err
+	} else if n > 0 {
+		log.Warn("earlier runs did not finish (interrupted); their sites pick up where they stopped", "runs", n)
+	}
+	return st, nil
 }
 
 // chosenSites returns the sites named (an unknown one is a usage error),

@@ -15,7 +15,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -23,9 +22,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/rsharvest/rsharvest/internal/testbin"
 )
 
 // Version is the Mailpit release scripts/servers.sh builds (keep in step
@@ -194,57 +194,7 @@ func certificate(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) {
 }
 
 // Binary returns the path of the Mailpit binary: $RSHARVEST_MAILPIT, or
-// the one scripts/servers.sh caches in ${RSHARVEST_CACHE:-~/.cache/rsharvest},
-// running the script to build it when it is absent.
+// the one scripts/servers.sh builds and caches (see testbin.Path).
 func Binary(ctx context.Context) (string, error) {
-	if p := os.Getenv("RSHARVEST_MAILPIT"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("mailtest: RSHARVEST_MAILPIT: %w", err)
-		}
-		return p, nil
-	}
-	cache := os.Getenv("RSHARVEST_CACHE")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("mailtest: %w", err)
-		}
-		cache = filepath.Join(home, ".cache", "rsharvest")
-	}
-	bin := filepath.Join(cache, "mailpit-"+Version)
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	script, err := findScript()
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(os.Stderr, "mailtest: %s is absent; building it with %s mailpit\n", bin, script)
-	cmd := exec.CommandContext(ctx, "bash", script, "mailpit")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("mailtest: %s mailpit: %w", script, err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1], nil
-}
-
-// findScript finds scripts/servers.sh upwards from the working directory.
-func findScript() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "scripts", "servers.sh")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("mailtest: no scripts/servers.sh above the working directory")
-		}
-		dir = parent
-	}
+	return testbin.Path(ctx, "RSHARVEST_MAILPIT", "mailpit", Version)
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/testbin"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/sinktest"
 )
@@ -55,35 +56,9 @@ func TestMain(m *testing.M) {
 }
 
 // zincBinary finds the ZincSearch binary: $RSHARVEST_ZINCSEARCH, else the
-// cache, else it builds it with scripts/servers.sh.
+// one scripts/servers.sh builds and caches (see testbin.Path).
 func zincBinary() (string, error) {
-	if bin := os.Getenv("RSHARVEST_ZINCSEARCH"); bin != "" {
-		return bin, nil
-	}
-	cache := os.Getenv("RSHARVEST_CACHE")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		cache = filepath.Join(home, ".cache", "rsharvest")
-	}
-	bin := filepath.Join(cache, "zincsearch-"+zincVersion)
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "servers.sh"))
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(os.Stderr, "sink/es: building ZincSearch %s with %s (a few minutes, once)\n", zincVersion, script)
-	cmd := exec.Command("bash", script, "zincsearch")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("%s zincsearch: %w", script, err)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return testbin.Path(context.Background(), "RSHARVEST_ZINCSEARCH", "zincsearch", zincVersion)
 }
 
 func startZinc() (*zincServer, error) {

@@ -29,6 +29,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/rsharvest/rsharvest/internal/testbin"
 )
 
 // The root credentials every Server is started with. They exist only in
@@ -307,69 +309,18 @@ func waitReady(ctx context.Context, addr string, exited <-chan struct{}, timeout
 }
 
 // Binary returns the path of the MinIO binary: $RSHARVEST_MINIO, or the one
-// scripts/servers.sh caches in ${RSHARVEST_CACHE:-~/.cache/rsharvest} under
-// the version tools/minio/go.mod pins, running the script to build it when
-// it is absent (minutes). The module's root is found upwards from the
-// working directory, which for a test is its package's directory.
+// scripts/servers.sh builds and caches (see testbin.Path) at the version
+// tools/minio/go.mod pins.
 func Binary(ctx context.Context) (string, error) {
-	if p := os.Getenv("RSHARVEST_MINIO"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("s3test: RSHARVEST_MINIO: %w", err)
-		}
-		return p, nil
-	}
-	root, err := moduleRoot()
+	root, err := testbin.Root()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("s3test: %w", err)
 	}
 	version, err := requiredVersion(filepath.Join(root, "tools", "minio", "go.mod"), minioModule)
 	if err != nil {
 		return "", err
 	}
-	cache := os.Getenv("RSHARVEST_CACHE")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("s3test: %w", err)
-		}
-		cache = filepath.Join(home, ".cache", "rsharvest")
-	}
-	bin := filepath.Join(cache, "minio-"+version)
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	fmt.Fprintf(os.Stderr, "s3test: %s is absent; building it with scripts/servers.sh minio (minutes)\n", bin)
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "servers.sh"), "minio")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("s3test: scripts/servers.sh minio: %w", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	bin = lines[len(lines)-1]
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("s3test: scripts/servers.sh minio printed %q: %w", bin, err)
-	}
-	return bin, nil
-}
-
-// moduleRoot returns the nearest directory upwards from the working
-// directory that holds tools/minio/go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("s3test: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "tools", "minio", "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("s3test: no tools/minio/go.mod above the working directory (run from within the rsharvest module)")
-		}
-		dir = parent
-	}
+	return testbin.Path(ctx, "RSHARVEST_MINIO", "minio", version)
 }
 
 // requiredVersion reads the version of module from the require lines of

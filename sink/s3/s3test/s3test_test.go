@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/rsharvest/rsharvest/internal/testbin"
 )
 
 // TestKillRestart: a killed server refuses connections, and once restarted
@@ -66,7 +68,7 @@ func killRestart(t *testing.T, opts Options) {
 }
 
 func TestRequiredVersion(t *testing.T) {
-	root, err := moduleRoot()
+	root, err := testbin.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
