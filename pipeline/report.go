@@ -205,11 +205,13 @@ func (rep *Report) Summary() string {
 		mbps = float64(rep.Bytes.Written) / 1e6 / d.Seconds()
 	}
 	s := fmt.Sprintf("%s of %s: %s in %s\n", rep.Mode, rep.Source, rep.Status, d.Round(time.Millisecond))
-	s += fmt.Sprintf("  packages:  %d total, %d done, %d failed\n", rep.Packages.Total, rep.Packages.Done, rep.Packages.Failed)
+	if rep.Packages.Total > 0 || rep.Packages.Failed > 0 { // lists and OAI-PMH read no package
+		s += fmt.Sprintf("  packages:  %d total, %d done, %d failed\n", rep.Packages.Total, rep.Packages.Done, rep.Packages.Failed)
+	}
 	s += fmt.Sprintf("  resources: %d written, %d deleted, %d unchanged, %d failed, %d skipped\n",
 		rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed, rep.Resources.Skipped)
 	if rep.Resources.Unverified > 0 {
-		s += fmt.Sprintf("  unverified: %d of the written resources gave no hash (checked by length and CRC-32 only; --require-hash refuses them)\n", rep.Resources.Unverified)
+		s += fmt.Sprintf("  unverified: %d of the written resources gave no hash (checked by their length only, and CRC-32 inside a package; --require-hash refuses them)\n", rep.Resources.Unverified)
 	}
 	s += fmt.Sprintf("  bytes:     %d downloaded, %d written (%.1f MB/s)\n", rep.Bytes.Downloaded, rep.Bytes.Written, mbps)
 	if rep.Error != "" {
