@@ -180,34 +180,48 @@ func Load(path string) (*File, error) {
 // returned as *Error; a syntax error wraps the YAML parser's error. An empty
 // input yields an empty File.
 func Decode(r io.Reader, name string) (*File, error) {
+	doc, data, err := readDocument(r, name)
+	if err != nil {
+		return nil, err
+	}
+	if doc == nil {
+		return &File{}, nil
+	}
+	d := newDecoder(name)
+	if err := d.decode(doc, data); err != nil {
+		return nil, err
+	}
+	return d.f, nil
+}
+
+// readDocument reads one YAML document of at most MaxSize bytes from r,
+// parsed, with its text; nil for an empty input. A second document is an
+// *Error.
+func readDocument(r io.Reader, name string) (*yaml.Node, []byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading: %w", name, err)
+		return nil, nil, fmt.Errorf("%s: reading: %w", name, err)
 	}
 	if len(data) > MaxSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
+		return nil, nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return &File{}, nil
+			return nil, data, nil
 		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case err == nil:
-		return nil, &Error{File: name, Line: next.Line, Column: next.Column,
+		return nil, nil, &Error{File: name, Line: next.Line, Column: next.Column,
 			Err: errors.New("a second YAML document: want exactly one")}
 	case !errors.Is(err, io.EOF):
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	d := newDecoder(name)
-	if err := d.decode(&doc, data); err != nil {
-		return nil, err
-	}
-	return d.f, nil
+	return &doc, data, nil
 }
 
 // FromTime parses From. ok is false, with no error, when From is empty.

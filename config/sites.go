@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -84,27 +83,9 @@ func (s *Site) Errorf(key, format string, a ...any) error {
 // notify, and a name given twice are *Errors naming the line and the
 // site.
 func DecodeSites(r io.Reader, name string) ([]Site, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading: %w", name, err)
-	}
-	if len(data) > MaxSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	var next yaml.Node
-	switch err := dec.Decode(&next); {
-	case err == nil:
-		return nil, &Error{File: name, Line: next.Line, Column: next.Column, Err: errors.New("a second YAML document: want exactly one")}
-	case !errors.Is(err, io.EOF):
-		return nil, fmt.Errorf("%s: %w", name, err)
+	doc, _, err := readDocument(r, name)
+	if err != nil || doc == nil {
+		return nil, err
 	}
 	d := newDecoder(name)
 	root := resolve(doc.Content[0])
