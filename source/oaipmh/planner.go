@@ -122,24 +122,16 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	if len(sets) == 0 {
 		sets = []string{task.Set}
 	}
-	var (
-		mu             sync.Mutex
-		pages, outside int
-		lists          int
-		failed         = map[string][]listFailure{} // by resource set
-		refused        error                        // what emit returned: nothing is emitted after it
-		cps            []source.Checkpoint
-	)
-	emitOne := func(ctx context.Context, u source.Unit) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if refused == nil {
-			refused = emit(ctx, u)
-		}
-		return refused
+	// Every list of every set, planned before any is asked for.
+	type job struct {
+		set  string
+		args url.Values
+		l    list
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(p.Concurrency, 1))
+	var (
+		jobs []job
+		cps  []source.Checkpoint
+	)
 	for _, setSpec := range sets {
 		set := ResourceSet(prefix, setSpec)
 		cp := source.Checkpoint{ResourceSet: set}
@@ -158,25 +150,43 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 			args.Set("set", setSpec)
 		}
 		for _, l := range p.lists(id, cp, now, marks, log) {
-			lists++
-			g.Go(func() error {
-				h := &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emitOne, id: id, l: l}
-				err := h.list(gctx, args)
-				mu.Lock()
-				defer mu.Unlock()
-				pages, outside = pages+h.pages, outside+h.outside
-				switch {
-				case err == nil:
-				case h.stop != nil:
-					return h.stop
-				case gctx.Err() != nil:
-					return gctx.Err()
-				default:
-					failed[set] = append(failed[set], listFailure{err, l.from})
-				}
-				return nil
-			})
+			jobs = append(jobs, job{set, args, l})
 		}
+	}
+	var (
+		mu             sync.Mutex
+		pages, outside int
+		failed         []listFailure
+		refused        error // what emit returned: nothing is emitted after it
+	)
+	emitOne := func(ctx context.Context, u source.Unit) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refused == nil {
+			refused = emit(ctx, u)
+		}
+		return refused
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(p.Concurrency, 1))
+	for _, j := range jobs {
+		g.Go(func() error {
+			h := &harvest{Planner: p, log: log, base: base, set: j.set, change: change, emit: emitOne, id: id, l: j.l}
+			err := h.list(gctx, j.args)
+			mu.Lock()
+			defer mu.Unlock()
+			pages, outside = pages+h.pages, outside+h.outside
+			switch {
+			case err == nil:
+			case h.stop != nil:
+				return h.stop
+			case gctx.Err() != nil:
+				return gctx.Err()
+			default:
+				failed = append(failed, listFailure{j.set, err, j.l.from})
+			}
+			return nil
+		})
 	}
 	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
@@ -187,24 +197,18 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	if outside > 0 {
 		log.Warn("the server sent records outside the range asked for; dropped", "source", base, "records", outside)
 	}
-	nfailed := 0
-	for _, errs := range failed {
-		nfailed += len(errs)
+	if pages == 0 && len(jobs) > 0 && len(failed) == len(jobs) {
+		return nil, &source.SourceError{URL: base, Err: failed[0].err}
 	}
-	if pages == 0 && nfailed == lists && lists > 0 {
-		for _, fs := range failed {
-			return nil, &source.SourceError{URL: base, Err: fs[0].err}
+	for _, f := range failed {
+		// What was harvested stands; the set's checkpoint is held at the
+		// start of the list that failed until it is.
+		if err := emit(ctx, source.Unit{Failure: &source.Failure{URI: base, ResourceSet: f.set, Stage: "document", Err: f.err, WholeSet: true, At: f.at}}); err != nil {
+			return nil, err
 		}
 	}
 	for i := range cps {
 		cp := &cps[i]
-		for _, f := range failed[cp.ResourceSet] {
-			// What was harvested stands; the set's checkpoint is held
-			// at the start of the list that failed until it is.
-			if err := emit(ctx, source.Unit{Failure: &source.Failure{URI: base, ResourceSet: cp.ResourceSet, Stage: "document", Err: f.err, WholeSet: true, At: f.at}}); err != nil {
-				return nil, err
-			}
-		}
 		cp.Next = cmp.Or(cp.Until, now)
 		if task.Mode == source.Baseline {
 			cp.Baseline = cp.Next
@@ -215,9 +219,10 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	return cps, nil
 }
 
-// listFailure is a list that failed, and the start of its window (zero:
-// open), where it holds its set's checkpoint.
+// listFailure is a list of resource set set that failed, and the start
+// of its window (zero: open), where it holds the set's checkpoint.
 type listFailure struct {
+	set string
 	err error
 	at  time.Time
 }
