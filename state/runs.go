@@ -128,10 +128,7 @@ func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
 // RunsSince returns the runs that began at since or later (zero: all), of
 // site only when site is not "", oldest first.
 func (s *Store) RunsSince(ctx context.Context, since time.Time, site string) ([]Run, error) {
-	from, err := encodeTime(since)
-	if err != nil || from == nil {
-		from = ""
-	}
+	from := sinceArg(since)
 	return s.runs(ctx, selectRun+" WHERE started >= ? AND (? = '' OR site = ?) ORDER BY started, id", from, site, site)
 }
 
@@ -234,10 +231,7 @@ func (s *Store) AddEvent(ctx context.Context, e Event) error {
 // when site is not "" (events of no site are always included), oldest
 // first.
 func (s *Store) Events(ctx context.Context, since time.Time, site string) ([]Event, error) {
-	from, err := encodeTime(since)
-	if err != nil || from == nil {
-		from = ""
-	}
+	from := sinceArg(since)
 	rows, err := s.r.QueryContext(ctx, "SELECT at, operation, site, message FROM events WHERE at >= ? AND (? = '' OR site = '' OR site = ?) ORDER BY at, id", from, site, site)
 	if err != nil {
 		return nil, fatal("events", err)
@@ -261,4 +255,13 @@ func (s *Store) Events(ctx context.Context, since time.Time, site string) ([]Eve
 		return nil, fatal("events", err)
 	}
 	return out, nil
+}
+
+// sinceArg is a "from this time on" bound as a column value to compare
+// with: "" (before every time) when since is zero.
+func sinceArg(since time.Time) any {
+	if from, err := encodeTime(since); err == nil && from != nil {
+		return from
+	}
+	return ""
 }

@@ -47,14 +47,22 @@ func (s *Store) PutSite(ctx context.Context, site Site) error {
 
 // SetSiteNext sets (zero: clears) the explicit next harvest of site name.
 func (s *Store) SetSiteNext(ctx context.Context, name string, next time.Time) error {
-	return s.updateSite(ctx, name, "next = ?", nullTime(next))
+	at, err := encodeTime(next)
+	if err != nil {
+		return fatal("site", err)
+	}
+	return s.updateSite(ctx, name, "next = ?", at)
 }
 
 // SiteHarvested records that a harvest of site name began at last, ended
 // with status in run runID (0: none), and clears its explicit next
 // harvest: the next is derived from this one.
 func (s *Store) SiteHarvested(ctx context.Context, name string, last time.Time, status string, runID int64) error {
-	return s.updateSite(ctx, name, "next = NULL, last = ?, last_status = ?, last_run_id = ?", nullTime(last), status, nullID(runID))
+	at, err := encodeTime(last)
+	if err != nil {
+		return fatal("site", err)
+	}
+	return s.updateSite(ctx, name, "next = NULL, last = ?, last_status = ?, last_run_id = ?", at, status, nullID(runID))
 }
 
 func (s *Store) updateSite(ctx context.Context, name, set string, args ...any) error {
@@ -131,48 +139,4 @@ func (s *Store) sites(ctx context.Context, where string, args ...any) ([]Site, e
 		return nil, fatal("sites", err)
 	}
 	return out, nil
-}
-
-// nullTime is t as a column value: NULL when zero.
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UTC().Format(timeLayout)
-}
-
-// ClaimReport claims the report named key for sending: false when it was
-// claimed before (it is being sent, or was sent: do not send it again).
-// After sending, ReportSent records it; if sending failed, ReleaseReport
-// lets a later attempt claim it. A process that dies between the claim
-// and the send leaves the report claimed: it is then never sent, rather
-// than sent twice.
-func (s *Store) ClaimReport(ctx context.Context, key string) (bool, error) {
-	res, err := s.w.ExecContext(ctx, "INSERT INTO reports_sent (key, state, updated) VALUES (?, 'sending', ?) ON CONFLICT (key) DO NOTHING",
-		key, time.Now().UTC().Format(timeLayout))
-	if err != nil {
-		return false, fatal("claim report", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fatal("claim report", err)
-	}
-	return n == 1, nil
-}
-
-// ReportSent records that the report named key was sent.
-func (s *Store) ReportSent(ctx context.Context, key string) error {
-	if _, err := s.w.ExecContext(ctx, "UPDATE reports_sent SET state = 'sent', updated = ? WHERE key = ?", time.Now().UTC().Format(timeLayout), key); err != nil {
-		return fatal("report sent", err)
-	}
-	return nil
-}
-
-// ReleaseReport gives up the claim on the report named key (its sending
-// failed): a later attempt may claim it.
-func (s *Store) ReleaseReport(ctx context.Context, key string) error {
-	if _, err := s.w.ExecContext(ctx, "DELETE FROM reports_sent WHERE key = ? AND state = 'sending'", key); err != nil {
-		return fatal("release report", err)
-	}
-	return nil
 }
