@@ -493,41 +493,49 @@ func xmlTextKeepControls(s string) string {
 	return b.String()
 }
 
-// oaiQuirks names the habits of OAIOptions, for SetQuirks.
-var oaiQuirks = []string{"day-granularity", "ignore-dates", "empty-last-token", "root-namespaces", "control-chars", "one-use-tokens", "forget-tokens", "gzip", "deflate", "loop-tokens"}
+// oaiQuirk is a habit of OAIOptions SetQuirks takes: its name and the
+// field it turns on.
+type oaiQuirk struct {
+	name string
+	on   func(*OAIOptions) *bool
+}
+
+// oaiQuirks are the habits SetQuirks takes.
+var oaiQuirks = []oaiQuirk{
+	{"day-granularity", func(o *OAIOptions) *bool { return &o.DayGranularity }},
+	{"ignore-dates", func(o *OAIOptions) *bool { return &o.IgnoreDates }},
+	{"empty-last-token", func(o *OAIOptions) *bool { return &o.EmptyLastToken }},
+	{"root-namespaces", func(o *OAIOptions) *bool { return &o.RootNamespaces }},
+	{"control-chars", func(o *OAIOptions) *bool { return &o.ControlChars }},
+	{"one-use-tokens", func(o *OAIOptions) *bool { return &o.OneUseTokens }},
+	{"forget-tokens", func(o *OAIOptions) *bool { return &o.ForgetTokens }},
+	{"gzip", func(o *OAIOptions) *bool { return &o.Gzip }},
+	{"deflate", func(o *OAIOptions) *bool { return &o.Deflate }},
+	{"loop-tokens", func(o *OAIOptions) *bool { return &o.LoopTokens }},
+}
 
 // OAIQuirks names the server habits SetQuirks takes.
-func OAIQuirks() []string { return slices.Clone(oaiQuirks) }
+func OAIQuirks() []string {
+	names := make([]string, len(oaiQuirks))
+	for i, q := range oaiQuirks {
+		names[i] = q.name
+	}
+	return names
+}
 
 // SetQuirks turns on the habits named in list, comma-separated (see
 // OAIQuirks; "" for none).
 func (o *OAIOptions) SetQuirks(list string) error {
 	for _, q := range strings.Split(list, ",") {
-		switch strings.TrimSpace(q) {
-		case "":
-		case "day-granularity":
-			o.DayGranularity = true
-		case "ignore-dates":
-			o.IgnoreDates = true
-		case "empty-last-token":
-			o.EmptyLastToken = true
-		case "root-namespaces":
-			o.RootNamespaces = true
-		case "control-chars":
-			o.ControlChars = true
-		case "one-use-tokens":
-			o.OneUseTokens = true
-		case "forget-tokens":
-			o.ForgetTokens = true
-		case "gzip":
-			o.Gzip = true
-		case "deflate":
-			o.Deflate = true
-		case "loop-tokens":
-			o.LoopTokens = true
-		default:
-			return fmt.Errorf("no server habit %q (want some of %s)", q, strings.Join(oaiQuirks, ", "))
+		name := strings.TrimSpace(q)
+		if name == "" {
+			continue
 		}
+		i := slices.IndexFunc(oaiQuirks, func(k oaiQuirk) bool { return k.name == name })
+		if i < 0 {
+			return fmt.Errorf("no server habit %q (want some of %s)", q, strings.Join(OAIQuirks(), ", "))
+		}
+		*oaiQuirks[i].on(o) = true
 	}
 	return nil
 }
