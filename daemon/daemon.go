@@ -11,6 +11,7 @@ package daemon
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -239,8 +240,12 @@ func rescue(ctx context.Context, driver *riversqlite.Driver, now time.Time, log 
 	}
 	p := &riverdriver.JobRescueManyParams{StuckHorizon: now.Add(time.Second)}
 	for _, j := range stuck {
+		e, err := json.Marshal(rivertype.AttemptError{At: now.UTC(), Attempt: j.Attempt, Error: "the daemon running it stopped"})
+		if err != nil {
+			return errclass.Fatalf("daemon: %w", err)
+		}
 		p.ID = append(p.ID, j.ID)
-		p.Error = append(p.Error, []byte(`{"at":"`+now.UTC().Format(time.RFC3339Nano)+`","attempt":`+fmt.Sprint(j.Attempt)+`,"error":"the daemon running it stopped","trace":""}`))
+		p.Error = append(p.Error, e)
 		p.FinalizedAt = append(p.FinalizedAt, nil)
 		p.ScheduledAt = append(p.ScheduledAt, now)
 		p.State = append(p.State, string(rivertype.JobStateAvailable))
