@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -93,13 +94,10 @@ type runView struct {
 	Error                               string
 }
 
+// newRunView reads the run's counts from its report (pipeline.Report).
 func newRunView(r state.Run) runView {
 	v := runView{Run: r}
-	var rep struct {
-		Resources struct{ Written, Deleted, Unchanged, Failed int64 }
-		Bytes     struct{ Written int64 }
-		Error     string
-	}
+	var rep pipeline.Report
 	if r.Report != nil && json.Unmarshal(r.Report, &rep) == nil {
 		v.Written, v.Deleted, v.Unchanged, v.Failed = rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed
 		v.Bytes, v.Error = rep.Bytes.Written, rep.Error

@@ -41,7 +41,7 @@ var allowed = []struct {
 	{"report", []string{"errclass", "state"}},
 	{"report/mailtest", []string{"internal/testbin"}},
 	{"internal/testbin", nil},
-	{"status", []string{"site", "state"}},
+	{"status", []string{"pipeline", "site", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "errclass", "fixity", "manifest"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},
