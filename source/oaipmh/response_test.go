@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -347,4 +348,48 @@ func BenchmarkReader(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkLargePage reads a page of 100 records of 200 KB each (20 MB),
+// made as it is read, and reports the largest heap seen between records
+// (peak-heap-MB): a page never sits whole in memory, let alone twice.
+func BenchmarkLargePage(b *testing.B) {
+	const records, size = 100, 200 << 10
+	title := strings.Repeat("word ", size/5)
+	head, tail, _ := strings.Cut(envelope("ListRecords", "\x00"), "\x00")
+	var peak uint64
+	b.SetBytes(int64(records * size))
+	for b.Loop() {
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = io.WriteString(pw, head)
+			for i := range records {
+				if _, err := io.WriteString(pw, dcRecord(fmt.Sprintf("oai:x:%d", i), title)); err != nil {
+					return
+				}
+			}
+			_, _ = io.WriteString(pw, tail)
+			pw.Close()
+		}()
+		rd, err := NewReader(pr, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ms runtime.MemStats
+		for n := 0; ; n++ {
+			rec, err := rd.Next()
+			if err == io.EOF {
+				if n != records {
+					b.Fatalf("%d records", n)
+				}
+				break
+			} else if err != nil || len(rec.Metadata) < size {
+				b.Fatalf("record %d: %d bytes, %v", n, len(rec.Metadata), err)
+			}
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+		}
+		pr.Close()
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 }
