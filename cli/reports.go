@@ -73,14 +73,15 @@ func (f *reportFlags) sender(st *state.Store) (*report.Sender, error) {
 	return s, nil
 }
 
-// siteReport is the report of site s's harvest: its run's report (nil
-// when it failed before it began) and error, its failures from the state
-// (the first report.MaxFailures), and its next harvest.
-func siteReport(ctx context.Context, st *state.Store, s *site.Site, started time.Time, rep *pipeline.Report, runErr error) (report.Site, error) {
-	r := report.Site{Name: s.Name, Source: s.Source, Contact: s.Contact, Notify: s.Notify, Status: pipeline.StatusFailed, Started: started,
+// siteReport is the report of site s's harvest: its status (see
+// harvestStatus), its run's report (nil when it failed before it began)
+// and error, its failures from the state (the first
+// report.MaxFailures), and its next harvest.
+func siteReport(ctx context.Context, st *state.Store, s *site.Site, started time.Time, status string, rep *pipeline.Report, runErr error) (report.Site, error) {
+	r := report.Site{Name: s.Name, Source: s.Source, Contact: s.Contact, Notify: s.Notify, Status: status, Started: started,
 		Next: s.When.Next(started, time.Local)}
 	if rep != nil {
-		r.Status, r.RunID, r.Mode, r.Started, r.Finished = rep.Status, rep.RunID, rep.Mode, rep.Started, rep.Finished
+		r.RunID, r.Mode, r.Started, r.Finished = rep.RunID, rep.Mode, rep.Started, rep.Finished
 		c := rep.Resources
 		r.Written, r.Deleted, r.Unchanged, r.Failed, r.Skipped = c.Written, c.Deleted, c.Unchanged, c.Failed, c.Skipped
 		r.Error = rep.Error
@@ -90,12 +91,6 @@ func siteReport(ctx context.Context, st *state.Store, s *site.Site, started time
 	}
 	if runErr != nil && r.Error == "" {
 		r.Error = runErr.Error()
-	}
-	if runErr != nil && rep != nil && rep.Status == pipeline.StatusOK {
-		r.Status = pipeline.StatusFailed // never "ok" beside an error
-	}
-	if errors.Is(runErr, context.Canceled) {
-		r.Status = state.StatusInterrupted
 	}
 	if r.RunID > 0 {
 		fails, err := st.Failures(ctx, r.RunID)
@@ -136,8 +131,7 @@ func dailyReport(ctx context.Context, st *state.Store, rs *report.Sender, now ti
 		if run.Report == nil || json.Unmarshal(run.Report, &rep) != nil {
 			rep = pipeline.Report{Mode: run.Mode, Source: run.Source, RunID: run.ID, Started: run.Started, Finished: run.Finished}
 		}
-		rep.Status = run.Status
-		r, err := siteReport(ctx, st, s, run.Started, &rep, nil)
+		r, err := siteReport(ctx, st, s, run.Started, run.Status, &rep, nil)
 		if err != nil {
 			return err
 		}

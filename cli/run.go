@@ -183,12 +183,9 @@ func (a *app) harvestSites(ctx context.Context, st *state.Store, sites []*site.S
 func (a *app) harvestOne(ctx context.Context, st *state.Store, s *site.Site, spoolDir string, rs *report.Sender) (report.Site, error) {
 	started := time.Now().UTC()
 	rep, err := a.harvestSite(ctx, st, s, spoolDir)
-	status, runID := pipeline.StatusFailed, int64(0)
+	status, runID := harvestStatus(ctx, rep, err), int64(0)
 	if rep != nil {
-		status, runID = rep.Status, rep.RunID
-	}
-	if err != nil && ctx.Err() != nil {
-		status = state.StatusInterrupted
+		runID = rep.RunID
 	}
 	// Recorded even when the run was interrupted: the next run resumes
 	// from its marks.
@@ -209,7 +206,7 @@ func (a *app) harvestOne(ctx context.Context, st *state.Store, s *site.Site, spo
 	a.outMu.Lock()
 	fmt.Fprint(a.stdout, b.String())
 	a.outMu.Unlock()
-	r, serr := siteReport(context.WithoutCancel(ctx), st, s, started, rep, err)
+	r, serr := siteReport(context.WithoutCancel(ctx), st, s, started, status, rep, err)
 	if serr != nil {
 		a.logger().Warn("the site's report could not be made", "site", s.Name, "error", serr)
 	} else {
@@ -224,6 +221,19 @@ func (a *app) harvestOne(ctx context.Context, st *state.Store, s *site.Site, spo
 		return r, fmt.Errorf("site %s: harvest %s", s.Name, status)
 	}
 	return r, nil
+}
+
+// harvestStatus is a site harvest's status: its run's (failed when the
+// run did not begin), interrupted when ctx ended it, and never ok beside
+// an error.
+func harvestStatus(ctx context.Context, rep *pipeline.Report, err error) string {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return state.StatusInterrupted
+	case rep == nil, err != nil && rep.Status == pipeline.StatusOK:
+		return pipeline.StatusFailed
+	}
+	return rep.Status
 }
 
 // harvestSite syncs one site with its settings, on the shared store.
