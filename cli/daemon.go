@@ -30,6 +30,8 @@ func (a *app) daemonCommand() *cobra.Command {
 		waitLock    time.Duration
 		spoolDir    string
 		listen      string
+		jobsDB      string
+		jobsSchema  string
 		rf          reportFlags
 	)
 	c := &cobra.Command{
@@ -40,7 +42,10 @@ registry is read, and each due site becomes a harvest job (River's, kept in the 
 per site at a time, --sites-concurrency at once. A harvest that fails temporarily (the source unreachable)
 is tried again with backoff; one that ends partial or fails for good waits for its next scheduled harvest.
 On SIGTERM the running harvests stop, commit what they did with their progress marks, and are taken up
-again when the daemon starts next. One daemon per state file: a second one waits (--wait-lock) or refuses.`,
+again when the daemon starts next. One daemon per state file: a second one waits (--wait-lock) or refuses.
+
+The jobs live in the state file, or with --jobs-db in a PostgreSQL database that several daemons may share:
+each registry's jobs in a schema of its own (--jobs-schema), which one daemon holds at a time.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if concurrency < 1 || tick <= 0 {
@@ -68,6 +73,8 @@ again when the daemon starts next. One daemon per state file: a second one waits
 			log.Info("daemon started", "state", stateFile, "tick", tick, "sites-concurrency", concurrency)
 			runErr := daemon.Run(ctx, daemon.Options{
 				Store:            st,
+				JobsDB:           jobsDB,
+				JobsSchema:       jobsSchema,
 				SitesConcurrency: concurrency,
 				Tick:             tick,
 				Log:              log,
@@ -84,6 +91,9 @@ again when the daemon starts next. One daemon per state file: a second one waits
 				},
 				Daily: func(ctx context.Context) error { return dailyReport(ctx, st, rs, time.Now()) },
 			})
+			if errors.Is(runErr, daemon.ErrSchemaInUse) {
+				runErr = usageError{runErr}
+			}
 			msg := "stopped"
 			if runErr != nil {
 				msg = runErr.Error()
@@ -102,6 +112,8 @@ again when the daemon starts next. One daemon per state file: a second one waits
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
 	fl.StringVar(&listen, "listen", "127.0.0.1:8474", `serve the status page, /metrics and /healthz here ("": not at all); the page needs $RSHARVEST_STATUS_TOKEN (a bearer token) or $RSHARVEST_STATUS_USER and $RSHARVEST_STATUS_PASSWORD, and is not served without them`)
+	fl.StringVar(&jobsDB, "jobs-db", "", `keep the jobs in this PostgreSQL database (postgres://user@host:port/db; the password from $PGPASSWORD or ~/.pgpass) instead of the state file`)
+	fl.StringVar(&jobsSchema, "jobs-schema", "rsharvest", "with --jobs-db: the schema of this registry's jobs (made when absent)")
 	rf.register(c)
 	return c
 }

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/internal/testbin"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
@@ -138,9 +141,36 @@ func TestDaemon(t *testing.T) {
 // TestDaemonKillResume: a daemon killed with SIGKILL in the middle of a
 // harvest, then started again, takes the harvest up where it stopped —
 // at the page after the last one committed, never from zero — and
-// finishes it: the mirror holds every record.
+// finishes it: the mirror holds every record. Its jobs in the state file,
+// or in PostgreSQL (--jobs-db), where the killed daemon's session ends
+// and with it its hold on the job schema.
 func TestDaemonKillResume(t *testing.T) {
 	bin := crashBuildBinary(t)
+	pg := startPostgres(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"state file", nil},
+		{"postgres", []string{"--jobs-db", pg}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { daemonKillResume(t, bin, tc.args) })
+	}
+}
+
+// startPostgres starts a PostgreSQL server on 127.0.0.1 for the test
+// (internal/testbin), stopped at its end, and returns its URL.
+func startPostgres(t *testing.T) string {
+	t.Helper()
+	url, stop, err := testbin.Postgres(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return url
+}
+
+func daemonKillResume(t *testing.T, bin string, daemonArgs []string) {
 	const records, pageSize, holdAt = 400, 20, 8
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: pageSize})
 	srv := newHeldOAI(t, repo, holdAt)
@@ -153,7 +183,7 @@ func TestDaemonKillResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	start := func() *exec.Cmd {
-		cmd := exec.CommandContext(ctx, bin, "daemon", "--state", db, "--tick", "200ms", "--log-level", "warn", "--listen", "")
+		cmd := exec.CommandContext(ctx, bin, append([]string{"daemon", "--state", db, "--tick", "200ms", "--log-level", "warn", "--listen", ""}, daemonArgs...)...)
 		cmd.Stderr = os.Stderr // warnings only
 		cmd.WaitDelay = 5 * time.Second
 		if err := cmd.Start(); err != nil {
@@ -198,4 +228,82 @@ func TestDaemonKillResume(t *testing.T) {
 		t.Errorf("the mirror holds %d records, want %d", n, records)
 	}
 	t.Logf("before the kill: %d list requests; after the restart: %d, %d records written, %d unchanged", first, pages, rep.Resources.Written, rep.Resources.Unchanged)
+}
+
+// TestDaemonPostgres: with --jobs-db the jobs live in PostgreSQL, in the
+// schema --jobs-schema names; a second daemon on the same schema is
+// refused (exit 2) even from another state file, while one on another
+// schema of the same database works beside the first.
+func TestDaemonPostgres(t *testing.T) {
+	pg := startPostgres(t)
+	oai := httptest.NewServer(bench.NewOAIRepository(bench.OAIOptions{Records: 12, PageSize: 5}))
+	defer oai.Close()
+	dir := t.TempDir()
+	type daemonRun struct {
+		db, mirror string
+		cancel     context.CancelFunc
+		done       chan int
+		out, errb  *syncBuffer
+	}
+	start := func(name string, args ...string) *daemonRun {
+		d := &daemonRun{db: filepath.Join(dir, name+".db"), mirror: filepath.Join(dir, name), done: make(chan int, 1), out: &syncBuffer{}, errb: &syncBuffer{}}
+		if code, out, stderr := run(t, "sites", "add", "oai", "--source", oai.URL+"/oai", "--protocol", "oai-pmh", "--sink", "fs:"+d.mirror, "--every", "1d", "--state", d.db); code != ExitOK {
+			t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+		}
+		var ctx context.Context
+		ctx, d.cancel = context.WithCancel(t.Context())
+		go func() {
+			d.done <- Main(ctx, append([]string{"daemon", "--state", d.db, "--tick", "200ms", "--listen", "", "--jobs-db", pg}, args...), d.out, d.errb)
+		}()
+		return d
+	}
+	stop := func(d *daemonRun) {
+		d.cancel()
+		select {
+		case code := <-d.done:
+			if code != ExitOK {
+				t.Errorf("daemon: exit %d\n%s%s", code, d.out.String(), d.errb.String())
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the daemon did not stop")
+		}
+	}
+	first := start("first")
+	waitFor(t, "the first registry's site harvested", func() bool { return siteStatus(t, first.db, "oai") == "ok" })
+
+	// Same schema, another state file: refused while the first runs.
+	code, _, stderr := run(t, "daemon", "--state", filepath.Join(dir, "third.db"), "--listen", "", "--jobs-db", pg)
+	if code != ExitUsage || !strings.Contains(stderr, "job schema in use by another daemon: schema rsharvest") {
+		t.Errorf("a second daemon on the schema: exit %d\n%s", code, stderr)
+	}
+	// A schema River cannot name, a database that does not answer: clear
+	// errors, at once.
+	for _, args := range [][]string{{"--jobs-db", pg, "--jobs-schema", "no-dashes"}, {"--jobs-db", "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=5"}} {
+		code, _, stderr := run(t, append([]string{"daemon", "--state", filepath.Join(dir, "third.db"), "--listen", ""}, args...)...)
+		if code == ExitOK || !strings.Contains(stderr, "--jobs-") {
+			t.Errorf("daemon %q: exit %d\n%s", args, code, stderr)
+		}
+	}
+	// Another schema of the same database: works beside it.
+	second := start("second", "--jobs-schema", "registry_two")
+	waitFor(t, "the second registry's site harvested", func() bool { return siteStatus(t, second.db, "oai") == "ok" })
+	stop(second)
+	stop(first)
+	for _, d := range []*daemonRun{first, second} {
+		if n := countFiles(t, d.mirror); n != 12 {
+			t.Errorf("%s: %d files, want 12", d.mirror, n)
+		}
+	}
+	// The jobs are in PostgreSQL, each registry's in its schema.
+	conn, err := pgx.Connect(t.Context(), pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, schema := range []string{"rsharvest", "registry_two"} {
+		var n int
+		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM "+schema+".river_job WHERE kind = 'rsharvest_harvest' AND state = 'completed'").Scan(&n); err != nil || n != 1 {
+			t.Errorf("schema %s: %d completed harvest jobs (%v), want 1", schema, n, err)
+		}
+	}
 }

@@ -1,6 +1,8 @@
 // Package daemon runs the site registry's schedule as a service (issue 14):
 // each due site becomes a job of River (github.com/riverqueue/river), the
-// job engine, whose tables live in the state file (its SQLite driver). A
+// job engine, whose tables live in the state file (its SQLite driver) or,
+// with Options.JobsDB, in a PostgreSQL database several daemons share,
+// each registry's jobs in a schema of their own (its pgx driver). A
 // periodic job looks for due sites; a harvest job per site is unique while
 // it waits or runs, so a site is harvested once at a time; a harvest that
 // fails temporarily is retried with River's backoff; jobs survive a
@@ -9,16 +11,21 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
@@ -33,6 +40,17 @@ type Options struct {
 	// Store is the state store, opened with its lock held
 	// (state.OpenExclusive): one daemon per state file.
 	Store *state.Store
+	// JobsDB, when set, is the URL of a PostgreSQL database
+	// (postgres://…, pgx's syntax; the password may come from $PGPASSWORD
+	// or ~/.pgpass) where River keeps the jobs instead of the state file.
+	// Several daemons may share the database: each registry's jobs live in
+	// their own schema (JobsSchema), which a daemon holds for its life.
+	JobsDB string
+	// JobsSchema is the PostgreSQL schema of this registry's jobs (default
+	// "rsharvest"; letters, digits and underscores), made when absent. A
+	// daemon holds it with an advisory lock while it runs: a second daemon
+	// on the same schema fails with ErrSchemaInUse.
+	JobsSchema string
 	// Harvest harvests one site now and records it in the registry
 	// (state.Store.SiteHarvested). Its error is the harvest's: a
 	// temporary one (errclass) makes River try again later; any other
@@ -75,6 +93,10 @@ func (scheduleArgs) Kind() string { return "rsharvest_schedule" }
 // queueHarvest is the queue of harvest jobs.
 const queueHarvest = "harvest"
 
+// ErrSchemaInUse is wrapped by Run's error when another daemon holds
+// Options.JobsSchema.
+var ErrSchemaInUse = errors.New("job schema in use by another daemon")
+
 // Run runs the schedule until ctx ends, then stops: running harvests
 // have their contexts cancelled and end, recording what they did. It
 // returns nil after a stop that ctx asked for.
@@ -99,20 +121,39 @@ func Run(ctx context.Context, opts Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	db, err := opts.Store.JobDB()
+	if opts.JobsDB == "" {
+		db, err := opts.Store.JobDB()
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return run(ctx, opts, riversqlite.New(db), "", log)
+	}
+	schema := cmp.Or(opts.JobsSchema, "rsharvest")
+	pool, err := openPostgres(ctx, opts.JobsDB, opts.SitesConcurrency)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	driver := riversqlite.New(db)
-	if err := migrate(ctx, driver, log); err != nil {
+	defer pool.Close()
+	release, err := holdSchema(ctx, pool, schema)
+	if err != nil {
 		return err
 	}
-	if err := rescue(ctx, driver, opts.Now(), log); err != nil {
+	defer release()
+	return run(ctx, opts, riverpgxv5.New(pool), schema, log)
+}
+
+// run runs River on driver, its tables in schema ("" for SQLite's, which
+// has none), until ctx ends.
+func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[TTx], schema string, log *slog.Logger) error {
+	if err := migrate(ctx, driver, schema, log); err != nil {
+		return err
+	}
+	if err := rescue(ctx, driver, schema, opts.Now(), log); err != nil {
 		return err
 	}
 	workers := river.NewWorkers()
-	d := &daemon{opts: opts, log: log}
+	d := &daemon[TTx]{opts: opts, log: log}
 	river.AddWorker(workers, river.WorkFunc(d.harvest))
 	river.AddWorker(workers, river.WorkFunc(d.schedule))
 	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(opts.Tick),
@@ -130,6 +171,7 @@ func Run(ctx context.Context, opts Options) error {
 		},
 		Workers:      workers,
 		PeriodicJobs: periodic,
+		Schema:       schema,
 		// A harvest runs as long as it needs; only a stop cancels it.
 		JobTimeout:           -1,
 		RescueStuckJobsAfter: 7 * 24 * time.Hour, // this daemon's own are rescued at start
@@ -156,15 +198,15 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // daemon is what the workers share.
-type daemon struct {
+type daemon[TTx any] struct {
 	opts   Options
 	log    *slog.Logger
-	client *river.Client[*sql.Tx]
+	client *river.Client[TTx]
 }
 
 // schedule inserts a harvest job for every due site; a site whose
 // harvest already waits or runs is left alone (the job is unique).
-func (d *daemon) schedule(ctx context.Context, _ *river.Job[scheduleArgs]) error {
+func (d *daemon[TTx]) schedule(ctx context.Context, _ *river.Job[scheduleArgs]) error {
 	sites, err := site.Registry{Store: d.opts.Store}.Sites(ctx)
 	if err != nil {
 		return err
@@ -190,7 +232,7 @@ func (d *daemon) schedule(ctx context.Context, _ *river.Job[scheduleArgs]) error
 // harvest harvests the job's site. A temporary failure is returned for
 // River to retry with backoff; a stop's cancellation too (the job is
 // rescued at the next start); any other failure ends the job.
-func (d *daemon) harvest(ctx context.Context, job *river.Job[harvestArgs]) error {
+func (d *daemon[TTx]) harvest(ctx context.Context, job *river.Job[harvestArgs]) error {
 	s, err := site.Registry{Store: d.opts.Store}.Site(ctx, job.Args.Site)
 	if errors.Is(err, state.ErrNoSite) {
 		return river.JobCancel(err) // removed from the registry meanwhile
@@ -213,9 +255,9 @@ func (d *daemon) harvest(ctx context.Context, job *river.Job[harvestArgs]) error
 	}
 }
 
-// migrate brings River's tables in the state file up to date.
-func migrate(ctx context.Context, driver *riversqlite.Driver, log *slog.Logger) error {
-	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: log.With("component", "river")})
+// migrate brings River's tables up to date.
+func migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema string, log *slog.Logger) error {
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: log.With("component", "river"), Schema: schema})
 	if err != nil {
 		return errclass.Fatalf("daemon: job tables: %w", err)
 	}
@@ -226,19 +268,19 @@ func migrate(ctx context.Context, driver *riversqlite.Driver, log *slog.Logger) 
 }
 
 // rescue makes the jobs a dead daemon left running available again: this
-// daemon holds the state file's lock, so none of them runs. (River's own
-// rescuer waits RescueStuckJobsAfter, meant for jobs whose worker may
-// still be alive.)
-func rescue(ctx context.Context, driver *riversqlite.Driver, now time.Time, log *slog.Logger) error {
+// daemon holds the state file's lock (and the schema's, in PostgreSQL),
+// so none of them runs. (River's own rescuer waits RescueStuckJobsAfter,
+// meant for jobs whose worker may still be alive.)
+func rescue[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema string, now time.Time, log *slog.Logger) error {
 	exec := driver.GetExecutor()
-	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 10000, StuckHorizon: now.Add(time.Second)})
+	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 10000, StuckHorizon: now.Add(time.Second), Schema: schema})
 	if err != nil {
 		return errclass.Fatalf("daemon: jobs left running: %w", err)
 	}
 	if len(stuck) == 0 {
 		return nil
 	}
-	p := &riverdriver.JobRescueManyParams{StuckHorizon: now.Add(time.Second)}
+	p := &riverdriver.JobRescueManyParams{StuckHorizon: now.Add(time.Second), Schema: schema}
 	for _, j := range stuck {
 		e, err := json.Marshal(rivertype.AttemptError{At: now.UTC(), Attempt: j.Attempt, Error: "the daemon running it stopped"})
 		if err != nil {
@@ -256,3 +298,61 @@ func rescue(ctx context.Context, driver *riversqlite.Driver, now time.Time, log 
 	log.Warn("jobs a stopped daemon left running are taken up again", "jobs", len(stuck))
 	return nil
 }
+
+// openPostgres opens a pool on the database at url, large enough for River
+// (its listener, producers and completer) beside concurrency harvests,
+// unless url sets pool_max_conns.
+func openPostgres(ctx context.Context, url string, concurrency int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, errclass.Fatalf("daemon: --jobs-db: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, int32(concurrency)+6)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, errclass.Fatalf("daemon: --jobs-db: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, errclass.NewRetryable(fmt.Errorf("daemon: --jobs-db %s: %w", cfg.ConnConfig.Host, err))
+	}
+	return pool, nil
+}
+
+// holdSchema makes schema when it is absent and holds it with a session
+// advisory lock on a connection of its own until release is called (or
+// the process dies, which ends the session): one daemon per schema.
+func holdSchema(ctx context.Context, pool *pgxpool.Pool, schema string) (release func(), err error) {
+	if !schemaName.MatchString(schema) || len(schema) > 40 {
+		return nil, errclass.Fatalf("daemon: --jobs-schema %q: letters, digits and underscores, at most 40, not starting with a digit", schema)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, errclass.NewRetryable(fmt.Errorf("daemon: --jobs-db: %w", err))
+	}
+	var held bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext($1))", "rsharvest daemon "+schema).Scan(&held); err != nil {
+		conn.Release()
+		return nil, errclass.NewRetryable(fmt.Errorf("daemon: --jobs-db: %w", err))
+	}
+	if !held {
+		conn.Release()
+		return nil, fmt.Errorf("daemon: %w: schema %s", ErrSchemaInUse, schema)
+	}
+	release = func() {
+		// Unlocked by ending the session: a connection is not given back
+		// to the pool holding the lock.
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		conn.Release()
+	}
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		release()
+		return nil, errclass.Fatalf("daemon: --jobs-schema %s: %w", schema, err)
+	}
+	return release, nil
+}
+
+// schemaName is what River accepts as a schema's name.
+var schemaName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
