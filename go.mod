@@ -3,6 +3,7 @@ module github.com/rsharvest/rsharvest
 go 1.26.0
 
 require (
+	github.com/4kills/go-libdeflate/v2 v2.2.1
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2

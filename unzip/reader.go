@@ -51,6 +51,9 @@ func (s *sourceReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// errReadAfterClose is the error of a read from a closed entry reader.
+var errReadAfterClose = errors.New("unzip: read after close")
+
 // sourceError marks an error returned by the caller's ReaderAt.
 type sourceError struct{ err error }
 
@@ -71,6 +74,9 @@ type inflater struct {
 // it is safe for concurrent use.
 type inflaterPool struct {
 	pool sync.Pool // of *inflater
+	bufs bufPool   // entries' bytes for the fast inflater
+	//lint:ignore U1000 used in the libdeflate build.
+	fast decompressors // the fast inflater's state
 }
 
 // get returns an inflater reading the compressed bytes of src.
@@ -160,6 +166,17 @@ type entryReader struct {
 // maxRatio. A deflated entry takes its decoder from pool, and gives it back
 // on Close. A method other than Store and Deflate fails with ErrMethod.
 func openEntry(name string, method uint16, size int64, crc uint32, section *io.SectionReader, maxRatio float64, pool *inflaterPool) (io.ReadCloser, error) {
+	if fastEligible(method, size, section.Size()) {
+		return &fastReader{section: section, size: size, crc32: crc, pool: pool, open: func() io.ReadCloser {
+			return openStream(name, method, size, crc, io.NewSectionReader(section, 0, section.Size()), maxRatio, pool)
+		}}, nil
+	}
+	return openStream(name, method, size, crc, section, maxRatio, pool), nil
+}
+
+// openStream returns the streaming reader of openEntry, for a deflated or
+// stored entry.
+func openStream(name string, method uint16, size int64, crc uint32, section *io.SectionReader, maxRatio float64, pool *inflaterPool) io.ReadCloser {
 	r := &entryReader{name: name, size: size, crc32: crc, maxRatio: maxRatio, section: section}
 	switch method {
 	case zip.Store:
@@ -168,9 +185,9 @@ func openEntry(name string, method uint16, size int64, crc uint32, section *io.S
 		r.pool, r.in = pool, pool.get(section)
 		r.src = r.in.fr
 	default: // unreachable: such entries are rejected before they are opened
-		return nil, errclass.Permanentf("unzip: entry %q: %w: method %d", name, ErrMethod, method)
+		r.err = errclass.Permanentf("unzip: entry %q: %w: method %d", name, ErrMethod, method)
 	}
-	return r, nil
+	return r
 }
 
 func (r *entryReader) Read(p []byte) (int, error) {
@@ -272,7 +289,7 @@ func (r *entryReader) Close() error {
 	}
 	r.closed = true
 	if r.err == nil {
-		r.err = errors.New("unzip: read after close")
+		r.err = errReadAfterClose
 	}
 	if r.in != nil {
 		r.pool.put(r.in)
