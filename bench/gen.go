@@ -153,6 +153,18 @@ type GenOptions struct {
 	// Dump (or its index) get an until. Off, they are open (no until).
 	ClosedLast bool
 
+	// Producer writes the packages as another producer would, so that
+	// figures do not hang on this generator's choices: "" (or
+	// ProducerRsharvest) as described in PackageFormat; ProducerPython1 and
+	// ProducerPython6 as Python's zipfile writes to a file (every entry
+	// deflated by zlib at level 1 or 6, sizes in the local headers,
+	// manifest first); ProducerJava as Java's ZipOutputStream writes
+	// (zlib level 6, a data descriptor after every entry, the manifest
+	// last). The other producers' packages are rewritten by python3 with
+	// bench/repack.py (zipfile and zlib themselves), which must be
+	// installed.
+	Producer string `json:",omitempty"`
+
 	// Logger receives progress at debug level and a summary at info
 	// level; nil discards.
 	Logger *slog.Logger
@@ -249,6 +261,11 @@ func newPlan(opts GenOptions) (*plan, error) {
 	}
 	if o.MaxSize > maxEntrySize {
 		return nil, fmt.Errorf("bench: MaxSize %d over %d", o.MaxSize, maxEntrySize)
+	}
+	switch o.Producer {
+	case "", ProducerRsharvest, ProducerPython1, ProducerPython6, ProducerJava:
+	default:
+		return nil, fmt.Errorf("bench: unknown Producer %q (want %s)", o.Producer, strings.Join(Producers(), ", "))
 	}
 	switch o.SizeDist {
 	case "":

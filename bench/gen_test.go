@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -590,5 +591,47 @@ func TestGenerateCancelled(t *testing.T) {
 	err = Truth(ctx, GenOptions{Resources: 10}, func(string, io.Reader) error { return nil })
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("truth err = %v, want context.Canceled", err)
+	}
+}
+
+// TestProducers: the packages of each producer are laid out as that
+// producer writes them — every entry deflated; the manifest first, or last
+// for Java; sizes in the local headers, or data descriptors for Java — and
+// the Resource Dump gives each rewritten package's own length and md5.
+func TestProducers(t *testing.T) {
+	for _, producer := range []string{ProducerPython1, ProducerPython6, ProducerJava} {
+		t.Run(producer, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := Generate(t.Context(), GenOptions{Dir: dir, Resources: 30, Packages: 2, Seed: 4, MeanSize: 3000, Producer: producer}); err != nil {
+				t.Fatal(err)
+			}
+			doc := readDoc(t, dir, Placeholder+"resourcedump.xml")
+			if len(doc.URLs) != 2 {
+				t.Fatalf("%d packages in the Resource Dump", len(doc.URLs))
+			}
+			for _, u := range doc.URLs {
+				b, err := os.ReadFile(local(t, dir, u.Loc))
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkFixity(t, u.Loc, u.MD, b)
+				if u.MD.Length != strconv.Itoa(len(b)) {
+					t.Errorf("%s: Resource Dump says length %s, the file has %d bytes", u.Loc, u.MD.Length, len(b))
+				}
+				z, err := stdzip.NewReader(bytes.NewReader(b), int64(len(b)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				manifestAt := slices.IndexFunc(z.File, func(f *stdzip.File) bool { return f.Name == "manifest.xml" })
+				if want := map[bool]int{true: len(z.File) - 1, false: 0}[producer == ProducerJava]; manifestAt != want {
+					t.Errorf("%s: manifest.xml is entry %d of %d, want %d", u.Loc, manifestAt, len(z.File), want)
+				}
+				for _, f := range z.File {
+					if f.Method != stdzip.Deflate || (f.Flags&0x8 != 0) != (producer == ProducerJava) {
+						t.Errorf("%s: %s: method %d, flags %#x", u.Loc, f.Name, f.Method, f.Flags)
+					}
+				}
+			}
+		})
 	}
 }

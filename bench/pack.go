@@ -131,11 +131,17 @@ func (pk *packer) writePackage(ctx context.Context, spec pkgSpec) (pkgInfo, erro
 	if err != nil {
 		return pkgInfo{}, err
 	}
-	info, err := pk.writeZip(ctx, spec, filepath.Join(dir, spec.name+".zip"), manPath, m)
-	info.payload = m.payload
+	zipPath := filepath.Join(dir, spec.name+".zip")
+	info, err := pk.writeZip(ctx, spec, zipPath, manPath, m)
 	if err != nil {
 		return pkgInfo{}, err
 	}
+	if re, ok, err := repack(ctx, pk.p.o.Producer, zipPath); err != nil {
+		return pkgInfo{}, err
+	} else if ok {
+		info = re
+	}
+	info.payload = m.payload
 	pk.p.o.Logger.DebugContext(ctx, "bench: package written", "package", spec.logName, "bytes", info.length, "payload", m.payload)
 	return info, nil
 }

@@ -48,6 +48,7 @@ func (a *app) genCommand() *cobra.Command {
 	fl.Int64Var(&o.Seed, "seed", 1, "seed of the pseudo-random content")
 	fl.IntVar(&o.MeanSize, "size", 50<<10, "mean resource size in bytes")
 	fl.StringVar(&o.SizeDist, "size-dist", "lognormal", "size distribution: lognormal, fixed, uniform")
+	fl.StringVar(&o.Producer, "producer", bench.ProducerRsharvest, "write the packages as this producer does: rsharvest, python-1, python-6 (Python zipfile at zlib level 1 or 6), java (ZipOutputStream: data descriptors, manifest last); all but rsharvest need python3")
 	fl.Float64Var(&o.CompressibleShare, "compressible", 0.5, "share of compressible (text) bodies, 0..1")
 	fl.Float64Var(&o.StoredShare, "stored", -1, "share of stored (not deflated) entries, 0..1 (-1: incompressible ones stored)")
 	fl.IntVar(&o.IndexThreshold, "index-threshold", 100, "packages per Resource Dump before a Resource Dump Index is written")

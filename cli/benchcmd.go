@@ -51,6 +51,7 @@ func (a *app) benchCommand() *cobra.Command {
 	fl.IntSliceVar(&f.sweep, "sweep", nil, "instead, run once per dump of these numbers of resources, e.g. 10000,100000,1000000 (time against dump size)")
 	fl.IntVar(&f.gen.MeanSize, "size", 52000, "mean resource size in bytes")
 	fl.StringVar(&f.gen.SizeDist, "size-dist", bench.LogNormal, "size distribution: lognormal, fixed, uniform")
+	fl.StringVar(&f.gen.Producer, "producer", bench.ProducerRsharvest, "write the packages as this producer does: rsharvest, python-1, python-6 (Python zipfile at zlib level 1 or 6), java (ZipOutputStream: data descriptors, manifest last); all but rsharvest need python3")
 	fl.Float64Var(&f.gen.CompressibleShare, "compressible", 0.5, "share of compressible (text) bodies, 0..1")
 	fl.Float64Var(&f.gen.StoredShare, "stored", -1, "share of stored (not deflated) entries, 0..1 (-1: incompressible ones stored)")
 	fl.IntVar(&f.gen.Packages, "packages", 0, "number of ZIP packages (default: one per 5,000 resources)")

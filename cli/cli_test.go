@@ -245,3 +245,20 @@ func servedURL(out *syncBuffer, pattern string) string {
 	}
 	return ""
 }
+
+// TestBaselineProducers: packages written as Python's zipfile and Java's
+// ZipOutputStream write them (zlib at levels 1 and 6; data descriptors and
+// the manifest last for Java) are harvested whole and verified.
+func TestBaselineProducers(t *testing.T) {
+	for _, producer := range []string{bench.ProducerPython1, bench.ProducerPython6, bench.ProducerJava} {
+		t.Run(producer, func(t *testing.T) {
+			srv := generatedSource(t, bench.GenOptions{Resources: 80, Packages: 2, Seed: 6, MeanSize: 4 << 10, Producer: producer}, bench.ServeOptions{})
+			dir := t.TempDir()
+			code, out, stderr := run(t, "baseline", "--source", srv.URL, "--sink", "fs:"+filepath.Join(dir, "mirror"),
+				"--state", filepath.Join(dir, "state.db"), "--progress", "none", "--log-level", "warn")
+			if code != ExitOK || !strings.Contains(out, "80 written") {
+				t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+			}
+		})
+	}
+}

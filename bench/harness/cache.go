@@ -24,6 +24,9 @@ const genResultFile = "bench-gen.json"
 // in an older layout is never reused.
 func CacheKey(o bench.GenOptions) (string, error) {
 	o.Dir, o.Logger = "", nil
+	if o.Producer == bench.ProducerRsharvest {
+		o.Producer = "" // the default: the same dump, the same key as before producers
+	}
 	b, err := json.Marshal(o)
 	if err != nil {
 		return "", fmt.Errorf("harness: hashing generator options: %w", err)
