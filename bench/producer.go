@@ -30,6 +30,16 @@ func Producers() []string {
 //go:embed repack.py
 var repackScript string
 
+//go:embed pyjob.py
+var pythonJob string
+
+// PythonJob returns bench/pyjob.py: the job of rsharvest's baseline
+// written plainly in Python, one process per package (download, inflate,
+// check md5, sha-256 and length against the manifest, write each file).
+// Run as python3 -c SCRIPT BASE_URL OUT_DIR PACKAGE_NAME...; it prints the
+// number of entries written.
+func PythonJob() string { return pythonJob }
+
 // repack rewrites the package at path as producer writes it (see
 // GenOptions.Producer) and returns its new length and digests; the
 // rsharvest producer leaves it as it is (ok false).

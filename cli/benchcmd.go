@@ -30,6 +30,7 @@ type benchFlags struct {
 	jsonFile    string
 	svgFile     string
 	refs        bool
+	compare     []string
 	resync      bool
 	sweep       []int
 }
@@ -40,7 +41,7 @@ func (a *app) benchCommand() *cobra.Command {
 	var f benchFlags
 	c := &cobra.Command{
 		Use:   "bench",
-		Short: "Benchmark a baseline from a generated loopback source against the machine limit and naive pipelines",
+		Short: "Benchmark a baseline from a generated loopback source against the same job in Python, the naive pipeline and the necessary-work limit",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return a.bench(c.Context(), f)
@@ -65,7 +66,8 @@ func (a *app) benchCommand() *cobra.Command {
 	fl.StringVar(&f.work, "work", "", "directory for mirrors and state (default a temp dir; tmpfs such as /dev/shm recommended)")
 	fl.StringVar(&f.jsonFile, "json", "", "write the results as JSON to this file")
 	fl.StringVar(&f.svgFile, "svg", "", "write a chart of the results as SVG to this file")
-	fl.BoolVar(&f.refs, "refs", true, "also run the reference points (machine limit, naive curl/unzip, python)")
+	fl.BoolVar(&f.refs, "refs", true, "also run the reference points (download only, necessary-work limit, naive curl/unzip, the Python job)")
+	fl.StringArrayVar(&f.compare, "compare", nil, "also run this other rsharvest binary's baseline against the same server (repeatable): an older build, a build without libdeflate")
 	fl.BoolVar(&f.resync, "resync", true, "after the last run, re-sync the unchanged dump: with package skip, by Range, and with manifest copies")
 	return c
 }
@@ -125,6 +127,7 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 		ConnLink:    connLink,
 		Latency:     f.latency,
 		Refs:        f.refs,
+		Compare:     f.compare,
 		Resync:      f.resync,
 		Pipeline:    a.benchPipeline(log, f.rangeParts),
 		Logger:      log,

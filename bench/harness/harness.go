@@ -1,8 +1,11 @@
 // Package harness measures rsharvest's baseline pipeline against a
 // generated Source served on loopback, next to reference points over the
-// same packages: the machine's limit for inflating and hashing them, the
-// naive curl/unzip/md5sum/sha256sum pipeline, and Python's zipfile and
-// hashlib. It writes the figures as a text table, JSON and an SVG chart.
+// same packages from the same server in the same run: the same job written
+// plainly in Python (one process per package), the naive
+// curl/unzip/md5sum/sha256sum pipeline, the necessary-work limit (all
+// cores only receiving, inflating, hashing and writing), the download
+// alone, and other rsharvest builds (Options.Compare). It writes the
+// figures as a text table, JSON and an SVG chart.
 package harness
 
 import (
@@ -24,6 +27,7 @@ import (
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/state"
+	"github.com/rsharvest/rsharvest/unzip"
 )
 
 // RunParams are what one pipeline run needs from the harness.
@@ -68,6 +72,10 @@ type Options struct {
 	Latency time.Duration
 	// Refs runs the reference points.
 	Refs bool
+	// Compare lists other rsharvest binaries (an older build, a build
+	// without libdeflate) whose baseline command is run against the same
+	// server, at the last of Concurrency, each as a row of its own.
+	Compare []string
 	// Resync re-syncs the unchanged dump after the last pipeline run, in
 	// each way a re-sync can skip work (see the Row* names).
 	Resync bool
@@ -82,6 +90,8 @@ const (
 	KindRun       = "run"
 	KindReference = "reference"
 	KindResync    = "resync"
+	// KindCompare is another build's run (Options.Compare).
+	KindCompare = "compare"
 )
 
 // Row is one measured run or reference point.
@@ -101,8 +111,17 @@ type Row struct {
 	// external commands the largest of their processes.
 	PeakRSSMB    float64 `json:"peak_rss_mb"`
 	DownloadedMB float64 `json:"downloaded_mb"`
-	// Ratio is MBps over the machine limit's (0 when not measured).
+	// CPUPerGB is CPUSeconds per GB (1e9 bytes) of payload (0 for
+	// re-sync rows, which process almost none).
+	CPUPerGB float64 `json:"cpu_s_per_gb,omitempty"`
+	// Ratio is MBps over the necessary-work limit's (0 when not
+	// measured).
 	Ratio float64 `json:"ratio_to_limit"`
+	// VsPython and VsNaive are, for a run, the Python job's and the naive
+	// pipeline's time over the run's: how many times faster it is (0 when
+	// not measured).
+	VsPython float64 `json:"times_faster_than_python,omitempty"`
+	VsNaive  float64 `json:"times_faster_than_naive,omitempty"`
 	// VsDownload is a run's time over the "download only" reference's: 1
 	// means processing hid entirely behind the download (0 when not
 	// measured).
@@ -131,6 +150,8 @@ type Result struct {
 	Dump       Dump      `json:"dump"`
 	GOMAXPROCS int       `json:"gomaxprocs"`
 	NumCPU     int       `json:"num_cpu"`
+	// Inflater is this build's DEFLATE decoder (unzip.Inflater).
+	Inflater string `json:"inflater"`
 	// LinkBytesPerSec is the throttle (0: none).
 	LinkBytesPerSec float64 `json:"link_bytes_per_s"`
 	// ConnLinkBytesPerSec is the per-connection throttle (0: none).
@@ -144,9 +165,9 @@ type Result struct {
 
 // Names of the reference rows.
 const (
-	RefLimit    = "machine limit"
+	RefLimit    = "necessary-work limit"
 	RefNaive    = "naive curl+unzip+md5sum+sha256sum"
-	RefPython   = "python zipfile+hashlib"
+	RefPython   = "python job, one process per package"
 	RefDownload = "download only"
 )
 
@@ -186,13 +207,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		Dump:                dump,
 		GOMAXPROCS:          runtime.GOMAXPROCS(0),
 		NumCPU:              runtime.NumCPU(),
+		Inflater:            unzip.Inflater(),
 		LinkBytesPerSec:     opts.Link,
 		ConnLinkBytesPerSec: opts.ConnLink,
 		Latency:             opts.Latency.String(),
 		WorkDir:             opts.WorkDir,
 		Notes: []string{
 			"peak RSS of in-process rows is the maximum over the whole process so far (getrusage RUSAGE_SELF), not of that row alone",
-			"CPU seconds of pipeline runs include the in-process loopback server",
+			"CPU seconds of every row include the loopback server's (in this process); CPU s/GB is per GB of payload",
 		},
 	}
 	srv, err := bench.Serve(ctx, dump.Dir, "127.0.0.1:0", bench.ServeOptions{
@@ -238,9 +260,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			{RefDownload, func(ctx context.Context, url string, d Dump) (Row, error) {
 				return downloadOnly(ctx, url, opts.Concurrency[len(opts.Concurrency)-1], d)
 			}},
-			{RefLimit, func(ctx context.Context, _ string, d Dump) (Row, error) { return machineLimit(ctx, d) }},
+			{RefLimit, func(ctx context.Context, url string, d Dump) (Row, error) {
+				return necessaryWork(ctx, url, opts.WorkDir, d)
+			}},
 			{RefNaive, func(ctx context.Context, url string, d Dump) (Row, error) { return naive(ctx, url, opts.WorkDir, d) }},
-			{RefPython, func(ctx context.Context, _ string, d Dump) (Row, error) { return python(ctx, opts.WorkDir, d) }},
+			{RefPython, func(ctx context.Context, url string, d Dump) (Row, error) {
+				return pythonJob(ctx, url, opts.WorkDir, d)
+			}},
 		}
 		for _, r := range refs {
 			log.InfoContext(ctx, "bench: reference", "name", r.name)
@@ -252,34 +278,50 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			res.Rows = append(res.Rows, row)
 		}
 	}
+	for _, bin := range opts.Compare {
+		c := opts.Concurrency[len(opts.Concurrency)-1]
+		log.InfoContext(ctx, "bench: another build", "binary", bin, "concurrency", c)
+		row, err := otherBuild(ctx, bin, srv.URL, opts.WorkDir, c, dump)
+		if err != nil {
+			return nil, fmt.Errorf("harness: %s: %w", bin, err)
+		}
+		res.Rows = append(res.Rows, row)
+	}
 	res.fillRatios()
 	return res, nil
 }
 
-// fillRatios sets every row's ratio to the machine limit, when measured.
+// fillRatios sets every row's CPU per GB and its ratios to the references
+// measured.
 func (r *Result) fillRatios() {
-	var limit float64
+	ref := map[string]Row{}
 	for _, row := range r.Rows {
-		if row.Name == RefLimit && !row.Skipped {
-			limit = row.MBps
-		}
-	}
-	var download float64
-	for _, row := range r.Rows {
-		if row.Name == RefDownload && !row.Skipped {
-			download = row.Seconds
+		if row.Kind == KindReference && !row.Skipped {
+			ref[row.Name] = row
 		}
 	}
 	for i := range r.Rows {
 		row := &r.Rows[i]
-		if row.Skipped {
+		if row.Skipped || row.Kind == KindResync {
 			continue
 		}
-		if limit > 0 && row.Kind != KindResync {
-			row.Ratio = row.MBps / limit
+		if r.Dump.PayloadBytes > 0 {
+			row.CPUPerGB = row.CPUSeconds / (float64(r.Dump.PayloadBytes) / 1e9)
 		}
-		if download > 0 && row.Kind == KindRun {
-			row.VsDownload = row.Seconds / download
+		if l, ok := ref[RefLimit]; ok {
+			row.Ratio = row.MBps / l.MBps
+		}
+		if row.Kind != KindRun && row.Kind != KindCompare {
+			continue
+		}
+		if dl, ok := ref[RefDownload]; ok {
+			row.VsDownload = row.Seconds / dl.Seconds
+		}
+		if p, ok := ref[RefPython]; ok {
+			row.VsPython = p.Seconds / row.Seconds
+		}
+		if n, ok := ref[RefNaive]; ok {
+			row.VsNaive = n.Seconds / row.Seconds
 		}
 	}
 }

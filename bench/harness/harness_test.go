@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,9 +18,21 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 )
 
+// buildRsharvest builds the rsharvest command into the test's directory.
+func buildRsharvest(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "rsharvest")
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/rsharvest/rsharvest/cmd/rsharvest").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 func TestRunTinyDump(t *testing.T) {
 	ctx := context.Background()
 	cache := t.TempDir()
+	other := buildRsharvest(t)
 	opts := Options{
 		Gen:         bench.GenOptions{Resources: 60, Packages: 3, MeanSize: 4000, Seed: 1},
 		CacheDir:    cache,
@@ -27,6 +40,7 @@ func TestRunTinyDump(t *testing.T) {
 		Concurrency: []int{1, 2},
 		Refs:        true,
 		Resync:      true,
+		Compare:     []string{other},
 	}
 	res, err := Run(ctx, opts)
 	if err != nil {
@@ -35,7 +49,7 @@ func TestRunTinyDump(t *testing.T) {
 	if res.Dump.Resources != 60 || res.Dump.Packages != 3 || res.Dump.Cached {
 		t.Fatalf("dump = %+v", res.Dump)
 	}
-	want := []string{"rsharvest -c 1", "rsharvest -c 2", RowResync, RowResyncRange, RowResyncCopies, RefDownload, RefLimit, RefNaive, RefPython}
+	want := []string{"rsharvest -c 1", "rsharvest -c 2", RowResync, RowResyncRange, RowResyncCopies, RefDownload, RefLimit, RefNaive, RefPython, other + " -c 2"}
 	if len(res.Rows) != len(want) {
 		t.Fatalf("got %d rows, want %d: %+v", len(res.Rows), len(want), res.Rows)
 	}
@@ -60,8 +74,11 @@ func TestRunTinyDump(t *testing.T) {
 			}
 			continue
 		}
-		if row.Seconds <= 0 || row.MBps <= 0 || row.ResPerSec <= 0 || row.CPUSeconds <= 0 || row.PeakRSSMB <= 0 || row.Ratio <= 0 {
+		if row.Seconds <= 0 || row.MBps <= 0 || row.ResPerSec <= 0 || row.CPUSeconds <= 0 || row.CPUPerGB <= 0 || row.PeakRSSMB <= 0 || row.Ratio <= 0 {
 			t.Errorf("row %+v has a figure that is not positive", row)
+		}
+		if (row.Kind == KindRun || row.Kind == KindCompare) && (row.VsPython <= 0 || row.VsNaive <= 0) {
+			t.Errorf("run %+v: no ratio to the Python job or the naive pipeline", row)
 		}
 		if (row.Kind == KindRun || row.Name == RefNaive) && row.DownloadedMB <= 0 {
 			t.Errorf("row %s downloaded nothing", row.Name)
@@ -100,7 +117,7 @@ func TestRunTinyDump(t *testing.T) {
 	}
 
 	// The second time the dump comes from the cache.
-	opts.Concurrency, opts.Refs, opts.Resync = []int{1}, false, false
+	opts.Concurrency, opts.Refs, opts.Resync, opts.Compare = []int{1}, false, false, nil
 	res2, err := Run(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -22,13 +22,13 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if r.ConnLinkBytesPerSec > 0 {
 		link += fmt.Sprintf(", %.1f MB/s per connection", r.ConnLinkBytesPerSec/1e6)
 	}
-	fmt.Fprintf(w, "link %s, latency %s, GOMAXPROCS %d, work dir %s\n\n", link, r.Latency, r.GOMAXPROCS, r.WorkDir)
+	fmt.Fprintf(w, "link %s, latency %s, GOMAXPROCS %d, inflater %s, work dir %s\n\n", link, r.Latency, r.GOMAXPROCS, r.Inflater, r.WorkDir)
 	width := len("name")
 	for _, row := range r.Rows {
 		width = max(width, len(row.Name))
 	}
-	fmt.Fprintf(w, "%-*s %8s %8s %8s %7s %12s %14s %9s %11s %8s\n", width, "name",
-		"seconds", "MB/s", "res/s", "CPU s", "peak RSS MB", "MB downloaded", "vs limit", "x download", "speedup")
+	fmt.Fprintf(w, "%-*s %8s %8s %8s %7s %9s %12s %14s %9s %8s %7s %11s %8s\n", width, "name",
+		"seconds", "MB/s", "res/s", "CPU s", "CPU s/GB", "peak RSS MB", "MB downloaded", "vs limit", "x python", "x naive", "x download", "speedup")
 	for _, row := range r.Rows {
 		if row.Skipped {
 			fmt.Fprintf(w, "%-*s skipped: %s\n", width, row.Name, row.Note)
@@ -38,15 +38,15 @@ func (r *Result) WriteTable(w io.Writer) error {
 		if row.Ratio > 0 {
 			ratio = fmt.Sprintf("%.2f", row.Ratio)
 		}
-		vsDownload, speedup := "-", "-"
-		if row.VsDownload > 0 {
-			vsDownload = fmt.Sprintf("%.2f", row.VsDownload)
+		fmtPos := func(v float64, f string) string {
+			if v > 0 {
+				return fmt.Sprintf(f, v)
+			}
+			return "-"
 		}
-		if row.Speedup > 0 {
-			speedup = fmt.Sprintf("%.1f", row.Speedup)
-		}
-		fmt.Fprintf(w, "%-*s %8.2f %8.1f %8.0f %7.2f %12.1f %14.1f %9s %11s %8s\n", width, row.Name, row.Seconds, row.MBps,
-			row.ResPerSec, row.CPUSeconds, row.PeakRSSMB, row.DownloadedMB, ratio, vsDownload, speedup)
+		fmt.Fprintf(w, "%-*s %8.2f %8.1f %8.0f %7.2f %9s %12.1f %14.1f %9s %8s %7s %11s %8s\n", width, row.Name, row.Seconds, row.MBps,
+			row.ResPerSec, row.CPUSeconds, fmtPos(row.CPUPerGB, "%.2f"), row.PeakRSSMB, row.DownloadedMB, ratio,
+			fmtPos(row.VsPython, "%.2f"), fmtPos(row.VsNaive, "%.2f"), fmtPos(row.VsDownload, "%.2f"), fmtPos(row.Speedup, "%.1f"))
 	}
 	fmt.Fprintln(w)
 	for _, row := range r.Rows {
@@ -71,7 +71,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // Chart geometry.
 const (
-	svgWidth   = 820
+	svgWidth   = 900
 	labelWidth = 300
 	barHeight  = 26
 	barGap     = 8
@@ -79,8 +79,9 @@ const (
 	lineHeight = 300
 )
 
-// WriteSVG writes a chart: horizontal bars of MB/s for every run and
-// processing reference (not the re-syncs, nor the download-only time), and,
+// WriteSVG writes a chart: horizontal bars of MB/s, labelled with CPU
+// seconds per GB, for every run, other build and processing reference (not
+// the re-syncs, nor the download-only time), and,
 // when the pipeline ran at several concurrencies, a line of MB/s against
 // concurrency with the machine limit as a dashed line.
 func (r *Result) WriteSVG(w io.Writer) error {
@@ -115,7 +116,7 @@ func (r *Result) WriteSVG(w io.Writer) error {
 		r.Dump.Resources, float64(r.Dump.PayloadBytes)/1e6))
 
 	// Bars.
-	x0, x1 := float64(labelWidth), float64(svgWidth-70)
+	x0, x1 := float64(labelWidth), float64(svgWidth-150)
 	scale := func(v float64) float64 { return x0 + (x1-x0)*v/top }
 	axisY := padTop + len(rows)*(barHeight+barGap)
 	for v := 0.0; v <= top+step/2; v += step {
@@ -127,13 +128,20 @@ func (r *Result) WriteSVG(w io.Writer) error {
 	for i, row := range rows {
 		y := padTop + i*(barHeight+barGap)
 		color := "#4a7ab5"
-		if row.Kind == KindReference {
+		switch row.Kind {
+		case KindReference:
 			color = "#b5844a"
+		case KindCompare:
+			color = "#8a8a8a"
 		}
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n",
 			x0, y, math.Max(scale(row.MBps)-x0, 1), barHeight, color)
 		text(&b, labelWidth-8, y+barHeight/2+5, "end", 13, row.Name)
-		text(&b, int(scale(row.MBps))+6, y+barHeight/2+5, "start", 12, fmt.Sprintf("%.1f", row.MBps))
+		label := fmt.Sprintf("%.1f", row.MBps)
+		if row.CPUPerGB > 0 {
+			label += fmt.Sprintf(" · %.1f CPU s/GB", row.CPUPerGB)
+		}
+		text(&b, int(scale(row.MBps))+6, y+barHeight/2+5, "start", 12, label)
 	}
 
 	if withLine {
@@ -179,7 +187,7 @@ func (r *Result) writeLine(b *strings.Builder, runs []Row, top int) {
 	if limit > 0 {
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#b5844a" stroke-dasharray="6 4"/>`+"\n",
 			left, ys(limit), right, ys(limit))
-		text(b, int(right)-4, int(ys(limit))-6, "end", 12, fmt.Sprintf("machine limit %.1f MB/s", limit))
+		text(b, int(right)-4, int(ys(limit))-6, "end", 12, fmt.Sprintf("necessary-work limit %.1f MB/s", limit))
 	}
 	var pts []string
 	for _, row := range runs {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
@@ -8,76 +9,99 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/klauspost/compress/zip"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/unzip"
 )
 
-// manifestName is the package manifest, which is not a resource.
-const manifestName = "manifest.xml"
-
-// machineLimit reads, inflates and hashes (md5 and sha-256) every entry of
-// the local package files on GOMAXPROCS goroutines, doing nothing else.
-func machineLimit(ctx context.Context, d Dump) (Row, error) {
+// necessaryWork measures the necessary-work limit: every core doing only
+// what the job cannot avoid — receiving each package from the server,
+// inflating every entry with this build's inflater (package unzip's:
+// libdeflate, or klauspost/compress), hashing it as the manifests ask (md5
+// and sha-256) and writing it to a file of its own — and nothing else: no
+// spool, no state, no manifest, no package-level hash, no directories. A
+// package is received whole into memory (one ahead of the one unpacked).
+func necessaryWork(ctx context.Context, url, workDir string, d Dump) (Row, error) {
 	files, err := packageFiles(d)
 	if err != nil {
 		return Row{}, err
 	}
-	type job struct {
-		pkg   int
-		entry int
+	dir, err := os.MkdirTemp(workDir, "limit-")
+	if err != nil {
+		return Row{}, err
 	}
-	readers := make([]*zip.ReadCloser, len(files))
-	defer func() {
-		for _, r := range readers {
-			if r != nil {
-				r.Close()
-			}
-		}
-	}()
-	var jobs []job
-	for i, f := range files {
-		if readers[i], err = zip.OpenReader(f); err != nil {
-			return Row{}, fmt.Errorf("%s: %w", f, err)
-		}
-		for k, e := range readers[i].File {
-			if e.Name != manifestName {
-				jobs = append(jobs, job{i, k})
-			}
-		}
+	defer os.RemoveAll(dir)
+	type entry struct {
+		f    *unzip.File
+		name string
 	}
 	before := selfUsage()
 	start := time.Now()
-	ch := make(chan job)
+	pkgs := make(chan []byte, 1)
+	entries := make(chan entry, 256)
+	var downloaded atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		defer close(ch)
-		for _, j := range jobs {
+		defer close(pkgs)
+		for _, f := range files {
+			b, err := getAll(gctx, url+"packages/"+filepath.Base(f))
+			if err != nil {
+				return err
+			}
+			downloaded.Add(int64(len(b)))
 			select {
-			case ch <- j:
+			case pkgs <- b:
 			case <-gctx.Done():
 				return gctx.Err()
 			}
 		}
 		return nil
 	})
-	for range runtime.GOMAXPROCS(0) {
-		g.Go(func() error {
-			buf := make([]byte, 256<<10)
-			m, s := md5.New(), sha256.New()
-			w := io.MultiWriter(m, s)
-			for j := range ch {
-				if err := hashEntry(readers[j.pkg].File[j.entry], w, buf, m, s); err != nil {
+	g.Go(func() error {
+		defer close(entries)
+		i := 0
+		for b := range pkgs {
+			a, err := unzip.Open(bytes.NewReader(b), int64(len(b)), unzip.Limits{})
+			if err != nil {
+				return err
+			}
+			for _, name := range a.Unreferenced() {
+				f, err := a.Lookup(name)
+				if err != nil {
 					return err
 				}
+				i++
+				select {
+				case entries <- entry{f, strconv.Itoa(i)}:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+		}
+		return nil
+	})
+	for range runtime.GOMAXPROCS(0) {
+		g.Go(func() error {
+			m, s := md5.New(), sha256.New()
+			var sum [sha256.Size]byte
+			for e := range entries {
+				if err := writeEntry(e.f, filepath.Join(dir, e.name), m, s); err != nil {
+					return err
+				}
+				m.Sum(sum[:0])
+				s.Sum(sum[:0])
 			}
 			return nil
 		})
@@ -87,13 +111,34 @@ func machineLimit(ctx context.Context, d Dump) (Row, error) {
 	}
 	elapsed := time.Since(start)
 	after := selfUsage()
-	row := measured(elapsed, after.cpu-before.cpu, after.maxRSS, 0, d)
-	row.Note = fmt.Sprintf("%d goroutines inflating and hashing local packages", runtime.GOMAXPROCS(0))
+	row := measured(elapsed, after.cpu-before.cpu, after.maxRSS, downloaded.Load(), d)
+	row.Note = fmt.Sprintf("%d goroutines: receive, inflate (%s), md5 + sha-256, write each file; nothing else", runtime.GOMAXPROCS(0), unzip.Inflater())
 	return row, nil
 }
 
-// hashEntry inflates one entry into both hashes.
-func hashEntry(f *zip.File, w io.Writer, buf []byte, hs ...hash.Hash) error {
+// getAll GETs url whole.
+func getAll(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	b := bytes.NewBuffer(make([]byte, 0, max(resp.ContentLength, 0)+bytes.MinRead))
+	if _, err := b.ReadFrom(resp.Body); err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return b.Bytes(), nil
+}
+
+// writeEntry inflates f into the file path and the hashes.
+func writeEntry(f *unzip.File, path string, hs ...hash.Hash) error {
 	for _, h := range hs {
 		h.Reset()
 	}
@@ -102,13 +147,19 @@ func hashEntry(f *zip.File, w io.Writer, buf []byte, hs ...hash.Hash) error {
 		return fmt.Errorf("%s: %w", f.Name, err)
 	}
 	defer rc.Close()
-	if _, err := io.CopyBuffer(w, rc, buf); err != nil {
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	ws := []io.Writer{out}
+	for _, h := range hs {
+		ws = append(ws, h)
+	}
+	if _, err := io.Copy(io.MultiWriter(ws...), rc); err != nil {
+		out.Close()
 		return fmt.Errorf("%s: %w", f.Name, err)
 	}
-	for _, h := range hs {
-		h.Sum(buf[:0])
-	}
-	return nil
+	return out.Close()
 }
 
 // naiveScript fetches, unpacks and hashes one package, as bench/baseline.sh
@@ -137,6 +188,7 @@ func naive(ctx context.Context, url, workDir string, d Dump) (Row, error) {
 	var total usage
 	var downloaded int64
 	exact := true
+	before := selfUsage()
 	start := time.Now()
 	for _, f := range files {
 		name := filepath.Base(f)
@@ -155,32 +207,18 @@ func naive(ctx context.Context, url, workDir string, d Dump) (Row, error) {
 		}
 		downloaded += fi.Size()
 	}
-	row := measured(time.Since(start), total.cpu, total.maxRSS, downloaded, d)
-	row.Note = "one package at a time via sh -c; " + rssNote(exact)
+	elapsed := time.Since(start)
+	server := selfUsage().cpu - before.cpu
+	row := measured(elapsed, total.cpu+server, total.maxRSS, downloaded, d)
+	row.Note = "one package at a time via sh -c; CPU includes the loopback server's; " + rssNote(exact)
 	return row, nil
 }
 
-// pythonScript hashes (md5 and sha-256) every entry of the packages given
-// as arguments.
-const pythonScript = `import hashlib, sys, zipfile
-for p in sys.argv[1:]:
-    with zipfile.ZipFile(p) as z:
-        for i in z.infolist():
-            if i.filename == "manifest.xml":
-                continue
-            m, s = hashlib.md5(), hashlib.sha256()
-            with z.open(i) as f:
-                while True:
-                    b = f.read(1 << 18)
-                    if not b:
-                        break
-                    m.update(b)
-                    s.update(b)
-            m.hexdigest(); s.hexdigest()
-`
-
-// python hashes every entry of the local packages in one python3 process.
-func python(ctx context.Context, workDir string, d Dump) (Row, error) {
+// pythonJob runs the job written plainly in Python (bench.PythonJob: one
+// process per package, as many at once as there are cores, each
+// downloading its package, inflating, checking and writing every entry)
+// against the server at url.
+func pythonJob(ctx context.Context, url, workDir string, d Dump) (Row, error) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		return Row{Skipped: true, Note: "python3 not found"}, nil
 	}
@@ -188,13 +226,57 @@ func python(ctx context.Context, workDir string, d Dump) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	start := time.Now()
-	u, exact, err := command(ctx, workDir, "python3", append([]string{"-c", pythonScript}, files...)...)
+	dir, err := os.MkdirTemp(workDir, "python-")
 	if err != nil {
 		return Row{}, err
 	}
-	row := measured(time.Since(start), u.cpu, u.maxRSS, 0, d)
-	row.Note = "one process, local packages; " + rssNote(exact)
+	defer os.RemoveAll(dir)
+	args := []string{"-c", bench.PythonJob(), url, filepath.Join(dir, "out")}
+	for _, f := range files {
+		args = append(args, filepath.Base(f))
+	}
+	before := selfUsage()
+	start := time.Now()
+	u, exact, err := command(ctx, dir, "python3", args...)
+	if err != nil {
+		return Row{}, err
+	}
+	elapsed := time.Since(start)
+	server := selfUsage().cpu - before.cpu
+	row := measured(elapsed, u.cpu+server, u.maxRSS, d.PackageBytes, d)
+	row.Note = fmt.Sprintf("bench/pyjob.py: one process per package, %d at once; CPU includes the loopback server's; %s", runtime.NumCPU(), rssNote(exact))
+	return row, nil
+}
+
+// otherBuild runs another rsharvest binary's baseline against the server
+// at url, at concurrency c, into a fresh directory: a row to compare this
+// build with (the commit before a change, a build without libdeflate) in
+// the same run.
+func otherBuild(ctx context.Context, bin, url, workDir string, c int, d Dump) (Row, error) {
+	dir, err := os.MkdirTemp(workDir, "other-")
+	if err != nil {
+		return Row{}, err
+	}
+	defer os.RemoveAll(dir)
+	spool := filepath.Join(dir, "spool")
+	if err := os.Mkdir(spool, 0o755); err != nil {
+		return Row{}, err
+	}
+	before := selfUsage()
+	start := time.Now()
+	u, exact, err := command(ctx, dir, bin, "baseline", "--source", url, "--sink", "fs:"+filepath.Join(dir, "mirror"),
+		"--state", filepath.Join(dir, "state.db"), "--spool-dir", spool, "--concurrency", strconv.Itoa(c),
+		"--progress", "none", "--log-level", "warn")
+	if err != nil {
+		return Row{}, err
+	}
+	elapsed := time.Since(start)
+	server := selfUsage().cpu - before.cpu
+	row := measured(elapsed, u.cpu+server, u.maxRSS, d.PackageBytes, d)
+	row.Name = fmt.Sprintf("%s -c %d", bin, c)
+	row.Kind = KindCompare
+	row.Concurrency = c
+	row.Note = "another build's baseline command; CPU includes the loopback server's; " + rssNote(exact)
 	return row, nil
 }
 

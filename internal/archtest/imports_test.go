@@ -43,7 +43,7 @@ var allowed = []struct {
 	{"internal/testbin", nil},
 	{"status", []string{"pipeline", "site", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},
-	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "errclass", "fixity", "manifest"}},
+	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "unzip", "errclass", "fixity", "manifest"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},
 	{"cli", []string{"*"}},
 	{"cmd/rsharvest", []string{"cli"}},
