@@ -339,7 +339,7 @@ func (s *FS) commit(tmp, rel string) error {
 	defer s.pruning.RUnlock()
 	var err error
 	for range commitAttempts {
-		if err = s.root.Rename(tmp, rel); !errors.Is(err, iofs.ErrNotExist) {
+		if err = s.tmp.rename(s.root, tmp, rel); !errors.Is(err, iofs.ErrNotExist) {
 			return err
 		}
 		if err = s.mkdirAll(path.Dir(rel)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
@@ -469,6 +469,7 @@ func (s *FS) Delete(ctx context.Context, uri string) error {
 	s.pruning.Lock()
 	defer s.pruning.Unlock()
 	s.prune(path.Dir(rel))
+	s.tmp.forgetAll() // handles on pruned directories would rename into nothing
 	return nil
 }
 

@@ -571,3 +571,61 @@ func TestTempOfLiveProcessKept(t *testing.T) {
 		t.Errorf("mirror holds %q", got)
 	}
 }
+
+// TestManyDirectoriesConcurrently: Puts into more directories than the
+// sink keeps handles on (handles evicted while others rename through
+// them), from several goroutines, all land.
+func TestManyDirectoriesConcurrently(t *testing.T) {
+	dir := t.TempDir()
+	s := newFS(t, dir, Options{})
+	defer s.Close(t.Context())
+	const dirs = 400
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range dirs {
+				uri := fmt.Sprintf("http://example.com/d%d/f", (i*7+w*53)%dirs)
+				if err := s.Put(t.Context(), &sink.Resource{URI: uri}, strings.NewReader(uri)); err != nil {
+					t.Errorf("Put: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range dirs {
+		uri := fmt.Sprintf("http://example.com/d%d/f", i)
+		if b, err := os.ReadFile(s.Path(uri)); err != nil || string(b) != uri {
+			t.Fatalf("%s: %q, %v", uri, b, err)
+		}
+	}
+}
+
+// TestSwappedDirectoryStaysInside: a directory the sink renamed into
+// before, swapped for a symbolic link leading outside DIR, does not lead
+// the next Put outside.
+func TestSwappedDirectoryStaysInside(t *testing.T) {
+	parent := t.TempDir()
+	outside := filepath.Join(parent, "outside")
+	dir := filepath.Join(parent, "mirror")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newFS(t, dir, Options{})
+	defer s.Close(t.Context())
+	ctx := t.Context()
+	if err := s.Put(ctx, &sink.Resource{URI: "http://h/a"}, strings.NewReader("a")); err != nil {
+		t.Fatal(err)
+	}
+	hdir := filepath.Dir(s.Path("http://h/a"))
+	if err := os.Rename(hdir, filepath.Join(dir, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, hdir); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Put(ctx, &sink.Resource{URI: "http://h/b"}, strings.NewReader("b")) // wherever it lands, not outside
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("outside DIR now holds %d entries", len(entries))
+	}
+}

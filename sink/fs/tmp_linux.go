@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -18,10 +20,21 @@ import (
 // openat (no path resolution from the root, and no netpoller registration,
 // which a regular file refuses anyway), and its modification time is set
 // through its own descriptor, before it is closed.
+//
+// It also keeps handles on the directories files are renamed into (at most
+// maxDirHandles), opened through the root, so that moving a file into
+// place is one renameat from descriptor to descriptor instead of a walk
+// of both paths from the root, component by component.
 type tmpFiles struct {
 	dir  *os.File // the temporary directory
 	path string   // the temporary directory's path, for messages
+
+	mu   sync.Mutex
+	dirs map[string]*os.File // destination directories by path below the root ("." for the root)
 }
+
+// maxDirHandles bounds the destination directory handles kept open.
+const maxDirHandles = 128
 
 // errTmpBusy is wrapped by openTmpFiles' error when another open file (a
 // sink opening meanwhile, removing what it takes for an ended process's
@@ -42,7 +55,112 @@ func openTmpFiles(root *os.Root, sinkDir, rel string) (*tmpFiles, error) {
 		}
 		return nil, err
 	}
-	return &tmpFiles{dir: d, path: filepath.Join(sinkDir, filepath.FromSlash(rel))}, nil
+	return &tmpFiles{dir: d, path: filepath.Join(sinkDir, filepath.FromSlash(rel)), dirs: map[string]*os.File{}}, nil
+}
+
+// rename moves the temporary file tmp (its path below root) to rel, a
+// file path below root, replacing what is there: a renameat between the
+// temporary directory's descriptor and a handle on rel's directory, kept
+// for the next file. Like os.Root.Rename it follows no symbolic link: the
+// handle was opened through root, and renameat does not follow the last
+// element. When rel's directory is missing (or was removed since its
+// handle was opened) the error satisfies errors.Is(err, fs.ErrNotExist).
+func (t *tmpFiles) rename(root *os.Root, tmp, rel string) error {
+	dir := path.Dir(rel)
+	d, err := t.dirHandle(root, dir)
+	if err != nil {
+		return err
+	}
+	err = renameat(t.dir, path.Base(tmp), d, path.Base(rel))
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, errHandleClosed) {
+		t.forget(dir, d) // gone, or closed by an eviction meanwhile: opened again next time
+		err = syscall.ENOENT
+	}
+	if err != nil {
+		return &os.LinkError{Op: "renameat", Old: filepath.Join(t.path, path.Base(tmp)), New: rel, Err: err}
+	}
+	return nil
+}
+
+// dirHandle returns the handle on dir, opening it through root when it is
+// not held; past maxDirHandles another is closed first.
+func (t *tmpFiles) dirHandle(root *os.Root, dir string) (*os.File, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d, ok := t.dirs[dir]; ok {
+		return d, nil
+	}
+	d, err := root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	for k, old := range t.dirs {
+		if len(t.dirs) < maxDirHandles {
+			break
+		}
+		_ = old.Close() // a rename using it holds its descriptor until done
+		delete(t.dirs, k)
+	}
+	t.dirs[dir] = d
+	return d, nil
+}
+
+// forget closes the handle d on dir, if it is still the one held.
+func (t *tmpFiles) forget(dir string, d *os.File) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dirs[dir] == d {
+		_ = d.Close()
+		delete(t.dirs, dir)
+	}
+}
+
+// errHandleClosed reports a directory handle closed (evicted) before a
+// rename could use it.
+var errHandleClosed = errors.New("directory handle closed")
+
+// forgetAll closes every destination directory handle: directories were
+// removed (a Delete pruned them).
+func (t *tmpFiles) forgetAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, d := range t.dirs {
+		_ = d.Close()
+		delete(t.dirs, k)
+	}
+}
+
+// renameat renames name in the directory from to base in the directory to.
+// Both descriptors are held (SyscallConn.Control) for the call, so that a
+// concurrent Close waits for it instead of freeing a descriptor in use; a
+// handle closed before fails with errHandleClosed.
+func renameat(from *os.File, name string, to *os.File, base string) error {
+	frc, err := from.SyscallConn()
+	if err != nil {
+		return err
+	}
+	trc, err := to.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var callErr error
+	err = frc.Control(func(ffd uintptr) {
+		err := trc.Control(func(tfd uintptr) {
+			for {
+				callErr = syscall.Renameat(int(ffd), name, int(tfd), base)
+				if !errors.Is(callErr, syscall.EINTR) {
+					return
+				}
+			}
+		})
+		if err != nil {
+			callErr = fmt.Errorf("%w: %w", errHandleClosed, err)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return callErr
 }
 
 // lockDir takes an exclusive flock on the open directory d without
@@ -90,8 +208,11 @@ func (t *tmpFiles) closeFile(f *os.File, name string, mtime time.Time) error {
 	return f.Close()
 }
 
-// close releases the temporary directory.
-func (t *tmpFiles) close() error { return t.dir.Close() }
+// close releases the temporary directory and the directory handles.
+func (t *tmpFiles) close() error {
+	t.forgetAll()
+	return t.dir.Close()
+}
 
 // futimes sets the access and modification times of f to mtime with
 // utimensat(fd, NULL, times, 0), which is what futimens(3) does; the

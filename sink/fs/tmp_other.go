@@ -45,6 +45,13 @@ func (t *tmpFiles) closeFile(f *os.File, name string, mtime time.Time) error {
 // close releases the temporary directory.
 func (t *tmpFiles) close() error { return t.root.Close() }
 
+// rename moves the temporary file tmp (its path below root) to rel, a file
+// path below root, replacing what is there (os.Root.Rename).
+func (t *tmpFiles) rename(root *os.Root, tmp, rel string) error { return root.Rename(tmp, rel) }
+
+// forgetAll has nothing to forget on this system.
+func (t *tmpFiles) forgetAll() {}
+
 // lockDir cannot tell, without flock, whether another process uses a
 // temporary directory: it reports every one as in use, so none is removed.
 func lockDir(*os.File) (bool, error) { return false, nil }
