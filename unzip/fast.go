@@ -43,20 +43,27 @@ func (p *bufPool) get(n int) *[]byte {
 
 func (p *bufPool) put(b *[]byte) { p.pool.Put(b) }
 
-// fastEligible tells whether an entry is inflated by the fast inflater:
-// deflated, not empty, both sizes within fastMaxSize.
+// fastEligible tells whether an entry is read whole (fastReader): not
+// empty, both sizes within fastMaxSize, and stored (its sizes equal: else
+// the streaming reader reports the mismatch), or deflated when the fast
+// inflater is available.
 func fastEligible(method uint16, size, csize int64) bool {
-	return fastInflateAvailable && method == zip.Deflate && csize > 0 && size > 0 && csize <= fastMaxSize && size <= fastMaxSize
+	if csize <= 0 || size <= 0 || csize > fastMaxSize || size > fastMaxSize {
+		return false
+	}
+	return (method == zip.Store && size == csize) || (method == zip.Deflate && fastInflateAvailable)
 }
 
-// fastReader yields an entry inflated whole by the fast inflater, once its
-// size and CRC-32 have been checked: it never yields a byte of an entry
-// that fails. When anything is wrong — the archive cannot be read, the data
+// fastReader yields an entry read whole — in one read of the archive, and
+// inflated in one call of the fast inflater when deflated — once its size
+// and CRC-32 have been checked: it never yields a byte of an entry that
+// fails. When anything is wrong — the archive cannot be read, the data
 // is corrupt, longer or shorter than declared, or its CRC-32 differs — it
 // reads the entry again through the streaming reader (open), whose bytes
 // and errors it then passes on: every failure is diagnosed, and
 // classified, exactly as without the fast inflater.
 type fastReader struct {
+	method  uint16
 	section *io.SectionReader
 	size    int64
 	crc32   uint32
@@ -75,11 +82,15 @@ func (r *fastReader) inflate() bool {
 	if r.out != nil || r.fallback != nil {
 		return r.fallback == nil
 	}
-	in := r.pool.bufs.get(int(r.section.Size()))
-	defer r.pool.bufs.put(in)
 	out := r.pool.bufs.get(int(r.size))
+	in := out // a stored entry is read straight into out
+	if r.method != zip.Store {
+		in = r.pool.bufs.get(int(r.section.Size()))
+		defer r.pool.bufs.put(in)
+	}
 	n, err := r.section.ReadAt(*in, 0)
-	if n == len(*in) && (err == nil || err == io.EOF) && r.pool.fastInflate(*in, *out) && crc32.ChecksumIEEE(*out) == r.crc32 {
+	if n == len(*in) && (err == nil || err == io.EOF) &&
+		(r.method == zip.Store || r.pool.fastInflate(*in, *out)) && crc32.ChecksumIEEE(*out) == r.crc32 {
 		r.out = out
 		return true
 	}

@@ -167,7 +167,7 @@ type entryReader struct {
 // on Close. A method other than Store and Deflate fails with ErrMethod.
 func openEntry(name string, method uint16, size int64, crc uint32, section *io.SectionReader, maxRatio float64, pool *inflaterPool) (io.ReadCloser, error) {
 	if fastEligible(method, size, section.Size()) {
-		return &fastReader{section: section, size: size, crc32: crc, pool: pool, open: func() io.ReadCloser {
+		return &fastReader{method: method, section: section, size: size, crc32: crc, pool: pool, open: func() io.ReadCloser {
 			return openStream(name, method, size, crc, io.NewSectionReader(section, 0, section.Size()), maxRatio, pool)
 		}}, nil
 	}
