@@ -32,37 +32,67 @@ import (
 // libdeflate, or klauspost/compress), hashing it as the manifests ask (md5
 // and sha-256) and writing it to a file of its own — and nothing else: no
 // spool, no state, no manifest, no package-level hash, no directories. A
-// package is received whole into memory (one ahead of the one unpacked).
+// package is received whole into one of two buffers, allocated and touched
+// before the clock starts (one package received while the other is
+// unpacked).
 func necessaryWork(ctx context.Context, url, workDir string, d Dump) (Row, error) {
 	files, err := packageFiles(d)
 	if err != nil {
 		return Row{}, err
+	}
+	var largest int64
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return Row{}, err
+		}
+		largest = max(largest, fi.Size())
 	}
 	dir, err := os.MkdirTemp(workDir, "limit-")
 	if err != nil {
 		return Row{}, err
 	}
 	defer os.RemoveAll(dir)
+	free := make(chan []byte, 2)
+	for range cap(free) {
+		b := make([]byte, largest+1) // +1: a longer body is noticed
+		for i := range b {
+			b[i] = 1 // resident before the clock starts
+		}
+		free <- b
+	}
+	type pkg struct {
+		buf  []byte
+		data []byte
+	}
 	type entry struct {
 		f    *unzip.File
 		name string
+		left *atomic.Int64 // entries of its package not yet written
+		buf  []byte        // its package's buffer, freed by the last
 	}
 	before := selfUsage()
 	start := time.Now()
-	pkgs := make(chan []byte, 1)
+	pkgs := make(chan pkg, 1)
 	entries := make(chan entry, 256)
 	var downloaded atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(pkgs)
 		for _, f := range files {
-			b, err := getAll(gctx, url+"packages/"+filepath.Base(f))
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			n, err := getInto(gctx, url+"packages/"+filepath.Base(f), buf)
 			if err != nil {
 				return err
 			}
-			downloaded.Add(int64(len(b)))
+			downloaded.Add(int64(n))
 			select {
-			case pkgs <- b:
+			case pkgs <- pkg{buf, buf[:n]}:
 			case <-gctx.Done():
 				return gctx.Err()
 			}
@@ -72,19 +102,22 @@ func necessaryWork(ctx context.Context, url, workDir string, d Dump) (Row, error
 	g.Go(func() error {
 		defer close(entries)
 		i := 0
-		for b := range pkgs {
-			a, err := unzip.Open(bytes.NewReader(b), int64(len(b)), unzip.Limits{})
+		for p := range pkgs {
+			a, err := unzip.Open(bytes.NewReader(p.data), int64(len(p.data)), unzip.Limits{})
 			if err != nil {
 				return err
 			}
-			for _, name := range a.Unreferenced() {
+			names := a.Unreferenced()
+			left := &atomic.Int64{}
+			left.Store(int64(len(names)))
+			for _, name := range names {
 				f, err := a.Lookup(name)
 				if err != nil {
 					return err
 				}
 				i++
 				select {
-				case entries <- entry{f, strconv.Itoa(i)}:
+				case entries <- entry{f, strconv.Itoa(i), left, p.buf}:
 				case <-gctx.Done():
 					return gctx.Err()
 				}
@@ -102,6 +135,9 @@ func necessaryWork(ctx context.Context, url, workDir string, d Dump) (Row, error
 				}
 				m.Sum(sum[:0])
 				s.Sum(sum[:0])
+				if e.left.Add(-1) == 0 {
+					free <- e.buf // never blocks: two buffers, two places
+				}
 			}
 			return nil
 		})
@@ -116,25 +152,31 @@ func necessaryWork(ctx context.Context, url, workDir string, d Dump) (Row, error
 	return row, nil
 }
 
-// getAll GETs url whole.
-func getAll(ctx context.Context, url string) ([]byte, error) {
+// getInto GETs url into buf, which must be large enough, and returns its
+// length.
+func getInto(ctx context.Context, url string, buf []byte) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	b := bytes.NewBuffer(make([]byte, 0, max(resp.ContentLength, 0)+bytes.MinRead))
-	if _, err := b.ReadFrom(resp.Body); err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
+	n, err := io.ReadFull(resp.Body, buf)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		err = nil
+	} else if err == nil {
+		return 0, fmt.Errorf("GET %s: longer than the package file", url)
 	}
-	return b.Bytes(), nil
+	if err != nil {
+		return 0, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return n, nil
 }
 
 // writeEntry inflates f into the file path and the hashes.
