@@ -43,6 +43,25 @@ func (h Hashes) IsZero() bool {
 	return h.MD5 == nil && h.SHA1 == nil && h.SHA256 == nil && h.SHA512 == nil
 }
 
+// Strongest returns h with only its strongest verifiable digest — sha-512,
+// else sha-256, sha-1, md5 — and no Unknown tokens: what verifying h needs
+// when checking one digest protects the bytes as well as checking them
+// all (a second, weaker digest of the same bytes adds no protection). It
+// is zero when h has no verifiable digest.
+func (h Hashes) Strongest() Hashes {
+	switch {
+	case h.SHA512 != nil:
+		return Hashes{SHA512: h.SHA512}
+	case h.SHA256 != nil:
+		return Hashes{SHA256: h.SHA256}
+	case h.SHA1 != nil:
+		return Hashes{SHA1: h.SHA1}
+	case h.MD5 != nil:
+		return Hashes{MD5: h.MD5}
+	}
+	return Hashes{}
+}
+
 // Equal reports whether h and o give the same verifiable digests.
 func (h Hashes) Equal(o Hashes) bool {
 	return bytes.Equal(h.MD5, o.MD5) && bytes.Equal(h.SHA1, o.SHA1) &&

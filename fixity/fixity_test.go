@@ -209,3 +209,21 @@ func TestAgree(t *testing.T) {
 		})
 	}
 }
+
+func TestStrongest(t *testing.T) {
+	m, s1, s256, s512 := []byte{1}, []byte{2}, []byte{3}, []byte{4}
+	tests := []struct {
+		in, want Hashes
+	}{
+		{Hashes{MD5: m, SHA1: s1, SHA256: s256, SHA512: s512, Unknown: []string{"x:1"}}, Hashes{SHA512: s512}},
+		{Hashes{MD5: m, SHA256: s256}, Hashes{SHA256: s256}},
+		{Hashes{MD5: m, SHA1: s1}, Hashes{SHA1: s1}},
+		{Hashes{MD5: m}, Hashes{MD5: m}},
+		{Hashes{Unknown: []string{"x:1"}}, Hashes{}},
+	}
+	for _, tt := range tests {
+		if got := tt.in.Strongest(); !got.Equal(tt.want) || got.Unknown != nil {
+			t.Errorf("%s.Strongest() = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

@@ -88,8 +88,23 @@ func (s *spooled) Close() {
 	}
 }
 
+// packageExpect is what a package's download is checked against: the
+// length its dump gives and the strongest of the hashes it gives. The
+// package-level check exists for what the entries' own checks cannot see —
+// the manifest (which only CRC-32 guards inside the ZIP), the entries the
+// manifest does not list, the ZIP's own structure, and that this is the
+// very package the dump names rather than another consistent one — and one
+// strong digest of the whole guards all of it; md5 beside sha-256 would
+// hash every byte a second time for nothing. Every entry is still checked
+// against every hash its manifest gives.
+func packageExpect(want fixity.Expect) fixity.Expect {
+	want.Hashes = want.Hashes.Strongest()
+	return want
+}
+
 // fetchPackage downloads a package to a spool file, checking it against the
-// length and hashes its dump gives, and opens it safely. On error the spool
+// length and the strongest hash its dump gives (packageExpect), and opens
+// it safely. On error the spool
 // file is already removed and the returned spooled names the failed stage.
 func (r *run) fetchPackage(ctx context.Context, j source.Package) (*spooled, error) {
 	sp := &spooled{stage: "download"}
@@ -105,7 +120,7 @@ func (r *run) fetchPackage(ctx context.Context, j source.Package) (*spooled, err
 	case r.downloads <- struct{}{}:
 	}
 	started := time.Now()
-	res, err := r.opts.Client.Download(ctx, j.URL, f, j.Expect)
+	res, err := r.opts.Client.Download(ctx, j.URL, f, packageExpect(j.Expect))
 	<-r.downloads
 	r.counts.BytesDownloaded.Add(res.Bytes)
 	if err != nil {

@@ -304,7 +304,7 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 	started := time.Now()
 	go func() {
 		var shown int64 // bytes of this package counted in PackageBytesDone
-		res, err := r.opts.Client.DownloadProgress(dctx, j.URL, f, j.Expect, func(n int64) {
+		res, err := r.opts.Client.DownloadProgress(dctx, j.URL, f, packageExpect(j.Expect), func(n int64) {
 			prog.update(n)
 			if n > shown {
 				r.counts.PackageBytesDone.Add(n - shown)
