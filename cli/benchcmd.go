@@ -33,6 +33,7 @@ type benchFlags struct {
 	compare     []string
 	resync      bool
 	sweep       []int
+	rounds      int
 }
 
 // benchCommand measures the baseline pipeline against a generated dump on
@@ -49,6 +50,7 @@ func (a *app) benchCommand() *cobra.Command {
 	}
 	fl := c.Flags()
 	fl.IntVar(&f.gen.Resources, "resources", 2000, "number of resources in the generated dump")
+	fl.IntVar(&f.rounds, "rounds", 1, "measure every row this many times, round after round, and keep each row's median (for shared, noisy machines)")
 	fl.IntSliceVar(&f.sweep, "sweep", nil, "instead, run once per dump of these numbers of resources, e.g. 10000,100000,1000000 (time against dump size)")
 	fl.IntVar(&f.gen.MeanSize, "size", 52000, "mean resource size in bytes")
 	fl.StringVar(&f.gen.SizeDist, "size-dist", bench.LogNormal, "size distribution: lognormal, fixed, uniform")
@@ -108,6 +110,14 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 	}
 	log := a.logger()
 	run := harness.Run
+	if f.rounds < 1 || (f.rounds > 1 && len(f.sweep) > 0) {
+		return usagef("--rounds must be at least 1, and 1 with --sweep")
+	}
+	if f.rounds > 1 {
+		run = func(ctx context.Context, o harness.Options) (*harness.Result, error) {
+			return harness.Repeat(ctx, o, f.rounds)
+		}
+	}
 	if len(f.sweep) > 0 {
 		for _, n := range f.sweep {
 			if n < 1 {

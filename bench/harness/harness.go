@@ -9,6 +9,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,6 +153,9 @@ type Result struct {
 	NumCPU     int       `json:"num_cpu"`
 	// Inflater is this build's DEFLATE decoder (unzip.Inflater).
 	Inflater string `json:"inflater"`
+	// Rounds is how many times every row was measured (Repeat); each row
+	// is the median.
+	Rounds int `json:"rounds,omitempty"`
 	// LinkBytesPerSec is the throttle (0: none).
 	LinkBytesPerSec float64 `json:"link_bytes_per_s"`
 	// ConnLinkBytesPerSec is the per-connection throttle (0: none).
@@ -476,4 +480,46 @@ func Sweep(ctx context.Context, opts Options, resources []int) (*Result, error) 
 	}
 	all.Notes = append(all.Notes, "sweep: time is linear in the number of resources when resources/s stays flat")
 	return all, nil
+}
+
+// Repeat runs the benchmark of opts rounds times, one whole round after
+// the other (every row of a round measured within seconds of the others),
+// and keeps of each row the round whose time is the median: on a shared,
+// noisy machine a single slow or fast moment does not decide a ratio.
+// Ratios are computed again from the rows kept.
+func Repeat(ctx context.Context, opts Options, rounds int) (*Result, error) {
+	if rounds < 1 {
+		return nil, fmt.Errorf("harness: %d rounds", rounds)
+	}
+	var all []*Result
+	for i := range rounds {
+		if opts.Logger != nil {
+			opts.Logger.InfoContext(ctx, "bench: round", "round", i+1, "of", rounds)
+		}
+		res, err := Run(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		if len(all) > 0 && len(res.Rows) != len(all[0].Rows) {
+			return nil, fmt.Errorf("harness: round %d has %d rows, the first %d", i+1, len(res.Rows), len(all[0].Rows))
+		}
+		all = append(all, res)
+	}
+	out := all[len(all)-1]
+	for k := range out.Rows {
+		rows := make([]Row, 0, rounds)
+		for _, res := range all {
+			rows = append(rows, res.Rows[k])
+		}
+		slices.SortFunc(rows, func(a, b Row) int { return cmp.Compare(a.Seconds, b.Seconds) })
+		row := rows[len(rows)/2]
+		row.CPUPerGB, row.Ratio, row.VsDownload, row.VsPython, row.VsNaive = 0, 0, 0, 0, 0
+		out.Rows[k] = row
+	}
+	out.Rounds = rounds
+	if rounds > 1 {
+		out.Notes = append(out.Notes, fmt.Sprintf("each row is the median (by time) of %d rounds; the ratios are between those medians", rounds))
+	}
+	out.fillRatios()
+	return out, nil
 }

@@ -206,3 +206,30 @@ func TestNiceScale(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeat: every row measured in each round, the median kept, the
+// ratios computed from the medians.
+func TestRepeat(t *testing.T) {
+	opts := Options{
+		Gen:         bench.GenOptions{Resources: 30, Packages: 2, MeanSize: 3000, Seed: 2},
+		CacheDir:    t.TempDir(),
+		WorkDir:     t.TempDir(),
+		Concurrency: []int{1, 2},
+		Refs:        true,
+	}
+	res, err := Repeat(t.Context(), opts, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rounds != 3 || len(res.Rows) != 6 || !strings.Contains(strings.Join(res.Notes, "\n"), "median") {
+		t.Fatalf("rounds %d, %d rows, notes %q", res.Rounds, len(res.Rows), res.Notes)
+	}
+	for _, row := range res.Rows {
+		if !row.Skipped && (row.Seconds <= 0 || row.CPUPerGB <= 0 || row.Ratio <= 0) {
+			t.Errorf("row %+v: figures missing", row)
+		}
+	}
+	if _, err := Repeat(t.Context(), opts, 0); err == nil {
+		t.Error("0 rounds accepted")
+	}
+}
