@@ -513,6 +513,12 @@ func Repeat(ctx context.Context, opts Options, rounds int) (*Result, error) {
 		}
 		slices.SortFunc(rows, func(a, b Row) int { return cmp.Compare(a.Seconds, b.Seconds) })
 		row := rows[len(rows)/2]
+		// The smallest peak RSS: exact for external commands in any round,
+		// and for in-process rows that of the first round, before later
+		// rows (the limit's buffers) raised the process's peak.
+		for _, r := range rows {
+			row.PeakRSSMB = min(row.PeakRSSMB, r.PeakRSSMB)
+		}
 		row.CPUPerGB, row.Ratio, row.VsDownload, row.VsPython, row.VsNaive = 0, 0, 0, 0, 0
 		out.Rows[k] = row
 	}
