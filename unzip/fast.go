@@ -3,6 +3,7 @@ package unzip
 import (
 	"hash/crc32"
 	"io"
+	"math/bits"
 	"sync"
 
 	"github.com/klauspost/compress/zip"
@@ -27,21 +28,39 @@ func Inflater() string {
 	return "klauspost/compress"
 }
 
-// bufPool keeps byte slices of up to fastMaxSize for reuse. The zero value
-// is ready for use; it is safe for concurrent use.
-type bufPool struct{ pool sync.Pool } // of *[]byte
+// Size classes of bufPool: capacities 64 KiB, 128 KiB, … up to the first
+// power of two at or above fastMaxSize.
+const (
+	minBufShift = 16
+	bufClasses  = 21 - minBufShift // 2^20 ≥ fastMaxSize
+)
 
-// get returns a slice of length n.
+// bufPool keeps byte slices of up to fastMaxSize for reuse, by size class
+// (a power of two), so that an entry's buffer comes from the class that
+// fits it instead of a slice too small being dropped and another made (and
+// zeroed) for nearly every entry of a dump whose sizes vary. The zero
+// value is ready for use; it is safe for concurrent use.
+type bufPool struct{ pools [bufClasses]sync.Pool } // of *[]byte
+
+// bufClass is the class of slices of capacity 1<<(minBufShift+class) that
+// hold n bytes.
+func bufClass(n int) int {
+	return max(bits.Len(uint(n-1))-minBufShift, 0)
+}
+
+// get returns a slice of length n (at most fastMaxSize).
 func (p *bufPool) get(n int) *[]byte {
-	if b, ok := p.pool.Get().(*[]byte); ok && cap(*b) >= n {
+	c := bufClass(n)
+	if b, ok := p.pools[c].Get().(*[]byte); ok {
 		*b = (*b)[:n]
 		return b
 	}
-	b := make([]byte, n, max(n, 64<<10))
+	b := make([]byte, n, 1<<(minBufShift+c))
 	return &b
 }
 
-func (p *bufPool) put(b *[]byte) { p.pool.Put(b) }
+// put gives back a slice that get returned.
+func (p *bufPool) put(b *[]byte) { p.pools[bufClass(cap(*b))].Put(b) }
 
 // fastEligible tells whether an entry is read whole (fastReader): not
 // empty, both sizes within fastMaxSize, and stored (its sizes equal: else

@@ -74,3 +74,19 @@ func TestFastReader(t *testing.T) {
 		})
 	}
 }
+
+// TestBufPool: a slice comes back with the length asked for, from the
+// size class that fits it, and is reused by the next request of its class.
+func TestBufPool(t *testing.T) {
+	var p bufPool
+	for _, n := range []int{1, 64 << 10, 64<<10 + 1, 300_000, fastMaxSize} {
+		b := p.get(n)
+		if len(*b) != n || cap(*b) < n || cap(*b)&(cap(*b)-1) != 0 || cap(*b) > 2*max(n, 64<<10) {
+			t.Errorf("get(%d): len %d, cap %d", n, len(*b), cap(*b))
+		}
+		p.put(b)
+	}
+	if bufClass(fastMaxSize) >= bufClasses {
+		t.Fatalf("fastMaxSize %d has class %d of %d", fastMaxSize, bufClass(fastMaxSize), bufClasses)
+	}
+}
