@@ -207,7 +207,20 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	}
 	rec.Outcome = state.OutcomeWritten
 	rec.Verified = verifiedBy(want, j.stream != nil || j.arch != nil)
-	return result{outcome: outWritten, resource: rec, hadRecord: had, change: string(e.Change), delivered: len(r.sinks) > 1}
+	return result{outcome: outWritten, resource: rec, hadRecord: had, change: appliedChange(e.Change, had, prev), delivered: len(r.sinks) > 1}
+}
+
+// appliedChange is the change a write makes to the destination: the one
+// the record reports, else (a snapshot's record) created when the
+// destination held no copy and updated when it held another version.
+func appliedChange(c source.Change, had bool, prev state.Resource) string {
+	switch {
+	case c != "":
+		return string(c)
+	case !had || prev.Deleted || prev.Outcome == state.OutcomeFailed:
+		return state.ChangeCreated
+	}
+	return state.ChangeUpdated
 }
 
 // holding is what the destination holds of a resource: the state's
@@ -695,7 +708,13 @@ func (r *run) add(p *pending, res result) {
 		b.Delivered = append(b.Delivered, state.Key{Source: res.resource.Source, URI: res.resource.URI})
 	}
 	if res.change != "" && (res.outcome == outWritten || res.outcome == outDeleted) {
-		b.Changes = append(b.Changes, state.ChangeRecord{URI: res.resource.URI, Change: res.change, Datetime: res.resource.ChangeTime, RunID: r.runID, Package: res.resource.Package})
+		rc := &res.resource
+		c := state.ChangeRecord{URI: rc.URI, Change: res.change, Datetime: rc.ChangeTime, RunID: r.runID, Package: rc.Package,
+			Source: rc.Source, Length: rc.Length, Hashes: rc.Hashes, Type: rc.Type}
+		if res.outcome == outDeleted {
+			c.Length, c.Hashes, c.Type = -1, fixity.Hashes{}, ""
+		}
+		b.Changes = append(b.Changes, c)
 	}
 	switch res.outcome {
 	case outSuperseded:

@@ -52,6 +52,18 @@ type ChangeRecord struct {
 	RunID int64
 	// Package is the URL of the package it came from, or "".
 	Package string
+	// Source is the source the resource belongs to (as Resource.Source).
+	Source string
+	// Length (-1 when unknown), Hashes and Type describe the version the
+	// change produced (none for a deletion).
+	Length int64
+	Hashes fixity.Hashes
+	Type   string
+	// Recorded is when the destination recorded the change. Commit sets
+	// it, whatever the caller gave: a stamp unique within the store and
+	// increasing in commit order, so that every change a reader's snapshot
+	// lacks is recorded after every change it holds (see Snapshot).
+	Recorded time.Time
 }
 
 // Checkpoint records, per source and capability list (resource set), where
@@ -221,10 +233,15 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 		}
 	}
 	if len(b.Changes) > 0 {
+		base, err := nextStamp(ctx, tx, now)
+		if err != nil {
+			return err
+		}
 		st := tx.StmtContext(ctx, s.insertChange)
 		defer st.Close()
 		for i := range b.Changes {
 			c := &b.Changes[i]
+			c.Recorded = base.Add(time.Duration(i))
 			args, err := changeArgs(c)
 			if err == nil {
 				_, err = st.ExecContext(ctx, args...)
@@ -355,7 +372,11 @@ func (s *Store) Failures(ctx context.Context, runID int64) ([]Failure, error) {
 	return out, nil
 }
 
-const insertChangeSQL = `INSERT INTO changes (uri, change, datetime, run_id, package) VALUES (?, ?, ?, ?, ?)`
+const insertChangeSQL = `INSERT INTO changes (uri, change, datetime, run_id, package, source, recorded, length, md5, sha1, sha256, hash_other, type)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// The columns of a change record, in the order scanChange reads them.
+const changeCols = `uri, change, datetime, run_id, package, source, recorded, length, md5, sha1, sha256, hash_other, type`
 
 func changeArgs(c *ChangeRecord) ([]any, error) {
 	switch {
@@ -363,12 +384,60 @@ func changeArgs(c *ChangeRecord) ([]any, error) {
 		return nil, errors.New("empty URI")
 	case c.Change != ChangeCreated && c.Change != ChangeUpdated && c.Change != ChangeDeleted:
 		return nil, fmt.Errorf("change %q (want created, updated or deleted)", c.Change)
+	case c.Length < -1:
+		return nil, fmt.Errorf("length %d (want >= 0, or -1 for unknown)", c.Length)
 	}
-	dt, err := encodeTime(c.Datetime)
+	ts, err := timeCols([]string{"datetime", "recorded"}, c.Datetime, c.Recorded)
 	if err != nil {
-		return nil, fmt.Errorf("datetime: %w", err)
+		return nil, err
 	}
-	return []any{c.URI, c.Change, dt, nullID(c.RunID), c.Package}, nil
+	return []any{c.URI, c.Change, ts[0], nullID(c.RunID), c.Package, c.Source, ts[1], c.Length,
+		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type}, nil
+}
+
+// nextStamp returns the recorded stamp of a commit's first change: now,
+// or one nanosecond past the newest stamp recorded if that is not earlier
+// (a clock set back). Write transactions take the write lock when they
+// begin, so stamps increase in commit order, across processes too.
+func nextStamp(ctx context.Context, tx *sql.Tx, now time.Time) (time.Time, error) {
+	var last sql.NullString
+	if err := tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {
+		return time.Time{}, fmt.Errorf("change stamp: %w", err)
+	}
+	t, err := decodeTime("recorded", last)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("change stamp: %w", err)
+	}
+	now = now.UTC()
+	if !t.IsZero() && !now.After(t) {
+		now = t.Add(time.Nanosecond)
+	}
+	return now, nil
+}
+
+// scanChange reads a row of changeCols.
+func scanChange(sc scanner) (ChangeRecord, error) {
+	var (
+		c                        ChangeRecord
+		dt, rec                  sql.NullString
+		runID                    sql.NullInt64
+		md5, sha1, sha256, other sql.NullString
+	)
+	if err := sc.Scan(&c.URI, &c.Change, &dt, &runID, &c.Package, &c.Source, &rec, &c.Length, &md5, &sha1, &sha256, &other, &c.Type); err != nil {
+		return ChangeRecord{}, err
+	}
+	c.RunID = runID.Int64
+	var err error
+	if c.Datetime, err = decodeTime("datetime", dt); err != nil {
+		return ChangeRecord{}, err
+	}
+	if c.Recorded, err = decodeTime("recorded", rec); err != nil {
+		return ChangeRecord{}, err
+	}
+	if c.Hashes, err = decodeHashes(md5, sha1, sha256, other); err != nil {
+		return ChangeRecord{}, fmt.Errorf("change of %q: %w", c.URI, err)
+	}
+	return c, nil
 }
 
 // Changes returns the change records of run runID in the order they were
@@ -376,21 +445,15 @@ func changeArgs(c *ChangeRecord) ([]any, error) {
 // returned).
 func (s *Store) Changes(ctx context.Context, runID int64) ([]ChangeRecord, error) {
 	rows, err := s.r.QueryContext(ctx,
-		"SELECT uri, change, datetime, run_id, package FROM changes WHERE run_id = ? ORDER BY id", runID)
+		"SELECT "+changeCols+" FROM changes WHERE run_id = ? ORDER BY id", runID)
 	if err != nil {
 		return nil, fatal("changes", err)
 	}
 	defer rows.Close()
 	var out []ChangeRecord
 	for rows.Next() {
-		var (
-			c  ChangeRecord
-			dt sql.NullString
-		)
-		if err := rows.Scan(&c.URI, &c.Change, &dt, &c.RunID, &c.Package); err != nil {
-			return nil, fatal("changes", err)
-		}
-		if c.Datetime, err = decodeTime("datetime", dt); err != nil {
+		c, err := scanChange(rows)
+		if err != nil {
 			return nil, fatal("changes", err)
 		}
 		out = append(out, c)

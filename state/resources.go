@@ -241,22 +241,5 @@ func (s *Store) CountResources(ctx context.Context, source string, includeDelete
 // walk stops and WalkResources returns that error unchanged. fn may call
 // the Store's other methods.
 func (s *Store) WalkResources(ctx context.Context, source string, fn func(Resource) error) error {
-	rows, err := s.r.QueryContext(ctx, selectResource+" WHERE (? = '' OR source = ?) ORDER BY source, uri", source, source)
-	if err != nil {
-		return fatal("walk resources", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanResource(rows)
-		if err != nil {
-			return fatal("walk resources", err)
-		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fatal("walk resources", err)
-	}
-	return nil
+	return walkResources(ctx, s.r, ResourceQuery{Source: source}, fn)
 }

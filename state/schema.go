@@ -239,6 +239,26 @@ CREATE TABLE reports_sent (
 	updated TEXT NOT NULL
 ) WITHOUT ROWID;
 `,
+		// 13: the change log as a republished source needs it: each
+		// change's source, when the destination recorded it (a stamp
+		// unique and increasing in commit order, see Commit), and the
+		// fixity and type of the version it produced. Existing rows take
+		// their run's source and end (or start).
+		`
+ALTER TABLE changes ADD COLUMN source TEXT NOT NULL DEFAULT '';
+ALTER TABLE changes ADD COLUMN recorded TEXT;
+ALTER TABLE changes ADD COLUMN length INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE changes ADD COLUMN md5 TEXT;
+ALTER TABLE changes ADD COLUMN sha1 TEXT;
+ALTER TABLE changes ADD COLUMN sha256 TEXT;
+ALTER TABLE changes ADD COLUMN hash_other TEXT;
+ALTER TABLE changes ADD COLUMN type TEXT NOT NULL DEFAULT '';
+UPDATE changes SET
+	source = coalesce((SELECT source FROM runs WHERE runs.id = changes.run_id), ''),
+	recorded = (SELECT coalesce(finished, started) FROM runs WHERE runs.id = changes.run_id);
+CREATE INDEX changes_recorded ON changes (recorded);
+CREATE INDEX changes_source ON changes (source, recorded);
+`,
 	}
 }
 

@@ -1,0 +1,169 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// Snapshot is a consistent read-only view of the store: every query of one
+// Snapshot reads the same state, whatever is committed meanwhile. It is
+// valid only inside the function given to View.
+type Snapshot struct {
+	tx *sql.Tx
+}
+
+// View calls fn with a Snapshot of the store, held in one read transaction
+// that ends when fn returns. It never blocks a writer. fn's error is
+// returned unchanged; the Snapshot's own errors are fatal.
+func (s *Store) View(ctx context.Context, fn func(*Snapshot) error) error {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fatal("view", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	// SQLite starts a read transaction's snapshot at its first read: read
+	// now, so the view is the state at the time View was called.
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM schema_version").Scan(&n); err != nil {
+		return fatal("view", err)
+	}
+	return fn(&Snapshot{tx: tx})
+}
+
+// LastRecorded returns the newest change's recorded stamp (see
+// ChangeRecord.Recorded), or the zero time when no change is recorded.
+// Every change recorded later is missing from the snapshot, and every change
+// recorded up to it is in it.
+func (v *Snapshot) LastRecorded(ctx context.Context) (time.Time, error) {
+	var last sql.NullString
+	if err := v.tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {
+		return time.Time{}, fatal("last recorded", err)
+	}
+	t, err := decodeTime("recorded", last)
+	if err != nil {
+		return time.Time{}, fatal("last recorded", err)
+	}
+	return t, nil
+}
+
+// Sources returns, in order, every source the store holds resources or
+// changes of.
+func (v *Snapshot) Sources(ctx context.Context) ([]string, error) {
+	rows, err := v.tx.QueryContext(ctx, `SELECT source FROM (SELECT DISTINCT source FROM resources
+		UNION SELECT DISTINCT source FROM changes WHERE source <> '') ORDER BY source`)
+	if err != nil {
+		return nil, fatal("sources", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var src string
+		if err := rows.Scan(&src); err != nil {
+			return nil, fatal("sources", err)
+		}
+		out = append(out, src)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("sources", err)
+	}
+	return out, nil
+}
+
+// ResourceQuery selects resources of one source for Snapshot.WalkResources.
+type ResourceQuery struct {
+	// Source is the source ("": every source).
+	Source string
+	// From and To bound the URIs: From <= URI < To; "" leaves a side open.
+	From, To string
+	// Held keeps only what the destination holds: no tombstone, and no
+	// record of a resource that failed before it was ever held.
+	Held bool
+}
+
+// CountResources counts the resources q selects.
+func (v *Snapshot) CountResources(ctx context.Context, q ResourceQuery) (int64, error) {
+	where, args := q.where()
+	var n int64
+	if err := v.tx.QueryRowContext(ctx, "SELECT count(*) FROM resources WHERE "+where, args...).Scan(&n); err != nil {
+		return 0, fatal("count resources", err)
+	}
+	return n, nil
+}
+
+// WalkResources calls fn for each resource q selects, in (source, URI)
+// order, streaming the rows. An error from fn stops the walk and is
+// returned unchanged.
+func (v *Snapshot) WalkResources(ctx context.Context, q ResourceQuery, fn func(Resource) error) error {
+	return walkResources(ctx, v.tx, q, fn)
+}
+
+func (q ResourceQuery) where() (string, []any) {
+	where := "(? = '' OR source = ?) AND (? = '' OR uri >= ?) AND (? = '' OR uri < ?)"
+	if q.Held {
+		where += " AND deleted = 0 AND outcome <> 'failed'"
+	}
+	return where, []any{q.Source, q.Source, q.From, q.From, q.To, q.To}
+}
+
+// querier is what a walk reads from: the read pool or a Snapshot's
+// transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func walkResources(ctx context.Context, db querier, q ResourceQuery, fn func(Resource) error) error {
+	where, args := q.where()
+	rows, err := db.QueryContext(ctx, selectResource+" WHERE "+where+" ORDER BY source, uri", args...)
+	if err != nil {
+		return fatal("walk resources", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanResource(rows)
+		if err != nil {
+			return fatal("walk resources", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fatal("walk resources", err)
+	}
+	return nil
+}
+
+// WalkChanges calls fn for each change recorded from source after the
+// recorded stamp after (every change when after is zero), in the order
+// they were recorded, streaming the rows. Changes recorded before their
+// stamp was kept (by an older version) are not walked. An error from fn
+// stops the walk and is returned unchanged.
+func (v *Snapshot) WalkChanges(ctx context.Context, source string, after time.Time, fn func(ChangeRecord) error) error {
+	a, err := encodeTime(after)
+	if err != nil {
+		return fatal("walk changes", err)
+	}
+	if a == nil {
+		a = ""
+	}
+	rows, err := v.tx.QueryContext(ctx, "SELECT "+changeCols+` FROM changes
+		WHERE source = ? AND recorded IS NOT NULL AND recorded > ? ORDER BY recorded, id`, source, a)
+	if err != nil {
+		return fatal("walk changes", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c, err := scanChange(rows)
+		if err != nil {
+			return fatal("walk changes", err)
+		}
+		if err := fn(c); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fatal("walk changes", err)
+	}
+	return nil
+}
