@@ -1,0 +1,239 @@
+package publish
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/flock"
+)
+
+// The layout of the output directory. Current is a symbolic link to the
+// published generation, which is what a web server serves; a new generation
+// is written beside it and the link replaced in one rename, so a reader
+// sees one whole generation or the other, never a mix.
+const (
+	// Current names the link to the published generation.
+	Current = "current"
+	// genDir holds the generations: the published one, the one before it
+	// (for readers that were walking it when the link moved) and, while a
+	// run writes, the next.
+	genDir   = "generations"
+	lockFile = ".lock"
+	tmpMark  = ".tmp-"
+)
+
+// generation is the set of documents one run writes: each is written in
+// full to a new directory, and a document whose bytes equal the published
+// one's is replaced by a hard link to it, so it keeps its inode and time
+// (and so its ETag and Last-Modified) and is not rewritten.
+type generation struct {
+	out     string
+	name    string // the new generation, under genDir
+	dir     string // where it is written (a temporary name until commit)
+	prev    string // the published generation's directory, or ""
+	written int
+	kept    int
+	lock    *os.File
+}
+
+// openGeneration locks out and starts the next generation.
+func openGeneration(out string) (*generation, error) {
+	if err := os.MkdirAll(filepath.Join(out, genDir), 0o755); err != nil {
+		return nil, errclass.Fatalf("publish: %w", err)
+	}
+	lf, err := os.OpenFile(filepath.Join(out, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, errclass.Fatalf("publish: %w", err)
+	}
+	ok, err := flock.TryLock(lf)
+	if err != nil || !ok {
+		lf.Close()
+		if err == nil {
+			err = errors.New("another publish is writing it")
+		}
+		return nil, errclass.Fatalf("publish: %s: %w", out, err)
+	}
+	g := &generation{out: out, lock: lf}
+	n := 0
+	if target, err := os.Readlink(filepath.Join(out, Current)); err == nil {
+		g.prev = filepath.Join(out, target)
+		n, _ = strconv.Atoi(strings.TrimPrefix(filepath.Base(target), "g"))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		g.release()
+		return nil, errclass.Fatalf("publish: %w", err)
+	}
+	g.name = fmt.Sprintf("g%06d", n+1)
+	g.dir = filepath.Join(out, genDir, tmpMark+g.name)
+	_ = os.RemoveAll(g.dir) // a run killed before its commit
+	if err := os.MkdirAll(g.dir, 0o755); err != nil {
+		g.release()
+		return nil, errclass.Fatalf("publish: %w", err)
+	}
+	return g, nil
+}
+
+func (g *generation) release() {
+	if g.lock != nil {
+		g.lock.Close()
+		g.lock = nil
+	}
+}
+
+// abort removes what the generation wrote; the published one is untouched.
+func (g *generation) abort() {
+	_ = os.RemoveAll(g.dir)
+	g.release()
+}
+
+// commit publishes the generation: the directory gets its final name, the
+// link moves to it in one rename, and generations older than the one it
+// replaces are removed.
+func (g *generation) commit() error {
+	defer g.release()
+	final := filepath.Join(g.out, genDir, g.name)
+	if err := syncDir(g.dir); err != nil {
+		return errclass.Fatalf("publish: %w", err)
+	}
+	if err := os.Rename(g.dir, final); err != nil {
+		return errclass.Fatalf("publish: %w", err)
+	}
+	g.dir = final
+	tmp := filepath.Join(g.out, tmpMark+Current)
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Join(genDir, g.name), tmp); err != nil {
+		return errclass.Fatalf("publish: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(g.out, Current)); err != nil {
+		return errclass.Fatalf("publish: %w", err)
+	}
+	if err := syncDir(g.out); err != nil {
+		return errclass.Fatalf("publish: %w", err)
+	}
+	keep := map[string]bool{g.name: true}
+	if g.prev != "" {
+		keep[filepath.Base(g.prev)] = true
+	}
+	ents, err := os.ReadDir(filepath.Join(g.out, genDir))
+	if err != nil {
+		return errclass.Fatalf("publish: %w", err)
+	}
+	for _, e := range ents {
+		if !keep[e.Name()] {
+			_ = os.RemoveAll(filepath.Join(g.out, genDir, e.Name()))
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// doc is one document being written into a generation.
+type doc struct {
+	g   *generation
+	rel string
+	f   *os.File
+	h   hash.Hash
+	n   int64
+	// done: closed, and discard does nothing.
+	done bool
+}
+
+// create starts the document at rel (slash-separated) in the generation.
+func (g *generation) create(rel string) (*doc, error) {
+	p := filepath.Join(g.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, errclass.Fatalf("publish: %w", err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, errclass.Fatalf("publish: %w", err)
+	}
+	return &doc{g: g, rel: rel, f: f, h: sha256.New()}, nil
+}
+
+func (d *doc) Write(p []byte) (int, error) {
+	n, err := d.f.Write(p)
+	d.h.Write(p[:n])
+	d.n += int64(n)
+	if err != nil {
+		return n, errclass.Fatalf("publish: write %s: %w", d.rel, err)
+	}
+	return n, nil
+}
+
+// discard removes an unfinished document; after close it does nothing.
+func (d *doc) discard() {
+	if d.done {
+		return
+	}
+	d.done = true
+	d.f.Close()
+	_ = os.Remove(d.f.Name())
+}
+
+// close ends the document: it is synced, or, when the published generation
+// holds the same bytes at the same path, replaced by a link to that copy.
+func (d *doc) close() error {
+	d.done = true
+	same := d.samePrev()
+	if same {
+		if err := d.f.Close(); err != nil {
+			return errclass.Fatalf("publish: %s: %w", d.rel, err)
+		}
+		p := d.f.Name()
+		if err := os.Remove(p); err != nil {
+			return errclass.Fatalf("publish: %w", err)
+		}
+		if err := os.Link(filepath.Join(d.g.prev, filepath.FromSlash(d.rel)), p); err != nil {
+			return errclass.Fatalf("publish: keep %s: %w", d.rel, err)
+		}
+		d.g.kept++
+		return nil
+	}
+	if err := d.f.Sync(); err != nil {
+		d.f.Close()
+		return errclass.Fatalf("publish: %s: %w", d.rel, err)
+	}
+	if err := d.f.Close(); err != nil {
+		return errclass.Fatalf("publish: %s: %w", d.rel, err)
+	}
+	d.g.written++
+	return nil
+}
+
+// samePrev reports whether the published generation has this document with
+// the same bytes.
+func (d *doc) samePrev() bool {
+	if d.g.prev == "" {
+		return false
+	}
+	f, err := os.Open(filepath.Join(d.g.prev, filepath.FromSlash(d.rel)))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() != d.n {
+		return false
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false
+	}
+	return bytes.Equal(h.Sum(nil), d.h.Sum(nil))
+}

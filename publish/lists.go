@@ -1,0 +1,376 @@
+package publish
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// headerReserve is what a page's budget leaves for its XML declaration,
+// root element, header and end.
+const headerReserve = 4 << 10
+
+// page is one document of a list: its entries are the items first to
+// first+n-1 of the list's walk. A change list's page belongs to a period and
+// starts at the stamp of its first change (from).
+type page struct {
+	first, n     int64
+	period, from time.Time
+}
+
+// pager cuts a list into pages on a first walk, from an upper bound of each
+// entry's size, so that the second walk writes each page with a header that
+// already knows its bounds. It keeps one value per page, never per entry.
+type pager struct {
+	max    int64
+	budget int64
+	pages  []page
+	size   int64
+	i      int64
+}
+
+func (p *publisher) newPager() *pager {
+	return &pager{max: int64(p.o.MaxEntries), budget: p.o.MaxBytes - headerReserve}
+}
+
+// add counts an item of at most bound bytes; newPeriod starts a page for a
+// change list's next period.
+func (pg *pager) add(bound int64, period, stamp time.Time, newPeriod bool) {
+	n := len(pg.pages)
+	if n == 0 || newPeriod || pg.pages[n-1].n == pg.max || pg.size+bound > pg.budget {
+		pg.pages = append(pg.pages, page{first: pg.i, period: period, from: stamp})
+		pg.size = 0
+	}
+	pg.pages[len(pg.pages)-1].n++
+	pg.size += bound
+	pg.i++
+}
+
+// escBound is an upper bound of s's length once escaped as XML text.
+func escBound(s string) int64 {
+	var n int64
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '&' || c == '<' || c == '>' || c == '"' || c == '\'' || c < 0x20:
+			n += 6
+		case c >= 0x80:
+			n += 3
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// entryBound is an upper bound of the bytes the Writer writes for e.
+func entryBound(e *manifest.Entry) int64 {
+	n := 320 + escBound(e.Loc) + escBound(e.Metadata.Type) + int64(len(e.Metadata.Hashes.String()))
+	for _, l := range e.Links {
+		n += 160 + escBound(l.Rel) + escBound(l.Href) + escBound(l.Type) + int64(len(l.Hashes.String()))
+	}
+	return n
+}
+
+// pageWriter writes a list's pages one after the other.
+type pageWriter struct {
+	d *doc
+	w *manifest.Writer
+}
+
+func (pw *pageWriter) start(g *generation, rel string, h manifest.Header) error {
+	d, err := g.create(rel)
+	if err != nil {
+		return err
+	}
+	w, err := manifest.NewWriter(d, h)
+	if err != nil {
+		d.discard()
+		return err
+	}
+	pw.d, pw.w = d, w
+	return nil
+}
+
+func (pw *pageWriter) end() error {
+	if pw.d == nil {
+		return nil
+	}
+	d := pw.d
+	pw.d = nil
+	if err := pw.w.Close(); err != nil {
+		d.discard()
+		return err
+	}
+	return d.close()
+}
+
+func (pw *pageWriter) discard() {
+	if pw.d != nil {
+		pw.d.discard()
+		pw.d = nil
+	}
+}
+
+// errChanged: the second walk of a view met other items than the first.
+var errChanged = errclass.Fatalf("publish: the holdings changed within one view")
+
+// resourceEntry is a resource's entry in a Resource List.
+func (p *publisher) resourceEntry(r *state.Resource) manifest.Entry {
+	e := manifest.Entry{Loc: r.URI, Lastmod: r.Lastmod, Metadata: manifest.NewMetadata()}
+	if e.Lastmod.IsZero() {
+		e.Lastmod = r.ChangeTime
+	}
+	e.Metadata.Hashes, e.Metadata.Length, e.Metadata.Type = r.Hashes, r.Length, r.Type
+	for _, l := range r.Links {
+		ln := manifest.NewLink(l.Rel, l.Href)
+		ln.Type = l.Type
+		e.Links = append(e.Links, ln)
+	}
+	p.addCopy(&e, r.URI, r.Length)
+	return e
+}
+
+// addCopy links an entry to the held copy of uri (rel="duplicate").
+func (p *publisher) addCopy(e *manifest.Entry, uri string, length int64) {
+	if !p.o.Copies {
+		return
+	}
+	l := manifest.NewLink("duplicate", p.url(CopyPath(uri)))
+	l.Hashes, l.Length, l.Type = e.Metadata.Hashes, length, e.Metadata.Type
+	e.Links = append(e.Links, l)
+}
+
+// CopyPath is the path, under the base URL, of the held copy of uri: the
+// fs sink's path of uri (fs.Encode), each element escaped for a URL. A web
+// server serving an fs sink's directory at BaseURL/files serves the copies.
+func CopyPath(uri string) string {
+	parts := strings.Split(fs.Encode(uri), "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return FilesPath + "/" + strings.Join(parts, "/")
+}
+
+// resourceList writes a source's Resource List, or its index and pages,
+// and returns the URL the Capability List names.
+func (p *publisher) resourceList(ctx context.Context, v View, src, dir, capURL string) (string, error) {
+	pg := p.newPager()
+	if err := v.Resources(ctx, src, func(r state.Resource) error {
+		e := p.resourceEntry(&r)
+		pg.add(entryBound(&e), time.Time{}, time.Time{}, false)
+		return ctx.Err()
+	}); err != nil {
+		return "", err
+	}
+	md := manifest.NewMetadata()
+	md.Capability, md.At, md.Completed = manifest.ResourceList, p.at, p.at
+	up := manifest.NewLink("up", capURL)
+	single := len(pg.pages) <= 1
+	indexRel := dir + "/resourcelist-index.xml"
+	pageRel := func(k int) string {
+		if single {
+			return dir + "/resourcelist.xml"
+		}
+		return fmt.Sprintf("%s/resourcelist-%05d.xml", dir, k+1)
+	}
+	header := func() manifest.Header {
+		h := manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{up}}
+		if !single {
+			h.Links = append(h.Links, manifest.NewLink("index", p.url(indexRel)))
+		}
+		return h
+	}
+	var pw pageWriter
+	defer pw.discard()
+	k, i := -1, int64(0)
+	if len(pg.pages) == 0 {
+		if err := pw.start(p.g, pageRel(0), header()); err != nil {
+			return "", err
+		}
+	}
+	if err := v.Resources(ctx, src, func(r state.Resource) error {
+		if k+1 < len(pg.pages) && i == pg.pages[k+1].first {
+			if err := pw.end(); err != nil {
+				return err
+			}
+			k++
+			if err := pw.start(p.g, pageRel(k), header()); err != nil {
+				return err
+			}
+		}
+		if k < 0 || i >= pg.pages[k].first+pg.pages[k].n {
+			return errChanged
+		}
+		i++
+		e := p.resourceEntry(&r)
+		p.res.Resources++
+		return pw.w.Write(&e)
+	}); err != nil {
+		return "", err
+	}
+	if i != pg.i {
+		return "", errChanged
+	}
+	if err := pw.end(); err != nil {
+		return "", err
+	}
+	if single {
+		return p.url(pageRel(0)), nil
+	}
+	if err := p.index(indexRel, md, capURL, len(pg.pages), func(k int) manifest.Entry {
+		return manifest.Entry{Loc: p.url(pageRel(k)), Metadata: manifest.NewMetadata()}
+	}); err != nil {
+		return "", err
+	}
+	return p.url(indexRel), nil
+}
+
+// index writes an index document of n entries.
+func (p *publisher) index(rel string, md manifest.Metadata, capURL string, n int, entry func(k int) manifest.Entry) error {
+	if n > p.o.MaxEntries {
+		return errclass.Permanentf("publish: %s would list %d documents, more than %d", rel, n, p.o.MaxEntries)
+	}
+	var pw pageWriter
+	defer pw.discard()
+	if err := pw.start(p.g, rel, manifest.Header{Root: manifest.SitemapIndex, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}}); err != nil {
+		return err
+	}
+	for k := range n {
+		e := entry(k)
+		if err := pw.w.Write(&e); err != nil {
+			return err
+		}
+	}
+	return pw.end()
+}
+
+// changeEntry is a change's entry in a Change List: its time is when the
+// destination recorded it, which is when the published Source changed.
+func (p *publisher) changeEntry(c *state.ChangeRecord) manifest.Entry {
+	e := manifest.Entry{Loc: c.URI, Lastmod: c.Recorded, Metadata: manifest.NewMetadata()}
+	e.Metadata.Change, e.Metadata.Datetime = manifest.Change(c.Change), c.Recorded
+	if c.Change != state.ChangeDeleted {
+		e.Metadata.Hashes, e.Metadata.Length, e.Metadata.Type = c.Hashes, c.Length, c.Type
+		p.addCopy(&e, c.URI, c.Length)
+	}
+	return e
+}
+
+// changeLists writes a source's Change Lists, one per period with changes
+// (split further where one would pass the document limits) and an open one
+// for the current period, under a Change List Index whose URL it returns.
+func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL string) (string, error) {
+	period := p.o.ChangePeriod
+	pg := p.newPager()
+	var last time.Time
+	if err := v.Changes(ctx, src, func(c state.ChangeRecord) error {
+		e := p.changeEntry(&c)
+		per := c.Recorded.UTC().Truncate(period)
+		pg.add(entryBound(&e), per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
+		last = per
+		return ctx.Err()
+	}); err != nil {
+		return "", err
+	}
+	current := p.now.Truncate(period)
+	if n := len(pg.pages); n == 0 || pg.pages[n-1].period.Before(current) {
+		// The current period, open and so far empty.
+		pg.pages = append(pg.pages, page{first: pg.i, period: current, from: current})
+	}
+	closed := func(per time.Time) bool { return !per.Add(period).After(p.now.Add(-closeMargin)) }
+	// The bounds of each page: a period's first page starts with the
+	// period; a page ends where the next page of its period starts, and
+	// the last page of a closed period with the period.
+	bounds := make([][2]time.Time, len(pg.pages))
+	for k, pp := range pg.pages {
+		from := pp.from
+		if k == 0 || !pg.pages[k-1].period.Equal(pp.period) {
+			from = pp.period
+		}
+		var until time.Time
+		switch {
+		case k+1 < len(pg.pages) && pg.pages[k+1].period.Equal(pp.period):
+			until = pg.pages[k+1].from
+		case closed(pp.period):
+			until = pp.period.Add(period)
+		}
+		bounds[k] = [2]time.Time{from, until}
+	}
+	indexRel := dir + "/changelist-index.xml"
+	pageRel := func(k int) string {
+		pp := pg.pages[k]
+		name := fmt.Sprintf("%s/changelist-%s", dir, pp.period.Format("20060102T150405Z"))
+		if j := k - firstOfPeriod(pg.pages, k); j > 0 {
+			name += fmt.Sprintf("-%d", j+1)
+		}
+		return name + ".xml"
+	}
+	header := func(k int) manifest.Header {
+		md := manifest.NewMetadata()
+		md.Capability, md.From, md.Until = manifest.ChangeList, bounds[k][0], bounds[k][1]
+		return manifest.Header{Root: manifest.URLSet, Metadata: md,
+			Links: []manifest.Link{manifest.NewLink("up", capURL), manifest.NewLink("index", p.url(indexRel))}}
+	}
+	var pw pageWriter
+	defer pw.discard()
+	k, i := -1, int64(0)
+	next := func() error {
+		if err := pw.end(); err != nil {
+			return err
+		}
+		k++
+		return pw.start(p.g, pageRel(k), header(k))
+	}
+	if err := v.Changes(ctx, src, func(c state.ChangeRecord) error {
+		for k+1 < len(pg.pages) && i == pg.pages[k+1].first && pg.pages[k+1].n > 0 {
+			if err := next(); err != nil {
+				return err
+			}
+		}
+		if k < 0 || i >= pg.pages[k].first+pg.pages[k].n {
+			return errChanged
+		}
+		i++
+		e := p.changeEntry(&c)
+		p.res.Changes++
+		return pw.w.Write(&e)
+	}); err != nil {
+		return "", err
+	}
+	if i != pg.i {
+		return "", errChanged
+	}
+	for k+1 < len(pg.pages) {
+		if err := next(); err != nil {
+			return "", err
+		}
+	}
+	if err := pw.end(); err != nil {
+		return "", err
+	}
+	md := manifest.NewMetadata()
+	md.Capability, md.From = manifest.ChangeList, bounds[0][0]
+	if err := p.index(indexRel, md, capURL, len(pg.pages), func(k int) manifest.Entry {
+		e := manifest.Entry{Loc: p.url(pageRel(k)), Metadata: manifest.NewMetadata()}
+		e.Metadata.From, e.Metadata.Until = bounds[k][0], bounds[k][1]
+		return e
+	}); err != nil {
+		return "", err
+	}
+	return p.url(indexRel), nil
+}
+
+// firstOfPeriod returns the index of the first page of page k's period.
+func firstOfPeriod(pages []page, k int) int {
+	for k > 0 && pages[k-1].period.Equal(pages[k].period) {
+		k--
+	}
+	return k
+}

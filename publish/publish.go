@@ -1,0 +1,294 @@
+// Package publish makes rsharvest a ResourceSync Source of what it holds
+// (issue 16, seed 001): from the state store's snapshot of resources and
+// its log of changes (or the documents the es sink writes), it writes a
+// Source Description, a Capability List per source harvested (a resource
+// set), each set's Resource List (an index with pages past MaxEntries
+// entries or MaxBytes bytes a document) and Change Lists, one per period,
+// under a Change List Index. Every list is written as a stream; the
+// documents of a run form a generation, published at once (see Current),
+// and a document whose bytes did not change is kept, not rewritten.
+package publish
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/manifest"
+)
+
+// Limits of one sitemap document (the sitemap protocol's).
+const (
+	DefaultMaxEntries = 50000
+	DefaultMaxBytes   = 50 << 20
+	// DefaultChangePeriod is the span of one Change List.
+	DefaultChangePeriod = 24 * time.Hour
+	// closeMargin: a period is closed once it ended this long before the
+	// view was taken, so that no commit under way when the view began can
+	// still add a change to it.
+	closeMargin = time.Minute
+)
+
+// WellKnown is the path of the Source Description (spec §8).
+const WellKnown = ".well-known/resourcesync"
+
+// FilesPath is where a held copy of a resource is served under the base
+// URL: FilesPath + "/" + the fs sink's path of its URI (fs.Encode).
+const FilesPath = "files"
+
+// Options says what to publish and where.
+type Options struct {
+	// Out is the output directory (see Current).
+	Out string
+	// BaseURL is the absolute http(s) URL the generation is served at.
+	BaseURL string
+	// ChangePeriod is the span of one Change List (DefaultChangePeriod
+	// when zero).
+	ChangePeriod time.Duration
+	// MaxEntries and MaxBytes bound one document (the defaults when zero).
+	MaxEntries int
+	MaxBytes   int64
+	// Copies links each resource to its held copy, served under
+	// BaseURL/files/ (rel="duplicate").
+	Copies bool
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Log receives progress (discarded when nil).
+	Log *slog.Logger
+}
+
+// Result is what a run published.
+type Result struct {
+	// Generation names the generation now published.
+	Generation string
+	// Written and Kept count the documents written anew and those kept
+	// because their bytes did not change.
+	Written, Kept int
+	// Sets, Resources and Changes count what the documents list.
+	Sets               int
+	Resources, Changes int64
+	// At is the time the published lists are current to.
+	At time.Time
+}
+
+// ErrBadBaseURL is wrapped by Publish's error when the base URL is not an
+// absolute http(s) URL.
+var ErrBadBaseURL = errors.New("the base URL must be an absolute http(s) URL")
+
+// CheckBaseURL returns base without a trailing slash, or an error wrapping
+// ErrBadBaseURL (permanent).
+func CheckBaseURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", errclass.NewPermanent(fmt.Errorf("publish: base URL %q: %w", base, ErrBadBaseURL))
+	}
+	return strings.TrimRight(base, "/"), nil
+}
+
+// Publish writes a new generation from h and publishes it. On any error the
+// generation is removed and the published one stays as it was.
+func Publish(ctx context.Context, h Holdings, o Options) (Result, error) {
+	base, err := CheckBaseURL(o.BaseURL)
+	if err != nil {
+		return Result{}, err
+	}
+	o.BaseURL = base
+	o.ChangePeriod = cmp.Or(o.ChangePeriod, DefaultChangePeriod)
+	o.MaxEntries = cmp.Or(o.MaxEntries, DefaultMaxEntries)
+	o.MaxBytes = cmp.Or(o.MaxBytes, DefaultMaxBytes)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBytes < 8<<10 || o.MaxEntries < 1 {
+		return Result{}, errclass.Permanentf("publish: a document must hold at least one entry and 8 KiB")
+	}
+	g, err := openGeneration(o.Out)
+	if err != nil {
+		return Result{}, err
+	}
+	p := &publisher{o: o, g: g}
+	err = h.View(ctx, func(v View) error { return p.publish(ctx, v) })
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		g.abort()
+		return Result{}, err
+	}
+	if err := g.commit(); err != nil {
+		g.abort()
+		return Result{}, err
+	}
+	p.res.Generation, p.res.Written, p.res.Kept = g.name, g.written, g.kept
+	return p.res, nil
+}
+
+type publisher struct {
+	o   Options
+	g   *generation
+	res Result
+	// at is the time the lists are current to; now the view's time.
+	at, now time.Time
+}
+
+func (p *publisher) url(rel string) string { return p.o.BaseURL + "/" + rel }
+
+func (p *publisher) publish(ctx context.Context, v View) error {
+	p.now = p.o.Now().UTC()
+	at, err := v.At(ctx)
+	if err != nil {
+		return err
+	}
+	p.at = at
+	if p.at.IsZero() {
+		p.at = p.now.Truncate(time.Second)
+	}
+	p.res.At = p.at
+	srcs, err := v.Sources(ctx)
+	if err != nil {
+		return err
+	}
+	d, err := p.g.create(WellKnown)
+	if err != nil {
+		return err
+	}
+	defer d.discard()
+	md := manifest.NewMetadata()
+	md.Capability = manifest.Description
+	w, err := manifest.NewWriter(d, manifest.Header{Root: manifest.URLSet, Metadata: md})
+	if err != nil {
+		return err
+	}
+	for _, src := range srcs {
+		capURL, err := p.set(ctx, v, src)
+		if err != nil {
+			return err
+		}
+		e := manifest.Entry{Loc: capURL, Metadata: manifest.NewMetadata()}
+		e.Metadata.Capability = manifest.CapabilityList
+		if isHTTP(src) {
+			e.Links = append(e.Links, manifest.NewLink("describedby", src))
+		}
+		if err := w.Write(&e); err != nil {
+			return err
+		}
+		p.res.Sets++
+		p.o.Log.Info("published a resource set", "source", src, "capability_list", capURL)
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return d.close()
+}
+
+// set writes a source's documents and returns its Capability List's URL.
+func (p *publisher) set(ctx context.Context, v View, src string) (string, error) {
+	dir := "sets/" + slug(src)
+	capURL := p.url(dir + "/capabilitylist.xml")
+	rl, err := p.resourceList(ctx, v, src, dir, capURL)
+	if err != nil {
+		return "", err
+	}
+	cl, err := p.changeLists(ctx, v, src, dir, capURL)
+	if err != nil {
+		return "", err
+	}
+	d, err := p.g.create(dir + "/capabilitylist.xml")
+	if err != nil {
+		return "", err
+	}
+	defer d.discard()
+	md := manifest.NewMetadata()
+	md.Capability = manifest.CapabilityList
+	links := []manifest.Link{manifest.NewLink("up", p.url(WellKnown))}
+	if isHTTP(src) {
+		links = append(links, manifest.NewLink("describedby", src))
+	}
+	w, err := manifest.NewWriter(d, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: links})
+	if err != nil {
+		return "", err
+	}
+	for _, c := range []struct {
+		loc string
+		c   manifest.Capability
+	}{{rl, manifest.ResourceList}, {cl, manifest.ChangeList}} {
+		e := manifest.Entry{Loc: c.loc, Metadata: manifest.NewMetadata()}
+		e.Metadata.Capability = c.c
+		if err := w.Write(&e); err != nil {
+			return "", err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	return capURL, d.close()
+}
+
+// slug names a source's directory: readable, and unique by a digest of the
+// source.
+func slug(src string) string {
+	s := src
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+	}
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+		if b.Len() >= 48 {
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(src))
+	return strings.TrimRight(b.String(), "-") + "-" + hex.EncodeToString(sum[:4])
+}
+
+func isHTTP(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// ParsePeriod reads a change period: a Go duration (12h, 90m) or a number
+// of days or weeks (1d, 2w). It must be at least a second.
+func ParsePeriod(s string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	switch {
+	case strings.HasSuffix(s, "d") || strings.HasSuffix(s, "w"):
+		var n int
+		if _, err = fmt.Sscanf(s[:len(s)-1], "%d", &n); err == nil && fmt.Sprint(n) == s[:len(s)-1] {
+			d = time.Duration(n) * 24 * time.Hour
+			if strings.HasSuffix(s, "w") {
+				d *= 7
+			}
+		} else {
+			err = fmt.Errorf("not a number of days or weeks")
+		}
+	default:
+		d, err = time.ParseDuration(s)
+	}
+	if err == nil && d < time.Second {
+		err = fmt.Errorf("shorter than a second")
+	}
+	if err != nil {
+		return 0, errclass.Permanentf("publish: change period %q: %w", s, err)
+	}
+	return d, nil
+}
