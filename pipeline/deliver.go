@@ -146,10 +146,15 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	} else if e.Open != nil {
 		sources = []entryOpener{recordBody(e.Open)} // the record carries its body
 	} else {
-		if err := resourcesync.CheckLoc(e.URI); err != nil {
+		locs := mirrors(e)
+		if err := resourcesync.CheckLoc(e.URI); err == nil {
+			locs = append([]string{e.URI}, locs...)
+		} else if len(locs) == 0 {
 			return failed("document", err)
 		}
-		for _, u := range append([]string{e.URI}, mirrors(e)...) {
+		// A loc that is not a URL (an OAI-PMH identifier republished)
+		// identifies the resource; its bytes come from its mirrors.
+		for _, u := range locs {
 			sources = append(sources, &httpEntry{client: r.opts.Client, url: u})
 		}
 		// Without a hash to compare, ask the server whether what the

@@ -572,7 +572,7 @@ func (w *walk) eachEntry(ctx context.Context, docURL string, rd entries, fn func
 			}
 			return errclass.About(docURL, err)
 		}
-		if err := CheckLoc(e.Loc); err != nil {
+		if err := CheckLoc(e.Loc); err != nil && !hasMirror(e) {
 			if err := w.fail(ctx, invalid(e.Loc, docURL, err, true)); err != nil {
 				return err
 			}
@@ -603,6 +603,18 @@ func CheckLoc(loc string) error {
 		return errclass.Permanentf("loc %q: not an absolute http(s) URL", loc)
 	}
 	return nil
+}
+
+// hasMirror reports whether an entry names a copy to fetch from
+// (rel="duplicate", an http(s) URL): then its loc need only identify the
+// resource, as an OAI-PMH identifier republished over ResourceSync does.
+func hasMirror(e *manifest.Entry) bool {
+	for _, l := range e.Links {
+		if l.Rel == "duplicate" && CheckLoc(l.Href) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // capName names a capability for messages.
