@@ -33,6 +33,7 @@ func (a *app) daemonCommand() *cobra.Command {
 		jobsDB      string
 		jobsSchema  string
 		rf          reportFlags
+		pf          = publishFlags{prefix: "publish-"}
 	)
 	c := &cobra.Command{
 		Use:   "daemon",
@@ -70,6 +71,23 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 				return err
 			}
 			defer stopPage()
+			// Republishing (issue 16): after each harvest, and once now.
+			var pub *publisher
+			if pf.out != "" {
+				opts, err := pf.options(log)
+				if err != nil {
+					return err
+				}
+				pub = &publisher{st: st, opts: opts, a: a}
+				if _, err := pub.run(ctx); err != nil {
+					return err
+				}
+				stopPub, err := pf.serve(ctx, a, log)
+				if err != nil {
+					return err
+				}
+				defer stopPub(context.WithoutCancel(ctx))
+			}
 			log.Info("daemon started", "state", stateFile, "tick", tick, "sites-concurrency", concurrency)
 			runErr := daemon.Run(ctx, daemon.Options{
 				Store:            st,
@@ -80,6 +98,11 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 				Log:              log,
 				Harvest: func(ctx context.Context, s *site.Site) error {
 					r, err := a.harvestOne(ctx, st, s, spoolDir, rs)
+					if pub != nil && ctx.Err() == nil {
+						if _, perr := pub.run(ctx); perr != nil {
+							log.Error("publish after the harvest failed; the published set is unchanged", "site", s.Name, "error", perr)
+						}
+					}
 					var se *pipeline.SourceError
 					if errors.As(err, &se) && !errclass.IsPermanent(se.Err) {
 						return errclass.NewRetryable(err) // the source may come back
@@ -115,6 +138,8 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 	fl.StringVar(&jobsDB, "jobs-db", "", `keep the jobs in this PostgreSQL database (postgres://user@host:port/db; the password from $PGPASSWORD or ~/.pgpass) instead of the state file`)
 	fl.StringVar(&jobsSchema, "jobs-schema", "rsharvest", "with --jobs-db: the schema of this registry's jobs (made when absent)")
 	rf.register(c)
+	pf.register(c, false)
+	pf.registerServe(c)
 	return c
 }
 
@@ -134,16 +159,26 @@ func serveStatus(ctx context.Context, st *state.Store, listen string, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", listen)
+	stop, addr, err := serveHTTP(ctx, listen, h)
 	if err != nil {
 		return nil, usagef("--listen %s: %v", listen, err)
 	}
+	log.Info("status page", "url", "http://"+addr+"/")
+	return stop, nil
+}
+
+// serveHTTP serves h on listen until the returned function is called, and
+// gives the address it listens on.
+func serveHTTP(ctx context.Context, listen string, h http.Handler) (stop func(), addr string, err error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, "", err
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	log.Info("status page", "url", "http://"+ln.Addr().String()+"/")
 	return func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-	}, nil
+	}, ln.Addr().String(), nil
 }

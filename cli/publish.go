@@ -1,48 +1,140 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/publish"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
 
 // publishFlags are the settings of a publication, shared by "publish",
-// "publish serve" and the daemon.
+// "publish serve" and the daemon (there with the prefix "publish-").
 type publishFlags struct {
+	prefix                          string
 	stateFile, out, baseURL, period string
 	copies                          bool
+	listen, copiesFrom              string
 }
 
-func (f *publishFlags) register(c *cobra.Command) {
+func (f *publishFlags) register(c *cobra.Command, withState bool) {
 	fl := c.Flags()
-	fl.StringVar(&f.stateFile, "state", "rsharvest.db", "state store file (SQLite) to publish from")
-	fl.StringVar(&f.out, "out", "", "output directory: generations of documents, the published one linked as DIR/current")
-	fl.StringVar(&f.baseURL, "base-url", "", "absolute http(s) URL at which DIR/current is served")
-	fl.StringVar(&f.period, "change-period", "1d", "span of one Change List: 1d, 1w, 12h, …")
-	fl.BoolVar(&f.copies, "copies", false, "link each resource to its held copy under BASE-URL/files/ (rel=\"duplicate\"; served by publish serve --copies-from)")
+	p := f.prefix
+	if withState {
+		fl.StringVar(&f.stateFile, "state", "rsharvest.db", "state store file (SQLite) to publish from")
+	}
+	fl.StringVar(&f.out, p+"out", "", "output directory: generations of documents, the published one linked as DIR/current")
+	fl.StringVar(&f.baseURL, p+"base-url", "", "absolute http(s) URL at which DIR/current is served")
+	fl.StringVar(&f.period, p+"change-period", "1d", "span of one Change List: 1d, 1w, 12h, …")
+	fl.BoolVar(&f.copies, p+"copies", false, `link each resource to its held copy under BASE-URL/files/ (rel="duplicate"), served by --`+p+`copies-from`)
+}
+
+func (f *publishFlags) registerServe(c *cobra.Command) {
+	fl := c.Flags()
+	p := f.prefix
+	fl.StringVar(&f.listen, p+"listen", "", "serve the published documents (and copies) here, e.g. 127.0.0.1:8480")
+	fl.StringVar(&f.copiesFrom, p+"copies-from", "", "the sink holding the bodies (fs:DIR or s3://…), served under BASE-URL/files/")
 }
 
 // options checks the flags and gives the publication's options.
-func (f *publishFlags) options(a *app) (publish.Options, error) {
+func (f *publishFlags) options(log *slog.Logger) (publish.Options, error) {
+	p := "--" + f.prefix
 	if f.out == "" {
-		return publish.Options{}, usagef("--out is required")
+		return publish.Options{}, usagef("%sout is required", p)
 	}
 	if f.baseURL == "" {
-		return publish.Options{}, usagef("--base-url is required")
+		return publish.Options{}, usagef("%sbase-url is required", p)
 	}
 	base, err := publish.CheckBaseURL(f.baseURL)
 	if err != nil {
-		return publish.Options{}, usagef("--base-url: %v", err)
+		return publish.Options{}, usagef("%sbase-url: %v", p, err)
 	}
 	period, err := publish.ParsePeriod(f.period)
 	if err != nil {
-		return publish.Options{}, usagef("--change-period: %v", err)
+		return publish.Options{}, usagef("%schange-period: %v", p, err)
 	}
-	return publish.Options{Out: f.out, BaseURL: base, ChangePeriod: period, Copies: f.copies, Log: a.logger()}, nil
+	if f.copies && f.listen != "" && f.copiesFrom == "" {
+		return publish.Options{}, usagef("%scopies needs %scopies-from to serve them", p, p)
+	}
+	return publish.Options{Out: f.out, BaseURL: base, ChangePeriod: period, Copies: f.copies, Log: log}, nil
+}
+
+// serve serves the publication on f.listen until ctx ends; stop ends it
+// sooner. Without --listen it serves nothing.
+func (f *publishFlags) serve(ctx context.Context, a *app, log *slog.Logger) (stop func(context.Context) error, err error) {
+	none := func(context.Context) error { return nil }
+	if f.listen == "" {
+		return none, nil
+	}
+	srv := &publish.Server{Out: f.out, BaseURL: f.baseURL, Log: log}
+	closeCopies := none
+	if f.copiesFrom != "" {
+		sinks, closeAll, err := openSinks(ctx, []string{f.copiesFrom})
+		if err != nil {
+			return nil, err
+		}
+		inv, ok := sinks[0].(sink.Inventory)
+		if !ok {
+			closeAll(ctx)
+			return nil, usagef("--%scopies-from %s: this sink cannot give back what it holds", f.prefix, sink.Redact(f.copiesFrom))
+		}
+		srv.Copies, closeCopies = inv, closeAll
+	}
+	h, err := srv.Handler()
+	if err != nil {
+		closeCopies(ctx)
+		return nil, usagef("--%sbase-url: %v", f.prefix, err)
+	}
+	stopHTTP, addr, err := serveHTTP(ctx, f.listen, h)
+	if err != nil {
+		closeCopies(ctx)
+		return nil, usagef("--%slisten %s: %v", f.prefix, f.listen, err)
+	}
+	a.outMu.Lock()
+	fmt.Fprintf(a.stdout, "serving the published source at http://%s/ (%s)\n", addr, f.baseURL)
+	a.outMu.Unlock()
+	log.Info("publish serve", "listen", addr, "base-url", f.baseURL)
+	return func(ctx context.Context) error {
+		stopHTTP()
+		return closeCopies(ctx)
+	}, nil
+}
+
+// publisher publishes from one state store, one run at a time.
+type publisher struct {
+	mu   sync.Mutex
+	st   *state.Store
+	opts publish.Options
+	a    *app
+}
+
+func (p *publisher) run(ctx context.Context) (publish.Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res, err := publish.Publish(ctx, publish.FromState(p.st), p.opts)
+	if err != nil {
+		return res, err
+	}
+	p.a.outMu.Lock()
+	fmt.Fprintf(p.a.stdout, "published %s: %d resource sets, %d resources, %d changes, current to %s; %d documents written, %d unchanged\n",
+		res.Generation, res.Sets, res.Resources, res.Changes, res.At.Format("2006-01-02T15:04:05.999999999Z07:00"), res.Written, res.Kept)
+	p.a.outMu.Unlock()
+	return res, nil
+}
+
+func openPublishState(ctx context.Context, file string) (*state.Store, error) {
+	if _, err := os.Stat(file); err != nil {
+		return nil, usagef("--state: %v", err)
+	}
+	return state.Open(ctx, file)
 }
 
 // publishCommand returns the "publish" command and its "serve".
@@ -54,34 +146,105 @@ func (a *app) publishCommand() *cobra.Command {
 		Long: `Writes a complete ResourceSync Source from the state store: a Source Description
 (DIR/current/.well-known/resourcesync), a Capability List per source harvested, its Resource List
 (an index with pages past 50,000 entries or 50 MB a document) and its Change Lists, one per
---change-period, closed ones with until and the current one open, under a Change List Index.
+--change-period, closed ones with until and the current one open, under a Change List Index. Each
+entry keeps the resource's own URI as its loc (an OAI-PMH identifier too); with --copies it also
+links to the copy rsharvest holds (rel="duplicate"), which "publish serve --copies-from" serves.
 
 Each run writes a new generation and moves DIR/current to it in one rename, so a reader never sees
 a half-written set; a document whose bytes did not change is kept (hard-linked), not rewritten.
 Serve DIR/current at --base-url, or run "rsharvest publish serve".`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts, err := f.options(a)
+			opts, err := f.options(a.logger())
 			if err != nil {
 				return err
 			}
-			if _, err := os.Stat(f.stateFile); err != nil {
-				return usagef("--state: %v", err)
-			}
-			st, err := state.Open(c.Context(), f.stateFile)
+			st, err := openPublishState(c.Context(), f.stateFile)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			res, err := publish.Publish(c.Context(), publish.FromState(st), opts)
+			_, err = (&publisher{st: st, opts: opts, a: a}).run(c.Context())
+			return err
+		},
+	}
+	f.register(c, true)
+	c.AddCommand(a.publishServeCommand())
+	return c
+}
+
+// publishServeCommand returns "publish serve".
+func (a *app) publishServeCommand() *cobra.Command {
+	var (
+		f     publishFlags
+		every string
+	)
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the published Source over HTTP (ETag, Last-Modified, conditional requests, Range), regenerating it on a schedule",
+		Long: `Serves DIR/current at --base-url's path on --listen: every document with ETag and Last-Modified
+(unchanged documents keep both across generations), conditional requests and Range; the Source
+Description also at /.well-known/resourcesync; with --copies-from, the held copy of each resource at
+BASE-URL/files/… (the rel="duplicate" links of "publish --copies"). With --every (a schedule: "every 1h",
+"every 1d" or a cron expression) it publishes from --state at start and then on the schedule. It runs
+until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (daemon --publish-out).`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			log := a.logger()
+			if f.listen == "" {
+				return usagef("--listen is required")
+			}
+			opts, err := f.options(log)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "published %s: %d resource sets, %d resources, %d changes, current to %s; %d documents written, %d unchanged\n",
-				res.Generation, res.Sets, res.Resources, res.Changes, res.At.Format("2006-01-02T15:04:05.999999999Z07:00"), res.Written, res.Kept)
-			return nil
+			var sched site.Schedule
+			if every != "" {
+				if sched, err = site.ParseSchedule(every); err != nil {
+					return usagef("--every: %v", err)
+				}
+			}
+			var pub *publisher
+			if !sched.IsZero() {
+				st, err := openPublishState(ctx, f.stateFile)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				pub = &publisher{st: st, opts: opts, a: a}
+				if _, err := pub.run(ctx); err != nil {
+					return err
+				}
+			}
+			stop, err := f.serve(ctx, a, log)
+			if err != nil {
+				return err
+			}
+			defer stop(context.WithoutCancel(ctx))
+			if pub == nil {
+				<-ctx.Done()
+				return nil
+			}
+			last := time.Now()
+			for {
+				next := sched.Next(last, time.Local)
+				t := time.NewTimer(time.Until(next))
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				case <-t.C:
+				}
+				last = next
+				if _, err := pub.run(ctx); err != nil {
+					log.Error("publish failed; the published set is unchanged", "error", err)
+				}
+			}
 		},
 	}
-	f.register(c)
+	f.register(c, true)
+	f.registerServe(c)
+	c.Flags().StringVar(&every, "every", "", `publish from --state at start and on this schedule ("every 1h", "every 1d", or cron); without it, only serve`)
 	return c
 }

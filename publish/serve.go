@@ -1,0 +1,154 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/sink/fs"
+)
+
+// Server serves a published Source over HTTP: the documents of the
+// published generation (Out/current), with ETag, Last-Modified, conditional
+// requests and Range; the Source Description at /.well-known/resourcesync;
+// and, when Copies is set, the held copy of each resource at
+// BaseURL/files/… (see CopyPath), read from the sink that holds it.
+type Server struct {
+	// Out is the publication's output directory.
+	Out string
+	// BaseURL is the URL the documents are published at: its path is
+	// the prefix the server answers under.
+	BaseURL string
+	// Copies holds the bodies (an fs or s3 sink), or nil.
+	Copies sink.Inventory
+	// Log receives one line per failed request (nil: discarded).
+	Log *slog.Logger
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() (http.Handler, error) {
+	base, err := CheckBaseURL(s.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(base)
+	prefix := strings.TrimRight(u.Path, "/")
+	log := s.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		p := r.URL.Path
+		if p == "/"+WellKnown {
+			s.serveDoc(w, r, WellKnown, log)
+			return
+		}
+		rel, ok := strings.CutPrefix(p, prefix+"/")
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		if c, ok := strings.CutPrefix(rel, FilesPath+"/"); ok && s.Copies != nil {
+			s.serveCopy(w, r, c, log)
+			return
+		}
+		s.serveDoc(w, r, rel, log)
+	}), nil
+}
+
+// serveDoc serves a document of the published generation. Kept documents
+// keep their file (a hard link), so their validators do not change.
+func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request, rel string, log *slog.Logger) {
+	target, err := os.Readlink(filepath.Join(s.Out, Current))
+	if err != nil {
+		log.Warn("publish serve: nothing published", "out", s.Out, "error", err)
+		http.Error(w, "nothing is published yet", http.StatusServiceUnavailable)
+		return
+	}
+	root, err := os.OpenRoot(filepath.Join(s.Out, target))
+	if err != nil {
+		http.Error(w, "nothing is published yet", http.StatusServiceUnavailable)
+		return
+	}
+	defer root.Close()
+	clean := path.Clean("/" + rel)[1:]
+	f, err := root.Open(filepath.FromSlash(clean))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		http.NotFound(w, r)
+		return
+	}
+	typ := mime.TypeByExtension(path.Ext(clean))
+	if clean == WellKnown || path.Ext(clean) == ".xml" {
+		typ = "application/xml"
+	}
+	if typ != "" {
+		w.Header().Set("Content-Type", typ)
+	}
+	w.Header().Set("ETag", etag(st.Size(), st.ModTime()))
+	http.ServeContent(w, r, clean, st.ModTime(), f)
+}
+
+func etag(size int64, mod time.Time) string { return fmt.Sprintf(`"%x-%x"`, size, mod.UnixNano()) }
+
+// serveCopy serves the held copy of the resource whose path is rel.
+func (s *Server) serveCopy(w http.ResponseWriter, r *http.Request, rel string, log *slog.Logger) {
+	uri, err := fs.Decode(rel)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
+	defer cancel()
+	body, err := s.Copies.Get(ctx, uri)
+	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			http.NotFound(w, r)
+			return
+		}
+		log.Warn("publish serve: copy", "uri", uri, "error", err)
+		http.Error(w, "the copy cannot be read", http.StatusBadGateway)
+		return
+	}
+	defer body.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	var mod time.Time
+	if st, ok := body.(interface{ Stat() (os.FileInfo, error) }); ok {
+		if fi, err := st.Stat(); err == nil {
+			mod = fi.ModTime()
+			w.Header().Set("ETag", etag(fi.Size(), mod))
+		}
+	}
+	if rs, ok := body.(io.ReadSeeker); ok {
+		http.ServeContent(w, r, "", mod, rs)
+		return
+	}
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := io.Copy(w, body); err != nil {
+		log.Warn("publish serve: copy", "uri", uri, "error", err)
+	}
+}
