@@ -78,6 +78,14 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 				if err != nil {
 					return err
 				}
+				if pf.dumps {
+					inv, closeBodies, err := pf.bodies(ctx)
+					if err != nil {
+						return err
+					}
+					defer closeBodies(context.WithoutCancel(ctx))
+					opts.Bodies = inv
+				}
 				pub = &publisher{st: st, opts: opts, a: a}
 				if _, err := pub.run(ctx); err != nil {
 					return err

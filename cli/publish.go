@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
@@ -21,8 +22,8 @@ import (
 type publishFlags struct {
 	prefix                          string
 	stateFile, out, baseURL, period string
-	copies                          bool
-	listen, copiesFrom              string
+	copies, dumps                   bool
+	listen, copiesFrom, dumpSize    string
 }
 
 func (f *publishFlags) register(c *cobra.Command, withState bool) {
@@ -34,14 +35,31 @@ func (f *publishFlags) register(c *cobra.Command, withState bool) {
 	fl.StringVar(&f.out, p+"out", "", "output directory: generations of documents, the published one linked as DIR/current")
 	fl.StringVar(&f.baseURL, p+"base-url", "", "absolute http(s) URL at which DIR/current is served")
 	fl.StringVar(&f.period, p+"change-period", "1d", "span of one Change List: 1d, 1w, 12h, …")
-	fl.BoolVar(&f.copies, p+"copies", false, `link each resource to its held copy under BASE-URL/files/ (rel="duplicate"), served by --`+p+`copies-from`)
+	fl.BoolVar(&f.copies, p+"copies", false, `link each resource to its held copy under BASE-URL/files/ (rel="duplicate"), served by publish serve --`+p+`copies-from`)
+	fl.StringVar(&f.copiesFrom, p+"copies-from", "", "the sink holding the bodies (fs:DIR or s3://…): what --"+p+"dumps packs, and what the server serves under BASE-URL/files/")
+	fl.BoolVar(&f.dumps, p+"dumps", false, "also write a Resource Dump of each set: ZIP packages of the bodies in --"+p+"copies-from, manifest.xml first")
+	fl.StringVar(&f.dumpSize, p+"dump-size", "1GiB", "most body bytes in one dump package (e.g. 500MB, 1GiB)")
 }
 
 func (f *publishFlags) registerServe(c *cobra.Command) {
-	fl := c.Flags()
-	p := f.prefix
-	fl.StringVar(&f.listen, p+"listen", "", "serve the published documents (and copies) here, e.g. 127.0.0.1:8480")
-	fl.StringVar(&f.copiesFrom, p+"copies-from", "", "the sink holding the bodies (fs:DIR or s3://…), served under BASE-URL/files/")
+	c.Flags().StringVar(&f.listen, f.prefix+"listen", "", "serve the published documents (and copies) here, e.g. 127.0.0.1:8480")
+}
+
+// bodies opens --copies-from's sink, if given, as an Inventory.
+func (f *publishFlags) bodies(ctx context.Context) (sink.Inventory, func(context.Context) error, error) {
+	if f.copiesFrom == "" {
+		return nil, func(context.Context) error { return nil }, nil
+	}
+	sinks, closeAll, err := openSinks(ctx, []string{f.copiesFrom})
+	if err != nil {
+		return nil, nil, err
+	}
+	inv, ok := sinks[0].(sink.Inventory)
+	if !ok {
+		closeAll(ctx)
+		return nil, nil, usagef("--%scopies-from %s: this sink cannot give back what it holds", f.prefix, sink.Redact(f.copiesFrom))
+	}
+	return inv, closeAll, nil
 }
 
 // options checks the flags and gives the publication's options.
@@ -64,7 +82,18 @@ func (f *publishFlags) options(log *slog.Logger) (publish.Options, error) {
 	if f.copies && f.listen != "" && f.copiesFrom == "" {
 		return publish.Options{}, usagef("%scopies needs %scopies-from to serve them", p, p)
 	}
-	return publish.Options{Out: f.out, BaseURL: base, ChangePeriod: period, Copies: f.copies, Log: log}, nil
+	if f.dumps && f.copiesFrom == "" {
+		return publish.Options{}, usagef("%sdumps needs %scopies-from: the sink holding the bodies", p, p)
+	}
+	var size int64
+	if f.dumps {
+		n, err := parseBytes(f.dumpSize)
+		if err != nil || n < 1 {
+			return publish.Options{}, usagef("%sdump-size %q: want a size such as 500MB or 1GiB", p, f.dumpSize)
+		}
+		size = n
+	}
+	return publish.Options{Out: f.out, BaseURL: base, ChangePeriod: period, Copies: f.copies, DumpSize: size, Log: log}, nil
 }
 
 // serve serves the publication on f.listen until ctx ends; stop ends it
@@ -75,19 +104,11 @@ func (f *publishFlags) serve(ctx context.Context, a *app, log *slog.Logger) (sto
 		return none, nil
 	}
 	srv := &publish.Server{Out: f.out, BaseURL: f.baseURL, Log: log}
-	closeCopies := none
-	if f.copiesFrom != "" {
-		sinks, closeAll, err := openSinks(ctx, []string{f.copiesFrom})
-		if err != nil {
-			return nil, err
-		}
-		inv, ok := sinks[0].(sink.Inventory)
-		if !ok {
-			closeAll(ctx)
-			return nil, usagef("--%scopies-from %s: this sink cannot give back what it holds", f.prefix, sink.Redact(f.copiesFrom))
-		}
-		srv.Copies, closeCopies = inv, closeAll
+	inv, closeCopies, err := f.bodies(ctx)
+	if err != nil {
+		return nil, err
 	}
+	srv.Copies = inv
 	h, err := srv.Handler()
 	if err != nil {
 		closeCopies(ctx)
@@ -164,6 +185,14 @@ Serve DIR/current at --base-url, or run "rsharvest publish serve".`,
 				return err
 			}
 			defer st.Close()
+			if f.dumps {
+				inv, closeBodies, err := f.bodies(c.Context())
+				if err != nil {
+					return err
+				}
+				defer closeBodies(context.WithoutCancel(c.Context()))
+				opts.Bodies = inv
+			}
 			_, err = (&publisher{st: st, opts: opts, a: a}).run(c.Context())
 			return err
 		},
@@ -247,4 +276,11 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 	f.registerServe(c)
 	c.Flags().StringVar(&every, "every", "", `publish from --state at start and on this schedule ("every 1h", "every 1d", or cron); without it, only serve`)
 	return c
+}
+
+// parseBytes reads a size such as 500MB or 1GiB (the bench's rate syntax
+// without "/s": KB, MB, GB powers of 1000; KiB, MiB, GiB of 1024).
+func parseBytes(s string) (int64, error) {
+	v, err := harness.ParseRate(s)
+	return int64(v), err
 }

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -151,7 +152,8 @@ func TestRepublishRoundTrip(t *testing.T) {
 	defer pubSrv.Close()
 	republish := func() {
 		t.Helper()
-		if code, stdout, errOut := run(t, "publish", "--state", stateA, "--out", out, "--base-url", base, "--copies"); code != 0 {
+		if code, stdout, errOut := run(t, "publish", "--state", stateA, "--out", out, "--base-url", base, "--copies",
+			"--dumps", "--copies-from", "fs:"+mirrorA, "--dump-size", "300KB"); code != 0 {
 			t.Fatalf("publish: exit %d: %s%s", code, stdout, errOut)
 		}
 	}
@@ -167,6 +169,20 @@ func TestRepublishRoundTrip(t *testing.T) {
 	harvest(pubSrv.URL+"/.well-known/resourcesync", stateB, mirrorB)
 	if d := diffSums(mirrorSums(t, mirrorB, uris), truth0); d != "" {
 		t.Fatalf("the harvest of the republished source differs from the source:%s", d)
+	}
+	// The same from the republished Resource Dump: several packages, each
+	// checked against the dump's length and hash.
+	mirrorC := filepath.Join(work, "c")
+	code, stdout, errOut := run(t, "baseline", "--source", pubSrv.URL+"/.well-known/resourcesync", "--sink", "fs:"+mirrorC,
+		"--state", filepath.Join(work, "c.db"), "--progress", "none", "--log-level", "warn")
+	if code != 0 {
+		t.Fatalf("baseline of the republished dump: exit %d: %s", code, errOut)
+	}
+	if !regexp.MustCompile(`packages:\s+([2-9]|\d\d+) total`).MatchString(stdout) {
+		t.Errorf("the baseline did not read the republished dump's packages:\n%s", stdout)
+	}
+	if d := diffSums(mirrorSums(t, mirrorC, uris), truth0); d != "" {
+		t.Fatalf("the harvest of the republished dump differs from the source:%s", d)
 	}
 
 	// A change dump applied; the republished Change Lists carry exactly

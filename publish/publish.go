@@ -23,6 +23,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/sink"
 )
 
 // Limits of one sitemap document (the sitemap protocol's).
@@ -59,6 +60,11 @@ type Options struct {
 	// Copies links each resource to its held copy, served under
 	// BaseURL/files/ (rel="duplicate").
 	Copies bool
+	// Bodies, when set, holds the bodies (an fs or s3 sink): each set
+	// gets a Resource Dump of them, in packages of at most DumpSize body
+	// bytes (DefaultDumpSize when zero).
+	Bodies   sink.Inventory
+	DumpSize int64
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Log receives progress (discarded when nil).
@@ -104,6 +110,7 @@ func Publish(ctx context.Context, h Holdings, o Options) (Result, error) {
 	o.ChangePeriod = cmp.Or(o.ChangePeriod, DefaultChangePeriod)
 	o.MaxEntries = cmp.Or(o.MaxEntries, DefaultMaxEntries)
 	o.MaxBytes = cmp.Or(o.MaxBytes, DefaultMaxBytes)
+	o.DumpSize = cmp.Or(o.DumpSize, DefaultDumpSize)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -204,6 +211,12 @@ func (p *publisher) set(ctx context.Context, v View, src string) (string, error)
 	if err != nil {
 		return "", err
 	}
+	var rd string
+	if p.o.Bodies != nil {
+		if rd, err = p.resourceDump(ctx, v, src, dir, capURL); err != nil {
+			return "", err
+		}
+	}
 	d, err := p.g.create(dir + "/capabilitylist.xml")
 	if err != nil {
 		return "", err
@@ -222,7 +235,10 @@ func (p *publisher) set(ctx context.Context, v View, src string) (string, error)
 	for _, c := range []struct {
 		loc string
 		c   manifest.Capability
-	}{{rl, manifest.ResourceList}, {cl, manifest.ChangeList}} {
+	}{{rd, manifest.ResourceDump}, {rl, manifest.ResourceList}, {cl, manifest.ChangeList}} {
+		if c.loc == "" {
+			continue
+		}
 		e := manifest.Entry{Loc: c.loc, Metadata: manifest.NewMetadata()}
 		e.Metadata.Capability = c.c
 		if err := w.Write(&e); err != nil {
