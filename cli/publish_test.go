@@ -206,6 +206,18 @@ func TestRepublishRoundTrip(t *testing.T) {
 	if d := diffSums(mirrorSums(t, mirrorB, uris), truthSums(t, opts, 1)); d != "" {
 		t.Fatalf("after the incremental harvest of the republished source:%s", d)
 	}
+	// The same through the republished Change Dump.
+	code, stdout, errOut = run(t, "sync", "--source", pubSrv.URL+"/.well-known/resourcesync", "--sink", "fs:"+mirrorC,
+		"--state", filepath.Join(work, "c.db"), "--progress", "none", "--log-level", "warn")
+	if code != 0 {
+		t.Fatalf("incremental harvest of the republished change dump: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(stdout, "incremental of") || !regexp.MustCompile(`packages:\s+[1-9]`).MatchString(stdout) {
+		t.Errorf("the sync did not read the republished change dump's packages:\n%s", stdout)
+	}
+	if d := diffSums(mirrorSums(t, mirrorC, uris), truthSums(t, opts, 1)); d != "" {
+		t.Fatalf("after the incremental harvest of the republished change dump:%s", d)
+	}
 }
 
 func mustFS(t *testing.T, dir string) *fs.FS {

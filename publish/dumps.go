@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/klauspost/compress/zip"
 
@@ -22,9 +24,10 @@ const DefaultDumpSize = 1 << 30
 
 // dumpPackage is one package written: what the Resource Dump says of it.
 type dumpPackage struct {
-	rel    string
-	length int64
-	sum    []byte
+	rel         string
+	length      int64
+	sum         []byte
+	from, until time.Time // a change package's interval
 }
 
 // resourceDump writes a source's Resource Dump: ZIP packages of the held
@@ -70,11 +73,15 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 		if cur == nil {
 			var err error
 			rel := fmt.Sprintf("%s/resourcedump-%05d.zip", dir, len(pkgs)+1)
-			if cur, err = p.newPackage(rel, capURL); err != nil {
+			md := manifest.NewMetadata()
+			md.Capability, md.At, md.Completed = manifest.ResourceDumpManifest, p.at, p.at
+			if cur, err = p.newPackage(rel, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}}); err != nil {
 				return err
 			}
 		}
-		return cur.add(ctx, p, &r)
+		e := p.resourceEntry(&r)
+		e.Links = nil
+		return cur.add(ctx, p, r.URI, &e)
 	})
 	if err == nil {
 		err = finish()
@@ -82,13 +89,19 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 	if err != nil {
 		return "", err
 	}
-	d, err := p.g.create(dir + "/resourcedump.xml")
+	md := manifest.NewMetadata()
+	md.Capability, md.At, md.Completed = manifest.ResourceDump, p.at, p.at
+	return p.dumpDocument(dir+"/resourcedump.xml", md, capURL, pkgs)
+}
+
+// dumpDocument writes a Resource or Change Dump document listing pkgs, and
+// returns its URL.
+func (p *publisher) dumpDocument(rel string, md manifest.Metadata, capURL string, pkgs []dumpPackage) (string, error) {
+	d, err := p.g.create(rel)
 	if err != nil {
 		return "", err
 	}
 	defer d.discard()
-	md := manifest.NewMetadata()
-	md.Capability, md.At, md.Completed = manifest.ResourceDump, p.at, p.at
 	w, err := manifest.NewWriter(d, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}})
 	if err != nil {
 		return "", err
@@ -97,8 +110,12 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 		e := manifest.Entry{Loc: p.url(pk.rel), Metadata: manifest.NewMetadata()}
 		e.Metadata.Length, e.Metadata.Type = pk.length, "application/zip"
 		e.Metadata.Hashes = fixity.Hashes{SHA256: pk.sum}
-		e.Metadata.At, e.Metadata.Completed = p.at, p.at
-		ml := manifest.NewLink("contents", p.url(pk.rel[:len(pk.rel)-len(".zip")]+"-manifest.xml"))
+		if md.Capability == manifest.ResourceDump {
+			e.Metadata.At, e.Metadata.Completed = p.at, p.at
+		} else {
+			e.Metadata.From, e.Metadata.Until = pk.from, pk.until
+		}
+		ml := manifest.NewLink("contents", p.url(strings.TrimSuffix(pk.rel, ".zip")+"-manifest.xml"))
 		ml.Type = "application/xml"
 		e.Links = append(e.Links, ml)
 		if err := w.Write(&e); err != nil {
@@ -108,7 +125,99 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 	if err := w.Close(); err != nil {
 		return "", err
 	}
-	return p.url(dir + "/resourcedump.xml"), d.close()
+	return p.url(rel), d.close()
+}
+
+// changeDump writes a source's Change Dump: a package per period (more
+// where one passes the dump size or MaxEntries), the current period's open
+// (no until) and rewritten as it grows. A package holds the deletions of
+// its period and the body of each change whose version is still the one
+// held; a change a later one superseded has no body to give (only the
+// newest version is held) and is left out — a consumer that applies the
+// packages in order still ends with what rsharvest holds.
+func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL string) (string, error) {
+	period := p.o.ChangePeriod
+	include := func(c *state.ChangeRecord) bool { return c.Change == state.ChangeDeleted || !c.Superseded }
+	pg := &pager{max: int64(p.o.MaxEntries), budget: p.o.DumpSize}
+	var last time.Time
+	if err := v.Changes(ctx, src, func(c state.ChangeRecord) error {
+		if !include(&c) {
+			return ctx.Err()
+		}
+		per := c.Recorded.UTC().Truncate(period)
+		pg.add(max(c.Length, 0), per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
+		last = per
+		return ctx.Err()
+	}); err != nil {
+		return "", err
+	}
+	bounds := p.pageBounds(pg.pages)
+	pkgs := make([]dumpPackage, len(pg.pages))
+	for k := range pg.pages {
+		pkgs[k] = dumpPackage{rel: p.pageName(dir+"/changedump", pg.pages, k) + ".zip", from: bounds[k][0], until: bounds[k][1]}
+	}
+	var cur *packageBuilder
+	defer func() {
+		if cur != nil {
+			cur.discard()
+		}
+	}()
+	k, i := -1, int64(0)
+	finish := func() error {
+		if cur == nil {
+			return nil
+		}
+		dp, err := cur.finish(ctx)
+		cur = nil
+		if err != nil {
+			return err
+		}
+		pkgs[k].length, pkgs[k].sum = dp.length, dp.sum
+		return nil
+	}
+	if err := v.Changes(ctx, src, func(c state.ChangeRecord) error {
+		if !include(&c) {
+			return ctx.Err()
+		}
+		if k+1 < len(pg.pages) && i == pg.pages[k+1].first {
+			if err := finish(); err != nil {
+				return err
+			}
+			k++
+			md := manifest.NewMetadata()
+			md.Capability, md.From, md.Until = manifest.ChangeDumpManifest, bounds[k][0], bounds[k][1]
+			var err error
+			if cur, err = p.newPackage(pkgs[k].rel, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}}); err != nil {
+				return err
+			}
+		}
+		if k < 0 || i >= pg.pages[k].first+pg.pages[k].n {
+			return errChanged
+		}
+		i++
+		e := p.changeEntry(&c)
+		e.Links = nil
+		if c.Change == state.ChangeDeleted {
+			return cur.addEntry(&e)
+		}
+		return cur.add(ctx, p, c.URI, &e)
+	}); err != nil {
+		return "", err
+	}
+	if i != pg.i {
+		return "", errChanged
+	}
+	if err := finish(); err != nil {
+		return "", err
+	}
+	md := manifest.NewMetadata()
+	md.Capability = manifest.ChangeDump
+	if len(bounds) > 0 {
+		md.From = bounds[0][0]
+	} else {
+		md.From = p.now.Truncate(period)
+	}
+	return p.dumpDocument(dir+"/changedump.xml", md, capURL, pkgs)
 }
 
 // packageBuilder builds one package (see resourceDump).
@@ -123,7 +232,7 @@ type packageBuilder struct {
 	n, bytes int64
 }
 
-func (p *publisher) newPackage(rel, capURL string) (*packageBuilder, error) {
+func (p *publisher) newPackage(rel string, h manifest.Header) (*packageBuilder, error) {
 	scratch, err := os.MkdirTemp(p.g.dir, tmpMark+"package-")
 	if err != nil {
 		return nil, errclass.Fatalf("publish: %w", err)
@@ -137,45 +246,48 @@ func (p *publisher) newPackage(rel, capURL string) (*packageBuilder, error) {
 		return nil, errclass.Fatalf("publish: %w", err)
 	}
 	b.zw = zip.NewWriter(b.bodies)
-	md := manifest.NewMetadata()
-	md.Capability, md.At, md.Completed = manifest.ResourceDumpManifest, p.at, p.at
-	if b.mw, err = manifest.NewWriter(b.man, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}}); err != nil {
+	if b.mw, err = manifest.NewWriter(b.man, h); err != nil {
 		b.discard()
 		return nil, err
 	}
 	return b, nil
 }
 
-// add copies r's held body into the package, checked against r's length
-// and hashes, and lists it in the manifest.
-func (b *packageBuilder) add(ctx context.Context, p *publisher, r *state.Resource) error {
-	body, err := p.o.Bodies.Get(ctx, r.URI)
+// add copies the held body of uri into the package, checked against e's
+// length and hashes, and lists e in the manifest with its path.
+func (b *packageBuilder) add(ctx context.Context, p *publisher, uri string, e *manifest.Entry) error {
+	body, err := p.o.Bodies.Get(ctx, uri)
 	if err != nil {
-		return fmt.Errorf("publish: dump: the held copy of %s: %w", r.URI, err)
+		return fmt.Errorf("publish: dump: the held copy of %s: %w", uri, err)
 	}
 	defer body.Close()
-	path := "/" + fs.Encode(r.URI)
-	fw, err := b.zw.CreateHeader(&zip.FileHeader{Name: path[1:], Method: zip.Deflate, Modified: r.Lastmod})
+	path := "/" + fs.Encode(uri)
+	fw, err := b.zw.CreateHeader(&zip.FileHeader{Name: path[1:], Method: zip.Deflate, Modified: e.Lastmod})
 	if err != nil {
 		return errclass.Fatalf("publish: %w", err)
 	}
-	fr := fixity.NewReader(body, fixity.Expect{Length: r.Length, Hashes: r.Hashes}, fixity.Compute{SHA256: r.Hashes.IsZero()})
+	md := &e.Metadata
+	fr := fixity.NewReader(body, fixity.Expect{Length: md.Length, Hashes: md.Hashes}, fixity.Compute{SHA256: md.Hashes.IsZero()})
 	n, err := io.Copy(fw, fr)
 	if err != nil {
 		if errors.Is(err, fixity.ErrMismatch) {
-			return errclass.Fatalf("publish: dump: the held copy of %s does not match the state (run rsharvest audit): %w", r.URI, err)
+			return errclass.Fatalf("publish: dump: the held copy of %s does not match the state (run rsharvest audit): %w", uri, err)
 		}
-		return fmt.Errorf("publish: dump: %s: %w", r.URI, err)
+		return fmt.Errorf("publish: dump: %s: %w", uri, err)
 	}
-	e := p.resourceEntry(r)
-	e.Links = nil
-	e.Metadata.Path, e.Metadata.Length = path, n
-	if e.Metadata.Hashes.IsZero() {
-		e.Metadata.Hashes = fr.Sum()
+	md.Path, md.Length = path, n
+	if md.Hashes.IsZero() {
+		md.Hashes = fr.Sum()
 	}
 	b.n++
 	b.bytes += n
-	return b.mw.Write(&e)
+	return b.mw.Write(e)
+}
+
+// addEntry lists e, which has no body (a deletion), in the manifest.
+func (b *packageBuilder) addEntry(e *manifest.Entry) error {
+	b.n++
+	return b.mw.Write(e)
 }
 
 // finish writes the package: its manifest first, then the bodies; and the

@@ -284,34 +284,9 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 		// The current period, open and so far empty.
 		pg.pages = append(pg.pages, page{first: pg.i, period: current, from: current})
 	}
-	closed := func(per time.Time) bool { return !per.Add(period).After(p.now.Add(-closeMargin)) }
-	// The bounds of each page: a period's first page starts with the
-	// period; a page ends where the next page of its period starts, and
-	// the last page of a closed period with the period.
-	bounds := make([][2]time.Time, len(pg.pages))
-	for k, pp := range pg.pages {
-		from := pp.from
-		if k == 0 || !pg.pages[k-1].period.Equal(pp.period) {
-			from = pp.period
-		}
-		var until time.Time
-		switch {
-		case k+1 < len(pg.pages) && pg.pages[k+1].period.Equal(pp.period):
-			until = pg.pages[k+1].from
-		case closed(pp.period):
-			until = pp.period.Add(period)
-		}
-		bounds[k] = [2]time.Time{from, until}
-	}
+	bounds := p.pageBounds(pg.pages)
 	indexRel := dir + "/changelist-index.xml"
-	pageRel := func(k int) string {
-		pp := pg.pages[k]
-		name := fmt.Sprintf("%s/changelist-%s", dir, pp.period.Format("20060102T150405Z"))
-		if j := k - firstOfPeriod(pg.pages, k); j > 0 {
-			name += fmt.Sprintf("-%d", j+1)
-		}
-		return name + ".xml"
-	}
+	pageRel := func(k int) string { return p.pageName(dir+"/changelist", pg.pages, k) + ".xml" }
 	header := func(k int) manifest.Header {
 		md := manifest.NewMetadata()
 		md.Capability, md.From, md.Until = manifest.ChangeList, bounds[k][0], bounds[k][1]
@@ -365,6 +340,45 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 		return "", err
 	}
 	return p.url(indexRel), nil
+}
+
+// closed reports whether the period starting at per is closed: it ended
+// closeMargin before the view was taken.
+func (p *publisher) closed(per time.Time) bool {
+	return !per.Add(p.o.ChangePeriod).After(p.now.Add(-closeMargin))
+}
+
+// pageBounds gives each page of changes its interval: a period's first
+// page starts with the period, a page ends where the next page of its
+// period starts, and the last page of a closed period with the period; the
+// last page of an open period has no end.
+func (p *publisher) pageBounds(pages []page) [][2]time.Time {
+	bounds := make([][2]time.Time, len(pages))
+	for k, pp := range pages {
+		from := pp.from
+		if k == 0 || !pages[k-1].period.Equal(pp.period) {
+			from = pp.period
+		}
+		var until time.Time
+		switch {
+		case k+1 < len(pages) && pages[k+1].period.Equal(pp.period):
+			until = pages[k+1].from
+		case p.closed(pp.period):
+			until = pp.period.Add(p.o.ChangePeriod)
+		}
+		bounds[k] = [2]time.Time{from, until}
+	}
+	return bounds
+}
+
+// pageName names page k of changes: prefix, its period, and its number
+// within the period after the first.
+func (p *publisher) pageName(prefix string, pages []page, k int) string {
+	name := prefix + "-" + pages[k].period.Format("20060102T150405Z")
+	if j := k - firstOfPeriod(pages, k); j > 0 {
+		name += fmt.Sprintf("-%d", j+1)
+	}
+	return name
 }
 
 // firstOfPeriod returns the index of the first page of page k's period.

@@ -211,9 +211,12 @@ func (p *publisher) set(ctx context.Context, v View, src string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	var rd string
+	var rd, cd string
 	if p.o.Bodies != nil {
 		if rd, err = p.resourceDump(ctx, v, src, dir, capURL); err != nil {
+			return "", err
+		}
+		if cd, err = p.changeDump(ctx, v, src, dir, capURL); err != nil {
 			return "", err
 		}
 	}
@@ -235,7 +238,7 @@ func (p *publisher) set(ctx context.Context, v View, src string) (string, error)
 	for _, c := range []struct {
 		loc string
 		c   manifest.Capability
-	}{{rd, manifest.ResourceDump}, {rl, manifest.ResourceList}, {cl, manifest.ChangeList}} {
+	}{{rd, manifest.ResourceDump}, {rl, manifest.ResourceList}, {cd, manifest.ChangeDump}, {cl, manifest.ChangeList}} {
 		if c.loc == "" {
 			continue
 		}

@@ -64,6 +64,10 @@ type ChangeRecord struct {
 	// increasing in commit order, so that every change a reader's snapshot
 	// lacks is recorded after every change it holds (see Snapshot).
 	Recorded time.Time
+	// Superseded is set by Snapshot.WalkChanges when a later change of the
+	// same resource is recorded: the version this change produced is no
+	// longer the one held. It is not stored.
+	Superseded bool
 }
 
 // Checkpoint records, per source and capability list (resource set), where
@@ -415,15 +419,15 @@ func nextStamp(ctx context.Context, tx *sql.Tx, now time.Time) (time.Time, error
 	return now, nil
 }
 
-// scanChange reads a row of changeCols.
-func scanChange(sc scanner) (ChangeRecord, error) {
+// scanChange reads a row of changeCols, and then into more.
+func scanChange(sc scanner, more ...any) (ChangeRecord, error) {
 	var (
 		c                        ChangeRecord
 		dt, rec                  sql.NullString
 		runID                    sql.NullInt64
 		md5, sha1, sha256, other sql.NullString
 	)
-	if err := sc.Scan(&c.URI, &c.Change, &dt, &runID, &c.Package, &c.Source, &rec, &c.Length, &md5, &sha1, &sha256, &other, &c.Type); err != nil {
+	if err := sc.Scan(append([]any{&c.URI, &c.Change, &dt, &runID, &c.Package, &c.Source, &rec, &c.Length, &md5, &sha1, &sha256, &other, &c.Type}, more...)...); err != nil {
 		return ChangeRecord{}, err
 	}
 	c.RunID = runID.Int64
@@ -445,7 +449,7 @@ func scanChange(sc scanner) (ChangeRecord, error) {
 // returned).
 func (s *Store) Changes(ctx context.Context, runID int64) ([]ChangeRecord, error) {
 	rows, err := s.r.QueryContext(ctx,
-		"SELECT "+changeCols+" FROM changes WHERE run_id = ? ORDER BY id", runID)
+		"SELECT "+changeCols+" FROM changes c WHERE run_id = ? ORDER BY id", runID)
 	if err != nil {
 		return nil, fatal("changes", err)
 	}

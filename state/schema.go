@@ -258,6 +258,7 @@ UPDATE changes SET
 	recorded = (SELECT coalesce(finished, started) FROM runs WHERE runs.id = changes.run_id);
 CREATE INDEX changes_recorded ON changes (recorded);
 CREATE INDEX changes_source ON changes (source, recorded);
+CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
 `,
 	}
 }

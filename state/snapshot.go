@@ -136,7 +136,8 @@ func walkResources(ctx context.Context, db querier, q ResourceQuery, fn func(Res
 
 // WalkChanges calls fn for each change recorded from source after the
 // recorded stamp after (every change when after is zero), in the order
-// they were recorded, streaming the rows. Changes recorded before their
+// they were recorded, streaming the rows, each with Superseded set when a
+// later change of its resource is recorded. Changes recorded before their
 // stamp was kept (by an older version) are not walked. An error from fn
 // stops the walk and is returned unchanged.
 func (v *Snapshot) WalkChanges(ctx context.Context, source string, after time.Time, fn func(ChangeRecord) error) error {
@@ -147,17 +148,20 @@ func (v *Snapshot) WalkChanges(ctx context.Context, source string, after time.Ti
 	if a == nil {
 		a = ""
 	}
-	rows, err := v.tx.QueryContext(ctx, "SELECT "+changeCols+` FROM changes
-		WHERE source = ? AND recorded IS NOT NULL AND recorded > ? ORDER BY recorded, id`, source, a)
+	rows, err := v.tx.QueryContext(ctx, "SELECT "+changeCols+`, EXISTS (SELECT 1 FROM changes l
+			WHERE l.source = c.source AND l.uri = c.uri AND l.recorded > c.recorded)
+		FROM changes c WHERE source = ? AND recorded IS NOT NULL AND recorded > ? ORDER BY recorded, id`, source, a)
 	if err != nil {
 		return fatal("walk changes", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		c, err := scanChange(rows)
+		var superseded bool
+		c, err := scanChange(rows, &superseded)
 		if err != nil {
 			return fatal("walk changes", err)
 		}
+		c.Superseded = superseded
 		if err := fn(c); err != nil {
 			return err
 		}
