@@ -82,9 +82,12 @@ func TestDaemon(t *testing.T) {
 	page := "http://" + l.Addr().String()
 	l.Close()
 	go func() {
-		done <- Main(ctx, []string{"daemon", "--state", db, "--tick", "200ms", "--listen", strings.TrimPrefix(page, "http://")}, &out, &errb)
+		done <- Main(ctx, []string{"daemon", "--state", db, "--tick", "200ms", "--listen", strings.TrimPrefix(page, "http://"),
+			"--publish-out", filepath.Join(dir, "pub"), "--publish-base-url", "http://127.0.0.1:1/pub"}, &out, &errb)
 	}()
 	waitFor(t, "site oai harvested", func() bool { return siteStatus(t, db, "oai") == "ok" })
+	// Republished after the harvest (issue 16).
+	waitFor(t, "site oai republished", func() bool { return publishedResources(t, filepath.Join(dir, "pub")) == 30 })
 	// The status page: /healthz open, the rest behind the token.
 	for _, tc := range []struct {
 		path, token string

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -424,6 +425,77 @@ func TestPublishServeOAI(t *testing.T) {
 	for u := range got {
 		if strings.HasPrefix(u, "http") {
 			t.Errorf("held under %q, want the OAI-PMH identifier", u)
+		}
+	}
+}
+
+// publishedResources counts the entries of the published Resource Lists
+// under out (0 when nothing is published yet).
+func publishedResources(t *testing.T, out string) int {
+	t.Helper()
+	if m, _ := filepath.Glob(filepath.Join(out, publish.Current, "sets", "*", "resourcelist*.xml")); len(m) == 0 {
+		return 0
+	}
+	n := 0
+	publishedDocs(t, out, "resourcelist", func(manifest.Header, *manifest.Entry) { n++ })
+	return n
+}
+
+// TestPublishBadInput: a state file of another program version or none at
+// all, and a base URL that is not absolute, end with a clear error and
+// leave the published set as it was.
+func TestPublishBadInput(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "pub")
+	good := filepath.Join(dir, "good.db")
+	st, err := state.Open(t.Context(), good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if code, _, errOut := run(t, "publish", "--state", good, "--out", out, "--base-url", "http://127.0.0.1:1/pub"); code != 0 {
+		t.Fatalf("publish: exit %d: %s", code, errOut)
+	}
+	before, err := os.Readlink(filepath.Join(out, publish.Current))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := filepath.Join(dir, "newer.db")
+	st, err = state.Open(t.Context(), newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db, err := sql.Open("sqlite", newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO schema_version (version, applied) VALUES (999, '')"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	notState := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notState, []byte("not a database"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		state, url string
+		code       int
+		want       string
+	}{
+		{"newer program's state", newer, "http://127.0.0.1:1/pub", ExitFatal, "newer than this program"},
+		{"not a state file", notState, "http://127.0.0.1:1/pub", ExitFatal, "not an rsharvest state store"},
+		{"no state file", filepath.Join(dir, "absent.db"), "http://127.0.0.1:1/pub", ExitUsage, "--state"},
+		{"relative base URL", good, "/pub", ExitUsage, "absolute http(s) URL"},
+		{"base URL without scheme", good, "127.0.0.1/pub", ExitUsage, "absolute http(s) URL"},
+	} {
+		code, _, errOut := run(t, "publish", "--state", tc.state, "--out", out, "--base-url", tc.url)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, want %d with %q: %s", tc.name, code, tc.code, tc.want, errOut)
+		}
+		if after, _ := os.Readlink(filepath.Join(out, publish.Current)); after != before {
+			t.Errorf("%s: the published set moved from %s to %s", tc.name, before, after)
 		}
 	}
 }
