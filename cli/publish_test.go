@@ -26,6 +26,7 @@ import (
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/sink/s3/s3test"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -496,6 +497,93 @@ func TestPublishBadInput(t *testing.T) {
 		}
 		if after, _ := os.Readlink(filepath.Join(out, publish.Current)); after != before {
 			t.Errorf("%s: the published set moved from %s to %s", tc.name, before, after)
+		}
+	}
+}
+
+// TestRepublishFromS3: the bodies held in an S3 sink (a MinIO the test
+// starts) are what "publish serve" serves as the copies and what
+// "publish --dumps" packs: a consumer that cannot reach the origin gets
+// every body, through the lists and through the dump.
+func TestRepublishFromS3(t *testing.T) {
+	ctx := t.Context()
+	minio := s3test.ForTest(t, s3test.Options{Memory: true})
+	bucket, err := minio.NewBucket(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	s3spec := "s3://" + bucket + "/held?endpoint=" + minio.Endpoint() + "&secure=false"
+
+	var refuse atomic.Bool
+	gen := bench.GenOptions{Resources: 60, Packages: 2, Seed: 21, MeanSize: 2 << 10}
+	origin := generatedSource(t, gen, bench.ServeOptions{Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if refuse.Load() {
+				http.NotFound(w, r)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	dir := t.TempDir()
+	st, out := filepath.Join(dir, "state.db"), filepath.Join(dir, "pub")
+	if code, _, errOut := run(t, "baseline", "--source", origin.URL, "--sink", s3spec, "--state", st, "--progress", "none", "--log-level", "warn"); code != 0 {
+		t.Fatalf("baseline into s3: exit %d: %s", code, errOut)
+	}
+	addr := freeAddr(t)
+	base := "http://" + addr + "/pub"
+	if code, _, errOut := run(t, "publish", "--state", st, "--out", out, "--base-url", base, "--copies"); code != 0 {
+		t.Fatalf("publish: exit %d: %s", code, errOut)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(sctx, []string{"publish", "serve", "--out", out, "--base-url", base, "--listen", addr, "--copies-from", s3spec}, &stdout, &stderr)
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 && code != ExitInterrupted {
+			t.Errorf("publish serve: exit %d: %s", code, stderr.String())
+		}
+	}()
+	if servedURL(&stdout, `serving the published source at (http://\S+/)`) == "" {
+		t.Fatalf("publish serve did not start: %s", stderr.String())
+	}
+	truth := map[string]string{}
+	err = bench.Truth(ctx, gen, func(uri string, body io.Reader) error {
+		h := sha256.New()
+		_, err := io.Copy(h, body)
+		truth[uri] = hex.EncodeToString(h.Sum(nil)) // as the packages' manifests name them
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse.Store(true)
+	for i, args := range [][]string{
+		nil, // the lists, each body from the copies in S3
+		{"--dumps", "--copies-from", s3spec, "--dump-size", "50KB"}, // the dump, packed from S3
+	} {
+		if i > 0 {
+			if code, _, errOut := run(t, append([]string{"publish", "--state", st, "--out", out, "--base-url", base, "--copies"}, args...)...); code != 0 {
+				t.Fatalf("publish %v: exit %d: %s", args, code, errOut)
+			}
+		}
+		mirror := filepath.Join(dir, fmt.Sprint("m", i))
+		code, so, errOut := run(t, "baseline", "--source", "http://"+addr+"/.well-known/resourcesync", "--sink", "fs:"+mirror,
+			"--state", filepath.Join(dir, fmt.Sprint("m", i, ".db")), "--progress", "none", "--log-level", "warn")
+		if code != 0 {
+			t.Fatalf("harvest %d of the republished source: exit %d: %s%s", i, code, so, errOut)
+		}
+		if d := diffSums(mirrorSums(t, mirror, slices.Collect(maps.Keys(truth))), truth); d != "" {
+			t.Errorf("harvest %d of the republished source:%s\n%s", i, d, so)
+		}
+		if dumped := regexp.MustCompile(`packages:\s+[1-9]`).MatchString(so); dumped != (i > 0) {
+			t.Errorf("harvest %d read packages: %v\n%s", i, dumped, so)
 		}
 	}
 }
