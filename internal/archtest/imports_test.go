@@ -30,6 +30,7 @@ var allowed = []struct {
 	{"state", []string{"errclass", "fixity", "internal/flock", "internal/retry"}},
 	{"sink/s3/s3test", []string{"sink", "sink/fs", "sink/s3", "errclass", "internal/testbin"}},
 	{"sink/sinktest", []string{"sink", "errclass", "fixity"}},
+	{"sink/es/zinctest", []string{"internal/testbin"}},
 	{"sink/...", []string{"sink", "sink/fs", "errclass", "fixity", "internal/flock", "internal/retry"}},
 	{"source", []string{"errclass", "fixity"}},
 	{"source/sourcetest", []string{"source"}},

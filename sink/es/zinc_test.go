@@ -4,145 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
-	"github.com/rsharvest/rsharvest/internal/testbin"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/sink/es/zinctest"
 	"github.com/rsharvest/rsharvest/sink/sinktest"
 )
 
-// zincVersion must match ZINCSEARCH_VERSION in scripts/servers.sh.
-const zincVersion = "v0.4.10"
-
-// The credentials of the test server's first administrator.
+// The test server's credentials and largest bulk line.
 const (
-	zincUser     = "admin"
-	zincPassword = "Zinc-test-pw1"
-	// zincMaxDoc is the server's ZINC_MAX_DOCUMENT_SIZE: the longest bulk
-	// line it takes (decimal megabytes).
-	zincMaxDoc = 12_000_000
+	zincUser     = zinctest.User
+	zincPassword = zinctest.Password
+	zincMaxDoc   = zinctest.MaxDoc
 )
 
-// zincServer is one ZincSearch process, shared by the package's tests.
-type zincServer struct {
-	url    string // base URL of the Elasticsearch API, …/es
-	dir    string // its data and log
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has exited
-	next   atomic.Int64  // numbers the indexes of the tests
-}
-
 // zinc starts the package's ZincSearch on first use; TestMain stops it.
-var zinc = sync.OnceValues(startZinc)
+var zinc = sync.OnceValues(func() (*zinctest.Server, error) { return zinctest.Start("sink/es") })
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if z, err := zinc(); err == nil {
-		z.stop()
+		z.Stop()
 	}
 	os.Exit(code)
-}
-
-// zincBinary finds the ZincSearch binary: $RSHARVEST_ZINCSEARCH, else the
-// one scripts/servers.sh builds and caches (see testbin.Path).
-func zincBinary() (string, error) {
-	return testbin.Path(context.Background(), "RSHARVEST_ZINCSEARCH", "zincsearch", zincVersion)
-}
-
-func startZinc() (*zincServer, error) {
-	bin, err := zincBinary()
-	if err != nil {
-		return nil, fmt.Errorf("no ZincSearch binary (set RSHARVEST_ZINCSEARCH, or run scripts/servers.sh zincsearch): %w", err)
-	}
-	dir, err := os.MkdirTemp("", "rsharvest-zinc-")
-	if err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "zincsearch.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	defer logFile.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	z := &zincServer{url: fmt.Sprintf("http://127.0.0.1:%d/es", port), dir: dir, exited: make(chan struct{})}
-	z.cmd = exec.Command(bin)
-	z.cmd.Dir = dir
-	z.cmd.Env = append(os.Environ(),
-		"ZINC_SENTRY=false",
-		"ZINC_TELEMETRY=false",
-		"ZINC_PROFILER=false",
-		"ZINC_FIRST_ADMIN_USER="+zincUser,
-		"ZINC_FIRST_ADMIN_PASSWORD="+zincPassword,
-		"ZINC_DATA_PATH="+filepath.Join(dir, "data"),
-		"ZINC_SERVER_ADDRESS=127.0.0.1",
-		fmt.Sprintf("ZINC_SERVER_PORT=%d", port),
-		"ZINC_WAL_SYNC_INTERVAL=10ms",
-		fmt.Sprintf("ZINC_MAX_DOCUMENT_SIZE=%d", zincMaxDoc),
-		"GIN_MODE=release",
-	)
-	z.cmd.Stdout, z.cmd.Stderr = logFile, logFile
-	setPdeathsig(z.cmd)
-	start := time.Now()
-	if err := z.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	var waitErr error
-	go func() {
-		waitErr = z.cmd.Wait()
-		close(z.exited)
-	}()
-	failed := func(format string, a ...any) (*zincServer, error) {
-		z.stop()
-		logs, _ := os.ReadFile(logPath)
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("%s: %s; its output:\n%s", bin, fmt.Sprintf(format, a...), logs)
-	}
-	health := fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
-	for {
-		if resp, err := http.Get(health); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				fmt.Fprintf(os.Stderr, "sink/es: ZincSearch %s up on port %d in %v\n", zincVersion, port, time.Since(start).Round(time.Millisecond))
-				return z, nil
-			}
-		}
-		select {
-		case <-z.exited:
-			return failed("exited at start (%v)", waitErr)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Since(start) > 30*time.Second {
-			return failed("no answer on port %d in 30 s", port)
-		}
-	}
-}
-
-// stop kills the server and waits for it to exit.
-func (z *zincServer) stop() {
-	_ = z.cmd.Process.Kill()
-	<-z.exited
-	os.RemoveAll(z.dir)
 }
 
 // newZinc opens a sink on two new indexes of the test ZincSearch.
@@ -152,9 +43,9 @@ func newZinc(t *testing.T, opts Options) *ES {
 	if err != nil {
 		t.Fatalf("ZincSearch: %v", err)
 	}
-	opts.URL = z.url
+	opts.URL = z.URL
 	opts.Username, opts.Password = zincUser, zincPassword
-	opts.Index = fmt.Sprintf("t%d", z.next.Add(1))
+	opts.Index = z.NewIndex()
 	if opts.RetryWait == 0 {
 		opts.RetryWait = 10 * time.Millisecond
 	}
@@ -179,14 +70,14 @@ func TestZincOpenRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ZincSearch: %v", err)
 	}
-	spec := strings.Replace(z.url, "http://", "http://"+zincUser+":not-"+zincPassword+"@", 1) + "/refused"
+	spec := strings.Replace(z.URL, "http://", "http://"+zincUser+":not-"+zincPassword+"@", 1) + "/refused"
 	_, err = Open(t.Context(), spec)
 	if !errclass.IsFatal(err) || strings.Contains(err.Error(), zincPassword) {
 		t.Errorf("Open with a wrong password = %v, want fatal without the password", err)
 	}
 	t.Setenv("ES_USERNAME", zincUser)
 	t.Setenv("ES_PASSWORD", zincPassword)
-	s, err := Open(t.Context(), z.url+"/fromenv?batch=2")
+	s, err := Open(t.Context(), z.URL+"/fromenv?batch=2")
 	if err != nil {
 		t.Fatalf("Open with ES_USERNAME/ES_PASSWORD: %v", err)
 	}

@@ -1,9 +1,9 @@
 //go:build !linux
 
-package es
+package zinctest
 
 import "os/exec"
 
 // setPdeathsig does nothing where the kernel cannot kill a child with its
-// parent; TestMain still stops the server.
+// parent; the caller still stops the server.
 func setPdeathsig(*exec.Cmd) {}

@@ -1,4 +1,4 @@
-package es
+package zinctest
 
 import (
 	"os/exec"
