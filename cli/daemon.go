@@ -15,6 +15,7 @@ import (
 	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/status"
@@ -86,7 +87,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 					defer closeBodies(context.WithoutCancel(ctx))
 					opts.Bodies = inv
 				}
-				pub = &publisher{st: st, opts: opts, a: a}
+				pub = &publisher{h: publish.FromState(st), opts: opts, a: a}
 				if _, err := pub.run(ctx); err != nil {
 					return err
 				}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/publish"
+	"github.com/rsharvest/rsharvest/publish/fromes"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
@@ -24,6 +25,7 @@ type publishFlags struct {
 	stateFile, out, baseURL, period string
 	copies, dumps                   bool
 	listen, copiesFrom, dumpSize    string
+	fromES                          string
 }
 
 func (f *publishFlags) register(c *cobra.Command, withState bool) {
@@ -31,6 +33,7 @@ func (f *publishFlags) register(c *cobra.Command, withState bool) {
 	p := f.prefix
 	if withState {
 		fl.StringVar(&f.stateFile, "state", "rsharvest.db", "state store file (SQLite) to publish from")
+		fl.StringVar(&f.fromES, "from-es", "", "publish instead from the resource and change documents an es sink wrote: http://HOST:PORT[/es]/INDEX[?changes=INDEX&resource_set=NAME]")
 	}
 	fl.StringVar(&f.out, p+"out", "", "output directory: generations of documents, the published one linked as DIR/current")
 	fl.StringVar(&f.baseURL, p+"base-url", "", "absolute http(s) URL at which DIR/current is served")
@@ -132,7 +135,7 @@ func (f *publishFlags) serve(ctx context.Context, a *app, log *slog.Logger) (sto
 // publisher publishes from one state store, one run at a time.
 type publisher struct {
 	mu   sync.Mutex
-	st   *state.Store
+	h    publish.Holdings
 	opts publish.Options
 	a    *app
 }
@@ -140,7 +143,7 @@ type publisher struct {
 func (p *publisher) run(ctx context.Context) (publish.Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res, err := publish.Publish(ctx, publish.FromState(p.st), p.opts)
+	res, err := publish.Publish(ctx, p.h, p.opts)
 	if err != nil {
 		return res, err
 	}
@@ -151,11 +154,24 @@ func (p *publisher) run(ctx context.Context) (publish.Result, error) {
 	return res, nil
 }
 
-func openPublishState(ctx context.Context, file string) (*state.Store, error) {
-	if _, err := os.Stat(file); err != nil {
-		return nil, usagef("--state: %v", err)
+// holdings opens what to publish: the es sink's index (--from-es), or the
+// state store. close releases it.
+func (f *publishFlags) holdings(ctx context.Context) (h publish.Holdings, close func() error, err error) {
+	if f.fromES != "" {
+		h, err := fromes.Open(ctx, f.fromES, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return h, func() error { return nil }, nil
 	}
-	return state.Open(ctx, file)
+	if _, err := os.Stat(f.stateFile); err != nil {
+		return nil, nil, usagef("--state: %v", err)
+	}
+	st, err := state.Open(ctx, f.stateFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return publish.FromState(st), st.Close, nil
 }
 
 // publishCommand returns the "publish" command and its "serve".
@@ -180,11 +196,11 @@ Serve DIR/current at --base-url, or run "rsharvest publish serve".`,
 			if err != nil {
 				return err
 			}
-			st, err := openPublishState(c.Context(), f.stateFile)
+			h, closeH, err := f.holdings(c.Context())
 			if err != nil {
 				return err
 			}
-			defer st.Close()
+			defer closeH()
 			if f.dumps {
 				inv, closeBodies, err := f.bodies(c.Context())
 				if err != nil {
@@ -193,7 +209,7 @@ Serve DIR/current at --base-url, or run "rsharvest publish serve".`,
 				defer closeBodies(context.WithoutCancel(c.Context()))
 				opts.Bodies = inv
 			}
-			_, err = (&publisher{st: st, opts: opts, a: a}).run(c.Context())
+			_, err = (&publisher{h: h, opts: opts, a: a}).run(c.Context())
 			return err
 		},
 	}
@@ -236,12 +252,20 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 			}
 			var pub *publisher
 			if !sched.IsZero() {
-				st, err := openPublishState(ctx, f.stateFile)
+				h, closeH, err := f.holdings(ctx)
 				if err != nil {
 					return err
 				}
-				defer st.Close()
-				pub = &publisher{st: st, opts: opts, a: a}
+				defer closeH()
+				if f.dumps {
+					inv, closeBodies, err := f.bodies(ctx)
+					if err != nil {
+						return err
+					}
+					defer closeBodies(context.WithoutCancel(ctx))
+					opts.Bodies = inv
+				}
+				pub = &publisher{h: h, opts: opts, a: a}
 				if _, err := pub.run(ctx); err != nil {
 					return err
 				}
@@ -274,7 +298,7 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 	}
 	f.register(c, true)
 	f.registerServe(c)
-	c.Flags().StringVar(&every, "every", "", `publish from --state at start and on this schedule ("every 1h", "every 1d", or cron); without it, only serve`)
+	c.Flags().StringVar(&every, "every", "", `publish from --state (or --from-es) at start and on this schedule ("every 1h", "every 1d", or cron); without it, only serve`)
 	return c
 }
 
