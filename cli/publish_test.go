@@ -25,6 +25,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/publish"
+	"github.com/rsharvest/rsharvest/sink/es/zinctest"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/sink/s3/s3test"
 	"github.com/rsharvest/rsharvest/state"
@@ -585,5 +586,82 @@ func TestRepublishFromS3(t *testing.T) {
 		if dumped := regexp.MustCompile(`packages:\s+[1-9]`).MatchString(so); dumped != (i > 0) {
 			t.Errorf("harvest %d read packages: %v\n%s", i, dumped, so)
 		}
+	}
+}
+
+// TestPublishFromES: what an es sink wrote (into a ZincSearch the test
+// starts) is republished with --from-es, bodies and all (the sink keeps
+// them, store_body), and harvested again by rsharvest from the copies.
+func TestPublishFromES(t *testing.T) {
+	z, err := zinctest.Start("cli")
+	if err != nil {
+		t.Fatalf("ZincSearch: %v", err)
+	}
+	defer z.Stop()
+	index := strings.Replace(z.URL, "http://", "http://"+zinctest.User+":"+zinctest.Password+"@", 1) + "/" + z.NewIndex()
+	gen := bench.GenOptions{Resources: 30, Packages: 1, Seed: 5, MeanSize: 1 << 10, NoOddNames: true}
+	origin := generatedSource(t, gen, bench.ServeOptions{})
+	dir := t.TempDir()
+	if code, _, errOut := run(t, "baseline", "--source", origin.URL, "--sink", "es:"+index+"?store_body=true", "--state", filepath.Join(dir, "state.db"), "--progress", "none", "--log-level", "warn"); code != 0 {
+		t.Fatalf("baseline into es: exit %d: %s", code, errOut)
+	}
+	addr := freeAddr(t)
+	base := "http://" + addr + "/pub"
+	out := filepath.Join(dir, "pub")
+	publishES := func() (int, string) {
+		// ZincSearch shows a write a moment after it is acknowledged: a
+		// view that saw the indexes change is refused (retryable) and
+		// taken again.
+		var code int
+		var errOut string
+		for range 20 {
+			if code, _, errOut = run(t, "publish", "--from-es", index, "--out", out, "--base-url", base, "--copies"); code == 0 || !strings.Contains(errOut, "idle") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return code, errOut
+	}
+	if code, errOut := publishES(); code != 0 {
+		t.Fatalf("publish --from-es: exit %d: %s", code, errOut)
+	}
+	if n := publishedResources(t, out); n != 30 {
+		t.Fatalf("published %d resources from the index, want 30", n)
+	}
+	sctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(sctx, []string{"publish", "serve", "--out", out, "--base-url", base, "--listen", addr, "--copies-from", "es:" + index}, &stdout, &stderr)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	if servedURL(&stdout, `serving the published source at (http://\S+/)`) == "" {
+		t.Fatalf("publish serve did not start: %s", stderr.String())
+	}
+	origin.Close()
+	mirror := filepath.Join(dir, "again")
+	if code, so, errOut := run(t, "baseline", "--source", "http://"+addr+"/.well-known/resourcesync", "--sink", "fs:"+mirror,
+		"--state", filepath.Join(dir, "again.db"), "--progress", "none", "--log-level", "warn"); code != 0 {
+		t.Fatalf("harvest of the republished index: exit %d: %s%s", code, so, errOut)
+	}
+	truth := map[string]string{}
+	if err := bench.Truth(t.Context(), gen, func(uri string, body io.Reader) error {
+		h := sha256.New()
+		_, err := io.Copy(h, body)
+		truth[uri] = hex.EncodeToString(h.Sum(nil))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSums(mirrorSums(t, mirror, slices.Collect(maps.Keys(truth))), truth); d != "" {
+		t.Errorf("the harvest of the republished index:%s", d)
+	}
+	// A bad index: a clear error.
+	code, _, errOut := run(t, "publish", "--from-es", index+"-nothing", "--out", filepath.Join(dir, "pub2"), "--base-url", base)
+	if code == 0 || !strings.Contains(errOut, "-nothing") {
+		t.Errorf("publish from an index the es sink did not write: exit %d: %s", code, errOut)
 	}
 }
