@@ -140,7 +140,7 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 	include := func(c *state.ChangeRecord) bool { return c.Change == state.ChangeDeleted || !c.Superseded }
 	pg := &pager{max: int64(p.o.MaxEntries), budget: p.o.DumpSize}
 	var last time.Time
-	if err := v.Changes(ctx, src, func(c state.ChangeRecord) error {
+	if err := v.Changes(ctx, src, true, func(c state.ChangeRecord) error {
 		if !include(&c) {
 			return ctx.Err()
 		}
@@ -175,7 +175,7 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 		pkgs[k].length, pkgs[k].sum = dp.length, dp.sum
 		return nil
 	}
-	if err := v.Changes(ctx, src, func(c state.ChangeRecord) error {
+	if err := v.Changes(ctx, src, true, func(c state.ChangeRecord) error {
 		if !include(&c) {
 			return ctx.Err()
 		}

@@ -32,8 +32,11 @@ type View interface {
 	// holds, in URI order, the same order each time within one view.
 	Resources(ctx context.Context, source string, fn func(state.Resource) error) error
 	// Changes calls fn for each change of source with a recorded stamp,
-	// in the order recorded, the same each time within one view.
-	Changes(ctx context.Context, source string, fn func(state.ChangeRecord) error) error
+	// in the order recorded, the same each time within one view; with
+	// superseded, each change tells whether a later change of its
+	// resource is recorded (ChangeRecord.Superseded), which may cost a
+	// look-up per change.
+	Changes(ctx context.Context, source string, superseded bool, fn func(state.ChangeRecord) error) error
 }
 
 // FromState returns the Holdings of a state store.
@@ -63,6 +66,6 @@ func (s stateView) Resources(ctx context.Context, source string, fn func(state.R
 	return s.v.WalkResources(ctx, state.ResourceQuery{Source: source, Held: true}, fn)
 }
 
-func (s stateView) Changes(ctx context.Context, source string, fn func(state.ChangeRecord) error) error {
-	return s.v.WalkChanges(ctx, source, time.Time{}, fn)
+func (s stateView) Changes(ctx context.Context, source string, superseded bool, fn func(state.ChangeRecord) error) error {
+	return s.v.WalkChanges(ctx, state.ChangeQuery{Source: source, Superseded: superseded}, fn)
 }

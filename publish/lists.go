@@ -270,7 +270,7 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 	period := p.o.ChangePeriod
 	pg := p.newPager()
 	var last time.Time
-	if err := v.Changes(ctx, src, func(c state.ChangeRecord) error {
+	if err := v.Changes(ctx, src, false, func(c state.ChangeRecord) error {
 		e := p.changeEntry(&c)
 		per := c.Recorded.UTC().Truncate(period)
 		pg.add(entryBound(&e), per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
@@ -303,7 +303,7 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 		k++
 		return pw.start(p.g, pageRel(k), header(k))
 	}
-	if err := v.Changes(ctx, src, func(c state.ChangeRecord) error {
+	if err := v.Changes(ctx, src, false, func(c state.ChangeRecord) error {
 		for k+1 < len(pg.pages) && i == pg.pages[k+1].first && pg.pages[k+1].n > 0 {
 			if err := next(); err != nil {
 				return err

@@ -134,23 +134,35 @@ func walkResources(ctx context.Context, db querier, q ResourceQuery, fn func(Res
 	return nil
 }
 
-// WalkChanges calls fn for each change recorded from source after the
-// recorded stamp after (every change when after is zero), in the order
-// they were recorded, streaming the rows, each with Superseded set when a
-// later change of its resource is recorded. Changes recorded before their
-// stamp was kept (by an older version) are not walked. An error from fn
-// stops the walk and is returned unchanged.
-func (v *Snapshot) WalkChanges(ctx context.Context, source string, after time.Time, fn func(ChangeRecord) error) error {
-	a, err := encodeTime(after)
+// ChangeQuery selects changes for Snapshot.WalkChanges.
+type ChangeQuery struct {
+	// Source is the source whose changes are walked.
+	Source string
+	// After walks only the changes recorded after it (zero: all).
+	After time.Time
+	// Superseded sets ChangeRecord.Superseded (a look-up per change).
+	Superseded bool
+}
+
+// WalkChanges calls fn for each change q selects, in the order they were
+// recorded, streaming the rows. Changes recorded before their stamp was
+// kept (by an older version) are not walked. An error from fn stops the
+// walk and is returned unchanged.
+func (v *Snapshot) WalkChanges(ctx context.Context, q ChangeQuery, fn func(ChangeRecord) error) error {
+	a, err := encodeTime(q.After)
 	if err != nil {
 		return fatal("walk changes", err)
 	}
 	if a == nil {
 		a = ""
 	}
-	rows, err := v.tx.QueryContext(ctx, "SELECT "+changeCols+`, EXISTS (SELECT 1 FROM changes l
-			WHERE l.source = c.source AND l.uri = c.uri AND l.recorded > c.recorded)
-		FROM changes c WHERE source = ? AND recorded IS NOT NULL AND recorded > ? ORDER BY recorded, id`, source, a)
+	superseded := "0"
+	if q.Superseded {
+		superseded = `EXISTS (SELECT 1 FROM changes l
+			WHERE l.source = c.source AND l.uri = c.uri AND l.recorded > c.recorded)`
+	}
+	rows, err := v.tx.QueryContext(ctx, "SELECT "+changeCols+", "+superseded+`
+		FROM changes c WHERE source = ? AND recorded IS NOT NULL AND recorded > ? ORDER BY recorded, id`, q.Source, a)
 	if err != nil {
 		return fatal("walk changes", err)
 	}

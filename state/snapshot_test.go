@@ -96,7 +96,7 @@ func TestView(t *testing.T) {
 		var got []string
 		walk := func(src string, after time.Time) error {
 			got, prev = nil, time.Time{}
-			return v.WalkChanges(ctx, src, after, func(c ChangeRecord) error {
+			return v.WalkChanges(ctx, ChangeQuery{Source: src, After: after, Superseded: true}, func(c ChangeRecord) error {
 				if !c.Recorded.After(prev) {
 					t.Errorf("change %s recorded %v, not after %v", c.URI, c.Recorded, prev)
 				}

@@ -238,7 +238,7 @@ func (v *view) resource(d *es.StoredResource) state.Resource {
 
 // Changes calls fn for each change document, in the order recorded, with
 // increasing Recorded stamps (see the package documentation).
-func (v *view) Changes(ctx context.Context, source string, fn func(state.ChangeRecord) error) error {
+func (v *view) Changes(ctx context.Context, source string, _ bool, fn func(state.ChangeRecord) error) error {
 	if err := v.check(ctx, source, false); err != nil {
 		return err
 	}

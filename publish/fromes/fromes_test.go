@@ -268,7 +268,7 @@ func TestHoldings(t *testing.T) {
 				checkResources(t, walks[0], wantRes, start, end)
 
 				var changes []state.ChangeRecord
-				if err := v.Changes(ctx, source, func(c state.ChangeRecord) error {
+				if err := v.Changes(ctx, source, true, func(c state.ChangeRecord) error {
 					changes = append(changes, c)
 					return nil
 				}); err != nil {
