@@ -79,15 +79,11 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 				if err != nil {
 					return err
 				}
-				if pf.dumps {
-					inv, closeBodies, err := pf.bodies(ctx)
-					if err != nil {
-						return err
-					}
-					defer closeBodies(context.WithoutCancel(ctx))
-					opts.Bodies = inv
+				var closePub func()
+				if pub, closePub, err = pf.publisher(ctx, a, publish.FromState(st), opts); err != nil {
+					return err
 				}
-				pub = &publisher{h: publish.FromState(st), opts: opts, a: a}
+				defer closePub()
 				if _, err := pub.run(ctx); err != nil {
 					return err
 				}

@@ -58,23 +58,7 @@ func TestOAIPMH(t *testing.T) {
 				if i > 0 && !strings.Contains(out, "incremental of") {
 					t.Errorf("sync after a baseline did not run incremental:\n%s", out)
 				}
-				held := map[string]string{}
-				err := filepath.WalkDir(mirror, func(p string, d os.DirEntry, err error) error {
-					if err != nil || d.IsDir() || strings.Contains(p, ".rsharvest") {
-						return err
-					}
-					rel, _ := filepath.Rel(mirror, p)
-					uri, err := fssink.Decode(filepath.ToSlash(rel))
-					if err != nil {
-						return err
-					}
-					b, err := os.ReadFile(p)
-					held[uri] = string(b)
-					return err
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
+				held := heldBodies(t, mirror)
 				live := 0
 				for _, rec := range repo.Records() {
 					body, ok := held[rec.Identifier]

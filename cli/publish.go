@@ -154,6 +154,21 @@ func (p *publisher) run(ctx context.Context) (publish.Result, error) {
 	return res, nil
 }
 
+// publisher returns the publisher of h with opts, with the sink of the
+// bodies open when dumps are asked for; close closes that sink.
+func (f *publishFlags) publisher(ctx context.Context, a *app, h publish.Holdings, opts publish.Options) (p *publisher, close func(), err error) {
+	close = func() {}
+	if f.dumps {
+		inv, closeBodies, err := f.bodies(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Bodies = inv
+		close = func() { _ = closeBodies(context.WithoutCancel(ctx)) }
+	}
+	return &publisher{h: h, opts: opts, a: a}, close, nil
+}
+
 // holdings opens what to publish: the es sink's index (--from-es), or the
 // state store. close releases it.
 func (f *publishFlags) holdings(ctx context.Context) (h publish.Holdings, close func() error, err error) {
@@ -201,15 +216,12 @@ Serve DIR/current at --base-url, or run "rsharvest publish serve".`,
 				return err
 			}
 			defer closeH()
-			if f.dumps {
-				inv, closeBodies, err := f.bodies(c.Context())
-				if err != nil {
-					return err
-				}
-				defer closeBodies(context.WithoutCancel(c.Context()))
-				opts.Bodies = inv
+			pub, closePub, err := f.publisher(c.Context(), a, h, opts)
+			if err != nil {
+				return err
 			}
-			_, err = (&publisher{h: h, opts: opts, a: a}).run(c.Context())
+			defer closePub()
+			_, err = pub.run(c.Context())
 			return err
 		},
 	}
@@ -257,15 +269,11 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 					return err
 				}
 				defer closeH()
-				if f.dumps {
-					inv, closeBodies, err := f.bodies(ctx)
-					if err != nil {
-						return err
-					}
-					defer closeBodies(context.WithoutCancel(ctx))
-					opts.Bodies = inv
+				var closePub func()
+				if pub, closePub, err = f.publisher(ctx, a, h, opts); err != nil {
+					return err
 				}
-				pub = &publisher{h: h, opts: opts, a: a}
+				defer closePub()
 				if _, err := pub.run(ctx); err != nil {
 					return err
 				}

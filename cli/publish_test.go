@@ -308,6 +308,25 @@ func appliedChanges(t *testing.T, file string) []string {
 	return out
 }
 
+// startPublishServe runs "publish serve" with args until the test ends,
+// once it says it serves.
+func startPublishServe(t *testing.T, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, append([]string{"publish", "serve"}, args...), &stdout, &stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 && code != ExitInterrupted {
+			t.Errorf("publish serve: exit %d: %s", code, stderr.String())
+		}
+	})
+	if servedURL(&stdout, `serving the published source at (http://\S+/)`) == "" {
+		t.Fatalf("publish serve did not start: %s", stderr.String())
+	}
+}
+
 // freeAddr returns a loopback address nothing listens on now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -361,22 +380,8 @@ func TestPublishServeOAI(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	base := "http://" + addr + "/rs"
-	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"publish", "serve", "--state", st, "--out", out, "--base-url", base, "--listen", addr,
-			"--copies", "--copies-from", "fs:" + mirror, "--every", "every 1h"}, &stdout, &stderr)
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != 0 && code != ExitInterrupted {
-			t.Errorf("publish serve: exit %d: %s", code, stderr.String())
-		}
-	}()
-	if servedURL(&stdout, `serving the published source at (http://\S+/)`) == "" {
-		t.Fatalf("publish serve did not start: %s", stderr.String())
-	}
+	startPublishServe(t, "--state", st, "--out", out, "--base-url", base, "--listen", addr,
+		"--copies", "--copies-from", "fs:"+mirror, "--every", "every 1h")
 	get := func(path string, hdr ...string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
@@ -539,21 +544,7 @@ func TestRepublishFromS3(t *testing.T) {
 	if code, _, errOut := run(t, "publish", "--state", st, "--out", out, "--base-url", base, "--copies"); code != 0 {
 		t.Fatalf("publish: exit %d: %s", code, errOut)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(sctx, []string{"publish", "serve", "--out", out, "--base-url", base, "--listen", addr, "--copies-from", s3spec}, &stdout, &stderr)
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != 0 && code != ExitInterrupted {
-			t.Errorf("publish serve: exit %d: %s", code, stderr.String())
-		}
-	}()
-	if servedURL(&stdout, `serving the published source at (http://\S+/)`) == "" {
-		t.Fatalf("publish serve did not start: %s", stderr.String())
-	}
+	startPublishServe(t, "--out", out, "--base-url", base, "--listen", addr, "--copies-from", s3spec)
 	truth := map[string]string{}
 	err = bench.Truth(ctx, gen, func(uri string, body io.Reader) error {
 		h := sha256.New()
@@ -628,19 +619,7 @@ func TestPublishFromES(t *testing.T) {
 	if n := publishedResources(t, out); n != 30 {
 		t.Fatalf("published %d resources from the index, want 30", n)
 	}
-	sctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(sctx, []string{"publish", "serve", "--out", out, "--base-url", base, "--listen", addr, "--copies-from", "es:" + index}, &stdout, &stderr)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	if servedURL(&stdout, `serving the published source at (http://\S+/)`) == "" {
-		t.Fatalf("publish serve did not start: %s", stderr.String())
-	}
+	startPublishServe(t, "--out", out, "--base-url", base, "--listen", addr, "--copies-from", "es:"+index)
 	origin.Close()
 	mirror := filepath.Join(dir, "again")
 	if code, so, errOut := run(t, "baseline", "--source", "http://"+addr+"/.well-known/resourcesync", "--sink", "fs:"+mirror,

@@ -42,53 +42,34 @@ type dumpPackage struct {
 // copied as they are (zip.Writer.Copy). Memory holds one package's
 // directory, never the dump.
 func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL string) (string, error) {
-	var pkgs []dumpPackage
-	var cur *packageBuilder
-	defer func() {
-		if cur != nil {
-			cur.discard()
-		}
-	}()
-	finish := func() error {
-		if cur == nil {
-			return nil
-		}
-		dp, err := cur.finish(ctx)
-		cur = nil
-		if err != nil {
-			return err
-		}
-		pkgs = append(pkgs, dp)
-		return nil
-	}
+	var pk packer
+	defer pk.discard()
 	err := v.Resources(ctx, src, func(r state.Resource) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if cur != nil && (cur.n == int64(p.o.MaxEntries) || (cur.bytes > 0 && cur.bytes+max(r.Length, 0) > p.o.DumpSize)) {
-			if err := finish(); err != nil {
+		if cur := pk.cur; cur == nil || cur.n == int64(p.o.MaxEntries) || (cur.bytes > 0 && cur.bytes+max(r.Length, 0) > p.o.DumpSize) {
+			if err := pk.end(ctx); err != nil {
 				return err
 			}
-		}
-		if cur == nil {
-			var err error
-			rel := fmt.Sprintf("%s/resourcedump-%05d.zip", dir, len(pkgs)+1)
+			rel := fmt.Sprintf("%s/resourcedump-%05d.zip", dir, len(pk.done)+1)
 			md := manifest.NewMetadata()
 			md.Capability, md.At, md.Completed = manifest.ResourceDumpManifest, p.at, p.at
-			if cur, err = p.newPackage(rel, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}}); err != nil {
+			if err := pk.start(ctx, p, rel, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}}); err != nil {
 				return err
 			}
 		}
 		e := p.resourceEntry(&r)
 		e.Links = nil
-		return cur.add(ctx, p, r.URI, &e)
+		return pk.cur.add(ctx, p, r.URI, &e)
 	})
 	if err == nil {
-		err = finish()
+		err = pk.end(ctx)
 	}
 	if err != nil {
 		return "", err
 	}
+	pkgs := pk.done
 	md := manifest.NewMetadata()
 	md.Capability, md.At, md.Completed = manifest.ResourceDump, p.at, p.at
 	return p.dumpDocument(dir+"/resourcedump.xml", md, capURL, pkgs)
@@ -156,59 +137,38 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 	for k := range pg.pages {
 		pkgs[k] = dumpPackage{rel: p.pageName(dir+"/changedump", pg.pages, k) + ".zip", from: bounds[k][0], until: bounds[k][1]}
 	}
-	var cur *packageBuilder
-	defer func() {
-		if cur != nil {
-			cur.discard()
-		}
-	}()
-	k, i := -1, int64(0)
-	finish := func() error {
-		if cur == nil {
-			return nil
-		}
-		dp, err := cur.finish(ctx)
-		cur = nil
-		if err != nil {
-			return err
-		}
-		pkgs[k].length, pkgs[k].sum = dp.length, dp.sum
-		return nil
+	var pk packer
+	defer pk.discard()
+	open := func(k int) error {
+		md := manifest.NewMetadata()
+		md.Capability, md.From, md.Until = manifest.ChangeDumpManifest, bounds[k][0], bounds[k][1]
+		return pk.start(ctx, p, pkgs[k].rel, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}})
 	}
+	cur := newCursor(pg)
 	if err := v.Changes(ctx, src, true, func(c state.ChangeRecord) error {
 		if !include(&c) {
 			return ctx.Err()
 		}
-		if k+1 < len(pg.pages) && i == pg.pages[k+1].first {
-			if err := finish(); err != nil {
-				return err
-			}
-			k++
-			md := manifest.NewMetadata()
-			md.Capability, md.From, md.Until = manifest.ChangeDumpManifest, bounds[k][0], bounds[k][1]
-			var err error
-			if cur, err = p.newPackage(pkgs[k].rel, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}}); err != nil {
-				return err
-			}
+		if err := cur.next(open); err != nil {
+			return err
 		}
-		if k < 0 || i >= pg.pages[k].first+pg.pages[k].n {
-			return errChanged
-		}
-		i++
 		e := p.changeEntry(&c)
 		e.Links = nil
 		if c.Change == state.ChangeDeleted {
-			return cur.addEntry(&e)
+			return pk.cur.addEntry(&e)
 		}
-		return cur.add(ctx, p, c.URI, &e)
+		return pk.cur.add(ctx, p, c.URI, &e)
 	}); err != nil {
 		return "", err
 	}
-	if i != pg.i {
-		return "", errChanged
-	}
-	if err := finish(); err != nil {
+	if err := cur.end(open); err != nil {
 		return "", err
+	}
+	if err := pk.end(ctx); err != nil {
+		return "", err
+	}
+	for k := range pkgs {
+		pkgs[k].length, pkgs[k].sum = pk.done[k].length, pk.done[k].sum
 	}
 	md := manifest.NewMetadata()
 	md.Capability = manifest.ChangeDump
@@ -218,6 +178,43 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 		md.From = p.now.Truncate(period)
 	}
 	return p.dumpDocument(dir+"/changedump.xml", md, capURL, pkgs)
+}
+
+// packer writes a dump's packages one after the other.
+type packer struct {
+	cur  *packageBuilder
+	done []dumpPackage
+}
+
+// start ends the package being written, if any, and starts the next.
+func (k *packer) start(ctx context.Context, p *publisher, rel string, h manifest.Header) error {
+	if err := k.end(ctx); err != nil {
+		return err
+	}
+	b, err := p.newPackage(rel, h)
+	k.cur = b
+	return err
+}
+
+// end writes the package being written, if any.
+func (k *packer) end(ctx context.Context) error {
+	if k.cur == nil {
+		return nil
+	}
+	dp, err := k.cur.finish(ctx)
+	k.cur = nil
+	if err != nil {
+		return err
+	}
+	k.done = append(k.done, dp)
+	return nil
+}
+
+// discard removes the scratch files of a package left unfinished.
+func (k *packer) discard() {
+	if k.cur != nil {
+		k.cur.discard()
+	}
 }
 
 // packageBuilder builds one package (see resourceDump).

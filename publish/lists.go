@@ -53,6 +53,69 @@ func (pg *pager) add(bound int64, period, stamp time.Time, newPeriod bool) {
 	pg.i++
 }
 
+// cursor follows a list's second walk through the pages its first walk
+// cut.
+type cursor struct {
+	pages []page
+	total int64
+	k     int
+	i     int64
+}
+
+func newCursor(pg *pager) *cursor { return &cursor{pages: pg.pages, total: pg.i, k: -1} }
+
+// next places the walk's next item: open is called for each page that
+// starts with it, and the item must lie in the first walk's pages
+// (errChanged otherwise).
+func (c *cursor) next(open func(k int) error) error {
+	for c.k+1 < len(c.pages) && c.i == c.pages[c.k+1].first && c.pages[c.k+1].n > 0 {
+		c.k++
+		if err := open(c.k); err != nil {
+			return err
+		}
+	}
+	if c.k < 0 || c.i >= c.pages[c.k].first+c.pages[c.k].n {
+		return errChanged
+	}
+	c.i++
+	return nil
+}
+
+// end checks that the walk met every item of the first, and opens the
+// pages left, which are empty.
+func (c *cursor) end(open func(k int) error) error {
+	if c.i != c.total {
+		return errChanged
+	}
+	for c.k+1 < len(c.pages) {
+		c.k++
+		if err := open(c.k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePages is a list's second walk: each item's entry is written into
+// the page the cursor places it in (open starts page k), and counted.
+func writePages[T any](walk func(func(T) error) error, pg *pager, pw *pageWriter, open func(k int) error, entry func(*T) manifest.Entry, count *int64) error {
+	cur := newCursor(pg)
+	if err := walk(func(x T) error {
+		if err := cur.next(open); err != nil {
+			return err
+		}
+		e := entry(&x)
+		*count++
+		return pw.w.Write(&e)
+	}); err != nil {
+		return err
+	}
+	if err := cur.end(open); err != nil {
+		return err
+	}
+	return pw.end()
+}
+
 // escBound is an upper bound of s's length once escaped as XML text.
 func escBound(s string) int64 {
 	var n int64
@@ -189,36 +252,19 @@ func (p *publisher) resourceList(ctx context.Context, v View, src, dir, capURL s
 	}
 	var pw pageWriter
 	defer pw.discard()
-	k, i := -1, int64(0)
 	if len(pg.pages) == 0 {
 		if err := pw.start(p.g, pageRel(0), header()); err != nil {
 			return "", err
 		}
 	}
-	if err := v.Resources(ctx, src, func(r state.Resource) error {
-		if k+1 < len(pg.pages) && i == pg.pages[k+1].first {
-			if err := pw.end(); err != nil {
-				return err
-			}
-			k++
-			if err := pw.start(p.g, pageRel(k), header()); err != nil {
-				return err
-			}
+	open := func(k int) error {
+		if err := pw.end(); err != nil {
+			return err
 		}
-		if k < 0 || i >= pg.pages[k].first+pg.pages[k].n {
-			return errChanged
-		}
-		i++
-		e := p.resourceEntry(&r)
-		p.res.Resources++
-		return pw.w.Write(&e)
-	}); err != nil {
-		return "", err
+		return pw.start(p.g, pageRel(k), header())
 	}
-	if i != pg.i {
-		return "", errChanged
-	}
-	if err := pw.end(); err != nil {
+	walk := func(fn func(state.Resource) error) error { return v.Resources(ctx, src, fn) }
+	if err := writePages(walk, pg, &pw, open, p.resourceEntry, &p.res.Resources); err != nil {
 		return "", err
 	}
 	if single {
@@ -295,39 +341,14 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 	}
 	var pw pageWriter
 	defer pw.discard()
-	k, i := -1, int64(0)
-	next := func() error {
+	open := func(k int) error {
 		if err := pw.end(); err != nil {
 			return err
 		}
-		k++
 		return pw.start(p.g, pageRel(k), header(k))
 	}
-	if err := v.Changes(ctx, src, false, func(c state.ChangeRecord) error {
-		for k+1 < len(pg.pages) && i == pg.pages[k+1].first && pg.pages[k+1].n > 0 {
-			if err := next(); err != nil {
-				return err
-			}
-		}
-		if k < 0 || i >= pg.pages[k].first+pg.pages[k].n {
-			return errChanged
-		}
-		i++
-		e := p.changeEntry(&c)
-		p.res.Changes++
-		return pw.w.Write(&e)
-	}); err != nil {
-		return "", err
-	}
-	if i != pg.i {
-		return "", errChanged
-	}
-	for k+1 < len(pg.pages) {
-		if err := next(); err != nil {
-			return "", err
-		}
-	}
-	if err := pw.end(); err != nil {
+	walk := func(fn func(state.ChangeRecord) error) error { return v.Changes(ctx, src, false, fn) }
+	if err := writePages(walk, pg, &pw, open, p.changeEntry, &p.res.Changes); err != nil {
 		return "", err
 	}
 	md := manifest.NewMetadata()

@@ -402,12 +402,10 @@ func locs(t *testing.T, pattern string) []string {
 
 // TestBadIndex: indexes the es sink did not write, and servers that
 // cannot be read, give clear errors of the right class.
-func TestBadIndex(t *testing.T) {
-	z := zincAt(t)
-	ctx := t.Context()
-	// An index of other documents, created by hand.
-	handmade := z.NewIndex() + "-handmade"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, z.URL+"/"+handmade+"/_doc/1", strings.NewReader(`{"title":"unrelated","n":1}`))
+// putDoc writes a document of its own into index, as another program would.
+func putDoc(t *testing.T, z *zinctest.Server, index, id, doc string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, z.URL+"/"+index+"/_doc/"+id, strings.NewReader(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,8 +417,16 @@ func TestBadIndex(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("creating %s: HTTP %d", handmade, resp.StatusCode)
+		t.Fatalf("writing %s/%s: HTTP %d", index, id, resp.StatusCode)
 	}
+}
+
+func TestBadIndex(t *testing.T) {
+	z := zincAt(t)
+	ctx := t.Context()
+	// An index of other documents, created by hand.
+	handmade := z.NewIndex() + "-handmade"
+	putDoc(t, z, handmade, "1", `{"title":"unrelated","n":1}`)
 	// A sink's indexes.
 	written := z.NewIndex()
 	write(t, z, es.Options{Index: written}, []op{put("http://example.com/1", "one")})
@@ -467,20 +473,10 @@ func TestBadIndex(t *testing.T) {
 
 	// A document of another kind in a sink's index: the walk fails.
 	t.Run("a foreign document in the sink's index", func(t *testing.T) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPut, z.URL+"/"+written+"/_doc/foreign", strings.NewReader(`{"uri":"http://example.com/foreign"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.SetBasicAuth(zincUser, zincPassword)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		putDoc(t, z, written, "foreign", `{"uri":"http://example.com/foreign"}`)
 		h := openHoldings(t, spec(z, written), 0)
 		settle(t, h, 2, 1)
-		_, err = publish.Publish(ctx, h, publish.Options{Out: t.TempDir(), BaseURL: "http://127.0.0.1:1/pub"})
+		_, err := publish.Publish(ctx, h, publish.Options{Out: t.TempDir(), BaseURL: "http://127.0.0.1:1/pub"})
 		if !errors.Is(err, es.ErrNotSink) || !errclass.IsPermanent(err) || !strings.Contains(err.Error(), "foreign") {
 			t.Errorf("Publish = %v, want a permanent error naming the document, wrapping es.ErrNotSink", err)
 		}
