@@ -29,7 +29,8 @@ type View interface {
 	// (no tombstones).
 	CountResources(ctx context.Context, source string) (int64, error)
 	// Resources calls fn for each resource of source the destination
-	// holds, in URI order, the same order each time within one view.
+	// holds, in the same order each time within one view (the state
+	// store's: URI order).
 	Resources(ctx context.Context, source string, fn func(state.Resource) error) error
 	// Changes calls fn for each change of source with a recorded stamp,
 	// in the order recorded, the same each time within one view; with

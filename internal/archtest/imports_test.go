@@ -43,6 +43,7 @@ var allowed = []struct {
 	{"report/mailtest", []string{"internal/testbin"}},
 	{"internal/testbin", nil},
 	{"status", []string{"pipeline", "site", "state"}},
+	{"publish/holdingstest", []string{"publish", "state"}},
 	{"publish/fromes", []string{"publish", "sink", "sink/es", "state", "errclass", "fixity", "internal/retry"}},
 	{"publish", []string{"errclass", "fixity", "internal/flock", "manifest", "sink", "sink/fs", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},

@@ -23,6 +23,7 @@ import (
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/publish"
+	"github.com/rsharvest/rsharvest/publish/holdingstest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/es"
 	"github.com/rsharvest/rsharvest/sink/es/zinctest"
@@ -293,6 +294,7 @@ func TestHoldings(t *testing.T) {
 			if _, err := kept.Sources(ctx); !errclass.IsFatal(err) {
 				t.Errorf("a view used after View returned: %v, want a fatal error", err)
 			}
+			holdingstest.Run(t, h, holdingstest.Want{Resources: int64(len(wantRes)), Changes: int64(len(wantChanges))})
 
 			// The publisher over the holdings.
 			out := t.TempDir()
