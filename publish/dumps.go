@@ -59,8 +59,7 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 				return err
 			}
 		}
-		e := p.resourceEntry(&r)
-		e.Links = nil
+		e := resourceMeta(&r)
 		return pk.cur.add(ctx, p, r.URI, &e)
 	})
 	if err == nil {
@@ -152,8 +151,7 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 		if err := cur.next(open); err != nil {
 			return err
 		}
-		e := p.changeEntry(&c)
-		e.Links = nil
+		e := changeMeta(&c)
 		if c.Change == state.ChangeDeleted {
 			return pk.cur.addEntry(&e)
 		}

@@ -1,14 +1,14 @@
 package publish
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash"
-	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,7 +26,11 @@ const (
 	// genDir holds the generations: the published one, the one before it
 	// (for readers that were walking it when the link moved) and, while a
 	// run writes, the next.
-	genDir   = "generations"
+	genDir = "generations"
+	// sumsDir holds, under each generation's name, the list of its
+	// documents' sizes and sha-256 digests, which the next run compares
+	// against instead of reading the documents again.
+	sumsDir  = "sums"
 	lockFile = ".lock"
 	tmpMark  = ".tmp-"
 )
@@ -43,12 +47,17 @@ type generation struct {
 	written int
 	kept    int
 	lock    *os.File
+	// prevSums and sums hold each document's size and digest ("SIZE HEX"),
+	// by path: the published generation's and this one's.
+	prevSums, sums map[string]string
 }
 
 // openGeneration locks out and starts the next generation.
 func openGeneration(out string) (*generation, error) {
-	if err := os.MkdirAll(filepath.Join(out, genDir), 0o755); err != nil {
-		return nil, errclass.Fatalf("publish: %w", err)
+	for _, d := range []string{genDir, sumsDir} {
+		if err := os.MkdirAll(filepath.Join(out, d), 0o755); err != nil {
+			return nil, errclass.Fatalf("publish: %w", err)
+		}
 	}
 	lf, err := os.OpenFile(filepath.Join(out, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
@@ -62,11 +71,14 @@ func openGeneration(out string) (*generation, error) {
 		}
 		return nil, errclass.Fatalf("publish: %s: %w", out, err)
 	}
-	g := &generation{out: out, lock: lf}
+	g := &generation{out: out, lock: lf, sums: map[string]string{}}
 	n := 0
 	if target, err := os.Readlink(filepath.Join(out, Current)); err == nil {
 		g.prev = filepath.Join(out, target)
 		n, _ = strconv.Atoi(strings.TrimPrefix(filepath.Base(target), "g"))
+		// Without the list (a generation being written, or removed by
+		// hand) nothing is kept: every document is written again.
+		g.prevSums = readSums(filepath.Join(out, sumsDir, filepath.Base(target)))
 	} else if !errors.Is(err, os.ErrNotExist) {
 		g.release()
 		return nil, errclass.Fatalf("publish: %w", err)
@@ -91,7 +103,53 @@ func (g *generation) release() {
 // abort removes what the generation wrote; the published one is untouched.
 func (g *generation) abort() {
 	_ = os.RemoveAll(g.dir)
+	_ = os.Remove(filepath.Join(g.out, sumsDir, g.name))
 	g.release()
+}
+
+// readSums reads a generation's list of sizes and digests (see sumsDir);
+// a list that cannot be read is empty.
+func readSums(path string) map[string]string {
+	out := map[string]string{}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	for line := range strings.Lines(string(b)) {
+		if size, rest, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " "); ok {
+			if sum, rel, ok := strings.Cut(rest, " "); ok {
+				out[rel] = size + " " + sum
+			}
+		}
+	}
+	return out
+}
+
+// writeSums writes a generation's list, synced, under its final name.
+func writeSums(path string, sums map[string]string) error {
+	var b strings.Builder
+	for _, rel := range slices.Sorted(maps.Keys(sums)) {
+		b.WriteString(sums[rel] + " " + rel + "\n")
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(b.String())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }
 
 // commit publishes the generation: the directory gets its final name, the
@@ -100,6 +158,9 @@ func (g *generation) abort() {
 func (g *generation) commit() error {
 	defer g.release()
 	final := filepath.Join(g.out, genDir, g.name)
+	if err := writeSums(filepath.Join(g.out, sumsDir, g.name), g.sums); err != nil {
+		return errclass.Fatalf("publish: %w", err)
+	}
 	if err := syncDir(g.dir); err != nil {
 		return errclass.Fatalf("publish: %w", err)
 	}
@@ -122,13 +183,15 @@ func (g *generation) commit() error {
 	if g.prev != "" {
 		keep[filepath.Base(g.prev)] = true
 	}
-	ents, err := os.ReadDir(filepath.Join(g.out, genDir))
-	if err != nil {
-		return errclass.Fatalf("publish: %w", err)
-	}
-	for _, e := range ents {
-		if !keep[e.Name()] {
-			_ = os.RemoveAll(filepath.Join(g.out, genDir, e.Name()))
+	for _, d := range []string{genDir, sumsDir} {
+		ents, err := os.ReadDir(filepath.Join(g.out, d))
+		if err != nil {
+			return errclass.Fatalf("publish: %w", err)
+		}
+		for _, e := range ents {
+			if !keep[e.Name()] {
+				_ = os.RemoveAll(filepath.Join(g.out, d, e.Name()))
+			}
 		}
 	}
 	return nil
@@ -188,11 +251,13 @@ func (d *doc) discard() {
 }
 
 // close ends the document: it is synced, or, when the published generation
-// holds the same bytes at the same path, replaced by a link to that copy.
+// has the same bytes at the same path (its size and digest say so), replaced
+// by a link to that copy.
 func (d *doc) close() error {
 	d.done = true
-	same := d.samePrev()
-	if same {
+	sum := fmt.Sprintf("%d %x", d.n, d.h.Sum(nil))
+	d.g.sums[d.rel] = sum
+	if d.g.prevSums[d.rel] == sum {
 		if err := d.f.Close(); err != nil {
 			return errclass.Fatalf("publish: %s: %w", d.rel, err)
 		}
@@ -215,25 +280,4 @@ func (d *doc) close() error {
 	}
 	d.g.written++
 	return nil
-}
-
-// samePrev reports whether the published generation has this document with
-// the same bytes.
-func (d *doc) samePrev() bool {
-	if d.g.prev == "" {
-		return false
-	}
-	f, err := os.Open(filepath.Join(d.g.prev, filepath.FromSlash(d.rel)))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() != d.n {
-		return false
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return false
-	}
-	return bytes.Equal(h.Sum(nil), d.h.Sum(nil))
 }

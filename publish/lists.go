@@ -184,8 +184,17 @@ func (pw *pageWriter) discard() {
 // errChanged: the second walk of a view met other items than the first.
 var errChanged = errclass.Fatalf("publish: the holdings changed within one view")
 
-// resourceEntry is a resource's entry in a Resource List.
+// resourceEntry is a resource's entry in a Resource List: what the state
+// says of it, and its copy.
 func (p *publisher) resourceEntry(r *state.Resource) manifest.Entry {
+	e := resourceMeta(r)
+	p.addCopy(&e, r.URI, r.Length)
+	return e
+}
+
+// resourceMeta is what the state says of a resource, as an entry (also a
+// dump manifest's, which names no copy).
+func resourceMeta(r *state.Resource) manifest.Entry {
 	e := manifest.Entry{Loc: r.URI, Lastmod: r.Lastmod, Metadata: manifest.NewMetadata()}
 	if e.Lastmod.IsZero() {
 		e.Lastmod = r.ChangeTime
@@ -196,7 +205,6 @@ func (p *publisher) resourceEntry(r *state.Resource) manifest.Entry {
 		ln.Type = l.Type
 		e.Links = append(e.Links, ln)
 	}
-	p.addCopy(&e, r.URI, r.Length)
 	return e
 }
 
@@ -297,14 +305,23 @@ func (p *publisher) index(rel string, md manifest.Metadata, capURL string, n int
 	return pw.end()
 }
 
-// changeEntry is a change's entry in a Change List: its time is when the
-// destination recorded it, which is when the published Source changed.
+// changeEntry is a change's entry in a Change List, with the copy of what
+// it wrote.
 func (p *publisher) changeEntry(c *state.ChangeRecord) manifest.Entry {
+	e := changeMeta(c)
+	if c.Change != state.ChangeDeleted {
+		p.addCopy(&e, c.URI, c.Length)
+	}
+	return e
+}
+
+// changeMeta is a change as an entry: its time is when the destination
+// recorded it, which is when the published Source changed.
+func changeMeta(c *state.ChangeRecord) manifest.Entry {
 	e := manifest.Entry{Loc: c.URI, Lastmod: c.Recorded, Metadata: manifest.NewMetadata()}
 	e.Metadata.Change, e.Metadata.Datetime = manifest.Change(c.Change), c.Recorded
 	if c.Change != state.ChangeDeleted {
 		e.Metadata.Hashes, e.Metadata.Length, e.Metadata.Type = c.Hashes, c.Length, c.Type
-		p.addCopy(&e, c.URI, c.Length)
 	}
 	return e
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -289,18 +290,12 @@ func isHTTP(s string) bool {
 func ParsePeriod(s string) (time.Duration, error) {
 	var d time.Duration
 	var err error
-	switch {
-	case strings.HasSuffix(s, "d") || strings.HasSuffix(s, "w"):
-		var n int
-		if _, err = fmt.Sscanf(s[:len(s)-1], "%d", &n); err == nil && fmt.Sprint(n) == s[:len(s)-1] {
-			d = time.Duration(n) * 24 * time.Hour
-			if strings.HasSuffix(s, "w") {
-				d *= 7
-			}
-		} else {
-			err = fmt.Errorf("not a number of days or weeks")
+	if n, unit, ok := cutUnit(s); ok {
+		// At most ten years, so that the duration cannot overflow.
+		if d = time.Duration(n) * unit; n < 1 || n > 3660*24*time.Hour.Nanoseconds()/unit.Nanoseconds() {
+			err = fmt.Errorf("want 1 to 3660 days")
 		}
-	default:
+	} else {
 		d, err = time.ParseDuration(s)
 	}
 	if err == nil && d < time.Second {
@@ -310,4 +305,17 @@ func ParsePeriod(s string) (time.Duration, error) {
 		return 0, errclass.Permanentf("publish: change period %q: %w", s, err)
 	}
 	return d, nil
+}
+
+// cutUnit reads a whole number of days or weeks ("1d", "2w").
+func cutUnit(s string) (int64, time.Duration, bool) {
+	unit := map[byte]time.Duration{'d': 24 * time.Hour, 'w': 7 * 24 * time.Hour}
+	if len(s) < 2 || unit[s[len(s)-1]] == 0 {
+		return 0, 0, false
+	}
+	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
+	if err != nil || s[0] == '+' {
+		return 0, 0, false
+	}
+	return n, unit[s[len(s)-1]], true
 }

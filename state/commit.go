@@ -404,11 +404,7 @@ func changeArgs(c *ChangeRecord) ([]any, error) {
 // (a clock set back). Write transactions take the write lock when they
 // begin, so stamps increase in commit order, across processes too.
 func nextStamp(ctx context.Context, tx *sql.Tx, now time.Time) (time.Time, error) {
-	var last sql.NullString
-	if err := tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {
-		return time.Time{}, fmt.Errorf("change stamp: %w", err)
-	}
-	t, err := decodeTime("recorded", last)
+	t, err := lastRecorded(ctx, tx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("change stamp: %w", err)
 	}

@@ -36,15 +36,20 @@ func (s *Store) View(ctx context.Context, fn func(*Snapshot) error) error {
 // Every change recorded later is missing from the snapshot, and every change
 // recorded up to it is in it.
 func (v *Snapshot) LastRecorded(ctx context.Context) (time.Time, error) {
-	var last sql.NullString
-	if err := v.tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {
-		return time.Time{}, fatal("last recorded", err)
-	}
-	t, err := decodeTime("recorded", last)
+	t, err := lastRecorded(ctx, v.tx)
 	if err != nil {
 		return time.Time{}, fatal("last recorded", err)
 	}
 	return t, nil
+}
+
+// lastRecorded reads the newest change's recorded stamp (zero: none).
+func lastRecorded(ctx context.Context, tx *sql.Tx) (time.Time, error) {
+	var last sql.NullString
+	if err := tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {
+		return time.Time{}, err
+	}
+	return decodeTime("recorded", last)
 }
 
 // Sources returns, in order, every source the store holds resources or
@@ -74,8 +79,6 @@ func (v *Snapshot) Sources(ctx context.Context) ([]string, error) {
 type ResourceQuery struct {
 	// Source is the source ("": every source).
 	Source string
-	// From and To bound the URIs: From <= URI < To; "" leaves a side open.
-	From, To string
 	// Held keeps only what the destination holds: no tombstone, and no
 	// record of a resource that failed before it was ever held.
 	Held bool
@@ -99,11 +102,11 @@ func (v *Snapshot) WalkResources(ctx context.Context, q ResourceQuery, fn func(R
 }
 
 func (q ResourceQuery) where() (string, []any) {
-	where := "(? = '' OR source = ?) AND (? = '' OR uri >= ?) AND (? = '' OR uri < ?)"
+	where := "(? = '' OR source = ?)"
 	if q.Held {
 		where += " AND deleted = 0 AND outcome <> 'failed'"
 	}
-	return where, []any{q.Source, q.Source, q.From, q.From, q.To, q.To}
+	return where, []any{q.Source, q.Source}
 }
 
 // querier is what a walk reads from: the read pool or a Snapshot's
