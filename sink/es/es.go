@@ -253,9 +253,36 @@ func cutLast(s, sep string) (before, after string, found bool) {
 // accepted, and creates the two indexes when they do not exist. Any failure
 // is fatal.
 func New(ctx context.Context, opts Options) (*ES, error) {
+	s, err := newES("es sink", opts)
+	if err != nil {
+		return nil, err
+	}
+	s.log = s.log.With("sink", "es:"+s.base+"/"+s.opts.Index)
+	var token [6]byte
+	_, _ = rand.Read(token[:])
+	s.instance = strconv.FormatInt(time.Now().Unix(), 36) + hex.EncodeToString(token[:])
+	s.pending.reset()
+	if s.flavor == FlavorAuto {
+		if s.flavor, err = s.detect(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.ensureIndex(ctx, s.opts.Index, resourceMapping); err != nil {
+		return nil, err
+	}
+	if err := s.ensureIndex(ctx, s.opts.ChangesIndex, changeMapping); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newES checks opts — the URL (credentials in it taken as the username
+// and password), the index names, the other options — and returns an ES for
+// them, not yet in touch with the server. what names the caller in errors.
+func newES(what string, opts Options) (*ES, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errclass.Fatalf("es sink: URL must be http(s)://HOST:PORT[/PREFIX]")
+		return nil, errclass.Fatalf("%s: URL must be http(s)://HOST:PORT[/PREFIX]", what)
 	}
 	if u.User != nil {
 		if opts.Username == "" {
@@ -271,14 +298,14 @@ func New(ctx context.Context, opts Options) (*ES, error) {
 	}
 	for _, name := range []string{opts.Index, opts.ChangesIndex} {
 		if err := checkIndexName(name); err != nil {
-			return nil, errclass.Fatalf("es sink %s: %w", base, err)
+			return nil, errclass.Fatalf("%s %s: %w", what, base, err)
 		}
 	}
 	if opts.Index == opts.ChangesIndex {
-		return nil, errclass.Fatalf("es sink %s: the change index must differ from the resource index", base)
+		return nil, errclass.Fatalf("%s %s: the change index must differ from the resource index", what, base)
 	}
 	if err := setDefaults(&opts); err != nil {
-		return nil, errclass.Fatalf("es sink %s/%s: %w", base, opts.Index, err)
+		return nil, errclass.Fatalf("%s %s/%s: %w", what, base, opts.Index, err)
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -292,29 +319,7 @@ func New(ctx context.Context, opts Options) (*ES, error) {
 			IdleConnTimeout:     90 * time.Second,
 		}}
 	}
-	var token [6]byte
-	_, _ = rand.Read(token[:])
-	s := &ES{
-		opts:     opts,
-		base:     base,
-		flavor:   opts.Flavor,
-		client:   client,
-		log:      logger.With("sink", "es:"+base+"/"+opts.Index),
-		instance: strconv.FormatInt(time.Now().Unix(), 36) + hex.EncodeToString(token[:]),
-	}
-	s.pending.reset()
-	if s.flavor == FlavorAuto {
-		if s.flavor, err = s.detect(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.ensureIndex(ctx, opts.Index, resourceMapping); err != nil {
-		return nil, err
-	}
-	if err := s.ensureIndex(ctx, opts.ChangesIndex, changeMapping); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return &ES{opts: opts, base: base, flavor: opts.Flavor, client: client, log: logger}, nil
 }
 
 func setDefaults(o *Options) error {

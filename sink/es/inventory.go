@@ -39,34 +39,59 @@ func (d *storedDoc) uri() (string, error) {
 	return string(b), nil
 }
 
-// searchHit is one hit of a search response.
+// searchHit is one hit of a search response, with its sort values.
 type searchHit struct {
 	ID     string          `json:"_id"`
 	Source json.RawMessage `json:"_source"`
+	Sort   json.RawMessage `json:"sort"`
+}
+
+// requester sends one request with a JSON body (nil: none): the sink's
+// once, the Reader's with retries.
+type requester func(ctx context.Context, method, path string, body []byte) (*response, error)
+
+// once sends one request.
+func (s *ES) once(ctx context.Context, method, path string, body []byte) (*response, error) {
+	contentType := ""
+	if body != nil {
+		contentType = "application/json"
+	}
+	return s.do(ctx, method, path, nil, contentType, body)
 }
 
 // search runs query against index and returns its hits.
 func (s *ES) search(ctx context.Context, index string, query map[string]any) ([]searchHit, error) {
+	hits, _, err := s.searchWith(ctx, s.once, "es sink", index, query)
+	return hits, err
+}
+
+// searchWith runs query against index through do and returns its hits and
+// their total (when the query asks for it). what names the caller in
+// errors.
+func (s *ES) searchWith(ctx context.Context, do requester, what, index string, query map[string]any) ([]searchHit, int64, error) {
 	body, err := json.Marshal(query)
 	if err != nil {
-		return nil, errclass.Permanentf("es sink: encoding a query: %w", err)
+		return nil, 0, errclass.Permanentf("%s: encoding a query: %w", what, err)
 	}
-	resp, err := s.do(ctx, http.MethodPost, "/"+escapeSegment(index)+"/_search", nil, "application/json", body)
+	resp, err := do(ctx, http.MethodPost, "/"+escapeSegment(index)+"/_search", body)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if resp.status != http.StatusOK {
-		return nil, s.statusError("search of "+index, resp)
+		return nil, 0, s.statusError("search of "+index, resp)
 	}
 	var sr struct {
 		Hits struct {
+			Total struct {
+				Value int64 `json:"value"`
+			} `json:"total"`
 			Hits []searchHit `json:"hits"`
 		} `json:"hits"`
 	}
 	if err := json.Unmarshal(resp.body, &sr); err != nil {
-		return nil, errclass.Retryablef("es sink %s: search of %s: malformed response: %w", s.base, index, err)
+		return nil, 0, errclass.Retryablef("%s %s: search of %s: malformed response: %w", what, s.base, index, err)
 	}
-	return sr.Hits.Hits, nil
+	return sr.Hits.Hits, sr.Hits.Total.Value, nil
 }
 
 // readable returns the error Get and Walk return before doing anything.

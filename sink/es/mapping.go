@@ -58,22 +58,30 @@ func (s *ES) detect(ctx context.Context) (Flavor, error) {
 	if resp.status != http.StatusOK {
 		return FlavorAuto, errclass.NewFatal(s.statusError("GET /", resp))
 	}
+	flavor, version, err := rootFlavor("es sink", s.base, resp.body)
+	if err != nil {
+		return FlavorAuto, err
+	}
+	s.log.Debug("server", "flavor", flavor, "version", version)
+	return flavor, nil
+}
+
+// rootFlavor reads the server's root document (GET /): its flavour and
+// version. A body that is not one is fatal; what names the caller.
+func rootFlavor(what, base string, body []byte) (Flavor, string, error) {
 	var info struct {
 		Name    string `json:"name"`
-		Tagline string `json:"tagline"`
 		Version struct {
 			Number string `json:"number"`
 		} `json:"version"`
 	}
-	if err := json.Unmarshal(resp.body, &info); err != nil || info.Version.Number == "" {
-		return FlavorAuto, errclass.Fatalf("es sink %s: not an Elasticsearch-compatible server (GET / answered %s)", s.base, clip(string(resp.body)))
+	if err := json.Unmarshal(body, &info); err != nil || info.Version.Number == "" {
+		return FlavorAuto, "", errclass.Fatalf("%s %s: not an Elasticsearch-compatible server (GET / answered %s)", what, base, clip(string(body)))
 	}
-	flavor := FlavorElasticsearch
 	if info.Name == "zinc" {
-		flavor = FlavorZinc
+		return FlavorZinc, info.Version.Number, nil
 	}
-	s.log.Debug("server", "flavor", flavor, "version", info.Version.Number)
-	return flavor, nil
+	return FlavorElasticsearch, info.Version.Number, nil
 }
 
 // ensureIndex creates index with mapping unless it exists. Any failure,

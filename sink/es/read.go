@@ -91,56 +91,27 @@ func OpenReader(ctx context.Context, spec string, o ReaderOptions) (*Reader, err
 	if opts.Username == "" {
 		opts.Username, opts.Password = os.Getenv("ES_USERNAME"), os.Getenv("ES_PASSWORD")
 	}
-	base := opts.URL
-	if opts.ChangesIndex == "" {
-		opts.ChangesIndex = opts.Index + "-changes"
-	}
-	for _, name := range []string{opts.Index, opts.ChangesIndex} {
-		if err := checkIndexName(name); err != nil {
-			return nil, errclass.Fatalf("es reader %s: %w", base, err)
-		}
-	}
-	if opts.Index == opts.ChangesIndex {
-		return nil, errclass.Fatalf("es reader %s: the change index must differ from the resource index", base)
-	}
 	switch {
 	case o.PageSize < 0 || o.PageSize > MaxReadPage:
-		return nil, errclass.Fatalf("es reader %s/%s: page size %d: want 1 to %d", base, opts.Index, o.PageSize, MaxReadPage)
+		return nil, errclass.Fatalf("es reader %s/%s: page size %d: want 1 to %d", opts.URL, opts.Index, o.PageSize, MaxReadPage)
 	case o.RetryWait < 0 || o.RequestTimeout < 0:
-		return nil, errclass.Fatalf("es reader %s/%s: negative option", base, opts.Index)
+		return nil, errclass.Fatalf("es reader %s/%s: negative option", opts.URL, opts.Index)
 	}
 	opts.Retries, opts.RetryWait, opts.RequestTimeout = o.Retries, o.RetryWait, o.RequestTimeout
-	if err := setDefaults(&opts); err != nil {
-		return nil, errclass.Fatalf("es reader %s/%s: %w", base, opts.Index, err)
+	opts.Logger, opts.HTTPClient = o.Logger, o.HTTPClient
+	es, err := newES("es reader", opts)
+	if err != nil {
+		return nil, err
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	client := o.HTTPClient
-	if client == nil {
-		client = &http.Client{Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConnsPerHost: 2,
-			IdleConnTimeout:     90 * time.Second,
-		}}
-	}
-	r := &Reader{
-		s: &ES{
-			opts:   opts,
-			base:   base,
-			client: client,
-			log:    logger.With("es_reader", base+"/"+opts.Index),
-		},
-		page: cmp.Or(o.PageSize, DefaultReadPage),
-	}
+	es.log = es.log.With("es_reader", es.base+"/"+es.opts.Index)
+	r := &Reader{s: es, page: cmp.Or(o.PageSize, DefaultReadPage)}
 	if r.s.flavor, err = r.detect(ctx); err != nil {
 		return nil, err
 	}
-	if err := r.checkIndex(ctx, opts.Index, "doc_id", "uri", "rev", "timestamp"); err != nil {
+	if err := r.checkIndex(ctx, es.opts.Index, "doc_id", "uri", "rev", "timestamp"); err != nil {
 		return nil, err
 	}
-	if err := r.checkIndex(ctx, opts.ChangesIndex, "uri", "change", "datetime", "rev"); err != nil {
+	if err := r.checkIndex(ctx, es.opts.ChangesIndex, "uri", "change", "datetime", "rev"); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -168,19 +139,8 @@ func (r *Reader) detect(ctx context.Context) (Flavor, error) {
 	if resp.status != http.StatusOK {
 		return FlavorAuto, r.s.statusError("GET /", resp)
 	}
-	var info struct {
-		Name    string `json:"name"`
-		Version struct {
-			Number string `json:"number"`
-		} `json:"version"`
-	}
-	if err := json.Unmarshal(resp.body, &info); err != nil || info.Version.Number == "" {
-		return FlavorAuto, errclass.Fatalf("es reader %s: not an Elasticsearch-compatible server (GET / answered %s)", r.s.base, clip(string(resp.body)))
-	}
-	if info.Name == "zinc" {
-		return FlavorZinc, nil
-	}
-	return FlavorElasticsearch, nil
+	f, _, err := rootFlavor("es reader", r.s.base, resp.body)
+	return f, err
 }
 
 // checkIndex checks that index exists and that its mapping has fields.
@@ -233,10 +193,6 @@ func (r *Reader) checkIndex(ctx context.Context, index string, fields ...string)
 // answers (other answers are the caller's to judge).
 func (r *Reader) do(ctx context.Context, method, path string, body []byte) (*response, error) {
 	var resp *response
-	contentType := ""
-	if body != nil {
-		contentType = "application/json"
-	}
 	err := retry.Do(ctx, retry.Policy{
 		Retries: r.s.opts.Retries,
 		Initial: r.s.opts.RetryWait,
@@ -252,7 +208,7 @@ func (r *Reader) do(ctx context.Context, method, path string, body []byte) (*res
 		},
 	}, func() error {
 		var err error
-		resp, err = r.s.do(ctx, method, path, nil, contentType, body)
+		resp, err = r.s.once(ctx, method, path, body)
 		if err != nil {
 			return err
 		}
@@ -267,38 +223,9 @@ func (r *Reader) do(ctx context.Context, method, path string, body []byte) (*res
 	return resp, nil
 }
 
-// readHit is one hit of a search response, with its sort values.
-type readHit struct {
-	ID     string          `json:"_id"`
-	Source json.RawMessage `json:"_source"`
-	Sort   json.RawMessage `json:"sort"`
-}
-
 // query runs a search of index and returns its hits and total.
-func (r *Reader) query(ctx context.Context, index string, q map[string]any) ([]readHit, int64, error) {
-	body, err := json.Marshal(q)
-	if err != nil {
-		return nil, 0, errclass.Permanentf("es reader: encoding a query: %w", err)
-	}
-	resp, err := r.do(ctx, http.MethodPost, "/"+escapeSegment(index)+"/_search", body)
-	if err != nil {
-		return nil, 0, err
-	}
-	if resp.status != http.StatusOK {
-		return nil, 0, r.s.statusError("search of "+index, resp)
-	}
-	var sr struct {
-		Hits struct {
-			Total struct {
-				Value int64 `json:"value"`
-			} `json:"total"`
-			Hits []readHit `json:"hits"`
-		} `json:"hits"`
-	}
-	if err := json.Unmarshal(resp.body, &sr); err != nil {
-		return nil, 0, errclass.Retryablef("es reader %s: search of %s: malformed response: %w", r.s.base, index, err)
-	}
-	return sr.Hits.Hits, sr.Hits.Total.Value, nil
+func (r *Reader) query(ctx context.Context, index string, q map[string]any) ([]searchHit, int64, error) {
+	return r.s.searchWith(ctx, r.do, "es reader", index, q)
 }
 
 // count counts the documents of index that match q (nil: all).
@@ -318,7 +245,7 @@ func (r *Reader) count(ctx context.Context, index string, q map[string]any) (int
 // which lacks search_after. sort must be a total order. It expects expect
 // hits and asks for at most as many pages as they fill, and one more: a
 // walk that meets more, or fewer, fails with ErrChanged (retryable).
-func (r *Reader) walk(ctx context.Context, index string, sort []any, source []string, expect int64, fn func([]readHit) error) error {
+func (r *Reader) walk(ctx context.Context, index string, sort []any, source []string, expect int64, fn func([]searchHit) error) error {
 	zinc := r.s.flavor == FlavorZinc
 	maxPages := expect/int64(r.page) + 2
 	var (
@@ -408,7 +335,7 @@ type StoredResource struct {
 var resourceFields = []string{"doc_id", "uri", "uri_b64", "resource_set", "length", "md5", "sha1", "sha256", "mime", "lastmod", "timestamp", "rev", "ln"}
 
 // decodeResource decodes a resource document.
-func (r *Reader) decodeResource(h *readHit) (StoredResource, error) {
+func (r *Reader) decodeResource(h *searchHit) (StoredResource, error) {
 	var d resourceDoc
 	bad := func(format string, a ...any) (StoredResource, error) {
 		return StoredResource{}, errclass.Permanentf("es reader %s: resource document %q: %s", r.URL(), h.ID, fmt.Sprintf(format, a...))
@@ -475,7 +402,7 @@ func parseTime(s string) (time.Time, error) {
 // size, a write during the walk may also show a document twice or hide
 // one without changing the number met: see Stats.
 func (r *Reader) WalkResources(ctx context.Context, expect int64, fn func(StoredResource) error) error {
-	return r.walk(ctx, r.s.opts.Index, []any{map[string]any{"doc_id": "asc"}}, resourceFields, expect, func(hits []readHit) error {
+	return r.walk(ctx, r.s.opts.Index, []any{map[string]any{"doc_id": "asc"}}, resourceFields, expect, func(hits []searchHit) error {
 		for i := range hits {
 			res, err := r.decodeResource(&hits[i])
 			if err != nil {
@@ -541,7 +468,7 @@ type StoredChange struct {
 var changeFields = []string{"uri", "uri_b64", "resource_set", "change", "datetime", "lastmod", "rev"}
 
 // decodeChange decodes a change document.
-func (r *Reader) decodeChange(h *readHit) (StoredChange, error) {
+func (r *Reader) decodeChange(h *searchHit) (StoredChange, error) {
 	var d changeDoc
 	bad := func(format string, a ...any) (StoredChange, error) {
 		return StoredChange{}, errclass.Permanentf("es reader %s: change document %q: %s", r.ChangesURL(), h.ID, fmt.Sprintf(format, a...))
@@ -607,7 +534,7 @@ func (r *Reader) WalkChanges(ctx context.Context, expect int64, fn func([]Stored
 		group = group[:0]
 		return out
 	}
-	err := r.walk(ctx, r.s.opts.ChangesIndex, changeSort, changeFields, expect, func(hits []readHit) error {
+	err := r.walk(ctx, r.s.opts.ChangesIndex, changeSort, changeFields, expect, func(hits []searchHit) error {
 		var out []StoredChange
 		for i := range hits {
 			c, err := r.decodeChange(&hits[i])
