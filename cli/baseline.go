@@ -39,6 +39,7 @@ type syncFlags struct {
 	stallTimeout     time.Duration
 	allowMissingHash bool // accepted, no effect (hash-less resources are accepted by default)
 	requireHash      bool
+	allowPrivate     bool
 	waitLock         time.Duration
 	// command is the command's path ("rsharvest sync"), recorded as the
 	// holder of the state file's lock.
@@ -82,6 +83,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system temp dir)")
 	fl.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "fail (and resume) a download that receives no bytes for this long")
 	fl.BoolVar(&f.requireHash, "require-hash", false, "refuse resources that give no md5, sha-1, sha-256 or sha-512 (by default they are delivered after their length and CRC-32 checks, and counted as unverified)")
+	fl.BoolVar(&f.allowPrivate, "allow-private-addresses", false, "let the URLs a source lists (resources, mirrors, redirects) lead to loopback, link-local, private or cloud metadata addresses; by default only a source served from such an address may list addresses of its kind")
 	fl.BoolVar(&f.allowMissingHash, "allow-missing-hash", false, "no effect, kept for compatibility: resources without a hash are accepted by default (see --require-hash)")
 	_ = fl.MarkDeprecated("allow-missing-hash", "resources without a hash are accepted by default; --require-hash refuses them")
 	fl.StringArrayVar(&f.sets, "set", nil, "sync only this resource set: its capability list's URL, file or directory name (default: every set); OAI-PMH: a setSpec, repeatable (each set its own resource set, harvested in parallel)")
@@ -351,6 +353,9 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 		// A server asking for more than fetch.DefaultMaxRetryAfter ends
 		// the request: the run ends partial, its checkpoint held.
 		EndOnLongRetryAfter: true,
+		// What a source lists may not lead inward (server-side request
+		// forgery), unless the source is served from there itself.
+		Addresses: &fetch.AddressPolicy{Source: f.source, Allow: f.allowPrivate},
 	})
 	planner, err := chosenPlanner(ctx, f, client, log)
 	if err == nil && planner == nil && len(f.sets) > 1 {

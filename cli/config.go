@@ -27,7 +27,7 @@ func (a *app) targets(f *syncFlags) config.Targets {
 		Source: &f.source, State: &f.state, Report: &f.report, SpoolDir: &f.spoolDir, Progress: &f.progress, LogLevel: &a.logLevel, LogFormat: &a.logFormat,
 		From: &f.from, Until: &f.until, Sinks: &f.sinks, Headers: &f.headers,
 		Concurrency: &f.concurrency, Workers: &f.workers, Retries: &f.retries, RangeParts: &f.rangeParts, MaxDocumentSize: &f.maxDocumentSize, Rate: &f.rate,
-		StallTimeout: &f.stallTimeout, WaitLock: &f.waitLock, AllowMissingHash: &f.allowMissingHash, RequireHash: &f.requireHash, Prefer: &f.prefer, Sets: &f.sets,
+		StallTimeout: &f.stallTimeout, WaitLock: &f.waitLock, AllowMissingHash: &f.allowMissingHash, RequireHash: &f.requireHash, AllowPrivate: &f.allowPrivate, Prefer: &f.prefer, Sets: &f.sets,
 		Protocol: &f.protocol, MetadataPrefix: &f.metadataPrefix,
 	}
 }

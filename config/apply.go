@@ -28,6 +28,7 @@ type Targets struct {
 	WaitLock         *time.Duration // wait-lock
 	AllowMissingHash *bool          // allow-missing-hash
 	RequireHash      *bool          // require-hash
+	AllowPrivate     *bool          // allow-private-addresses
 	Prefer           *string        // prefer
 	Sets             *[]string      // set
 	Protocol         *string        // protocol
@@ -75,6 +76,7 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setPtr(t.Rate, f.Rate, "rate", flagSet)
 	setPtr(t.AllowMissingHash, f.AllowMissingHash, "allow-missing-hash", flagSet)
 	setPtr(t.RequireHash, f.RequireHash, "require-hash", flagSet)
+	setPtr(t.AllowPrivate, f.AllowPrivateAddresses, "allow-private-addresses", flagSet)
 	if t.StallTimeout != nil && f.StallTimeout != nil && !flagSet("stall-timeout") {
 		*t.StallTimeout = time.Duration(*f.StallTimeout)
 	}

@@ -20,6 +20,7 @@
 //	stall_timeout: 30s                    # a Go duration, or a number of seconds
 //	wait_lock: 10m                        # a Go duration, or a number of seconds
 //	require_hash: false
+//	allow_private_addresses: false        # resources may lead to loopback, private, metadata addresses
 //	allow_missing_hash: false             # accepted, no effect
 //	range_parts: 1                        # at least 1
 //	max_document_size: 268435456          # bytes, at least 1; -1: no cap
@@ -111,6 +112,10 @@ type File struct {
 	// RequireHash refuses resources that give no md5, sha-1, sha-256 or
 	// sha-512 (--require-hash).
 	RequireHash *bool `yaml:"require_hash,omitempty"`
+	// AllowPrivateAddresses lifts the address rule: resources, mirrors
+	// and redirects may lead to loopback, link-local, private or cloud
+	// metadata addresses (--allow-private-addresses).
+	AllowPrivateAddresses *bool `yaml:"allow_private_addresses,omitempty"`
 	// Progress is the progress display: auto, bars, log or none.
 	Progress string `yaml:"progress,omitempty"`
 	// Prefer is "dump" or "list" (--prefer).

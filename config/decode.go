@@ -41,6 +41,7 @@ type raw struct {
 	WaitLock          yaml.Node `yaml:"wait_lock"`
 	AllowMissingHash  yaml.Node `yaml:"allow_missing_hash"`
 	RequireHash       yaml.Node `yaml:"require_hash"`
+	AllowPrivate      yaml.Node `yaml:"allow_private_addresses"`
 	Progress          yaml.Node `yaml:"progress"`
 	LogLevel          yaml.Node `yaml:"log_level"`
 	LogFormat         yaml.Node `yaml:"log_format"`
@@ -201,6 +202,8 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 		d.f.AllowMissingHash, err = d.boolean(key, v)
 	case "require_hash":
 		d.f.RequireHash, err = d.boolean(key, v)
+	case "allow_private_addresses":
+		d.f.AllowPrivateAddresses, err = d.boolean(key, v)
 	case "progress":
 		d.f.Progress, err = d.oneOf(key, v, "auto", "bars", "log", "none")
 	case "log_level":

@@ -98,8 +98,16 @@ type Options struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Transport performs the requests. Default: a clone of
-	// http.DefaultTransport with MaxIdleConnsPerHost 16.
+	// http.DefaultTransport with MaxIdleConnsPerHost 16, which connects
+	// through Addresses.
 	Transport http.RoundTripper
+	// Addresses, when not nil, is the address rule every connection of
+	// the default Transport is checked against (see AddressPolicy): a
+	// request to a host that resolves only to refused addresses fails
+	// permanently, wrapping ErrAddressRefused, before any connection is
+	// attempted. Nil: no rule (for callers that fetch only what the user
+	// named).
+	Addresses *AddressPolicy
 	// Compute selects digests Download computes (and reports in
 	// Result.Hashes) even when want does not ask for them.
 	Compute fixity.Compute
@@ -188,6 +196,9 @@ func New(opts Options) *Client {
 	if opts.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
+		if opts.Addresses != nil {
+			t.DialContext = newGuard(*opts.Addresses).dial
+		}
 		opts.Transport = t
 	}
 	c := &Client{
