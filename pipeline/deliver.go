@@ -66,6 +66,9 @@ type result struct {
 	// ep is the epoch of the unit the planner emitted (see progress), or
 	// nil.
 	ep *epoch
+	// retry is a record whose own permanent failure this is: the next
+	// run asks for it again (see state.Retry).
+	retry *source.Record
 }
 
 // counted is the figure of the report a failure adds to, beside its place
@@ -112,7 +115,11 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 			r.noteHold(j.pkg.ResourceSet, rec.ChangeTime, j.ep)
 		}
 		rec.Outcome = "failed"
-		return result{outcome: outFailed, resource: rec, hadRecord: had, failure: &f, changeTime: rec.ChangeTime}
+		res := result{outcome: outFailed, resource: rec, hadRecord: had, failure: &f, changeTime: rec.ChangeTime}
+		if f.Permanent {
+			res.retry = e
+		}
+		return res
 	}
 	if err := absoluteURI(e.URI); err != nil {
 		return failed("manifest", err)
@@ -686,6 +693,12 @@ func (r *run) add(p *pending, res result) {
 			}
 		}
 		return
+	}
+	if res.retry != nil && r.listing == nil {
+		b.Retries = append(b.Retries, r.retryOf(res.retry))
+	}
+	if res.outcome == outSuperseded {
+		b.Resolved = append(b.Resolved, state.Key{Source: res.resource.Source, URI: res.resource.URI})
 	}
 	if res.failure != nil {
 		f := res.failure

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/source"
@@ -79,7 +80,31 @@ func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	if set == "" {
 		set = anySet
 	}
-	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c, ep)
+	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c, ep, f.Retry)
+}
+
+// retryOf is the state's retry of record rec.
+func (r *run) retryOf(rec *source.Record) state.Retry {
+	js, _ := json.Marshal(rec)
+	return state.Retry{Source: r.opts.SourceKey, URI: rec.URI, ResourceSet: rec.ResourceSet, Record: string(js), RunID: r.runID}
+}
+
+// Retries returns the records of set whose own permanent failure is
+// outstanding.
+func (h holdings) Retries(ctx context.Context, set string) ([]source.Record, error) {
+	rs, err := h.store.Retries(ctx, h.key, set)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]source.Record, 0, len(rs))
+	for _, r := range rs {
+		rec := source.Record{URI: r.URI, ResourceSet: set, Length: -1}
+		if err := json.Unmarshal([]byte(r.Record), &rec); err != nil || rec.URI != r.URI {
+			rec = source.Record{URI: r.URI, ResourceSet: set, Length: -1} // asked for by its URI alone
+		}
+		out = append(out, rec)
+	}
+	return out, nil
 }
 
 func (h holdings) Checkpoint(ctx context.Context, set string) (source.Checkpoint, bool, error) {

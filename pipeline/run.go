@@ -624,15 +624,22 @@ func readBack(f *os.File, n int64) ([]byte, error) {
 
 // failIn records failure f of resource set set (anySet when unknown),
 // met at change time changeTime, adding to the figure c says: through the
-// commit stage, into the state store and the report. A temporary failure
-// holds the set's checkpoint at once. ep is the failure's epoch when the
+// commit stage, into the state store and the report. The checkpoint rule:
+// a temporary failure holds the set's checkpoint at once, and so does the
+// failure of a whole package whatever its class — a permanent failure is a
+// property of one record, never of what holds several, whose records are
+// asked for again by the next run. ep is the failure's epoch when the
 // planner emitted it (see progress), or nil.
-func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time, c counted, ep *epoch) {
+func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time, c counted, ep *epoch, retry ...*source.Record) {
 	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
-	if !f.Permanent {
+	if !f.Permanent || c == countsPackage {
 		r.noteHold(set, changeTime, ep)
 	}
-	_ = r.send(ctx, result{failure: &f, changeTime: changeTime, counts: c, ep: ep})
+	res := result{failure: &f, changeTime: changeTime, counts: c, ep: ep}
+	if len(retry) > 0 && f.Permanent {
+		res.retry = retry[0]
+	}
+	_ = r.send(ctx, res)
 }
 
 func (r *run) send(ctx context.Context, res result) error {

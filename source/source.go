@@ -133,6 +133,11 @@ type Failure struct {
 	// At is the change time a temporary failure holds its set's
 	// checkpoint at (zero: where the task started in the set).
 	At time.Time
+	// Retry, for a permanent failure of one record the planner can ask
+	// for again by itself (an OAI-PMH record by its identifier), is that
+	// record: the executor keeps it, and Holdings.Retries gives it back to
+	// the next task, until a run delivers it.
+	Retry *Record
 }
 
 // StageError is an error of a package opened for a planner, naming the
@@ -216,6 +221,12 @@ type Holdings interface {
 	// Progress returns the marks (by Key) recorded for resource set since
 	// its checkpoint was last set: what an unfinished task got through.
 	Progress(ctx context.Context, resourceSet string) (map[string]string, error)
+	// Retries returns the records of resource set whose own permanent
+	// failure is outstanding (the checkpoint moved past them): an
+	// incremental task asks for each again. A record failed in a package
+	// comes back as it was listed (its Path the entry's); one a planner
+	// failed as Failure.Retry says.
+	Retries(ctx context.Context, resourceSet string) ([]Record, error)
 }
 
 // ErrNoCheckpoint is wrapped by the error of an incremental task with no

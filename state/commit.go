@@ -109,9 +109,31 @@ type Batch struct {
 	Documents []ChangeDocument
 	// Progress marks are upserted by (source, resource set, key).
 	Progress []Progress
+	// Retries are upserted by (source, URI): records whose own permanent
+	// failure the next run asks for again. A resource of Resources that
+	// is not failed, or a key of Resolved, clears its retry (after
+	// Retries are applied).
+	Retries []Retry
+	// Resolved are resources whose retry is cleared although the batch
+	// records nothing else of them (a change superseded by a newer one
+	// held).
+	Resolved []Key
 	// Checkpoint, if not nil, is set last, and clears the progress marks
 	// of its source and resource set.
 	Checkpoint *Checkpoint
+}
+
+// Retry is a record whose own permanent failure (bad fixity, a record not
+// well-formed after every repair, a refused address) is outstanding: the
+// checkpoint moved past it, so the next run asks for it again, until a
+// run delivers it (or a newer version of it).
+type Retry struct {
+	Source, URI, ResourceSet string
+	// Record is the planner's own description of the record (it alone
+	// reads it), enough to ask for it again.
+	Record string
+	// RunID is the run that failed it (0: none; otherwise it must exist).
+	RunID int64
 }
 
 // Progress is a planner's mark of how far a task got in one resource set
@@ -128,7 +150,8 @@ type Progress struct {
 // Empty reports whether the batch records nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && b.Checkpoint == nil &&
-		len(b.Deliveries) == 0 && len(b.Delivered) == 0 && len(b.Documents) == 0 && len(b.Progress) == 0
+		len(b.Deliveries) == 0 && len(b.Delivered) == 0 && len(b.Documents) == 0 && len(b.Progress) == 0 &&
+		len(b.Retries) == 0 && len(b.Resolved) == 0
 }
 
 // Delivery records that one sink holds a version of a resource while
@@ -289,6 +312,9 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 		if err != nil {
 			return fmt.Errorf("progress %d (%q, %q): %w", i, p.ResourceSet, p.Key, err)
 		}
+	}
+	if err := commitRetries(ctx, tx, b, now); err != nil {
+		return err
 	}
 	if c := b.Checkpoint; c != nil {
 		args, err := checkpointArgs(c, now)
@@ -610,6 +636,70 @@ func (s *Store) ChangeDocuments(ctx context.Context, source string) ([]ChangeDoc
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fatal("change documents", err)
+	}
+	return out, nil
+}
+
+// commitRetries upserts b's retries, then clears those of the resources
+// the batch holds now and of its Resolved keys. The clearing costs a query
+// per batch while no retry is outstanding.
+func commitRetries(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) error {
+	for i := range b.Retries {
+		r := &b.Retries[i]
+		if r.URI == "" {
+			return fmt.Errorf("retry %d: a retry needs a URI", i)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO retries (source, uri, resource_set, record, run_id, failed) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (source, uri) DO UPDATE SET resource_set = excluded.resource_set, record = excluded.record, run_id = excluded.run_id, failed = excluded.failed`,
+			r.Source, r.URI, r.ResourceSet, r.Record, nullID(r.RunID), now.UTC().Format(timeLayout))
+		if err != nil {
+			return fmt.Errorf("retry %d (%q): %w", i, r.URI, err)
+		}
+	}
+	if len(b.Resources) == 0 && len(b.Resolved) == 0 {
+		return nil
+	}
+	var some bool
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM retries)").Scan(&some); err != nil || !some {
+		return err
+	}
+	clear := func(k Key) error {
+		_, err := tx.ExecContext(ctx, "DELETE FROM retries WHERE source = ? AND uri = ?", k.Source, k.URI)
+		return err
+	}
+	for i := range b.Resources {
+		if r := &b.Resources[i]; r.Outcome != OutcomeFailed {
+			if err := clear(Key{r.Source, r.URI}); err != nil {
+				return fmt.Errorf("resolved %q: %w", r.URI, err)
+			}
+		}
+	}
+	for _, k := range b.Resolved {
+		if err := clear(k); err != nil {
+			return fmt.Errorf("resolved %q: %w", k.URI, err)
+		}
+	}
+	return nil
+}
+
+// Retries returns the outstanding retries of source's resource set set,
+// by URI.
+func (s *Store) Retries(ctx context.Context, source, set string) ([]Retry, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT uri, record, coalesce(run_id, 0) FROM retries WHERE source = ? AND resource_set = ? ORDER BY uri", source, set)
+	if err != nil {
+		return nil, fatal("retries", err)
+	}
+	defer rows.Close()
+	var out []Retry
+	for rows.Next() {
+		r := Retry{Source: source, ResourceSet: set}
+		if err := rows.Scan(&r.URI, &r.Record, &r.RunID); err != nil {
+			return nil, fatal("retries", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("retries", err)
 	}
 	return out, nil
 }

@@ -260,6 +260,20 @@ CREATE INDEX changes_recorded ON changes (recorded);
 CREATE INDEX changes_source ON changes (source, recorded);
 CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
 `,
+		// 14: the records whose own permanent failure is outstanding,
+		// asked for again by the next run (see Retry).
+		`
+CREATE TABLE retries (
+	source       TEXT NOT NULL,
+	uri          TEXT NOT NULL CHECK (uri <> ''),
+	resource_set TEXT NOT NULL,
+	record       TEXT NOT NULL,
+	run_id       INTEGER REFERENCES runs (id),
+	failed       TEXT NOT NULL,
+	PRIMARY KEY (source, uri)
+) WITHOUT ROWID;
+CREATE INDEX retries_set ON retries (source, resource_set);
+`,
 	}
 }
 

@@ -226,7 +226,32 @@ func (w *walk) set(ctx context.Context, set string) (*source.Checkpoint, error) 
 		}
 	}
 	w.sets[set] = cp
+	if w.task.Mode == source.Incremental && w.survey == nil {
+		if err := w.retry(ctx, set); err != nil {
+			return nil, err
+		}
+	}
 	return cp, nil
+}
+
+// retry emits the records of set whose own permanent failure is
+// outstanding, each to GET from its URI and verify against what was
+// listed of it: the checkpoint moved past them, so only this asks for
+// them again. A newer change of one in the task's range supersedes it.
+func (w *walk) retry(ctx context.Context, set string) error {
+	recs, err := w.held.Retries(ctx, set)
+	if err != nil {
+		w.stop = err
+		return err
+	}
+	for i := range recs {
+		rec := recs[i]
+		rec.Path, rec.Seq = "", 0
+		if err := w.emit(ctx, source.Unit{Record: &rec}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // noteAt lowers a baseline's checkpoint of set to snapshot time at.

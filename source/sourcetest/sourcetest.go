@@ -53,6 +53,9 @@ func (h Holdings) Checkpoint(_ context.Context, set string) (source.Checkpoint, 
 // Progress returns no marks: these holdings are a finished task's.
 func (h Holdings) Progress(context.Context, string) (map[string]string, error) { return nil, nil }
 
+// Retries returns none.
+func (h Holdings) Retries(context.Context, string) ([]source.Record, error) { return nil, nil }
+
 var _ source.Holdings = Holdings(nil)
 
 // Resumed is a source.Holdings with the marks an unfinished task left:
