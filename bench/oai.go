@@ -59,6 +59,16 @@ type OAIOptions struct {
 	// LoopTokens: every page after the first sends back the token of the
 	// second page, so a harvester that follows tokens blindly never ends.
 	LoopTokens bool
+	// MalformedPages: the first page of every list (every window) is not
+	// well-formed XML: its first record carries a character XML 1.0
+	// forbids written as a character reference (<dc:description>&#x1A;
+	// …), every time it is asked for; GetRecord answers the record
+	// without it.
+	MalformedPages bool
+	// BrokenPages: the first page of every list holds a record whose XML
+	// is broken beyond repair (an end tag that does not match), every
+	// time it is asked for; GetRecord answers the record well-formed.
+	BrokenPages bool
 }
 
 // OAIRepository is a deterministic synthetic OAI-PMH repository, served
@@ -353,10 +363,16 @@ func (r *OAIRepository) list(verb string, get func(string) string, rev int) (str
 	}
 	var b strings.Builder
 	b.WriteString("<" + verb + ">")
-	for _, rec := range page {
-		if verb == "ListIdentifiers" {
+	firstPage := get("resumptionToken") == ""
+	for k, rec := range page {
+		switch {
+		case verb == "ListIdentifiers":
 			b.WriteString(r.header(rec))
-		} else {
+		case firstPage && k == 0 && !rec.Deleted && r.o.MalformedPages:
+			b.WriteString(strings.Replace(r.record(rec, false), "</oai_dc:dc>", "<dc:description>flawed &#x1A; &#26;</dc:description></oai_dc:dc>", 1))
+		case firstPage && k == len(page)/2 && !rec.Deleted && r.o.BrokenPages:
+			b.WriteString(strings.Replace(r.record(rec, false), "</oai_dc:dc>", "<dc:description>broken</dc:descriptio></oai_dc:dc>", 1))
+		default:
 			b.WriteString(r.record(rec, false))
 		}
 	}
@@ -512,6 +528,8 @@ var oaiQuirks = []oaiQuirk{
 	{"gzip", func(o *OAIOptions) *bool { return &o.Gzip }},
 	{"deflate", func(o *OAIOptions) *bool { return &o.Deflate }},
 	{"loop-tokens", func(o *OAIOptions) *bool { return &o.LoopTokens }},
+	{"malformed-page", func(o *OAIOptions) *bool { return &o.MalformedPages }},
+	{"broken-page", func(o *OAIOptions) *bool { return &o.BrokenPages }},
 }
 
 // OAIQuirks names the server habits SetQuirks takes.

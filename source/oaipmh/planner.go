@@ -153,6 +153,20 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 			jobs = append(jobs, job{set, args, l})
 		}
 	}
+	if task.Mode == source.Incremental {
+		// The records whose own failure is outstanding, asked for again
+		// first: the checkpoint moved past them.
+		for _, cp := range cps {
+			recs, err := held.Retries(ctx, cp.ResourceSet)
+			if err != nil {
+				return nil, err
+			}
+			h := &harvest{Planner: p, log: log, base: base, set: cp.ResourceSet, change: change, emit: emit, id: id, l: list{window: window{from: cp.From}}, prefix: prefix}
+			if err := h.retry(ctx, recs); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var (
 		mu             sync.Mutex
 		pages, outside int
@@ -171,7 +185,7 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	g.SetLimit(max(p.Concurrency, 1))
 	for _, j := range jobs {
 		g.Go(func() error {
-			h := &harvest{Planner: p, log: log, base: base, set: j.set, change: change, emit: emitOne, id: id, l: j.l}
+			h := &harvest{Planner: p, log: log, base: base, set: j.set, change: change, emit: emitOne, id: id, l: j.l, prefix: prefix}
 			err := h.list(gctx, j.args)
 			mu.Lock()
 			defer mu.Unlock()
@@ -412,17 +426,7 @@ func (p *Planner) Formats(ctx context.Context, base string) ([]MetadataFormat, e
 // format prefix ("": DefaultMetadataPrefix). An unknown identifier is an
 // Errors holding idDoesNotExist.
 func (p *Planner) GetRecord(ctx context.Context, base, identifier, prefix string) (*Record, error) {
-	var rec *Record
-	args := url.Values{"verb": {"GetRecord"}, "identifier": {identifier}, "metadataPrefix": {cmp.Or(prefix, DefaultMetadataPrefix)}}
-	err := p.request(ctx, base, args, func(rd *Reader) error {
-		r, err := rd.Next()
-		if err == io.EOF {
-			return errclass.Permanentf("%w: a GetRecord response without a record", ErrMalformed)
-		}
-		rec = r
-		return err
-	})
-	return rec, err
+	return p.getRecord(ctx, base, identifier, cmp.Or(prefix, DefaultMetadataPrefix), false)
 }
 
 // Sets returns the sets of the repository at base, following resumption
@@ -441,13 +445,35 @@ func (p *Planner) Sets(ctx context.Context, base string) ([]Set, error) {
 			}
 			out = append(out, *s)
 		}
-	}, nil)
+	}, nil, nil)
 	return out, err
 }
 
 // request GETs base with args — POSTs them when the URL would be longer
 // than MaxGetURL — and hands the response to read.
 func (p *Planner) request(ctx context.Context, base string, args url.Values, read func(*Reader) error) error {
+	return p.requestWith(ctx, base, args, false, read)
+}
+
+// requestWith is request, the response read leniently when lenient is set
+// (see Options.Lenient).
+func (p *Planner) requestWith(ctx context.Context, base string, args url.Values, lenient bool, read func(*Reader) error) error {
+	u := base + "?" + args.Encode()
+	return p.open(ctx, base, args, func(in io.Reader) error {
+		rd, err := NewReader(in, Options{MaxRecordSize: p.MaxRecordSize, Lenient: lenient})
+		if err == nil {
+			err = read(rd)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", u, err)
+		}
+		return nil
+	})
+}
+
+// open GETs base with args — POSTs them when the URL would be longer than
+// MaxGetURL — and hands the response's decoded body to read.
+func (p *Planner) open(ctx context.Context, base string, args url.Values, read func(io.Reader) error) error {
 	u := base + "?" + args.Encode()
 	var body *fetch.Body
 	var err error
@@ -464,23 +490,21 @@ func (p *Planner) request(ctx context.Context, base string, args url.Values, rea
 	if err != nil {
 		return err
 	}
-	rd, err := NewReader(in, Options{MaxRecordSize: p.MaxRecordSize})
-	if err == nil {
-		err = read(rd)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", u, err)
-	}
-	return nil
+	return read(in)
 }
+
 
 // follow requests a list with args, then through its resumption tokens,
 // handing each response to read (which reads its items; the token is
 // taken after), then, when not nil, the token that comes next to paged
-// ("" after the last page). noRecordsMatch is an empty page. A token sent
-// twice (ErrTokenLoop), or more than MaxPages pages, ends the list with a
-// permanent error. It returns how many pages were read.
-func (p *Planner) follow(ctx context.Context, base string, args url.Values, read func(*Reader) error, paged func(ctx context.Context, next string) error) (int, error) {
+// ("" after the last page). noRecordsMatch is an empty page. A page that
+// is not well-formed (see malformedPage) is handed, when isolate is not
+// nil, to isolate, which returns its token and what it could not
+// recover. A token sent twice (ErrTokenLoop), or more than MaxPages
+// pages, ends the list with a permanent error. It returns how many pages
+// were read.
+func (p *Planner) follow(ctx context.Context, base string, args url.Values, read func(*Reader) error, paged func(ctx context.Context, next string) error,
+	isolate func(ctx context.Context, args url.Values, err error) (string, error)) (int, error) {
 	seen := map[string]bool{}
 	maxPages := cmp.Or(p.MaxPages, DefaultMaxPages)
 	for pages := 0; ; {
@@ -492,6 +516,9 @@ func (p *Planner) follow(ctx context.Context, base string, args url.Values, read
 			token = rd.Token()
 			return nil
 		})
+		if isolate != nil && malformedPage(err) && ctx.Err() == nil {
+			token.Value, err = isolate(ctx, args, err)
+		}
 		if err != nil && !IsNoRecordsMatch(err) {
 			return pages, err
 		}
@@ -535,11 +562,16 @@ type harvest struct {
 	// mark is where the list stands, last and ordered included.
 	mark listMark
 	last time.Time
+	// prefix is the metadata format harvested.
+	prefix string
 	// stop is the emit function's error: it ends the plan.
 	stop  error
 	pages int
 	// encoding says a response's encoding was warned of.
 	encoding bool
+	// taken are the identifiers the page being read emitted, so that a
+	// page read again (see isolate) emits none twice.
+	taken map[string]bool
 }
 
 // list harvests a list from its first request (or the page an unfinished
@@ -567,7 +599,7 @@ func (h *harvest) list(ctx context.Context, args url.Values) error {
 		first = url.Values{"verb": {"ListRecords"}, "resumptionToken": {r.Token}}
 	}
 	for restarts := 0; ; restarts++ {
-		n, err := h.follow(ctx, h.base, first, func(rd *Reader) error { return h.page(ctx, rd) }, h.paged)
+		n, err := h.follow(ctx, h.base, first, func(rd *Reader) error { return h.page(ctx, rd) }, h.paged, h.isolate)
 		h.pages += n
 		var es Errors
 		if err == nil || h.stop != nil || !errors.As(err, &es) || !es.Has("badResumptionToken") || restarts >= maxRestarts {
@@ -598,6 +630,7 @@ func (h *harvest) windowArgs(args url.Values, from time.Time) url.Values {
 // token of the next page, or done.
 func (h *harvest) paged(ctx context.Context, next string) error {
 	h.mark.Token, h.mark.Done = next, next == ""
+	clear(h.taken) // the next page is another
 	if !h.last.IsZero() {
 		h.mark.Last = h.id.format(h.last)
 	}
@@ -629,33 +662,62 @@ func (h *harvest) page(ctx context.Context, rd *Reader) error {
 		if rec == nil {
 			return err
 		}
-		t := rec.Header.Time
-		if !t.IsZero() && ((!h.lo.IsZero() && t.Before(h.lo)) || (!h.hi.IsZero() && t.After(h.hi))) {
-			h.outside++
-			continue
-		}
-		if t.Before(h.last) {
-			h.mark.Ordered = false
-		} else {
-			h.last = t
-		}
-		u := source.Unit{}
-		if err == nil && !rec.Header.Deleted && len(rec.Metadata) == 0 {
-			err = errclass.Permanentf("%w: record %s has no metadata", ErrMalformed, rec.Header.Identifier)
-		}
-		if err != nil {
-			u.Failure = &source.Failure{URI: rec.Header.Identifier, ResourceSet: h.set, Stage: "document", Listed: h.base, Err: err, Resource: true}
-			if u.Failure.URI == "" {
-				u.Failure.URI = h.base
-			}
-		} else {
-			u.Record = h.record(rec)
-		}
-		if err := h.emit(ctx, u); err != nil {
-			h.stop = err
+		if err := h.take(ctx, rec, err); err != nil {
 			return err
 		}
 	}
+}
+
+// take emits one record of a page (or its failure, err): what falls
+// outside the list's window is dropped, and a record this page emitted
+// already (when the page is read again) is not emitted twice.
+func (h *harvest) take(ctx context.Context, rec *Record, err error) error {
+	if id := rec.Header.Identifier; id != "" {
+		if h.taken[id] {
+			return nil
+		}
+		if h.taken == nil {
+			h.taken = map[string]bool{}
+		}
+		h.taken[id] = true
+	}
+	t := rec.Header.Time
+	if !t.IsZero() && ((!h.lo.IsZero() && t.Before(h.lo)) || (!h.hi.IsZero() && t.After(h.hi))) {
+		h.outside++
+		return nil
+	}
+	if t.Before(h.last) {
+		h.mark.Ordered = false
+	} else {
+		h.last = t
+	}
+	u := source.Unit{}
+	if err == nil && !rec.Header.Deleted && len(rec.Metadata) == 0 {
+		err = errclass.Permanentf("%w: record %s has no metadata", ErrMalformed, rec.Header.Identifier)
+	}
+	if err != nil {
+		u.Failure = h.recordFailure(rec.Header.Identifier, err)
+	} else {
+		u.Record = h.record(rec)
+	}
+	if err := h.emit(ctx, u); err != nil {
+		h.stop = err
+		return err
+	}
+	return nil
+}
+
+// recordFailure is the failure of record id (err): its own, asked for
+// again by the next task when permanent; a temporary one holds the set at
+// the list's start.
+func (h *harvest) recordFailure(id string, err error) *source.Failure {
+	f := &source.Failure{URI: id, ResourceSet: h.set, Stage: "document", Listed: h.base, Err: err, Resource: true, At: h.l.from}
+	if id == "" {
+		f.URI = h.base
+	} else {
+		f.Retry = &source.Record{URI: id, ResourceSet: h.set, Length: -1}
+	}
+	return f
 }
 
 // record is the unit a harvested record becomes.

@@ -314,6 +314,11 @@ func TestQuirks(t *testing.T) {
 		"forgotten tokens":       func(o *bench.OAIOptions) { o.ForgetTokens = true },
 		"gzip without saying so": func(o *bench.OAIOptions) { o.Gzip = true },
 		"deflate":                func(o *bench.OAIOptions) { o.Deflate = true },
+		// One page of every window not well-formed: repaired by the
+		// lenient second reading, or (broken beyond repair) each record
+		// of it asked for alone; every record arrives.
+		"a malformed page per window": func(o *bench.OAIOptions) { o.MalformedPages = true },
+		"a broken page per window":    func(o *bench.OAIOptions) { o.BrokenPages = true },
 	}
 	names := slices.Sorted(maps.Keys(quirks))
 	for _, name := range append(names, "all together", "all together in windows") {
@@ -330,10 +335,18 @@ func TestQuirks(t *testing.T) {
 			}
 			r := newRepo(t, o)
 			got := map[string]string{}
+			repaired := 0
 			collect := func(units []source.Unit) {
 				for _, u := range units {
 					if u.Record == nil {
 						t.Fatalf("unit %+v %v", u, u.Failure.Err)
+					}
+					if u.Record.Change == source.Deleted {
+					} else if b := readBody(t, u.Record); strings.Contains(b, "flawed") {
+						repaired++
+						if !strings.Contains(b, "flawed \uFFFD \uFFFD") {
+							t.Errorf("%s: the forbidden characters not replaced: %q", u.Record.URI, b)
+						}
 					}
 					if u.Record.Change == source.Deleted {
 						delete(got, u.Record.URI)
@@ -374,6 +387,9 @@ func TestQuirks(t *testing.T) {
 			}
 			if len(got) != live {
 				t.Errorf("%d records held, %d live", len(got), live)
+			}
+			if name == "a malformed page per window" && repaired == 0 {
+				t.Errorf("no page was read leniently")
 			}
 		})
 	}

@@ -78,6 +78,13 @@ type Options struct {
 	// DefaultMaxRecordSize). A larger record is that record's error; the
 	// rest of the page is read.
 	MaxRecordSize int
+	// Lenient also replaces the characters XML 1.0 forbids that arrive as
+	// character references (&#26; or &#x1A;, in text and attribute
+	// values; in CDATA such text is not a reference and stays), as a page
+	// that is not well-formed is read the second time (see
+	// Planner): every form a forbidden character arrives in is then
+	// replaced by U+FFFD and counted (Replaced).
+	Lenient bool
 }
 
 // Header is a record's header.
@@ -160,7 +167,7 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 	if err != nil {
 		return nil, malformedErr(err)
 	}
-	t := &tap{r: bufio.NewReaderSize(in, 64<<10)}
+	t := &tap{r: bufio.NewReaderSize(in, 64<<10), lenient: opts.Lenient}
 	rd := &Reader{tap: t, dec: xml.NewDecoder(t), opts: opts, Args: map[string]string{}, Encoding: note}
 	// Everything the decoder reads is UTF-8 by now (see manifest.UTF8),
 	// whatever the declaration says.
@@ -683,6 +690,12 @@ type tap struct {
 	rec  bool
 	base int64
 	buf  []byte
+	// lenient replaces forbidden character references too; cdata says the
+	// bytes handed out are inside a CDATA section, and tail holds the
+	// last of them, to tell.
+	lenient bool
+	cdata   bool
+	tail    uint64
 }
 
 var replacement = []byte("\uFFFD")
@@ -704,9 +717,21 @@ func (t *tap) ReadByte() (byte, error) {
 		case b < 0x20 && b != '\t' && b != '\n' && b != '\r':
 			t.replaced++
 			c, t.pending = replacement[0], replacement[1:]
+		case b == '&' && t.lenient && !t.cdata && t.forbiddenRef():
+			t.replaced++
+			c, t.pending = replacement[0], replacement[1:]
 		case b >= 0x80:
 			c = b
 			if n := t.runeLen(b); n > 0 {
+				if n == 3 && b == 0xef {
+					if rest, _ := t.r.Peek(2); rest[0] == 0xbf && (rest[1] == 0xbe || rest[1] == 0xbf) {
+						// U+FFFE and U+FFFF: not characters in XML.
+						t.r.Discard(2)
+						t.replaced++
+						c, t.pending = replacement[0], replacement[1:]
+						break
+					}
+				}
 				t.cont = n - 1
 				break
 			}
@@ -722,7 +747,80 @@ func (t *tap) ReadByte() (byte, error) {
 	if t.rec {
 		t.buf = append(t.buf, c)
 	}
+	if t.lenient {
+		t.see(c)
+	}
 	return c, nil
+}
+
+// The bytes that open and close a CDATA section, as the low bytes of tail.
+const (
+	cdataOpen  = uint64('<')<<56 | uint64('!')<<48 | uint64('[')<<40 | uint64('C')<<32 | uint64('D')<<24 | uint64('A')<<16 | uint64('T')<<8 | uint64('A')
+	cdataClose = uint64(']')<<16 | uint64(']')<<8 | uint64('>')
+)
+
+// see follows the bytes handed out, to tell whether they are in a CDATA
+// section ("<![CDATA[" … "]]>").
+func (t *tap) see(c byte) {
+	prev := t.tail
+	t.tail = t.tail<<8 | uint64(c)
+	switch {
+	case !t.cdata && c == '[' && prev == cdataOpen:
+		t.cdata = true
+	case t.cdata && t.tail&0xffffff == cdataClose:
+		t.cdata = false
+	}
+}
+
+// forbiddenRef reports whether the '&' just read starts a character
+// reference (&#N; or &#xH;) to a character XML 1.0 forbids; if so, the
+// reference is consumed.
+func (t *tap) forbiddenRef() bool {
+	ahead, _ := t.r.Peek(32)
+	if len(ahead) < 3 || ahead[0] != '#' {
+		return false
+	}
+	end := bytes.IndexByte(ahead, ';')
+	if end < 2 {
+		return false
+	}
+	digits, base := ahead[1:end], 10
+	if digits[0] == 'x' || digits[0] == 'X' {
+		digits, base = digits[1:], 16
+	}
+	if len(digits) == 0 {
+		return false
+	}
+	var n uint64
+	for _, d := range digits {
+		v := uint64(base)
+		switch {
+		case d >= '0' && d <= '9':
+			v = uint64(d - '0')
+		case base == 16 && d >= 'a' && d <= 'f':
+			v = uint64(d-'a') + 10
+		case base == 16 && d >= 'A' && d <= 'F':
+			v = uint64(d-'A') + 10
+		}
+		if v >= uint64(base) {
+			return false // not a character reference: the decoder says so
+		}
+		if n = n*uint64(base) + v; n > 0x10ffff {
+			n = 0x110000
+		}
+	}
+	if xmlChar(rune(n)) {
+		return false
+	}
+	t.r.Discard(end + 1)
+	return true
+}
+
+// xmlChar reports whether XML 1.0 allows character r (its production
+// Char).
+func xmlChar(r rune) bool {
+	return r == 0x09 || r == 0x0a || r == 0x0d || (r >= 0x20 && r <= 0xd7ff) ||
+		(r >= 0xe000 && r <= 0xfffd) || (r >= 0x10000 && r <= 0x10ffff)
 }
 
 // runeLen returns the length of the valid UTF-8 sequence lead (just read)

@@ -282,8 +282,22 @@ func FuzzReader(f *testing.F) {
 	f.Add(envelope("ListRecords", dcRecord("oai:x:1", "Caf\xe9 \xc3\xa9 \xe2\x80")))
 	f.Add(envelope("GetRecord", dcRecord("oai:x:1", "<![CDATA[x]]>\x02")))
 	f.Add(`<OAI-PMH xmlns="` + Namespace + `"><error code="noRecordsMatch"/></OAI-PMH>`)
+	// Characters XML 1.0 forbids, in every form and place.
+	for _, page := range forbiddenPages() {
+		f.Add(page.page)
+	}
 	f.Fuzz(func(t *testing.T, page string) {
-		rd, err := NewReader(strings.NewReader(page), Options{MaxRecordSize: 4096})
+		for _, lenient := range []bool{false, true} {
+			fuzzRead(t, page, lenient)
+		}
+	})
+}
+
+// fuzzRead reads page: whatever it holds, every record's metadata is a
+// well-formed document, and reading ends.
+func fuzzRead(t *testing.T, page string, lenient bool) {
+	{
+		rd, err := NewReader(strings.NewReader(page), Options{MaxRecordSize: 4096, Lenient: lenient})
 		if err != nil {
 			return
 		}
@@ -306,7 +320,69 @@ func FuzzReader(f *testing.F) {
 				}
 			}
 		}
-	})
+	}
+}
+
+// forbiddenPage is a page holding a character XML 1.0 forbids, and the
+// title its record must have once read leniently.
+type forbiddenPage struct {
+	name, page, title string
+}
+
+// forbiddenPages are pages holding forbidden characters in every form —
+// raw bytes, decimal and hexadecimal references, U+FFFE and U+FFFF, a
+// surrogate, a number past Unicode — in text, attribute values and CDATA.
+func forbiddenPages() []forbiddenPage {
+	withAttr := func(v string) string {
+		return envelope("ListRecords", `<record><header><identifier>oai:x:1</identifier><datestamp>2024-01-02T03:04:05Z</datestamp></header>`+
+			`<metadata><oai_dc:dc><dc:title xml:lang="`+v+`">T</dc:title></oai_dc:dc></metadata></record>`)
+	}
+	return []forbiddenPage{
+		{"raw byte in text", envelope("ListRecords", dcRecord("oai:x:1", "a\x1ab")), "a\uFFFDb"},
+		{"decimal reference in text", envelope("ListRecords", dcRecord("oai:x:1", "a&#26;b")), "a\uFFFDb"},
+		{"hexadecimal reference in text", envelope("ListRecords", dcRecord("oai:x:1", "a&#x1A;b&#X1f;")), "a\uFFFDb\uFFFD"},
+		{"NUL by reference", envelope("ListRecords", dcRecord("oai:x:1", "a&#0;b&#x0000;")), "a\uFFFDb\uFFFD"},
+		{"U+FFFE by reference", envelope("ListRecords", dcRecord("oai:x:1", "a&#xFFFE;b")), "a\uFFFDb"},
+		{"U+FFFF raw", envelope("ListRecords", dcRecord("oai:x:1", "a\xef\xbf\xbfb")), "a\uFFFDb"},
+		{"a surrogate by reference", envelope("ListRecords", dcRecord("oai:x:1", "a&#xD800;b")), "a\uFFFDb"},
+		{"past Unicode by reference", envelope("ListRecords", dcRecord("oai:x:1", "a&#x110000;b&#99999999999;")), "a\uFFFDb\uFFFD"},
+		{"raw byte in CDATA", envelope("ListRecords", dcRecord("oai:x:1", "<![CDATA[a\x02b]]>")), "<![CDATA[a\uFFFDb]]>"},
+		{"a reference in CDATA is text", envelope("ListRecords", dcRecord("oai:x:1", "<![CDATA[a&#26;b]]>c&#26;")), "<![CDATA[a&#26;b]]>c\uFFFD"},
+		{"raw byte in an attribute", withAttr("e\x01n"), ""},
+		{"a reference in an attribute", withAttr("e&#x1;n"), ""},
+		{"a reference in the header", strings.Replace(envelope("ListRecords", dcRecord("oai:x:1&#1;", "T")), "", "", 1), "T"},
+		{"a reference in the token", envelope("ListRecords", dcRecord("oai:x:1", "T")+`<resumptionToken>a&#x2;b</resumptionToken>`), "T"},
+	}
+}
+
+// TestLenient: read leniently, a page with a character XML 1.0 forbids,
+// in any form and place, gives its record with the character replaced by
+// U+FFFD (a reference inside CDATA is text, and stays); read strictly, a
+// reference to one is an error of the page.
+func TestLenient(t *testing.T) {
+	for _, tc := range forbiddenPages() {
+		t.Run(tc.name, func(t *testing.T) {
+			_, recs, errs := readAll(t, tc.page, Options{Lenient: true})
+			if len(recs) != 1 || errs[0] != nil {
+				t.Fatalf("lenient: %d records, errors %v", len(recs), errs)
+			}
+			body := string(recs[0].Metadata)
+			if tc.title != "" && !strings.Contains(body, "<dc:title>"+tc.title+"</dc:title>") {
+				t.Errorf("title not repaired: %s", body)
+			}
+			if strings.Contains(tc.name, "attribute") && !strings.Contains(body, "xml:lang=\"e\uFFFDn\"") {
+				t.Errorf("attribute not repaired: %s", body)
+			}
+			d := xml.NewDecoder(strings.NewReader(body))
+			for {
+				if _, err := d.Token(); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatalf("metadata not well-formed: %v\n%s", err, body)
+				}
+			}
+		})
+	}
 }
 
 func ExampleReader() {
