@@ -13,6 +13,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -601,7 +602,9 @@ func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) (str
 	}
 	keep := state.Document{URL: docURL}
 	switch {
-	case res.Bytes <= state.MaxDocumentCopy && (res.ETag != "" || res.LastModified != ""):
+	case res.Bytes <= state.MaxDocumentCopy && (res.ETag != "" || res.LastModified != "") && wellFormed(f, docURL, res.ContentEncoding):
+		// Only a copy that reads in full is kept: one cut short would
+		// otherwise stand for the document on every 304.
 		keep.ETag, keep.LastModified, keep.Encoding = res.ETag, res.LastModified, res.ContentEncoding
 		if keep.Body, err = readBack(f, res.Bytes); err != nil {
 			return "", err
@@ -715,3 +718,26 @@ func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 func asEntryError(err error, target **manifest.EntryError) bool { return errors.As(err, target) }
+
+// wellFormed reports whether the document spooled in f (at its start, and
+// left there) is well-formed XML once decoded: a copy kept for conditional
+// requests must be the whole document, not a body a server cut short.
+func wellFormed(f *os.File, docURL, encoding string) bool {
+	defer f.Seek(0, io.SeekStart)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return false
+	}
+	in, err := fetch.DecodeDocument(f, docURL, encoding, state.MaxDocumentCopy*64)
+	if err != nil {
+		return false
+	}
+	d := xml.NewDecoder(in)
+	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
+	for {
+		if _, err := d.Token(); err == io.EOF {
+			return true
+		} else if err != nil {
+			return false
+		}
+	}
+}

@@ -222,10 +222,13 @@ type Holdings interface {
 	// its checkpoint was last set: what an unfinished task got through.
 	Progress(ctx context.Context, resourceSet string) (map[string]string, error)
 	// Retries returns the records of resource set whose own permanent
-	// failure is outstanding (the checkpoint moved past them): an
-	// incremental task asks for each again. A record failed in a package
-	// comes back as it was listed (its Path the entry's); one a planner
-	// failed as Failure.Retry says.
+	// failure is outstanding (the checkpoint, or the progress marks, moved
+	// past them): a task that would not list them again asks for each
+	// again (the ResourceSync planner in incremental tasks; the OAI-PMH
+	// planner in every task, since a baseline resumed from marks skips
+	// what they cover). A record failed in a package comes back as it was
+	// listed (its Path the entry's); one a planner failed as Failure.Retry
+	// says.
 	Retries(ctx context.Context, resourceSet string) ([]Record, error)
 }
 

@@ -153,9 +153,10 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 			jobs = append(jobs, job{set, args, l})
 		}
 	}
-	if task.Mode == source.Incremental {
+	{
 		// The records whose own failure is outstanding, asked for again
-		// first: the checkpoint moved past them.
+		// first: the checkpoint, or the progress marks of a task resumed,
+		// moved past them.
 		for _, cp := range cps {
 			recs, err := held.Retries(ctx, cp.ResourceSet)
 			if err != nil {
