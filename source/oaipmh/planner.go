@@ -494,7 +494,6 @@ func (p *Planner) open(ctx context.Context, base string, args url.Values, read f
 	return read(in)
 }
 
-
 // follow requests a list with args, then through its resumption tokens,
 // handing each response to read (which reads its items; the token is
 // taken after), then, when not nil, the token that comes next to paged
