@@ -82,6 +82,10 @@ type EntryError struct {
 	Index int64
 	// Loc is the entry's <loc>, whitespace-trimmed, if it was read.
 	Loc string
+	// Change is the change the entry's rs:md reports, if it was read
+	// ("" otherwise): what a reader that asks for the resource again needs
+	// to know, a deletion above all.
+	Change Change
 	// Err says what is wrong.
 	Err error
 }
@@ -507,7 +511,7 @@ func (r *Reader) readEntry(start xml.StartElement) (*Entry, error) {
 		note(errors.New("no <loc>"))
 	}
 	if bad != nil {
-		return nil, &EntryError{Index: index, Loc: e.Loc, Err: errclass.Permanentf("line %d: %w", line, bad)}
+		return nil, &EntryError{Index: index, Loc: e.Loc, Change: e.Metadata.Change, Err: errclass.Permanentf("line %d: %w", line, bad)}
 	}
 	return e, nil
 }

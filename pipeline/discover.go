@@ -62,11 +62,26 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 	})
 }
 
-// planFailed records a failure the planner met.
+// planFailed records a failure the planner met. The copy kept of the
+// document that listed what failed (for conditional requests) is
+// forgotten, so that the next run reads the document itself again rather
+// than the copy that failed.
 func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	ep := r.marks.enter()
+	for _, doc := range []string{f.Listed, f.Document} {
+		if doc == "" || r.listing != nil {
+			continue
+		}
+		if err := r.opts.Store.PutDocument(ctx, state.Document{URL: doc}); err != nil {
+			r.log.Warn("could not forget a document's copy", "document", doc, "error", err)
+		}
+	}
 	if f.WholeSet {
-		r.setBroken(ctx, f.ResourceSet, f.Err, f.At, ep)
+		set := f.ResourceSet
+		if set == "" {
+			set = anySet // which set is not known: it holds them all
+		}
+		r.setBroken(ctx, set, f.Err, f.At, ep)
 		return
 	}
 	c := countsNone
@@ -86,7 +101,7 @@ func (r *run) planFailed(ctx context.Context, f source.Failure) {
 // retryOf is the state's retry of record rec.
 func (r *run) retryOf(rec *source.Record) state.Retry {
 	js, _ := json.Marshal(rec)
-	return state.Retry{Source: r.opts.SourceKey, URI: rec.URI, ResourceSet: rec.ResourceSet, Record: string(js), RunID: r.runID}
+	return state.Retry{Source: r.opts.SourceKey, URI: rec.URI, ResourceSet: rec.ResourceSet, Record: string(js), ChangeTime: rec.ChangeTime, RunID: r.runID}
 }
 
 // Retries returns the records of set whose own permanent failure is

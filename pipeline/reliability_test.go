@@ -120,6 +120,10 @@ func respond(w http.ResponseWriter, rec *httptest.ResponseRecorder, k string) {
 	case "charref":
 		// A character XML 1.0 forbids, as a reference, in the envelope.
 		body = bytes.Replace(body, []byte("</request>"), []byte("&#x1A;</request>"), 1)
+	case "badentry":
+		// One entry of a ResourceSync document malformed (its lastmod),
+		// its loc readable.
+		body = bytes.Replace(body, []byte("<lastmod>"), []byte("<lastmod>x"), 1)
 	case "broken":
 		// One record's XML broken beyond repair.
 		body = bytes.Replace(body, []byte("</dc:title>"), []byte("</dc:titel>"), 1)
@@ -261,8 +265,9 @@ func TestCheckpointRuleOAIPMH(t *testing.T) {
 // ResourceSync planner and the executor: a source with a Resource Dump, a
 // Resource List and a Change Dump, baselined from its dumps or its lists,
 // then caught up from its Change Dump, with documents, packages and single
-// resources failing at random — 5xx, truncated bodies, flipped bytes (a
-// package's or a resource's fixity), 404 — holds every resource of the
+// resources failing at random — 5xx, truncated bodies, a malformed entry
+// (of a list of resources, of a dump, of a manifest copy), flipped bytes
+// (a package's or a resource's fixity), 404 — holds every resource of the
 // source after one clean sync.
 func TestCheckpointRuleResourceSync(t *testing.T) {
 	ctx := context.Background()
@@ -271,8 +276,27 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 	for seed := firstSeed(); seed < firstSeed()+seeds(); seed++ {
 		src := t.TempDir()
 		ch := newChaos(uint64(seed), chaosRate(0.25))
+		// The resources are served as the source holds them at the step
+		// published (a deleted one is gone), as a real source's are.
+		var current atomic.Pointer[map[string][]byte]
+		currentResources := func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				cur := current.Load()
+				if cur == nil || !strings.HasPrefix(r.URL.Path, "/resources/") {
+					next.ServeHTTP(w, r)
+					return
+				}
+				b, ok := (*cur)[strings.TrimPrefix(r.URL.Path, "/")]
+				if !ok {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+				w.Write(b)
+			})
+		}
 		wrap := func(next http.Handler) http.Handler {
-			return ch.wrap(next, func(r *http.Request) []string {
+			return ch.wrap(currentResources(next), func(r *http.Request) []string {
 				switch {
 				case r.Header.Get("Range") != "":
 					return nil // a resume of a package: the fault was the first ask
@@ -282,7 +306,7 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 					if strings.Contains(r.URL.Path, "capabilitylist") || strings.Contains(r.URL.Path, "well-known") {
 						return []string{"503", "truncate"}
 					}
-					return []string{"503", "503!", "truncate", "truncate!"}
+					return []string{"503", "503!", "truncate", "truncate!", "badentry!"}
 				case strings.Contains(r.URL.Path, "/resources/"):
 					return []string{"503", "404!", "flip!", "truncate!"}
 				}
@@ -304,13 +328,29 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 		if seed%2 == 1 {
 			opts.Prefer = "list"
 		}
-		srv.Handler.Publish(1)
+		publish := func(k int) map[string][]byte {
+			srv.Handler.Publish(k)
+			truth := map[string][]byte{}
+			byPath := map[string][]byte{}
+			if err := bench.TruthAfter(ctx, gen, k, func(uri string, body io.Reader) error {
+				b, err := io.ReadAll(body)
+				truth[uri], byPath[strings.TrimPrefix(uri, srv.URL)] = b, b
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			current.Store(&byPath)
+			return truth
+		}
+		publish(1)
 		r1 := h.syncRun(ctx, opts)
-		srv.Handler.Publish(2)
+		want := publish(2)
 		r2 := h.syncRun(ctx, opts)
 		if os.Getenv("RSHARVEST_PROPERTY_DEBUG") != "" {
 			t.Logf("seed %d run 1: %s %+v\n%v", seed, r1.Summary(), r1.Failures, ch.faulted)
 			t.Logf("seed %d run 2: %s %+v", seed, r2.Summary(), r2.Failures)
+			rs, _ := h.store.Retries(ctx, srv.URL, srv.URL+"capabilitylist.xml")
+			t.Logf("seed %d retries: %+v", seed, rs)
 		}
 		ch.on.Store(false)
 		opts.Prefer = ""
@@ -323,14 +363,8 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 		}
 		if rep.Status != pipeline.StatusOK {
 			t.Errorf("seed %d: the clean sync: %s %+v", seed, rep.Summary(), rep.Failures)
-		}
-		want := map[string][]byte{}
-		if err := bench.TruthAfter(ctx, gen, 2, func(uri string, body io.Reader) error {
-			b, err := io.ReadAll(body)
-			want[uri] = b
-			return err
-		}); err != nil {
-			t.Fatal(err)
+		} else if os.Getenv("RSHARVEST_PROPERTY_DEBUG") != "" {
+			t.Logf("seed %d clean: %s", seed, rep.Summary())
 		}
 		got := h.held(ctx)
 		resources += len(want)

@@ -731,6 +731,9 @@ func wellFormed(f *os.File, docURL, encoding string) bool {
 	if err != nil {
 		return false
 	}
+	if in, _, err = manifest.UTF8(in); err != nil {
+		return true // an encoding nobody knows: reading it fails the same way every time
+	}
 	d := xml.NewDecoder(in)
 	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
 	for {

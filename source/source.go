@@ -119,6 +119,11 @@ type Failure struct {
 	// Listed is the document or package that lists a failed resource, or
 	// "".
 	Listed string
+	// Document is the document the failure was read in when that is not
+	// Listed (a package's manifest copy), or "". The copy the executor
+	// keeps of it, and of Listed, is forgotten: the next run reads it
+	// again rather than the copy that failed.
+	Document string
 	// Err is the cause; its errclass tells temporary from permanent.
 	Err error
 	// Resource says the failure is one resource's, counted as a failed

@@ -111,8 +111,9 @@ type Batch struct {
 	Progress []Progress
 	// Retries are upserted by (source, URI): records whose own permanent
 	// failure the next run asks for again. A resource of Resources that
-	// is not failed, or a key of Resolved, clears its retry (after
-	// Retries are applied).
+	// is not failed clears its retry when its ChangeTime is not older than
+	// the retry's; a key of Resolved clears it (after Retries are
+	// applied).
 	Retries []Retry
 	// Resolved are resources whose retry is cleared although the batch
 	// records nothing else of them (a change superseded by a newer one
@@ -132,6 +133,9 @@ type Retry struct {
 	// Record is the planner's own description of the record (it alone
 	// reads it), enough to ask for it again.
 	Record string
+	// ChangeTime is the time of the change that failed (zero: unknown):
+	// a retry of an older change does not replace an outstanding one.
+	ChangeTime time.Time
 	// RunID is the run that failed it (0: none; otherwise it must exist).
 	RunID int64
 }
@@ -649,9 +653,17 @@ func commitRetries(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) err
 		if r.URI == "" {
 			return fmt.Errorf("retry %d: a retry needs a URI", i)
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO retries (source, uri, resource_set, record, run_id, failed) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (source, uri) DO UPDATE SET resource_set = excluded.resource_set, record = excluded.record, run_id = excluded.run_id, failed = excluded.failed`,
-			r.Source, r.URI, r.ResourceSet, r.Record, nullID(r.RunID), now.UTC().Format(timeLayout))
+		ct, err := encodeTime(r.ChangeTime)
+		if err != nil {
+			return fmt.Errorf("retry %d (%q): %w", i, r.URI, err)
+		}
+		// A retry of an older change than the one outstanding does not
+		// replace it (coalesce: an unknown time is the oldest).
+		_, err = tx.ExecContext(ctx, `INSERT INTO retries (source, uri, resource_set, record, change_time, run_id, failed) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (source, uri) DO UPDATE SET resource_set = excluded.resource_set, record = excluded.record, change_time = excluded.change_time,
+				run_id = excluded.run_id, failed = excluded.failed
+			WHERE coalesce(excluded.change_time, '') >= coalesce(retries.change_time, '')`,
+			r.Source, r.URI, r.ResourceSet, r.Record, ct, nullID(r.RunID), now.UTC().Format(timeLayout))
 		if err != nil {
 			return fmt.Errorf("retry %d (%q): %w", i, r.URI, err)
 		}
@@ -663,19 +675,22 @@ func commitRetries(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) err
 	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM retries)").Scan(&some); err != nil || !some {
 		return err
 	}
-	clear := func(k Key) error {
-		_, err := tx.ExecContext(ctx, "DELETE FROM retries WHERE source = ? AND uri = ?", k.Source, k.URI)
-		return err
-	}
 	for i := range b.Resources {
-		if r := &b.Resources[i]; r.Outcome != OutcomeFailed {
-			if err := clear(Key{r.Source, r.URI}); err != nil {
-				return fmt.Errorf("resolved %q: %w", r.URI, err)
-			}
+		r := &b.Resources[i]
+		if r.Outcome == OutcomeFailed {
+			continue
+		}
+		// A version as new as the change that failed, or newer, is held.
+		ct, err := encodeTime(r.ChangeTime)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, "DELETE FROM retries WHERE source = ? AND uri = ? AND coalesce(change_time, '') <= coalesce(?, '')", r.Source, r.URI, ct)
+		}
+		if err != nil {
+			return fmt.Errorf("resolved %q: %w", r.URI, err)
 		}
 	}
 	for _, k := range b.Resolved {
-		if err := clear(k); err != nil {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM retries WHERE source = ? AND uri = ?", k.Source, k.URI); err != nil {
 			return fmt.Errorf("resolved %q: %w", k.URI, err)
 		}
 	}

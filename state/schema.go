@@ -268,6 +268,7 @@ CREATE TABLE retries (
 	uri          TEXT NOT NULL CHECK (uri <> ''),
 	resource_set TEXT NOT NULL,
 	record       TEXT NOT NULL,
+	change_time  TEXT,
 	run_id       INTEGER REFERENCES runs (id),
 	failed       TEXT NOT NULL,
 	PRIMARY KEY (source, uri)

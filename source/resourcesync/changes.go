@@ -1,6 +1,7 @@
 package resourcesync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,9 @@ func (w *walk) planChanges(ctx context.Context) error {
 		return err
 	}
 	if err := p.deletes(ctx, func(c planned) error { return w.emit(ctx, source.Unit{Record: c.rec}) }); err != nil {
+		return err
+	}
+	if err := w.retry(ctx, func(uri string) (bool, error) { return p.has(ctx, uri) }); err != nil {
 		return err
 	}
 	pkgs, err := p.putPackages(ctx)
@@ -147,7 +151,21 @@ func (w *walk) readChanges(ctx context.Context, p *plan, i int) (err error) {
 		return err
 	}
 	entryFail := func(seq int64, uri string, err error) error {
-		return p.fail(ctx, i, seq, source.Failure{URI: uri, ResourceSet: j.ResourceSet, Listed: j.URL, Stage: "manifest", Err: errclass.NewPermanent(err), Resource: true})
+		f := source.Failure{URI: uri, ResourceSet: j.ResourceSet, Listed: j.URL, Document: j.Contents, Stage: "manifest", Err: errclass.NewPermanent(err), Resource: true}
+		var ee *manifest.EntryError
+		if uri != j.URL && CheckLoc(uri) == nil && errors.As(err, &ee) {
+			// A malformed entry is its own failure; the resource it names
+			// is asked for again by the next task (deleted, when that much
+			// of the entry could be read).
+			// Its time, unread, is at most the package's end (now for an
+			// open one): what it says wins over the older changes held,
+			// and a later package's change of the resource wins over it.
+			f.Retry = &source.Record{URI: uri, ResourceSet: j.ResourceSet, Listed: j.URL, Length: -1, ChangeTime: cmp.Or(j.Until, w.now)}
+			if ee.Change == manifest.Deleted {
+				f.Retry.Change = source.Deleted
+			}
+		}
+		return p.fail(ctx, i, seq, f)
 	}
 	for seq := int64(0); ; seq++ {
 		e, err := rd.Next()

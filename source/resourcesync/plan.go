@@ -310,3 +310,12 @@ func (p *plan) close() error {
 	}
 	return nil
 }
+
+// has reports whether the plan holds a change of uri (after decide).
+func (p *plan) has(ctx context.Context, uri string) (bool, error) {
+	var n int
+	if err := p.db.QueryRowContext(ctx, "SELECT count(*) FROM winners WHERE uri = ?", uri).Scan(&n); err != nil {
+		return false, errclass.Fatalf("plan: %w", err)
+	}
+	return n > 0, nil
+}

@@ -85,6 +85,11 @@ func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 		}
 		return nil, err
 	}
+	if len(w.pending) == 0 {
+		if err := w.retry(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
 	cps := make([]source.Checkpoint, 0, len(w.sets))
 	for _, cp := range w.sets {
 		cps = append(cps, *cp)
@@ -197,6 +202,9 @@ type walk struct {
 	setsBroken int
 	// started is set once the walk's first document opened.
 	started bool
+	// retries are the records of the sets met whose own failure is
+	// outstanding (an incremental task's), emitted after the plan.
+	retries []source.Record
 }
 
 // set returns the checkpoint of resource set, resolving an incremental
@@ -227,25 +235,34 @@ func (w *walk) set(ctx context.Context, set string) (*source.Checkpoint, error) 
 	}
 	w.sets[set] = cp
 	if w.task.Mode == source.Incremental && w.survey == nil {
-		if err := w.retry(ctx, set); err != nil {
+		recs, err := w.held.Retries(ctx, set)
+		if err != nil {
+			w.stop = err
 			return nil, err
 		}
+		w.retries = append(w.retries, recs...)
 	}
 	return cp, nil
 }
 
-// retry emits the records of set whose own permanent failure is
-// outstanding, each to GET from its URI and verify against what was
-// listed of it: the checkpoint moved past them, so only this asks for
-// them again. A newer change of one in the task's range supersedes it.
-func (w *walk) retry(ctx context.Context, set string) error {
-	recs, err := w.held.Retries(ctx, set)
-	if err != nil {
-		w.stop = err
-		return err
-	}
-	for i := range recs {
-		rec := recs[i]
+// retry emits, after the plan's own units, the records whose own
+// permanent failure is outstanding in the sets the task met, each to GET
+// from its URI and verify against what was listed of it (or to delete):
+// the checkpoint moved past them, so only this asks for them again. One
+// the plan has a change of (covered reports it) is left to that change.
+func (w *walk) retry(ctx context.Context, covered func(uri string) (bool, error)) error {
+	for i := range w.retries {
+		rec := w.retries[i]
+		if covered != nil {
+			ok, err := covered(rec.URI)
+			if err != nil {
+				w.stop = err
+				return err
+			}
+			if ok {
+				continue
+			}
+		}
 		rec.Path, rec.Seq = "", 0
 		if err := w.emit(ctx, source.Unit{Record: &rec}); err != nil {
 			return err
@@ -403,7 +420,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 				err = firstBroken // not one set could be read: the source could not be
 			}
 		}()
-		return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+		return w.eachEntry(ctx, docURL, "", false, rd, func(e *manifest.Entry) error {
 			if c := e.Metadata.Capability; c != "" && c != manifest.CapabilityList {
 				w.Log.Warn("source description entry is not a capability list; skipped", "document", docURL, "entry", e.Loc, "capability", c)
 				return nil
@@ -429,10 +446,10 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 		// A capability list is small: note what it offers, then walk the
 		// preferred capability (a dump; its list where no dump exists).
 		if w.survey != nil {
-			return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error { return w.child(ctx, here, e, docURL) })
+			return w.eachEntry(ctx, docURL, docURL, false, rd, func(e *manifest.Entry) error { return w.child(ctx, here, e, docURL) })
 		}
 		offers := map[manifest.Capability]*manifest.Entry{}
-		if err := w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+		if err := w.eachEntry(ctx, docURL, docURL, false, rd, func(e *manifest.Entry) error {
 			if _, dup := offers[e.Metadata.Capability]; !dup {
 				offers[e.Metadata.Capability] = e
 			}
@@ -458,7 +475,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
 		if h.IsIndex() {
-			return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+			return w.eachEntry(ctx, docURL, resourceSet, false, rd, func(e *manifest.Entry) error {
 				return w.child(ctx, here, e, resourceSet)
 			})
 		}
@@ -466,7 +483,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 		if err := w.noteAt(ctx, resourceSet, at); err != nil {
 			return err
 		}
-		return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+		return w.eachEntry(ctx, docURL, resourceSet, true, rd, func(e *manifest.Entry) error {
 			if e.Metadata.Capability == manifest.ResourceList {
 				// An index written with a <urlset> root: what it means is clear.
 				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
@@ -509,7 +526,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 				return err
 			}
 		}
-		return w.eachEntry(ctx, docURL, rd, func(e *manifest.Entry) error {
+		return w.eachEntry(ctx, docURL, resourceSet, false, rd, func(e *manifest.Entry) error {
 			if e.Metadata.Capability == w.want {
 				// An index written with a <urlset> root: what it means is clear.
 				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
@@ -540,7 +557,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 // walkIndex walks the children of a change or dump index, skipping those
 // whose [from, until] InRange rejects.
 func (w *walk) walkIndex(ctx context.Context, rd entries, resourceSet string, here *trail) error {
-	return w.eachEntry(ctx, here.url, rd, func(e *manifest.Entry) error {
+	return w.eachEntry(ctx, here.url, resourceSet, false, rd, func(e *manifest.Entry) error {
 		if ok, err := w.inRange(ctx, resourceSet, e.Metadata.From, e.Metadata.Until); err != nil || !ok {
 			return err
 		}
@@ -571,10 +588,15 @@ func (w *walk) child(ctx context.Context, here *trail, e *manifest.Entry, resour
 	return w.walk(ctx, u, resourceSet, next)
 }
 
-// eachEntry calls fn for every entry of rd. A malformed entry is recorded
-// as a failure and skipped; a broken document ends the walk of that document
-// with an error.
-func (w *walk) eachEntry(ctx context.Context, docURL string, rd entries, fn func(*manifest.Entry) error) error {
+// eachEntry calls fn for every entry of rd, a document of resource set
+// set ("": not known yet) that lists resources (records) or documents and
+// packages. A malformed entry is recorded as a failure and skipped: in a
+// list of resources it is that resource's own, and the resource it names
+// by a loc that can be fetched is asked for again by the next incremental
+// task (Failure.Retry); otherwise what it names holds records not seen, so
+// it holds the set's checkpoint (every set's when the set is not known). A
+// broken document ends the walk of that document with an error.
+func (w *walk) eachEntry(ctx context.Context, docURL, set string, records bool, rd entries, fn func(*manifest.Entry) error) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -590,7 +612,15 @@ func (w *walk) eachEntry(ctx context.Context, docURL string, rd entries, fn func
 				if uri == "" {
 					uri = docURL
 				}
-				if err := w.fail(ctx, invalid(uri, docURL, err, false)); err != nil {
+				f := invalid(uri, docURL, err, false)
+				switch {
+				case !records:
+					f.ResourceSet, f.WholeSet = set, true
+				case ee.Loc != "" && CheckLoc(ee.Loc) == nil:
+					f.ResourceSet = set
+					f.Retry = &source.Record{URI: ee.Loc, ResourceSet: set, Listed: docURL, Length: -1}
+				}
+				if err := w.fail(ctx, f); err != nil {
 					return err
 				}
 				continue
@@ -613,7 +643,7 @@ func (w *walk) eachEntry(ctx context.Context, docURL string, rd entries, fn func
 // (malformed, or not an absolute http(s) URL): permanent, and one
 // resource's when counted.
 func invalid(uri, docURL string, err error, counted bool) source.Failure {
-	return source.Failure{URI: uri, Stage: "document", Err: errclass.NewPermanent(fmt.Errorf("%s: %v", docURL, err)), Resource: counted}
+	return source.Failure{URI: uri, Stage: "document", Listed: docURL, Err: errclass.NewPermanent(fmt.Errorf("%s: %v", docURL, err)), Resource: counted}
 }
 
 // CheckLoc checks that a document's <loc> (or a link's href) is an
