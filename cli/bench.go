@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/harvest"
 )
 
 func (a *app) genCommand() *cobra.Command {
@@ -301,22 +302,17 @@ func (a *app) demo(ctx context.Context, resources int) error {
 	}
 	defer srv.Close()
 	f := syncFlags{
-		source:       srv.URL,
-		sourceKey:    "rsharvest-demo",
-		sinks:        []string{"fs:" + filepath.Join(demoDir, "mirror")},
-		state:        filepath.Join(demoDir, "rsharvest.db"),
-		report:       filepath.Join(demoDir, "baseline.json"),
-		concurrency:  4,
-		workers:      2,
-		retries:      3,
-		stallTimeout: 30 * time.Second,
-		progress:     "auto",
-		prefer:       "dump",
-		command:      "rsharvest demo",
+		Job:      harvest.DefaultJob(),
+		state:    filepath.Join(demoDir, "rsharvest.db"),
+		report:   filepath.Join(demoDir, "baseline.json"),
+		progress: "auto",
+		command:  "rsharvest demo",
 	}
+	f.Source, f.SourceKey, f.Sinks = srv.URL, "rsharvest-demo", []string{"fs:" + filepath.Join(demoDir, "mirror")}
+	f.Workers, f.Retries = 2, 3
 	// First the snapshot, as the source stood before its changes …
 	srv.Handler.Publish(0)
-	fmt.Fprintf(a.stdout, "serving it at %s\n\n1. baseline from the Resource Dump into %s (state %s)\n", srv.URL, f.sinks[0], f.state)
+	fmt.Fprintf(a.stdout, "serving it at %s\n\n1. baseline from the Resource Dump into %s (state %s)\n", srv.URL, f.Sinks[0], f.state)
 	rep, err := a.runSync(ctx, modeBaseline, f)
 	if rep != nil {
 		fmt.Fprint(a.stdout, rep.Summary())

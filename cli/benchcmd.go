@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/bench/harness"
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
 )
 
@@ -165,20 +165,8 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 // does, from its default flags with an fs sink and rangeParts.
 func (a *app) benchPipeline(log *slog.Logger, rangeParts int) harness.OptionsFunc {
 	return func(ctx context.Context, p harness.RunParams) (pipeline.Options, func(context.Context) error, error) {
-		f := syncFlags{
-			source:       p.Source,
-			sinks:        []string{"fs:" + p.SinkDir},
-			state:        p.StatePath,
-			concurrency:  p.Concurrency,
-			workers:      runtime.NumCPU(),
-			retries:      5,
-			spoolDir:     p.SpoolDir,
-			stallTimeout: 30 * time.Second,
-			progress:     "none",
-			prefer:       "dump",
-			rangeParts:   rangeParts,
-			command:      "rsharvest bench",
-		}
+		f := syncFlags{Job: harvest.DefaultJob(), state: p.StatePath, progress: "none", command: "rsharvest bench"}
+		f.Source, f.Sinks, f.Concurrency, f.SpoolDir, f.RangeParts = p.Source, []string{"fs:" + p.SinkDir}, p.Concurrency, p.SpoolDir, rangeParts
 		return a.pipelineOptions(ctx, f, log)
 	}
 }

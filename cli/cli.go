@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/es"
@@ -96,7 +97,7 @@ func exitCode(ctx context.Context, err error) int {
 	var ue usageError
 	var se *pipeline.SourceError
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), harvest.IsInvalid(err):
 		return ExitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return ExitInterrupted

@@ -23,11 +23,7 @@ func (a *app) applyConfig(c *cobra.Command, f *syncFlags) error {
 // targets are where a config file's values go: f's flags and the app's
 // log settings.
 func (a *app) targets(f *syncFlags) config.Targets {
-	return config.Targets{
-		Source: &f.source, State: &f.state, Report: &f.report, SpoolDir: &f.spoolDir, Progress: &f.progress, LogLevel: &a.logLevel, LogFormat: &a.logFormat,
-		From: &f.from, Until: &f.until, Sinks: &f.sinks, Headers: &f.headers,
-		Concurrency: &f.concurrency, Workers: &f.workers, Retries: &f.retries, RangeParts: &f.rangeParts, MaxDocumentSize: &f.maxDocumentSize, Rate: &f.rate,
-		StallTimeout: &f.stallTimeout, WaitLock: &f.waitLock, AllowMissingHash: &f.allowMissingHash, RequireHash: &f.requireHash, AllowPrivate: &f.allowPrivate, Prefer: &f.prefer, Sets: &f.sets,
-		Protocol: &f.protocol, MetadataPrefix: &f.metadataPrefix,
-	}
+	t := f.Job.Targets()
+	t.State, t.Report, t.Progress, t.WaitLock, t.LogLevel, t.LogFormat = &f.state, &f.report, &f.progress, &f.waitLock, &a.logLevel, &a.logFormat
+	return t
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/source/oaipmh"
 )
@@ -55,7 +56,7 @@ func (a *app) oaiCommand() *cobra.Command {
 				if retries < 0 {
 					return usagef("--retries must not be negative")
 				}
-				p := &oaipmh.Planner{Client: fetch.New(fetch.Options{UserAgent: UserAgent(), Header: hdr, Retries: fetchRetries(retries), Logger: a.logger()})}
+				p := &oaipmh.Planner{Client: fetch.New(fetch.Options{UserAgent: UserAgent(), Header: hdr, Retries: harvest.FetchRetries(retries), Logger: a.logger()})}
 				ctx := c.Context()
 				v, err := ask(ctx, p, args)
 				if err != nil {

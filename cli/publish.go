@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/bench/harness"
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/publish/fromes"
 	"github.com/rsharvest/rsharvest/sink"
@@ -53,7 +54,7 @@ func (f *publishFlags) bodies(ctx context.Context) (sink.Inventory, func(context
 	if f.copiesFrom == "" {
 		return nil, func(context.Context) error { return nil }, nil
 	}
-	sinks, closeAll, err := openSinks(ctx, []string{f.copiesFrom})
+	sinks, closeAll, err := harvest.OpenSinks(ctx, Sinks(), []string{f.copiesFrom})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -238,21 +237,6 @@ func harvestStatus(ctx context.Context, rep *pipeline.Report, err error) string 
 
 // harvestSite syncs one site with its settings, on the shared store.
 func (a *app) harvestSite(ctx context.Context, st *state.Store, s *site.Site, spoolDir string) (*pipeline.Report, error) {
-	var f syncFlags
-	f.register(&cobra.Command{}) // the flags' defaults
-	s.File.Apply(a.targets(&f), nil)
-	f.store, f.site, f.progress, f.command = st, s.Name, "none", "rsharvest run"
-	f.concurrencySet = s.Concurrency != nil
-	if spoolDir != "" {
-		f.spoolDir = spoolDir
-	}
-	if err := f.validate(); err != nil {
-		return nil, fmt.Errorf("site %s: %w", s.Name, err)
-	}
-	rep, err := a.runSync(ctx, modeSync, f)
-	var ue usageError
-	if errors.As(err, &ue) {
-		err = fmt.Errorf("site %s: %w", s.Name, err)
-	}
-	return rep, err
+	log := a.logger().With("site", s.Name)
+	return a.harvester(st, true, log).Site(ctx, s, spoolDir)
 }

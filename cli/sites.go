@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
@@ -319,7 +320,7 @@ func redacted(def config.Site) config.Site {
 		}
 		def.Headers = h
 	}
-	def.Sinks = redactSpecs(def.Sinks)
+	def.Sinks = harvest.RedactSpecs(def.Sinks)
 	return def
 }
 
@@ -376,7 +377,7 @@ func noSite(err error) error {
 // checkSinks opens and closes each sink of def: an unreachable sink
 // refuses the site before anything is written.
 func checkSinks(ctx context.Context, def *config.Site) error {
-	_, closeSinks, err := openSinks(ctx, def.Sinks)
+	_, closeSinks, err := harvest.OpenSinks(ctx, Sinks(), def.Sinks)
 	if err != nil {
 		return usageError{def.Errorf("sinks", "%v", err)}
 	}

@@ -1,0 +1,263 @@
+package harvest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/source/oaipmh"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// Harvester runs jobs on one state store.
+type Harvester struct {
+	// Store is the state store; the caller opened it (with its lock) and
+	// closes it.
+	Store *state.Store
+	// Shared says several harvests use Store at once (see
+	// pipeline.Options.StoreShared).
+	Shared bool
+	// Sinks opens the sinks a job names.
+	Sinks sink.Registry
+	// UserAgent is sent with every request ("": fetch's default).
+	UserAgent string
+	// Log takes the harvest's log records (nil: discarded).
+	Log *slog.Logger
+	// OnRetry, when set, is told of every request about to be retried
+	// (a progress display); otherwise each retry is logged.
+	OnRetry func(fetch.Retry)
+	// Counts, when set, is updated as the run goes (a progress display).
+	Counts *pipeline.Counts
+}
+
+// Run harvests j in mode m and returns the run's report (nil when the run
+// could not begin). An *InvalidError is a setting of j that is wrong.
+// Mode Sync runs a baseline when the state has no checkpoint for the
+// job's source (its SourceKey), an incremental run otherwise, and a
+// baseline after all when the source offers no changes or a resource set
+// was never loaded.
+func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*pipeline.Report, error) {
+	if err := j.Validate(); err != nil {
+		return nil, err
+	}
+	log := h.log()
+	if j.Site != "" {
+		log = log.With("site", j.Site)
+	}
+	opts, closeSinks, err := h.options(ctx, j, log)
+	if err != nil {
+		return nil, err
+	}
+	rng, _ := j.Range()
+	everyday := m == Sync
+	if everyday {
+		has, err := h.Store.HasCheckpoint(ctx, j.key())
+		if err != nil {
+			closeSinks(ctx)
+			return nil, err
+		}
+		m = Baseline
+		if has || !rng.From.IsZero() {
+			m = Incremental
+		}
+		log.Info("sync", "mode", m)
+	}
+	var rep *pipeline.Report
+	var runErr error
+	if m == Baseline {
+		rep, runErr = pipeline.Baseline(ctx, opts)
+	} else {
+		rep, runErr = pipeline.Incremental(ctx, opts, rng)
+		if everyday && (errors.Is(runErr, resourcesync.ErrNoCapability) || errors.Is(runErr, pipeline.ErrNoCheckpoint)) {
+			// No Change Dump or Change List, or a resource set never
+			// loaded (new, or its dump gives no "at"): catching up means
+			// comparing with the current snapshot again (unchanged
+			// resources are skipped).
+			log.Info("syncing from the snapshot", "why", runErr)
+			rep, runErr = pipeline.Baseline(ctx, opts)
+		}
+	}
+	if cerr := closeSinks(context.WithoutCancel(ctx)); cerr != nil && runErr == nil {
+		runErr = fmt.Errorf("closing sinks: %w", cerr)
+		if rep != nil {
+			rep.Status, rep.Error = pipeline.StatusFailed, runErr.Error()
+		}
+	}
+	return rep, runErr
+}
+
+// Site harvests registry site s as Run in mode Sync does, with the site's
+// settings over the defaults; spoolDir, when not empty, is where its
+// packages are unpacked.
+func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*pipeline.Report, error) {
+	j := SiteJob(s)
+	if spoolDir != "" {
+		j.SpoolDir = spoolDir
+	}
+	rep, err := h.Run(ctx, Sync, j)
+	if IsInvalid(err) {
+		err = &InvalidError{fmt.Errorf("site %s: %w", s.Name, err)}
+	}
+	return rep, err
+}
+
+// SiteJob is the job of registry site s: its settings over the defaults.
+func SiteJob(s *site.Site) Job {
+	j := DefaultJob()
+	s.File.Apply(j.Targets(), nil)
+	j.Site = s.Name
+	j.ConcurrencySet = s.Concurrency != nil
+	return j
+}
+
+// Options opens what a run of j needs — the sinks (each checked
+// reachable) and the HTTP client, with the planner of the source's
+// protocol — and returns the pipeline's options with a function closing
+// the sinks. The bench builds its runs with it, as a harvest's.
+func (h *Harvester) Options(ctx context.Context, j Job) (pipeline.Options, func(context.Context) error, error) {
+	if err := j.Validate(); err != nil {
+		return pipeline.Options{}, nil, err
+	}
+	return h.options(ctx, j, h.log())
+}
+
+func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipeline.Options, func(context.Context) error, error) {
+	headers, err := j.Header()
+	if err != nil {
+		return pipeline.Options{}, nil, err
+	}
+	sinks, closeSinks, err := OpenSinks(ctx, h.Sinks, j.Sinks)
+	if err != nil {
+		return pipeline.Options{}, nil, &InvalidError{err}
+	}
+	client := fetch.New(fetch.Options{
+		UserAgent:    h.UserAgent,
+		Header:       headers,
+		Rate:         j.Rate,
+		Retries:      FetchRetries(j.Retries),
+		StallTimeout: j.StallTimeout,
+		Logger:       log,
+		RangeParts:   j.RangeParts,
+		OnRetry:      h.OnRetry,
+		// A server asking for more than fetch.DefaultMaxRetryAfter ends
+		// the request: the run ends partial, its checkpoint held.
+		EndOnLongRetryAfter: true,
+		// What a source lists may not lead the harvester inward
+		// (server-side request forgery), unless the source is served
+		// from there itself.
+		Addresses: &fetch.AddressPolicy{Source: j.Source, Allow: j.AllowPrivateAddresses},
+	})
+	planner, err := h.planner(ctx, j, client, log)
+	if err == nil && planner == nil && len(j.Sets) > 1 {
+		err = invalidf("--set: a ResourceSync source is synced one resource set at a time, or all of them (%d sets given)", len(j.Sets))
+	}
+	if err != nil {
+		closeSinks(ctx)
+		return pipeline.Options{}, nil, err
+	}
+	set := ""
+	if planner == nil && len(j.Sets) == 1 {
+		set = j.Sets[0]
+	}
+	listConcurrency := 0 // the pipeline's default
+	if j.ConcurrencySet {
+		listConcurrency = j.Concurrency
+	}
+	return pipeline.Options{
+		Planner:         planner,
+		Source:          j.Source,
+		SourceKey:       j.SourceKey,
+		Sinks:           sinks,
+		SinkNames:       RedactSpecs(j.Sinks),
+		Store:           h.Store,
+		StoreShared:     h.Shared,
+		Site:            j.Site,
+		Client:          client,
+		Concurrency:     j.Concurrency,
+		Workers:         j.Workers,
+		ListConcurrency: listConcurrency,
+		SpoolDir:        j.SpoolDir,
+		RequireHash:     j.RequireHash,
+		Prefer:          j.Prefer,
+		Set:             set,
+		MaxDocumentSize: j.MaxDocumentSize,
+		Logger:          log,
+		Counts:          h.Counts,
+	}, closeSinks, nil
+}
+
+// planner returns the planner of the job's protocol: nil (the pipeline's
+// ResourceSync planner) or the OAI-PMH planner, for protocol oai-pmh or,
+// with auto, a source that answers Identify.
+func (h *Harvester) planner(ctx context.Context, j Job, client *fetch.Client, log *slog.Logger) (source.Planner, error) {
+	p := &oaipmh.Planner{Client: client, MetadataPrefix: j.MetadataPrefix, MaxDocumentSize: max(j.MaxDocumentSize, 0), Log: log, Concurrency: j.Concurrency, SetSpecs: j.Sets}
+	switch j.Protocol {
+	case "oai-pmh":
+		return p, nil
+	case "auto":
+		if oaipmh.MayBeRepository(j.Source) {
+			if _, err := p.Identify(ctx, j.Source); err == nil {
+				log.Info("the source is an OAI-PMH repository", "source", j.Source)
+				return p, nil
+			} else if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return nil, nil
+}
+
+func (h *Harvester) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return h.Log
+}
+
+// OpenSinks opens every sink spec with reg; on failure it closes those
+// already open.
+func OpenSinks(ctx context.Context, reg sink.Registry, specs []string) ([]sink.Sink, func(context.Context) error, error) {
+	var out []sink.Sink
+	closeAll := func(ctx context.Context) error {
+		var errs []error
+		for _, s := range out {
+			errs = append(errs, s.Close(ctx))
+		}
+		return errors.Join(errs...)
+	}
+	for _, spec := range specs {
+		s, err := reg.Open(ctx, spec)
+		if err != nil {
+			closeAll(ctx)
+			return nil, nil, err
+		}
+		out = append(out, s)
+	}
+	return out, closeAll, nil
+}
+
+// RedactSpecs returns sink specs without credentials (sink.Redact), to
+// name sinks in the state store and in messages.
+func RedactSpecs(specs []string) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = sink.Redact(s)
+	}
+	return out
+}
+
+// FetchRetries maps a job's Retries to fetch.Options.Retries, where 0
+// means "the default" and a negative value "none".
+func FetchRetries(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}

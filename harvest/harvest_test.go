@@ -1,0 +1,174 @@
+package harvest_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// source serves a generated ResourceSync source with a Change Dump,
+// published up to step 0.
+func source(t *testing.T) (*bench.Server, bench.GenOptions) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	srv, err := bench.Serve(ctx, dir, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	gen := bench.GenOptions{Dir: dir, Base: srv.URL, Resources: 40, Packages: 2, Seed: 3, MeanSize: 800, ChangePackages: 2, ChangesPerPackage: 6}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	srv.Handler.Publish(0)
+	return srv, gen
+}
+
+func openStore(t *testing.T) *state.Store {
+	t.Helper()
+	st, err := state.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// TestSite harvests a registry site through the library alone — no
+// command, and no cobra linked into the process: its first harvest is a
+// baseline, the next, after the source published its changes, an
+// incremental run that leaves the mirror equal to the source.
+func TestSite(t *testing.T) {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if strings.Contains(m.Path, "cobra") {
+				t.Fatalf("%s is linked into a process that only uses the library", m.Path)
+			}
+		}
+	}
+	ctx := context.Background()
+	srv, gen := source(t)
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	sites, err := config.DecodeSites(strings.NewReader(`sites:
+  - name: demo
+    source: `+srv.URL+`
+    sinks: [fs:`+mirror+`]
+    schedule: every 1d
+    concurrency: 2
+`), "sites.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	reg := site.Registry{Store: st}
+	if _, err := reg.Apply(ctx, sites); err != nil {
+		t.Fatal(err)
+	}
+	s, err := reg.Site(ctx, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harvest.Harvester{Store: st, Sinks: sink.Registry{"fs": fs.Open}, Log: slog.New(slog.DiscardHandler)}
+	rep, err := h.Site(ctx, s, "")
+	if err != nil || rep.Status != pipeline.StatusOK || rep.Mode != "baseline" {
+		t.Fatalf("first harvest: %v %+v", err, rep)
+	}
+	srv.Handler.Publish(-1)
+	rep, err = h.Site(ctx, s, "")
+	if err != nil || rep.Status != pipeline.StatusOK || rep.Mode != "incremental" {
+		t.Fatalf("second harvest: %v %+v", err, rep)
+	}
+	want := map[string][]byte{}
+	if err := bench.TruthAfter(ctx, gen, gen.ChangePackages, func(uri string, body io.Reader) error {
+		b, err := io.ReadAll(body)
+		want[uri] = b
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := fs.New(mirror, fs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := inv.Walk(ctx, func(uri string) error {
+		n++
+		rc, err := inv.Get(ctx, uri)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		if err == nil && !bytes.Equal(b, want[uri]) {
+			t.Errorf("%s differs from the source", uri)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(want) {
+		t.Errorf("the mirror holds %d resources, the source %d", n, len(want))
+	}
+}
+
+// TestSyncWithKey: a job whose source is named in the state by a key of
+// its own (the demo's, whose port changes) is synced from its checkpoint
+// the second time, not loaded again: "has it a checkpoint?" is asked of
+// the key the run records under.
+func TestSyncWithKey(t *testing.T) {
+	ctx := context.Background()
+	srv, _ := source(t)
+	st := openStore(t)
+	h := &harvest.Harvester{Store: st, Sinks: sink.Registry{"fs": fs.Open}}
+	j := harvest.DefaultJob()
+	j.Source, j.SourceKey, j.Sinks = srv.URL, "demo-key", []string{"fs:" + t.TempDir()}
+	for i, want := range []string{"baseline", "incremental"} {
+		rep, err := h.Run(ctx, harvest.Sync, j)
+		if err != nil || rep.Mode != want {
+			t.Fatalf("sync %d: %v, mode %q, want %q", i+1, err, rep.Mode, want)
+		}
+	}
+}
+
+// TestInvalidJob: a job's wrong settings are InvalidErrors naming the
+// setting, before anything is opened.
+func TestInvalidJob(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*harvest.Job)
+		want string
+	}{
+		{"no source", func(j *harvest.Job) { j.Source = "" }, "--source"},
+		{"no sink", func(j *harvest.Job) { j.Sinks = nil }, "--sink"},
+		{"protocol", func(j *harvest.Job) { j.Protocol = "gopher" }, "--protocol"},
+		{"range", func(j *harvest.Job) { j.From, j.Until = "2024-02-01", "2024-01-01" }, "--from"},
+		{"header", func(j *harvest.Job) { j.Headers = []string{"no colon"} }, "--header"},
+		{"unknown sink", func(j *harvest.Job) { j.Sinks = []string{"ftp://x"} }, "ftp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := harvest.DefaultJob()
+			j.Source, j.Sinks = "http://127.0.0.1:1/", []string{"fs:" + t.TempDir()}
+			tc.mod(&j)
+			h := &harvest.Harvester{Store: openStore(t), Sinks: sink.Registry{"fs": fs.Open}}
+			_, err := h.Run(context.Background(), harvest.Sync, j)
+			if !harvest.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want an InvalidError naming %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,235 @@
+// Package harvest is the library that runs harvests: a Job (what to
+// harvest, into which sinks, and how) becomes a run of the pipeline with
+// the planner of the source's protocol, in the mode the state calls for.
+// The command line, the daemon and the status page only build jobs and
+// call a Harvester; nothing here knows about flags or cobra.
+package harvest
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/source/oaipmh"
+)
+
+// Mode is what a harvest does.
+type Mode string
+
+// The modes of a harvest.
+const (
+	// Baseline copies every resource of the source's snapshot.
+	Baseline Mode = "baseline"
+	// Incremental applies the source's changes over a range.
+	Incremental Mode = "incremental"
+	// Sync is the everyday mode: a baseline when the state has no
+	// checkpoint for the source, else an incremental run from it (a
+	// baseline again where the source offers no changes).
+	Sync Mode = "sync"
+)
+
+// Job is one harvest's settings: what a command's flags, a config file or
+// a registry site resolve to. DefaultJob gives the defaults; Targets binds
+// a job to a config file's values.
+type Job struct {
+	// Source is where to start: a ResourceSync document or site, or an
+	// OAI-PMH base URL.
+	Source string
+	// SourceKey names the source in the state store ("": Source).
+	SourceKey string
+	// Sinks are the sink specs every resource goes to.
+	Sinks []string
+	// Site names the registry site harvested ("": none), for the log and
+	// the harvest log.
+	Site string
+	// From and Until bound an incremental harvest (W3C datetimes, ""
+	// open).
+	From, Until string
+	// Concurrency is how many packages (or lists) are read at once;
+	// ConcurrencySet says it was given explicitly, and then also bounds
+	// the GETs of a list's resources (otherwise the pipeline's default).
+	Concurrency    int
+	ConcurrencySet bool
+	// Workers is how many entries are verified and delivered at once.
+	Workers int
+	// Rate is requests per second per host (0: unlimited); Retries the
+	// retries of a failed request.
+	Rate    float64
+	Retries int
+	// Headers are extra request headers, each "Name: value".
+	Headers []string
+	// SpoolDir is where packages are unpacked ("": the system's).
+	SpoolDir string
+	// StallTimeout cuts and resumes a download receiving nothing.
+	StallTimeout time.Duration
+	// RequireHash refuses resources that give no hash.
+	RequireHash bool
+	// AllowMissingHash is accepted for compatibility; it does nothing.
+	AllowMissingHash bool
+	// AllowPrivateAddresses lifts the address rule (fetch.AddressPolicy).
+	AllowPrivateAddresses bool
+	// Prefer is "dump" or "list".
+	Prefer string
+	// Sets are the resource sets harvested (none: every one).
+	Sets []string
+	// Protocol is the source's protocol: "auto", "resourcesync" or
+	// "oai-pmh"; MetadataPrefix the OAI-PMH format harvested.
+	Protocol       string
+	MetadataPrefix string
+	// RangeParts is how many parallel Range requests download a large
+	// package.
+	RangeParts int
+	// MaxDocumentSize caps one document's bytes (-1: no cap).
+	MaxDocumentSize int64
+}
+
+// DefaultJob returns a job with every setting at its default.
+func DefaultJob() Job {
+	return Job{
+		Concurrency:     4,
+		Workers:         runtime.NumCPU(),
+		Retries:         5,
+		StallTimeout:    30 * time.Second,
+		Prefer:          "dump",
+		Protocol:        "auto",
+		MetadataPrefix:  oaipmh.DefaultMetadataPrefix,
+		RangeParts:      1,
+		MaxDocumentSize: manifest.DefaultMaxDocumentSize,
+	}
+}
+
+// Targets binds j's settings to a config file's values (config.File.Apply);
+// the caller adds the targets of what is not a harvest's (state, report,
+// progress, logging).
+func (j *Job) Targets() config.Targets {
+	return config.Targets{
+		Source: &j.Source, SpoolDir: &j.SpoolDir, From: &j.From, Until: &j.Until, Sinks: &j.Sinks, Headers: &j.Headers,
+		Concurrency: &j.Concurrency, Workers: &j.Workers, Retries: &j.Retries, RangeParts: &j.RangeParts, MaxDocumentSize: &j.MaxDocumentSize,
+		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash,
+		AllowPrivate: &j.AllowPrivateAddresses, Prefer: &j.Prefer, Sets: &j.Sets, Protocol: &j.Protocol, MetadataPrefix: &j.MetadataPrefix,
+	}
+}
+
+// InvalidError is the error of a job whose settings are wrong (a usage
+// error: the command line's exit 2). Flag names the setting, as the
+// command line spells it.
+type InvalidError struct {
+	Err error
+}
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+func invalidf(format string, a ...any) error {
+	return &InvalidError{fmt.Errorf(format, a...)}
+}
+
+// IsInvalid reports whether err is a job's invalid setting.
+func IsInvalid(err error) bool {
+	var ie *InvalidError
+	return errors.As(err, &ie)
+}
+
+// Protocols are the protocols a job names (besides "auto").
+var protocols = []string{"resourcesync", "oai-pmh"}
+
+// Validate checks j's settings; its error is an *InvalidError naming the
+// setting as the command line spells it.
+func (j *Job) Validate() error {
+	if j.Source == "" {
+		return invalidf("--source is required")
+	}
+	if len(j.Sinks) == 0 {
+		return invalidf("at least one --sink is required (e.g. --sink fs:./mirror)")
+	}
+	if j.Concurrency < 1 || j.Workers < 1 {
+		return invalidf("--concurrency and --workers must be at least 1")
+	}
+	if j.RangeParts < 1 {
+		return invalidf("--range-parts must be at least 1")
+	}
+	if j.MaxDocumentSize == 0 || j.MaxDocumentSize < -1 {
+		return invalidf("--max-document-size must be a number of bytes, or -1 for no cap")
+	}
+	if j.Rate < 0 || j.Retries < 0 {
+		return invalidf("--rate and --retries must not be negative")
+	}
+	if j.Prefer != "dump" && j.Prefer != "list" {
+		return invalidf("--prefer: want dump or list")
+	}
+	if j.Protocol != "auto" && !slices.Contains(protocols, j.Protocol) {
+		return invalidf("--protocol: want auto, %s", strings.Join(protocols, " or "))
+	}
+	if j.MetadataPrefix == "" {
+		return invalidf("--metadata-prefix must not be empty")
+	}
+	if slices.Contains(j.Sets, "") {
+		return invalidf("--set must not be empty")
+	}
+	if _, err := j.Range(); err != nil {
+		return err
+	}
+	_, err := j.Header()
+	return err
+}
+
+// Range parses From and Until.
+func (j *Job) Range() (pipeline.Range, error) {
+	var rng pipeline.Range
+	var err error
+	if j.From != "" {
+		if rng.From, err = manifest.ParseDatetime(j.From); err != nil {
+			return rng, invalidf("--from: %v", err)
+		}
+	}
+	if j.Until != "" {
+		if rng.Until, err = manifest.ParseDatetime(j.Until); err != nil {
+			return rng, invalidf("--until: %v", err)
+		}
+	}
+	if !rng.From.IsZero() && !rng.Until.IsZero() && rng.From.After(rng.Until) {
+		return rng, invalidf("--from %s is later than --until %s", j.From, j.Until)
+	}
+	return rng, nil
+}
+
+// Header returns Headers as a header set.
+func (j *Job) Header() (http.Header, error) {
+	h := http.Header{}
+	for _, s := range j.Headers {
+		k, v, ok := strings.Cut(s, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
+			return nil, invalidf("--header %q: want 'Name: value'", RedactHeader(s))
+		}
+		h.Add(k, strings.TrimSpace(v))
+	}
+	return h, nil
+}
+
+// RedactHeader hides a header's value in messages: headers carry
+// credentials.
+func RedactHeader(s string) string {
+	k, _, ok := strings.Cut(s, ":")
+	if !ok {
+		return "…"
+	}
+	return k + ": …"
+}
+
+// key is the name of the job's source in the state store.
+func (j *Job) key() string {
+	if j.SourceKey != "" {
+		return j.SourceKey
+	}
+	return j.Source
+}
