@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/daemon"
-	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/site"
@@ -102,22 +102,16 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 				Tick:             tick,
 				Log:              log,
 				Harvest: func(ctx context.Context, s *site.Site) error {
-					r, err := a.harvestOne(ctx, st, s, spoolDir, rs)
+					h, done := a.sitesHarvester(st)
+					r, err := h.One(ctx, s, spoolDir, rs, done)
 					if pub != nil && ctx.Err() == nil {
 						if _, perr := pub.run(ctx); perr != nil {
 							log.Error("publish after the harvest failed; the published set is unchanged", "site", s.Name, "error", perr)
 						}
 					}
-					var se *pipeline.SourceError
-					if errors.As(err, &se) && !errclass.IsPermanent(se.Err) {
-						return errclass.NewRetryable(err) // the source may come back
-					}
-					if err != nil && r.Status == pipeline.StatusPartial {
-						return nil // recorded; its temporary failures wait for the next harvest
-					}
-					return err
+					return harvest.Retry(&pipeline.Report{Status: r.Status}, err)
 				},
-				Daily: func(ctx context.Context) error { return dailyReport(ctx, st, rs, time.Now()) },
+				Daily: func(ctx context.Context) error { return harvest.Daily(ctx, st, rs, time.Now()) },
 			})
 			if errors.Is(runErr, daemon.ErrSchemaInUse) {
 				runErr = usageError{runErr}

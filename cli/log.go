@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -77,8 +76,7 @@ func harvestLog(ctx context.Context, st *state.Store, since time.Time, site stri
 			continue
 		}
 		end := logEntry{At: r.Finished, Operation: opHarvestEnded, Site: r.Site, RunID: r.ID, Mode: r.Mode, Source: r.Source, Status: r.Status}
-		var rep pipeline.Report
-		if r.Report != nil && json.Unmarshal(r.Report, &rep) == nil {
+		if rep, ok := pipeline.ReadReport(r.Report); ok {
 			c := rep.Resources
 			end.Counts = map[string]int64{"written": c.Written, "deleted": c.Deleted, "unchanged": c.Unchanged, "failed": c.Failed, "skipped": c.Skipped}
 			end.Error = rep.Error

@@ -6,12 +6,11 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/report"
 	"github.com/rsharvest/rsharvest/site"
@@ -73,7 +72,8 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 				return err
 			}
 			began := time.Now().UTC()
-			reports, ok := a.harvestSites(ctx, st, sites, concurrency, spoolDir, rs)
+			h, done := a.sitesHarvester(st)
+			reports, ok := h.Sites(ctx, sites, concurrency, spoolDir, rs, done)
 			title := fmt.Sprintf("%s at %s", c.CommandPath(), began.Format("2006-01-02 15:04 UTC"))
 			if err := rs.Composite(context.WithoutCancel(ctx), &report.Admin{Key: "run:" + began.Format(time.RFC3339Nano), Title: title, Sites: reports}); err != nil {
 				log.Warn("the composite report could not be sent", "error", err)
@@ -149,94 +149,26 @@ func (a *app) chosenSites(ctx context.Context, reg site.Registry, names []string
 	return slices.DeleteFunc(all, func(s *site.Site) bool { return !s.Due(now, time.Local) }), nil
 }
 
-// harvestSites harvests sites, concurrency at a time, each on its own
-// (harvestOne), and reports whether every harvest succeeded.
-func (a *app) harvestSites(ctx context.Context, st *state.Store, sites []*site.Site, concurrency int, spoolDir string, rs *report.Sender) ([]report.Site, bool) {
-	var (
-		mu      sync.Mutex
-		all     = true
-		reports = make([]report.Site, len(sites))
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(concurrency)
-	for i, s := range sites {
-		g.Go(func() error {
-			r, err := a.harvestOne(gctx, st, s, spoolDir, rs)
-			mu.Lock()
-			defer mu.Unlock()
-			reports[i] = r
+// harvester of registry sites on the shared store st, printing each
+// site's summary as its harvest ends.
+func (a *app) sitesHarvester(st *state.Store) (*harvest.Harvester, harvest.Harvested) {
+	h := a.harvester(st, true, a.logger())
+	return h, func(s *site.Site, rep *pipeline.Report, err, rerr error) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "site %s: ", s.Name)
+		if rep != nil {
+			b.WriteString(summary(rep, err))
 			if err != nil {
-				all = false
+				fmt.Fprintf(&b, "  error: %v\n", err)
 			}
-			return nil
-		})
-	}
-	_ = g.Wait() // each site's error is its own
-	return reports, all
-}
-
-// harvestOne harvests site s, records the harvest in the registry, prints
-// its summary and sends its report (rs: nil, none). Its error is not nil
-// unless the harvest succeeded (status ok): the run's error, else one
-// saying the status.
-func (a *app) harvestOne(ctx context.Context, st *state.Store, s *site.Site, spoolDir string, rs *report.Sender) (report.Site, error) {
-	started := time.Now().UTC()
-	rep, err := a.harvestSite(ctx, st, s, spoolDir)
-	status, runID := harvestStatus(ctx, rep, err), int64(0)
-	if rep != nil {
-		runID = rep.RunID
-	}
-	// Recorded even when the run was interrupted: the next run resumes
-	// from its marks.
-	rerr := st.SiteHarvested(context.WithoutCancel(ctx), s.Name, started, status, runID)
-	var b strings.Builder
-	fmt.Fprintf(&b, "site %s: ", s.Name)
-	if rep != nil {
-		b.WriteString(summary(rep, err))
-		if err != nil {
-			fmt.Fprintf(&b, "  error: %v\n", err)
+		} else {
+			fmt.Fprintf(&b, "failed: %v\n", err)
 		}
-	} else {
-		fmt.Fprintf(&b, "failed: %v\n", err)
+		if rerr != nil {
+			fmt.Fprintf(&b, "  recording the harvest in the registry: %v\n", rerr)
+		}
+		a.outMu.Lock()
+		fmt.Fprint(a.stdout, b.String())
+		a.outMu.Unlock()
 	}
-	if rerr != nil {
-		fmt.Fprintf(&b, "  recording the harvest in the registry: %v\n", rerr)
-	}
-	a.outMu.Lock()
-	fmt.Fprint(a.stdout, b.String())
-	a.outMu.Unlock()
-	r, serr := siteReport(context.WithoutCancel(ctx), st, s, started, status, rep, err)
-	if serr != nil {
-		a.logger().Warn("the site's report could not be made", "site", s.Name, "error", serr)
-	} else {
-		a.sendReport(ctx, rs, &r)
-	}
-	switch {
-	case err != nil:
-		return r, err
-	case rerr != nil:
-		return r, rerr
-	case status != pipeline.StatusOK:
-		return r, fmt.Errorf("site %s: harvest %s", s.Name, status)
-	}
-	return r, nil
-}
-
-// harvestStatus is a site harvest's status: its run's (failed when the
-// run did not begin), interrupted when ctx ended it, and never ok beside
-// an error.
-func harvestStatus(ctx context.Context, rep *pipeline.Report, err error) string {
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return state.StatusInterrupted
-	case rep == nil, err != nil && rep.Status == pipeline.StatusOK:
-		return pipeline.StatusFailed
-	}
-	return rep.Status
-}
-
-// harvestSite syncs one site with its settings, on the shared store.
-func (a *app) harvestSite(ctx context.Context, st *state.Store, s *site.Site, spoolDir string) (*pipeline.Report, error) {
-	log := a.logger().With("site", s.Name)
-	return a.harvester(st, true, log).Site(ctx, s, spoolDir)
 }

@@ -3,6 +3,7 @@ package harvest_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
@@ -168,6 +170,32 @@ func TestInvalidJob(t *testing.T) {
 			_, err := h.Run(context.Background(), harvest.Sync, j)
 			if !harvest.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v; want an InvalidError naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRetry is the daemon's policy for a site harvest's outcome.
+func TestRetry(t *testing.T) {
+	unreadable := func(err error) error { return &pipeline.SourceError{URL: "http://x/", Err: err} }
+	for _, tc := range []struct {
+		name string
+		rep  *pipeline.Report
+		err  error
+		want string // "nil", "retryable", "as is"
+	}{
+		{"ok", &pipeline.Report{Status: pipeline.StatusOK}, nil, "nil"},
+		{"source down", nil, unreadable(errclass.Retryablef("connection refused")), "retryable"},
+		{"source wrong", nil, unreadable(errclass.Permanentf("not a ResourceSync document")), "as is"},
+		{"partial", &pipeline.Report{Status: pipeline.StatusPartial}, errors.New("site x: harvest partial"), "nil"},
+		{"failed", &pipeline.Report{Status: pipeline.StatusFailed}, errors.New("disk full"), "as is"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := harvest.Retry(tc.rep, tc.err)
+			switch {
+			case tc.want == "nil" && got != nil, tc.want == "retryable" && !errclass.IsRetryable(got),
+				tc.want == "as is" && (got != tc.err || errclass.IsRetryable(got)):
+				t.Errorf("Retry = %v (%s), want %s", got, errclass.Of(got), tc.want)
 			}
 		})
 	}

@@ -226,3 +226,14 @@ func (rep *Report) Summary() string {
 	}
 	return s
 }
+
+// ReadReport decodes a report a run recorded (state.Run.Report); false
+// when there is none, or it cannot be read. It is the one decoder of a
+// recorded report, for the harvest log, the status page and the reports.
+func ReadReport(b []byte) (*Report, bool) {
+	var rep Report
+	if b == nil || json.Unmarshal(b, &rep) != nil {
+		return nil, false
+	}
+	return &rep, true
+}

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"html/template"
 	"net/http"
@@ -97,8 +96,7 @@ type runView struct {
 // newRunView reads the run's counts from its report (pipeline.Report).
 func newRunView(r state.Run) runView {
 	v := runView{Run: r}
-	var rep pipeline.Report
-	if r.Report != nil && json.Unmarshal(r.Report, &rep) == nil {
+	if rep, ok := pipeline.ReadReport(r.Report); ok {
 		v.Written, v.Deleted, v.Unchanged, v.Failed = rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed
 		v.Bytes, v.Error = rep.Bytes.Written, rep.Error
 	}

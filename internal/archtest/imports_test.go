@@ -47,7 +47,7 @@ var allowed = []struct {
 	{"publish/fromes", []string{"publish", "sink", "sink/es", "state", "errclass", "fixity", "internal/retry"}},
 	{"publish", []string{"errclass", "fixity", "internal/flock", "manifest", "sink", "sink/fs", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "manifest", "sink", "source", "source/resourcesync", "state", "unzip"}},
-	{"harvest", []string{"config", "fetch", "manifest", "pipeline", "sink", "site", "source", "source/oaipmh", "source/resourcesync", "state"}},
+	{"harvest", []string{"config", "errclass", "fetch", "manifest", "pipeline", "report", "sink", "site", "source", "source/oaipmh", "source/resourcesync", "state"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "state", "unzip", "errclass", "fixity", "manifest"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},
 	{"cli", []string{"*"}},

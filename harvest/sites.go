@@ -1,0 +1,200 @@
+package harvest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/report"
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// Harvested is told of each registry site's harvest as it ends: the
+// site, its run's report (nil when the run did not begin) and error, and
+// the error of recording the harvest in the registry. It may be called
+// from several goroutines at once.
+type Harvested func(s *site.Site, rep *pipeline.Report, err, recordErr error)
+
+// Sites harvests the registry sites given, concurrency at a time, each on
+// its own (see One): a site that fails does not stop the others. It
+// returns each site's report, and whether every harvest succeeded.
+func (h *Harvester) Sites(ctx context.Context, sites []*site.Site, concurrency int, spoolDir string, rs *report.Sender, done Harvested) ([]report.Site, bool) {
+	reports := make([]report.Site, len(sites))
+	failed := make([]bool, len(sites))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(concurrency, 1))
+	for i, s := range sites {
+		g.Go(func() error {
+			r, err := h.One(gctx, s, spoolDir, rs, done)
+			reports[i], failed[i] = r, err != nil
+			return nil
+		})
+	}
+	_ = g.Wait() // each site's error is its own
+	for _, f := range failed {
+		if f {
+			return reports, false
+		}
+	}
+	return reports, true
+}
+
+// One harvests registry site s (Site), records the harvest in the
+// registry (even when interrupted: the next harvest resumes from its
+// marks), tells done (when not nil) and sends the site's report through
+// rs (nil: none). Its error is nil only when the harvest succeeded
+// (status ok): the run's error, else one saying the status.
+func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *report.Sender, done Harvested) (report.Site, error) {
+	started := time.Now().UTC()
+	rep, err := h.Site(ctx, s, spoolDir)
+	status, runID := Status(ctx, rep, err), int64(0)
+	if rep != nil {
+		runID = rep.RunID
+	}
+	rerr := h.Store.SiteHarvested(context.WithoutCancel(ctx), s.Name, started, status, runID)
+	if done != nil {
+		done(s, rep, err, rerr)
+	}
+	r, serr := SiteReport(context.WithoutCancel(ctx), h.Store, s, started, status, rep, err)
+	if serr != nil {
+		h.log().Warn("the site's report could not be made", "site", s.Name, "error", serr)
+	} else {
+		h.send(ctx, rs, &r)
+	}
+	switch {
+	case err != nil:
+		return r, err
+	case rerr != nil:
+		return r, rerr
+	case status != pipeline.StatusOK:
+		return r, fmt.Errorf("site %s: harvest %s", s.Name, status)
+	}
+	return r, nil
+}
+
+// Status is a site harvest's status: its run's (failed when the run did
+// not begin), interrupted when ctx ended it, and never ok beside an error.
+func Status(ctx context.Context, rep *pipeline.Report, err error) string {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return state.StatusInterrupted
+	case rep == nil, err != nil && rep.Status == pipeline.StatusOK:
+		return pipeline.StatusFailed
+	}
+	return rep.Status
+}
+
+// Retry is the daemon's policy for a site harvest that ended with rep and
+// err: a source that could not be read for a temporary reason is retried
+// (a retryable error: River's backoff); a harvest that ended partial is
+// recorded and waits for its next time (nil); any other error stands.
+func Retry(rep *pipeline.Report, err error) error {
+	var se *pipeline.SourceError
+	if errors.As(err, &se) && !errclass.IsPermanent(se.Err) {
+		return errclass.NewRetryable(err) // the source may come back
+	}
+	if err != nil && rep != nil && rep.Status == pipeline.StatusPartial {
+		return nil // recorded; its temporary failures wait for the next harvest
+	}
+	return err
+}
+
+// SiteReport is the report of site s's harvest: its status (see Status),
+// its run's report (nil when it failed before it began) and error, its
+// failures from the state (the first report.MaxFailures), and its next
+// harvest.
+func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time.Time, status string, rep *pipeline.Report, runErr error) (report.Site, error) {
+	r := report.Site{Name: s.Name, Source: s.Source, Contact: s.Contact, Notify: s.Notify, Status: status, Started: started,
+		Next: s.When.Next(started, time.Local)}
+	if rep != nil {
+		r.RunID, r.Mode, r.Started, r.Finished = rep.RunID, rep.Mode, rep.Started, rep.Finished
+		c := rep.Resources
+		r.Written, r.Deleted, r.Unchanged, r.Failed, r.Skipped = c.Written, c.Deleted, c.Unchanged, c.Failed, c.Skipped
+		r.Error = rep.Error
+	}
+	if r.Mode == "" {
+		r.Mode = "sync"
+	}
+	if runErr != nil && r.Error == "" {
+		r.Error = runErr.Error()
+	}
+	if r.RunID > 0 {
+		fails, err := st.Failures(ctx, r.RunID)
+		if err != nil {
+			return r, err
+		}
+		for i, f := range fails {
+			if i == report.MaxFailures {
+				r.MoreFailures = len(fails) - i
+				break
+			}
+			r.Failures = append(r.Failures, report.Failure{URI: f.URI, Stage: f.Stage, Error: f.Error, Temporary: !f.Permanent})
+		}
+	}
+	return r, nil
+}
+
+// Daily sends the composite report of the day's harvests (those begun in
+// the 24 hours up to now) through rs, once per day.
+func Daily(ctx context.Context, st *state.Store, rs *report.Sender, now time.Time) error {
+	runs, err := st.RunsSince(ctx, now.Add(-24*time.Hour), "")
+	if err != nil {
+		return err
+	}
+	reg := site.Registry{Store: st}
+	a := report.Admin{Key: "day:" + now.UTC().Format("2006-01-02"), Title: "harvests of the day up to " + now.UTC().Format("2006-01-02 15:04 UTC")}
+	for _, run := range runs {
+		if run.Site == "" || run.Status == state.StatusRunning {
+			continue
+		}
+		s, err := reg.Site(ctx, run.Site)
+		if errors.Is(err, state.ErrNoSite) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		r, err := SiteReport(ctx, st, s, run.Started, run.Status, RunReport(run), nil)
+		if err != nil {
+			return err
+		}
+		a.Sites = append(a.Sites, r)
+	}
+	if len(a.Sites) == 0 {
+		return nil
+	}
+	if err := rs.Composite(ctx, &a); err != nil {
+		return fmt.Errorf("daily report: %w", err)
+	}
+	return nil
+}
+
+// RunReport is the report a run recorded, decoded; a run that recorded
+// none (or one that cannot be read) gets one made of what the run row
+// says.
+func RunReport(run state.Run) *pipeline.Report {
+	if rep, ok := pipeline.ReadReport(run.Report); ok {
+		return rep
+	}
+	return &pipeline.Report{Mode: run.Mode, Source: run.Source, RunID: run.ID, Started: run.Started, Finished: run.Finished, Status: run.Status}
+}
+
+// send writes and sends a site's report; a failure to send is logged,
+// not the harvest's.
+func (h *Harvester) send(ctx context.Context, rs *report.Sender, r *report.Site) {
+	if rs == nil {
+		return
+	}
+	if err := rs.Site(context.WithoutCancel(ctx), r); err != nil {
+		level := "permanent"
+		if errclass.IsRetryable(err) {
+			level = "temporary"
+		}
+		h.log().Warn("the site's report could not be sent", "site", r.Name, "failure", level, "error", err)
+	}
+}
