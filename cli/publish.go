@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -288,21 +287,11 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 				<-ctx.Done()
 				return nil
 			}
-			last := time.Now()
-			for {
-				next := sched.Next(last, time.Local)
-				t := time.NewTimer(time.Until(next))
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return nil
-				case <-t.C:
-				}
-				last = next
-				if _, err := pub.run(ctx); err != nil {
-					log.Error("publish failed; the published set is unchanged", "error", err)
-				}
-			}
+			publish.Every(ctx, sched, func(ctx context.Context) error {
+				_, err := pub.run(ctx)
+				return err
+			}, log)
+			return nil
 		},
 	}
 	f.register(c, true)
