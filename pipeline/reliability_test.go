@@ -78,15 +78,35 @@ func (c *chaos) fault(name string, kinds []string) string {
 	return k
 }
 
-func (c *chaos) total() (n int, kinds map[string]int) {
+// addTo adds the faults injected, by kind, to kinds, and returns how
+// many there were.
+func (c *chaos) addTo(kinds map[string]int) (n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	kinds = map[string]int{}
 	for k, v := range c.counts {
 		n += v
-		kinds[k] = v
+		kinds[k] += v
 	}
-	return n, kinds
+	return n
+}
+
+// compareHeld reports every resource of want not held byte for byte in
+// got (and returns how many: those lost), and every one held but not in
+// want.
+func compareHeld(t *testing.T, seed int, want, got map[string][]byte) (lost int) {
+	t.Helper()
+	for uri, b := range want {
+		if !bytes.Equal(got[uri], b) {
+			lost++
+			t.Errorf("seed %d: %s not held as the source has it (%d bytes held, %d wanted)", seed, uri, len(got[uri]), len(b))
+		}
+	}
+	for uri := range got {
+		if _, ok := want[uri]; !ok {
+			t.Errorf("seed %d: %s held, but not at the source", seed, uri)
+		}
+	}
+	return lost
 }
 
 // respond writes rec's response with fault k applied to its body.
@@ -238,24 +258,10 @@ func TestCheckpointRuleOAIPMH(t *testing.T) {
 		if rep := ref.syncRun(ctx, opts(ref)); rep.Status != pipeline.StatusOK {
 			t.Fatalf("seed %d: the reference harvest: %s", seed, rep.Summary())
 		}
-		want, got := ref.held(ctx), h.held(ctx)
+		want := ref.held(ctx)
 		records += len(want)
-		for uri, b := range want {
-			if !bytes.Equal(got[uri], b) {
-				lost++
-				t.Errorf("seed %d: %s not held as the repository has it (%d bytes held, %d wanted)", seed, uri, len(got[uri]), len(b))
-			}
-		}
-		for uri := range got {
-			if _, ok := want[uri]; !ok {
-				t.Errorf("seed %d: %s held, but deleted at the repository", seed, uri)
-			}
-		}
-		n, kinds := ch.total()
-		faults += n
-		for k, v := range kinds {
-			kindsSeen[k] += v
-		}
+		lost += compareHeld(t, seed, want, h.held(ctx))
+		faults += ch.addTo(kindsSeen)
 		srv.Close()
 	}
 	t.Logf("OAI-PMH: %d seeds, %d faults injected %v, %d records in the end, %d lost", seeds(), faults, kindsSeen, records, lost)
@@ -366,24 +372,9 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 		} else if os.Getenv("RSHARVEST_PROPERTY_DEBUG") != "" {
 			t.Logf("seed %d clean: %s", seed, rep.Summary())
 		}
-		got := h.held(ctx)
 		resources += len(want)
-		for uri, b := range want {
-			if !bytes.Equal(got[uri], b) {
-				lost++
-				t.Errorf("seed %d: %s not held as the source has it (%d bytes held, %d wanted)", seed, uri, len(got[uri]), len(b))
-			}
-		}
-		for uri := range got {
-			if _, ok := want[uri]; !ok {
-				t.Errorf("seed %d: %s held, but not at the source", seed, uri)
-			}
-		}
-		n, kinds := ch.total()
-		faults += n
-		for k, v := range kinds {
-			kindsSeen[k] += v
-		}
+		lost += compareHeld(t, seed, want, h.held(ctx))
+		faults += ch.addTo(kindsSeen)
 		srv.Close()
 	}
 	t.Logf("ResourceSync: %d seeds, %d faults injected %v, %d resources in the end, %d lost", seeds(), faults, kindsSeen, resources, lost)

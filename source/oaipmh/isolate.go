@@ -109,17 +109,7 @@ func (h *harvest) retry(ctx context.Context, recs []source.Record) error {
 			h.log.Info("a record failed before no longer exists", "source", h.base, "identifier", r.URI)
 			rec, err = &Record{Header: Header{Identifier: r.URI, Deleted: true}}, nil
 		}
-		u := source.Unit{}
-		if err == nil && !rec.Header.Deleted && len(rec.Metadata) == 0 {
-			err = errclass.Permanentf("%w: record %s has no metadata", ErrMalformed, r.URI)
-		}
-		if err != nil {
-			u.Failure = h.recordFailure(r.URI, err)
-		} else {
-			u.Record = h.record(rec)
-		}
-		if err := h.emit(ctx, u); err != nil {
-			h.stop = err
+		if err := h.emitRecord(ctx, r.URI, rec, err); err != nil {
 			return err
 		}
 	}

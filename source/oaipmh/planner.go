@@ -691,12 +691,18 @@ func (h *harvest) take(ctx context.Context, rec *Record, err error) error {
 	} else {
 		h.last = t
 	}
+	return h.emitRecord(ctx, rec.Header.Identifier, rec, err)
+}
+
+// emitRecord emits record id as read (rec), or its failure (err, or a
+// record that is not deleted and has no metadata).
+func (h *harvest) emitRecord(ctx context.Context, id string, rec *Record, err error) error {
 	u := source.Unit{}
 	if err == nil && !rec.Header.Deleted && len(rec.Metadata) == 0 {
-		err = errclass.Permanentf("%w: record %s has no metadata", ErrMalformed, rec.Header.Identifier)
+		err = errclass.Permanentf("%w: record %s has no metadata", ErrMalformed, id)
 	}
 	if err != nil {
-		u.Failure = h.recordFailure(rec.Header.Identifier, err)
+		u.Failure = h.recordFailure(id, err)
 	} else {
 		u.Record = h.record(rec)
 	}
