@@ -69,7 +69,7 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	ep := r.marks.enter()
 	for _, doc := range []string{f.Listed, f.Document} {
-		if doc == "" || r.listing != nil {
+		if doc == "" || r.listing != nil || !r.forget(doc) {
 			continue
 		}
 		if err := r.opts.Store.PutDocument(ctx, state.Document{URL: doc}); err != nil {
@@ -96,6 +96,21 @@ func (r *run) planFailed(ctx context.Context, f source.Failure) {
 		set = anySet
 	}
 	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c, ep, f.Retry)
+}
+
+// forget reports whether the copy of doc is still to be forgotten by this
+// run (the first time it is asked).
+func (r *run) forget(doc string) bool {
+	r.atMu.Lock()
+	defer r.atMu.Unlock()
+	if r.forgotten[doc] {
+		return false
+	}
+	if r.forgotten == nil {
+		r.forgotten = map[string]bool{}
+	}
+	r.forgotten[doc] = true
+	return true
 }
 
 // retryOf is the state's retry of record rec.

@@ -212,6 +212,9 @@ type run struct {
 	checkpoints []source.Checkpoint
 
 	atMu sync.Mutex
+	// forgotten are the documents whose kept copy this run forgot (see
+	// planFailed), each once; guarded by atMu.
+	forgotten map[string]bool
 	// holds are, per resource set, the earliest change time of a
 	// temporary failure; temporary counts those failures.
 	holds map[string]time.Time
