@@ -24,7 +24,8 @@ func (a *app) discoverCommand() *cobra.Command {
 		retries int
 		maxDocs int
 		// maxDocSize caps one document's bytes.
-		maxDocSize int64
+		maxDocSize   int64
+		allowPrivate bool
 	)
 	c := &cobra.Command{
 		Use:   "discover URL",
@@ -64,6 +65,8 @@ func (a *app) discoverCommand() *cobra.Command {
 				Rate:      rate,
 				Retries:   retries,
 				Logger:    log,
+				// The documents a source links may not lead inward either.
+				Addresses: &fetch.AddressPolicy{Source: args[0], Allow: allowPrivate},
 			})
 			ctx := c.Context()
 			src, err := resourcesync.Discover(ctx, client, args[0], resourcesync.Options{MaxDocuments: maxDocs, MaxDocumentSize: maxDocSize, Logger: log})
@@ -86,5 +89,6 @@ func (a *app) discoverCommand() *cobra.Command {
 	fl.IntVar(&retries, "retries", 5, "retries of a failed request (timeouts, resets, 429, 5xx)")
 	fl.IntVar(&maxDocs, "max-documents", resourcesync.DefaultMaxDocuments, "read at most this many documents")
 	fl.Int64Var(&maxDocSize, "max-document-size", manifest.DefaultMaxDocumentSize, "read at most this many bytes of one document (-1: no cap)")
+	fl.BoolVar(&allowPrivate, "allow-private-addresses", false, "let the documents a source links lead to loopback, link-local, private or cloud metadata addresses")
 	return c
 }
