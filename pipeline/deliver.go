@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,7 +89,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	rec := state.Resource{
 		URI: e.URI, Source: r.opts.SourceKey, ResourceSet: j.pkg.ResourceSet,
 		Length: e.Length, Hashes: e.Hashes, Type: e.Type, Lastmod: e.Lastmod,
-		ChangeTime: e.ChangeTime, Package: j.pkg.URL, RunID: r.runID,
+		ChangeTime: e.ChangeTime, Package: j.pkg.URL, RunID: r.runID, Version: e.Version,
 	}
 	for _, l := range e.Links {
 		if l.Rel == "describedby" || l.Rel == "describes" || l.Rel == "collection" || l.Rel == "canonical" || l.Rel == "alternate" {
@@ -96,7 +97,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		}
 	}
 	want := fixity.Expect{Length: e.Length, Hashes: e.Hashes}
-	h, err := r.holding(ctx, e.URI, e.ChangeTime, want)
+	h, err := r.holding(ctx, e.URI, e.ChangeTime, want, e.Version)
 	if err != nil {
 		return result{fatal: err}
 	}
@@ -153,8 +154,8 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		sources = []entryOpener{recordBody(e.Open)} // the record carries its body
 	} else {
 		locs := mirrors(e)
-		if err := resourcesync.CheckLoc(e.URI); err == nil {
-			locs = append([]string{e.URI}, locs...)
+		if err := resourcesync.CheckLoc(cmp.Or(e.Location, e.URI)); err == nil {
+			locs = append([]string{cmp.Or(e.Location, e.URI)}, locs...)
 		} else if len(locs) == 0 {
 			return failed("document", err)
 		}
@@ -253,7 +254,7 @@ type holding struct {
 // must match want. A sink holds it when the state's record matches want,
 // unless a partial delivery (another sink failed in an earlier run) says
 // otherwise.
-func (r *run) holding(ctx context.Context, uri string, changeTime time.Time, want fixity.Expect) (holding, error) {
+func (r *run) holding(ctx context.Context, uri string, changeTime time.Time, want fixity.Expect, version string) (holding, error) {
 	var h holding
 	var err error
 	if h.prev, h.had, err = r.opts.Store.Resource(ctx, r.opts.SourceKey, uri); err != nil {
@@ -273,7 +274,7 @@ func (r *run) holding(ctx context.Context, uri string, changeTime time.Time, wan
 				holder, has = state.Resource{Outcome: state.OutcomeWritten, Length: d.Length, Hashes: d.Hashes}, true
 			}
 		}
-		if has && holds(holder, want) {
+		if has && holds(holder, want, version) {
 			h.already[s.name] = true
 		}
 	}
@@ -463,12 +464,17 @@ func verifiedBy(want fixity.Expect, inZIP bool) string {
 
 // holds reports whether a state record shows the destination holding a
 // representation with the expected length and hashes.
-func holds(prev state.Resource, want fixity.Expect) bool {
+func holds(prev state.Resource, want fixity.Expect, version string) bool {
 	if prev.Deleted || (prev.Outcome != "written" && prev.Outcome != "unchanged") {
 		return false
 	}
 	if want.Length >= 0 && prev.Length != want.Length {
 		return false
+	}
+	if version != "" && prev.Version != "" {
+		// The protocol names its versions: the same version is the same
+		// bytes, a different one is not (whatever the hashes).
+		return prev.Version == version && (want.Hashes.IsZero() || prev.Hashes.IsZero() || prev.Hashes.Agree(want.Hashes))
 	}
 	return prev.Hashes.Agree(want.Hashes)
 }

@@ -105,7 +105,7 @@ func (r *run) openForPlan(ctx context.Context, j source.Package) (*manifest.Read
 // time is then recorded, so that an older change read by a later run can
 // never overwrite this version.
 func (r *run) heldWin(ctx context.Context, win *source.Record) (bool, error) {
-	h, err := r.holding(ctx, win.URI, win.ChangeTime, fixity.Expect{Length: win.Length, Hashes: win.Hashes})
+	h, err := r.holding(ctx, win.URI, win.ChangeTime, fixity.Expect{Length: win.Length, Hashes: win.Hashes}, win.Version)
 	if err != nil || !(h.superseded || h.all) {
 		return false, err
 	}

@@ -52,7 +52,7 @@ func (r *run) allHeld(ctx context.Context, copyURL string, at time.Time) (int64,
 		if t.IsZero() {
 			t = at
 		}
-		h, err := r.holding(ctx, e.Loc, t, fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes})
+		h, err := r.holding(ctx, e.Loc, t, fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes}, "")
 		if err != nil {
 			return 0, false, err
 		}

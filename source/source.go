@@ -69,8 +69,20 @@ type Link struct {
 // Record is one resource as it reaches the sinks: what it is, what its
 // bytes must match, and where they come from.
 type Record struct {
-	// URI identifies the resource within its source.
+	// URI identifies the resource within its source. It need not be a
+	// URL (an OAI-PMH identifier is not): where the bytes come from is
+	// Location's.
 	URI string
+	// Version is the version of the resource this record is, as its
+	// protocol names it (a revision number, an ETag, an OAI-PMH
+	// datestamp), opaque to the executor; "" when the protocol gives
+	// none. When given, "already held?" compares it with the version the
+	// state holds, before any hash; otherwise the hashes decide.
+	Version string
+	// Location is where the bytes of a record that carries none, outside
+	// a package, are fetched from: "" means URI (a ResourceSync
+	// resource's URI is where it is).
+	Location string
 	// ResourceSet is the resource set it belongs to, or "".
 	ResourceSet string
 	// Listed is the document or package that lists the record.

@@ -62,6 +62,10 @@ type Resource struct {
 	// Links are the resource's rs:ln links worth keeping (describedby,
 	// describes, …), as the source gave them.
 	Links []Link
+	// Version is the version of the resource held, as its protocol names
+	// it (a revision number, an ETag, an OAI-PMH datestamp), or "" when
+	// the protocol gives none: "already held?" then compares it.
+	Version string
 	// Verified says which check the bytes the destination holds passed:
 	// one of the Verified constants, or "" when not recorded (resources
 	// recorded by an older version, deletions).
@@ -103,19 +107,19 @@ func validOutcome(o string) bool {
 }
 
 const resourceCols = `uri, source, resource_set, length, md5, sha1, sha256, hash_other, type,
-	lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified, links, verified`
+	lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified, links, verified, version`
 
 const selectResource = "SELECT " + resourceCols + " FROM resources"
 
 const upsertResourceSQL = "INSERT INTO resources (" + resourceCols + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, uri) DO UPDATE SET
 	resource_set = excluded.resource_set, length = excluded.length,
 	md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, hash_other = excluded.hash_other,
 	type = excluded.type, lastmod = excluded.lastmod, change_time = excluded.change_time,
 	package = excluded.package, outcome = excluded.outcome, deleted = excluded.deleted,
 	run_id = excluded.run_id, updated = excluded.updated, etag = excluded.etag,
-	last_modified = excluded.last_modified, links = excluded.links, verified = excluded.verified`
+	last_modified = excluded.last_modified, links = excluded.links, verified = excluded.verified, version = excluded.version`
 
 // resourceArgs validates r and gives the upsert's arguments. A zero Updated
 // becomes now.
@@ -140,7 +144,7 @@ func resourceArgs(r *Resource, now time.Time) ([]any, error) {
 		r.URI, r.Source, r.ResourceSet, r.Length,
 		encodeDigest(r.Hashes.MD5), encodeDigest(r.Hashes.SHA1), encodeDigest(r.Hashes.SHA256), encodeOther(r.Hashes),
 		r.Type, ts[0], ts[1], r.Package, r.Outcome, boolInt(r.Deleted), nullID(r.RunID), ts[2],
-		r.ETag, r.LastModified, linksArg(r.Links), r.Verified,
+		r.ETag, r.LastModified, linksArg(r.Links), r.Verified, nullString(r.Version),
 	}, nil
 }
 
@@ -159,12 +163,13 @@ func scanResource(sc scanner) (Resource, error) {
 		lastmod, changeTime, updated sql.NullString
 		runID                        sql.NullInt64
 		deleted                      int
-		links                        sql.NullString
+		links, version               sql.NullString
 	)
 	if err := sc.Scan(&r.URI, &r.Source, &r.ResourceSet, &r.Length, &md5, &sha1, &sha256, &other, &r.Type,
-		&lastmod, &changeTime, &r.Package, &r.Outcome, &deleted, &runID, &updated, &r.ETag, &r.LastModified, &links, &r.Verified); err != nil {
+		&lastmod, &changeTime, &r.Package, &r.Outcome, &deleted, &runID, &updated, &r.ETag, &r.LastModified, &links, &r.Verified, &version); err != nil {
 		return Resource{}, err
 	}
+	r.Version = version.String
 	if links.Valid && links.String != "" {
 		if err := json.Unmarshal([]byte(links.String), &r.Links); err != nil {
 			return Resource{}, fmt.Errorf("resource %q: links: %w", r.URI, err)
@@ -242,4 +247,12 @@ func (s *Store) CountResources(ctx context.Context, source string, includeDelete
 // the Store's other methods.
 func (s *Store) WalkResources(ctx context.Context, source string, fn func(Resource) error) error {
 	return walkResources(ctx, s.r, ResourceQuery{Source: source}, fn)
+}
+
+// nullString stores "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

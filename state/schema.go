@@ -275,6 +275,9 @@ CREATE TABLE retries (
 ) WITHOUT ROWID;
 CREATE INDEX retries_set ON retries (source, resource_set);
 `,
+		// 15: the version of a resource held, as its protocol names it
+		// (see Resource.Version).
+		`ALTER TABLE resources ADD COLUMN version TEXT;`,
 	}
 }
 

@@ -730,6 +730,13 @@ func (h *harvest) recordFailure(id string, err error) *source.Failure {
 func (h *harvest) record(rec *Record) *source.Record {
 	r := &source.Record{URI: rec.Header.Identifier, ResourceSet: h.set, Listed: h.base, Change: h.change,
 		ChangeTime: rec.Header.Time, Length: -1, Lastmod: rec.Header.Time, Sets: rec.Header.Sets}
+	if h.id.Seconds() {
+		// The datestamp is the record's version: OAI-PMH changes it with
+		// every change of the record, so a record held at its datestamp
+		// (and length) is held, and is not written again. A datestamp to
+		// the day is not one: a record may change twice in a day.
+		r.Version = rec.Header.Datestamp
+	}
 	for _, a := range rec.About {
 		r.About = append(r.About, string(a))
 	}

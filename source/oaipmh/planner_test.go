@@ -421,3 +421,23 @@ func BenchmarkWindows(b *testing.B) {
 		})
 	}
 }
+
+// TestRecordVersion: a record's datestamp is its version when the
+// repository's granularity is seconds (held at its datestamp, it is not
+// written again), and no version when it is days (a record may change
+// twice in a day).
+func TestRecordVersion(t *testing.T) {
+	for _, day := range []bool{false, true} {
+		r := newRepo(t, bench.OAIOptions{Records: 5, DayGranularity: day})
+		for _, u := range planWith(t, planner(), source.Task{Source: r.URL, Mode: source.Baseline}) {
+			if u.Record == nil {
+				continue
+			}
+			if v := u.Record.Version; day && v != "" {
+				t.Errorf("day granularity: %s has version %q", u.Record.URI, v)
+			} else if !day && (v == "" || !oaipmh.ParseDatestamp(v).Equal(u.Record.ChangeTime)) {
+				t.Errorf("seconds: %s has version %q, want its datestamp %v", u.Record.URI, v, u.Record.ChangeTime)
+			}
+		}
+	}
+}
