@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -125,7 +126,8 @@ func (g *guard) sourceClasses(ctx context.Context) map[AddressClass]bool {
 		if err != nil || u.Hostname() == "" {
 			return
 		}
-		for _, a := range g.resolve(ctx, u.Hostname()) {
+		as, _ := g.resolve(ctx, u.Hostname())
+		for _, a := range as {
 			if c := ClassOf(a); c != ClassMetadata {
 				g.allowed[c] = true
 			}
@@ -134,42 +136,39 @@ func (g *guard) sourceClasses(ctx context.Context) map[AddressClass]bool {
 	return g.allowed
 }
 
-func (g *guard) resolve(ctx context.Context, host string) []netip.Addr {
+// resolve returns host's addresses: itself when it is one.
+func (g *guard) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
-		return []netip.Addr{a}
+		return []netip.Addr{a}, nil
 	}
-	as, _ := g.p.Resolver.LookupNetIP(ctx, "ip", host)
-	return as
+	return g.p.Resolver.LookupNetIP(ctx, "ip", host)
 }
 
 // dial resolves addr's host, checks each address against the rule and
 // dials the first allowed one that answers, by its address.
 func (g *guard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
+	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
-	var addrs []netip.Addr
-	if a, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{a}
-	} else if addrs, err = g.p.Resolver.LookupNetIP(ctx, "ip", host); err != nil {
-		return nil, err
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: port %q: %w", addr, portText, err)
 	}
-	var allowed map[AddressClass]bool
-	if !g.p.Allow {
-		allowed = g.sourceClasses(ctx)
+	addrs, err := g.resolve(ctx, host)
+	if err != nil {
+		return nil, err
 	}
 	var refused *RefusedError
 	var last error
 	for _, a := range addrs {
-		c := ClassOf(a)
-		if !allowed[c] && !g.p.Allow {
+		if c := ClassOf(a); !g.p.Allow && !g.sourceClasses(ctx)[c] {
 			if refused == nil {
 				refused = &RefusedError{Host: host, Addr: a, Class: c}
 			}
 			continue
 		}
-		conn, err := g.p.Dial(ctx, network, netip.AddrPortFrom(a.Unmap(), mustPort(port)).String())
+		conn, err := g.p.Dial(ctx, network, netip.AddrPortFrom(a.Unmap(), uint16(port)).String())
 		if err == nil {
 			return conn, nil
 		}
@@ -182,12 +181,6 @@ func (g *guard) dial(ctx context.Context, network, addr string) (net.Conn, error
 		return nil, errclass.NewPermanent(refused)
 	}
 	return nil, fmt.Errorf("dial %s: no address", host)
-}
-
-func mustPort(s string) uint16 {
-	var p uint16
-	fmt.Sscan(s, &p)
-	return p
 }
 
 // RefusedError is the error of a connection the address rule refused
