@@ -3,6 +3,7 @@ package oaipmh
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func (h *harvest) isolate(ctx context.Context, args url.Values, err error) (stri
 		}
 		rec, err := h.getRecord(ctx, id)
 		if h.stop != nil || ctx.Err() != nil {
-			return "", cmpErr(h.stop, ctx.Err())
+			return "", cmp.Or(h.stop, ctx.Err())
 		}
 		if err != nil {
 			h.log.Warn("a record unreadable on its own too", "source", h.base, "identifier", id, "error", err)
@@ -72,13 +73,6 @@ func (h *harvest) isolate(ctx context.Context, args url.Values, err error) (stri
 			h.base, args.Encode(), len(found.ids), ErrMalformed)
 	}
 	return found.token, nil
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // getRecord asks for one record alone, read strictly and then, if it is
@@ -101,7 +95,7 @@ func (h *harvest) retry(ctx context.Context, recs []source.Record) error {
 	for _, r := range recs {
 		rec, err := h.getRecord(ctx, r.URI)
 		if h.stop != nil || ctx.Err() != nil {
-			return cmpErr(h.stop, ctx.Err())
+			return cmp.Or(h.stop, ctx.Err())
 		}
 		var es Errors
 		if errors.As(err, &es) && es.Has("idDoesNotExist") {

@@ -153,19 +153,19 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 			jobs = append(jobs, job{set, args, l})
 		}
 	}
-	{
-		// The records whose own failure is outstanding, asked for again
-		// first: the checkpoint, or the progress marks of a task resumed,
-		// moved past them.
-		for _, cp := range cps {
-			recs, err := held.Retries(ctx, cp.ResourceSet)
-			if err != nil {
-				return nil, err
-			}
-			h := &harvest{Planner: p, log: log, base: base, set: cp.ResourceSet, change: change, emit: emit, id: id, l: list{window: window{from: cp.From}}, prefix: prefix}
-			if err := h.retry(ctx, recs); err != nil {
-				return nil, err
-			}
+	newHarvest := func(set string, l list, emit func(context.Context, source.Unit) error) *harvest {
+		return &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emit, id: id, l: l, prefix: prefix}
+	}
+	// The records whose own failure is outstanding, asked for again first:
+	// the checkpoint, or the progress marks of a task resumed, moved past
+	// them.
+	for _, cp := range cps {
+		recs, err := held.Retries(ctx, cp.ResourceSet)
+		if err != nil {
+			return nil, err
+		}
+		if err := newHarvest(cp.ResourceSet, list{window: window{from: cp.From}}, emit).retry(ctx, recs); err != nil {
+			return nil, err
 		}
 	}
 	var (
@@ -186,7 +186,7 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	g.SetLimit(max(p.Concurrency, 1))
 	for _, j := range jobs {
 		g.Go(func() error {
-			h := &harvest{Planner: p, log: log, base: base, set: j.set, change: change, emit: emitOne, id: id, l: j.l, prefix: prefix}
+			h := newHarvest(j.set, j.l, emitOne)
 			err := h.list(gctx, j.args)
 			mu.Lock()
 			defer mu.Unlock()
