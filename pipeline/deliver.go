@@ -154,8 +154,9 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		sources = []entryOpener{recordBody(e.Open)} // the record carries its body
 	} else {
 		locs := mirrors(e)
-		if err := resourcesync.CheckLoc(cmp.Or(e.Location, e.URI)); err == nil {
-			locs = append([]string{cmp.Or(e.Location, e.URI)}, locs...)
+		loc := cmp.Or(e.Location, e.URI)
+		if err := resourcesync.CheckLoc(loc); err == nil {
+			locs = append([]string{loc}, locs...)
 		} else if len(locs) == 0 {
 			return failed("document", err)
 		}

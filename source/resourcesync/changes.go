@@ -153,17 +153,13 @@ func (w *walk) readChanges(ctx context.Context, p *plan, i int) (err error) {
 	entryFail := func(seq int64, uri string, err error) error {
 		f := source.Failure{URI: uri, ResourceSet: j.ResourceSet, Listed: j.URL, Document: j.Contents, Stage: "manifest", Err: errclass.NewPermanent(err), Resource: true}
 		var ee *manifest.EntryError
-		if uri != j.URL && CheckLoc(uri) == nil && errors.As(err, &ee) {
+		if errors.As(err, &ee) {
 			// A malformed entry is its own failure; the resource it names
-			// is asked for again by the next task (deleted, when that much
-			// of the entry could be read).
-			// Its time, unread, is at most the package's end (now for an
-			// open one): what it says wins over the older changes held,
-			// and a later package's change of the resource wins over it.
-			f.Retry = &source.Record{URI: uri, ResourceSet: j.ResourceSet, Listed: j.URL, Length: -1, ChangeTime: cmp.Or(j.Until, w.now)}
-			if ee.Change == manifest.Deleted {
-				f.Retry.Change = source.Deleted
-			}
+			// is asked for again by the next task. Its time, unread, is at
+			// most the package's end (now for an open one): what it says
+			// wins over the older changes held, and a later package's
+			// change of the resource wins over it.
+			f.Retry = entryRetry(ee, j.ResourceSet, j.URL, cmp.Or(j.Until, w.now))
 		}
 		return p.fail(ctx, i, seq, f)
 	}

@@ -616,9 +616,8 @@ func (w *walk) eachEntry(ctx context.Context, docURL, set string, records bool, 
 				switch {
 				case !records:
 					f.ResourceSet, f.WholeSet = set, true
-				case ee.Loc != "" && CheckLoc(ee.Loc) == nil:
-					f.ResourceSet = set
-					f.Retry = &source.Record{URI: ee.Loc, ResourceSet: set, Listed: docURL, Length: -1}
+				default:
+					f.ResourceSet, f.Retry = set, entryRetry(ee, set, docURL, time.Time{})
 				}
 				if err := w.fail(ctx, f); err != nil {
 					return err
@@ -685,4 +684,19 @@ func capName(c manifest.Capability) string {
 		return "Change List"
 	}
 	return string(c)
+}
+
+// entryRetry is the record a malformed entry (ee) of a list of resources
+// names, to ask for again by the next task: deleted when its rs:md says
+// so, at change time at (its own is unread). Nil when its loc cannot be
+// fetched.
+func entryRetry(ee *manifest.EntryError, set, listed string, at time.Time) *source.Record {
+	if ee.Loc == "" || CheckLoc(ee.Loc) != nil {
+		return nil
+	}
+	rec := &source.Record{URI: ee.Loc, ResourceSet: set, Listed: listed, Length: -1, ChangeTime: at}
+	if ee.Change == manifest.Deleted {
+		rec.Change = source.Deleted
+	}
+	return rec
 }
