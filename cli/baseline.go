@@ -161,17 +161,11 @@ func codeOf(rep *pipeline.Report) int {
 // harvest of the mode with the progress display, then writes the report.
 func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*pipeline.Report, error) {
 	log := a.logger()
-	if f.Site != "" {
-		log = log.With("site", f.Site)
+	store, closeStore, err := runStore(ctx, f, log)
+	if err != nil {
+		return nil, err
 	}
-	store := f.store
-	if store == nil {
-		var err error
-		if store, err = openState(ctx, f, log); err != nil {
-			return nil, err
-		}
-		defer store.Close()
-	}
+	defer closeStore()
 	counts := &pipeline.Counts{}
 	stopProgress := a.startProgress(ctx, f.progress, counts, log)
 	h := a.harvester(store, f.store != nil, log)
@@ -197,18 +191,28 @@ func (a *app) harvester(store *state.Store, shared bool, log *slog.Logger) *harv
 // pipeline's options with a function closing the sinks. The caller closes
 // opts.Store (unless it gave it, f.store).
 func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger) (pipeline.Options, func(context.Context) error, error) {
-	store := f.store
-	if store == nil {
-		var err error
-		if store, err = openState(ctx, f, log); err != nil {
-			return pipeline.Options{}, nil, err
-		}
+	store, closeStore, err := runStore(ctx, f, log)
+	if err != nil {
+		return pipeline.Options{}, nil, err
 	}
 	opts, closeSinks, err := a.harvester(store, f.store != nil, log).Options(ctx, f.Job)
-	if err != nil && f.store == nil {
-		store.Close()
+	if err != nil {
+		closeStore()
 	}
 	return opts, closeSinks, err
+}
+
+// runStore is the store a run of f uses: the one the caller gave
+// (f.store, which closing leaves open), else --state opened with its lock.
+func runStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
+	if f.store != nil {
+		return f.store, func() {}, nil
+	}
+	store, err := openState(ctx, f, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, func() { store.Close() }, nil
 }
 
 // openState opens the state store for one run, holding its lock until it

@@ -14,7 +14,6 @@ import (
 
 	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
@@ -109,7 +108,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 							log.Error("publish after the harvest failed; the published set is unchanged", "site", s.Name, "error", perr)
 						}
 					}
-					return harvest.Retry(&pipeline.Report{Status: r.Status}, err)
+					return harvest.Retry(r.Status, err)
 				},
 				Daily: func(ctx context.Context) error { return harvest.Daily(ctx, st, rs, time.Now()) },
 			})

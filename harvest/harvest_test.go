@@ -179,19 +179,19 @@ func TestInvalidJob(t *testing.T) {
 func TestRetry(t *testing.T) {
 	unreadable := func(err error) error { return &pipeline.SourceError{URL: "http://x/", Err: err} }
 	for _, tc := range []struct {
-		name string
-		rep  *pipeline.Report
-		err  error
-		want string // "nil", "retryable", "as is"
+		name   string
+		status string
+		err    error
+		want   string // "nil", "retryable", "as is"
 	}{
-		{"ok", &pipeline.Report{Status: pipeline.StatusOK}, nil, "nil"},
-		{"source down", nil, unreadable(errclass.Retryablef("connection refused")), "retryable"},
-		{"source wrong", nil, unreadable(errclass.Permanentf("not a ResourceSync document")), "as is"},
-		{"partial", &pipeline.Report{Status: pipeline.StatusPartial}, errors.New("site x: harvest partial"), "nil"},
-		{"failed", &pipeline.Report{Status: pipeline.StatusFailed}, errors.New("disk full"), "as is"},
+		{"ok", pipeline.StatusOK, nil, "nil"},
+		{"source down", pipeline.StatusFailed, unreadable(errclass.Retryablef("connection refused")), "retryable"},
+		{"source wrong", pipeline.StatusFailed, unreadable(errclass.Permanentf("not a ResourceSync document")), "as is"},
+		{"partial", pipeline.StatusPartial, errors.New("site x: harvest partial"), "nil"},
+		{"failed", pipeline.StatusFailed, errors.New("disk full"), "as is"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := harvest.Retry(tc.rep, tc.err)
+			got := harvest.Retry(tc.status, tc.err)
 			switch {
 			case tc.want == "nil" && got != nil, tc.want == "retryable" && !errclass.IsRetryable(got),
 				tc.want == "as is" && (got != tc.err || errclass.IsRetryable(got)):

@@ -118,7 +118,7 @@ func (j *Job) Targets() config.Targets {
 }
 
 // InvalidError is the error of a job whose settings are wrong (a usage
-// error: the command line's exit 2). Flag names the setting, as the
+// error: the command line's exit 2); its message names the setting as the
 // command line spells it.
 type InvalidError struct {
 	Err error
@@ -139,7 +139,7 @@ func IsInvalid(err error) bool {
 	return errors.As(err, &ie)
 }
 
-// Protocols are the protocols a job names (besides "auto").
+// protocols are the protocols a job may name (besides "auto").
 var protocols = []string{"resourcesync", "oai-pmh"}
 
 // Validate checks j's settings; its error is an *InvalidError naming the

@@ -90,16 +90,17 @@ func Status(ctx context.Context, rep *pipeline.Report, err error) string {
 	return rep.Status
 }
 
-// Retry is the daemon's policy for a site harvest that ended with rep and
-// err: a source that could not be read for a temporary reason is retried
-// (a retryable error: River's backoff); a harvest that ended partial is
-// recorded and waits for its next time (nil); any other error stands.
-func Retry(rep *pipeline.Report, err error) error {
+// Retry is the daemon's policy for a site harvest that ended with status
+// (see Status) and err: a source that could not be read for a temporary
+// reason is retried (a retryable error: River's backoff); a harvest that
+// ended partial is recorded and waits for its next time (nil); any other
+// error stands.
+func Retry(status string, err error) error {
 	var se *pipeline.SourceError
 	if errors.As(err, &se) && !errclass.IsPermanent(se.Err) {
 		return errclass.NewRetryable(err) // the source may come back
 	}
-	if err != nil && rep != nil && rep.Status == pipeline.StatusPartial {
+	if err != nil && status == pipeline.StatusPartial {
 		return nil // recorded; its temporary failures wait for the next harvest
 	}
 	return err
