@@ -700,7 +700,7 @@ func commitRetries(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) err
 // Retries returns the outstanding retries of source's resource set set,
 // by URI.
 func (s *Store) Retries(ctx context.Context, source, set string) ([]Retry, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT uri, record, coalesce(run_id, 0) FROM retries WHERE source = ? AND resource_set = ? ORDER BY uri", source, set)
+	rows, err := s.r.QueryContext(ctx, "SELECT uri, record, change_time, coalesce(run_id, 0) FROM retries WHERE source = ? AND resource_set = ? ORDER BY uri", source, set)
 	if err != nil {
 		return nil, fatal("retries", err)
 	}
@@ -708,7 +708,11 @@ func (s *Store) Retries(ctx context.Context, source, set string) ([]Retry, error
 	var out []Retry
 	for rows.Next() {
 		r := Retry{Source: source, ResourceSet: set}
-		if err := rows.Scan(&r.URI, &r.Record, &r.RunID); err != nil {
+		var ct sql.NullString
+		if err := rows.Scan(&r.URI, &r.Record, &ct, &r.RunID); err != nil {
+			return nil, fatal("retries", err)
+		}
+		if r.ChangeTime, err = decodeTime("change_time", ct); err != nil {
 			return nil, fatal("retries", err)
 		}
 		out = append(out, r)
