@@ -13,6 +13,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/source/protocols"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -56,7 +57,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.BoolVar(&f.AllowMissingHash, "allow-missing-hash", false, "no effect, kept for compatibility: resources without a hash are accepted by default (see --require-hash)")
 	_ = fl.MarkDeprecated("allow-missing-hash", "resources without a hash are accepted by default; --require-hash refuses them")
 	fl.StringArrayVar(&f.Sets, "set", nil, "sync only this resource set: its capability list's URL, file or directory name (default: every set); OAI-PMH: a setSpec, repeatable (each set its own resource set, harvested in parallel)")
-	fl.StringVar(&f.Protocol, "protocol", d.Protocol, "the source's protocol: auto (an OAI-PMH repository answers Identify; anything else is ResourceSync), resourcesync, oai-pmh")
+	fl.StringVar(&f.Protocol, "protocol", d.Protocol, "the source's protocol: "+protocols.All().Help())
 	fl.StringVar(&f.MetadataPrefix, "metadata-prefix", d.MetadataPrefix, "OAI-PMH: the metadata format harvested")
 	fl.StringVar(&f.Prefer, "prefer", d.Prefer, "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first")
 	fl.IntVar(&f.RangeParts, "range-parts", d.RangeParts, "download each large package as N parallel Range requests (for links where one connection is slower than the link)")

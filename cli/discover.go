@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/fetch"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
@@ -88,7 +87,7 @@ func (a *app) discoverCommand() *cobra.Command {
 	fl.Float64Var(&rate, "rate", 0, "requests per second per host (0 = unlimited)")
 	fl.IntVar(&retries, "retries", 5, "retries of a failed request (timeouts, resets, 429, 5xx)")
 	fl.IntVar(&maxDocs, "max-documents", resourcesync.DefaultMaxDocuments, "read at most this many documents")
-	fl.Int64Var(&maxDocSize, "max-document-size", manifest.DefaultMaxDocumentSize, "read at most this many bytes of one document (-1: no cap)")
+	fl.Int64Var(&maxDocSize, "max-document-size", fetch.DefaultMaxDocumentSize, "read at most this many bytes of one document (-1: no cap)")
 	fl.BoolVar(&allowPrivate, "allow-private-addresses", false, "let the documents a source links lead to loopback, link-local, private or cloud metadata addresses")
 	return c
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/source/protocols"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -273,7 +274,7 @@ func (a *app) siteEditCommand(verb string, open func(context.Context) (*state.St
 	}
 	fl := c.Flags()
 	fl.StringVar(&def.Source, "source", "", "the site's source: a ResourceSync document or site, or an OAI-PMH base URL")
-	fl.StringVar(&def.Protocol, "protocol", "", "auto, resourcesync or oai-pmh (default auto)")
+	fl.StringVar(&def.Protocol, "protocol", "", "the site's protocol (default auto): "+protocols.All().Help())
 	fl.StringVar(&def.MetadataPrefix, "metadata-prefix", "", "OAI-PMH: the metadata format harvested (default oai_dc)")
 	fl.StringArrayVar(&def.Sets, "set", nil, "a resource set or OAI-PMH setSpec (repeatable)")
 	fl.StringArrayVar(&def.Sinks, "sink", nil, "a sink spec (repeatable)")

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/source/protocols"
 )
 
 // raw is a config file as yaml.v3 decodes it, before any check. Its yaml
@@ -215,7 +216,7 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 	case "set":
 		d.f.Sets, err = d.strs(key, v)
 	case "protocol":
-		d.f.Protocol, err = d.oneOf(key, v, "auto", "resourcesync", "oai-pmh")
+		d.f.Protocol, err = d.oneOf(key, v, append([]string{"auto"}, protocols.All().Names()...)...)
 	case "metadata_prefix":
 		d.f.MetadataPrefix, err = d.str(key, v)
 	}

@@ -16,6 +16,11 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 )
 
+// DefaultMaxDocumentSize is the default cap, in bytes, that readers of a
+// source's documents (the executor, discovery) put on one document:
+// 256 MiB, five times the 50 MB the ResourceSync specification allows.
+const DefaultMaxDocumentSize = 256 << 20
+
 // DecodeDocument returns a reader of the document r carries, decompressed
 // when it came compressed, as the Sitemaps protocol allows: a body that
 // starts with the gzip magic bytes is gunzipped (whether its URL ends in

@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/source"
-	"github.com/rsharvest/rsharvest/source/oaipmh"
-	"github.com/rsharvest/rsharvest/source/resourcesync"
+	"github.com/rsharvest/rsharvest/source/protocols"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -35,6 +35,8 @@ type Harvester struct {
 	OnRetry func(fetch.Retry)
 	// Counts, when set, is updated as the run goes (a progress display).
 	Counts *pipeline.Counts
+	// Protocols are the protocols a job may name (nil: protocols.All).
+	Protocols source.Registry
 }
 
 // Run harvests j in mode m and returns the run's report (nil when the run
@@ -75,7 +77,7 @@ func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*pipeline.Report, e
 		rep, runErr = pipeline.Baseline(ctx, opts)
 	} else {
 		rep, runErr = pipeline.Incremental(ctx, opts, rng)
-		if everyday && (errors.Is(runErr, resourcesync.ErrNoCapability) || errors.Is(runErr, pipeline.ErrNoCheckpoint)) {
+		if everyday && (errors.Is(runErr, source.ErrNotOffered) || errors.Is(runErr, pipeline.ErrNoCheckpoint)) {
 			// No Change Dump or Change List, or a resource set never
 			// loaded (new, or its dump gives no "at"): catching up means
 			// comparing with the current snapshot again (unchanged
@@ -154,16 +156,13 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		// from there itself.
 		Addresses: &fetch.AddressPolicy{Source: j.Source, Allow: j.AllowPrivateAddresses},
 	})
-	planner, err := h.planner(ctx, j, client, log)
-	if err == nil && planner == nil && len(j.Sets) > 1 {
-		err = invalidf("--set: a ResourceSync source is synced one resource set at a time, or all of them (%d sets given)", len(j.Sets))
-	}
+	proto, err := h.protocol(ctx, j, client, log)
 	if err != nil {
 		closeSinks(ctx)
 		return pipeline.Options{}, nil, err
 	}
 	set := ""
-	if planner == nil && len(j.Sets) == 1 {
+	if len(j.Sets) == 1 {
 		set = j.Sets[0]
 	}
 	listConcurrency := 0 // the pipeline's default
@@ -171,7 +170,8 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		listConcurrency = j.Concurrency
 	}
 	return pipeline.Options{
-		Planner:         planner,
+		Protocol:        proto,
+		Settings:        j.settings(),
 		Source:          j.Source,
 		SourceKey:       j.SourceKey,
 		Sinks:           sinks,
@@ -185,7 +185,6 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		ListConcurrency: listConcurrency,
 		SpoolDir:        j.SpoolDir,
 		RequireHash:     j.RequireHash,
-		Prefer:          j.Prefer,
 		Set:             set,
 		MaxDocumentSize: j.MaxDocumentSize,
 		Logger:          log,
@@ -193,25 +192,28 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 	}, closeSinks, nil
 }
 
-// planner returns the planner of the job's protocol: nil (the pipeline's
-// ResourceSync planner) or the OAI-PMH planner, for protocol oai-pmh or,
-// with auto, a source that answers Identify.
-func (h *Harvester) planner(ctx context.Context, j Job, client *fetch.Client, log *slog.Logger) (source.Planner, error) {
-	p := &oaipmh.Planner{Client: client, MetadataPrefix: j.MetadataPrefix, MaxDocumentSize: max(j.MaxDocumentSize, 0), Log: log, Concurrency: j.Concurrency, SetSpecs: j.Sets}
-	switch j.Protocol {
-	case "oai-pmh":
-		return p, nil
-	case "auto":
-		if oaipmh.MayBeRepository(j.Source) {
-			if _, err := p.Identify(ctx, j.Source); err == nil {
-				log.Info("the source is an OAI-PMH repository", "source", j.Source)
-				return p, nil
-			} else if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-		}
+// protocol returns the protocol of the job's source, from the
+// Harvester's registry: the one it names, or with auto the one the source
+// answers the probe of. Its settings are checked (an *InvalidError).
+func (h *Harvester) protocol(ctx context.Context, j Job, client *fetch.Client, log *slog.Logger) (source.Protocol, error) {
+	reg := h.Protocols
+	if reg == nil {
+		reg = protocols.All()
 	}
-	return nil, nil
+	if _, ok := reg.Lookup(j.Protocol); !ok && j.Protocol != "auto" {
+		return source.Protocol{}, invalidf("--protocol: want auto, %s", strings.Join(reg.Names(), " or "))
+	}
+	p, err := reg.Choose(ctx, j.Protocol, client, j.Source)
+	if err != nil {
+		return source.Protocol{}, err
+	}
+	if j.Protocol == "auto" {
+		log.Info("the source's protocol", "source", j.Source, "protocol", p.Name)
+	}
+	if _, err := p.New(j.settings(), source.Services{}); err != nil {
+		return source.Protocol{}, &InvalidError{err}
+	}
+	return p, nil
 }
 
 func (h *Harvester) log() *slog.Logger {

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/oaipmh"
 )
 
@@ -101,7 +103,7 @@ func DefaultJob() Job {
 		Protocol:        "auto",
 		MetadataPrefix:  oaipmh.DefaultMetadataPrefix,
 		RangeParts:      1,
-		MaxDocumentSize: manifest.DefaultMaxDocumentSize,
+		MaxDocumentSize: fetch.DefaultMaxDocumentSize,
 	}
 }
 
@@ -139,10 +141,8 @@ func IsInvalid(err error) bool {
 	return errors.As(err, &ie)
 }
 
-// protocols are the protocols a job may name (besides "auto").
-var protocols = []string{"resourcesync", "oai-pmh"}
-
-// Validate checks j's settings; its error is an *InvalidError naming the
+// Validate checks j's settings (its protocol's name and settings are
+// checked by the Harvester, against its registry); its error is an *InvalidError naming the
 // setting as the command line spells it.
 func (j *Job) Validate() error {
 	if j.Source == "" {
@@ -166,8 +166,8 @@ func (j *Job) Validate() error {
 	if j.Prefer != "dump" && j.Prefer != "list" {
 		return invalidf("--prefer: want dump or list")
 	}
-	if j.Protocol != "auto" && !slices.Contains(protocols, j.Protocol) {
-		return invalidf("--protocol: want auto, %s", strings.Join(protocols, " or "))
+	if j.Protocol == "" {
+		return invalidf("--protocol must not be empty")
 	}
 	if j.MetadataPrefix == "" {
 		return invalidf("--metadata-prefix must not be empty")
@@ -227,6 +227,10 @@ func RedactHeader(s string) string {
 }
 
 // key is the name of the job's source in the state store.
+func (j *Job) settings() source.Settings {
+	return source.Settings{Sets: j.Sets, Format: j.MetadataPrefix, PreferList: j.Prefer == "list"}
+}
+
 func (j *Job) key() string {
 	if j.SourceKey != "" {
 		return j.SourceKey

@@ -28,13 +28,6 @@ const (
 	DefaultMaxDepth     = 32
 )
 
-// DefaultMaxDocumentSize is the default cap, in bytes, that readers of a
-// source's documents (pipeline, discovery) put on one document before it
-// reaches a Reader: 256 MiB, five times the 50 MB the specification allows.
-// The Reader itself does not count bytes: it is bounded in memory, not in
-// input.
-const DefaultMaxDocumentSize = 256 << 20
-
 // ErrMalformed is wrapped by every terminal error of a Reader: broken XML,
 // a truncated document, a DOCTYPE or entity declaration, nesting deeper than
 // Options.MaxDepth, a token larger than Options.MaxTokenSize, more entries

@@ -25,7 +25,7 @@ func TestAudit(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := newHarness(t)
-			mod := func(o *pipeline.Options) { o.Prefer = prefer }
+			mod := func(o *pipeline.Options) { o.Settings.PreferList = prefer == "list" }
 			if rep := h.baseline(ctx, srv.URL, mod); rep.Status != pipeline.StatusOK {
 				t.Fatalf("%s", rep.Summary())
 			}

@@ -20,6 +20,8 @@ import (
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/testdata/hostile"
 	"github.com/rsharvest/rsharvest/unzip"
@@ -52,6 +54,7 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) options(source string) pipeline.Options {
 	return pipeline.Options{
 		Source:      source,
+		Protocol:    resourcesync.Protocol(),
 		Sinks:       []sink.Sink{h.sink},
 		Store:       h.store,
 		Client:      fetch.New(fetch.Options{Retries: 2, BackoffInitial: time.Millisecond, BackoffMax: 10 * time.Millisecond, StallTimeout: 5 * time.Second}),
@@ -237,7 +240,7 @@ func TestBaselineSourceErrors(t *testing.T) {
 	for _, doc := range []string{"missing.xml", "page.html", "sitemap.xml", "truncated.xml"} {
 		t.Run(doc, func(t *testing.T) {
 			h := newHarness(t)
-			_, err := pipeline.Baseline(ctx, pipeline.Options{Source: srv.URL + doc, Sinks: []sink.Sink{h.sink}, Store: h.store,
+			_, err := pipeline.Baseline(ctx, pipeline.Options{Source: srv.URL + doc, Protocol: resourcesync.Protocol(), Sinks: []sink.Sink{h.sink}, Store: h.store,
 				Client: fetch.New(fetch.Options{Retries: 1, BackoffInitial: time.Millisecond})})
 			var se *pipeline.SourceError
 			if doc == "truncated.xml" {
@@ -621,4 +624,9 @@ func checkCommitted(t *testing.T, ctx context.Context, st *state.Store, rep *pip
 	if got != want {
 		t.Errorf("report says written, deleted, unverified, bytes written, failures = %v; the state store committed %v", got, want)
 	}
+}
+
+// planned is a protocol whose planner is p (a test's own).
+func planned(p source.Planner) source.Protocol {
+	return source.Protocol{Name: "test", New: func(source.Settings, source.Services) (source.Planner, error) { return p, nil }}
 }

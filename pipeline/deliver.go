@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -15,7 +14,6 @@ import (
 	"github.com/rsharvest/rsharvest/internal/retry"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
-	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/unzip"
 )
@@ -153,16 +151,9 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	} else if e.Open != nil {
 		sources = []entryOpener{recordBody(e.Open)} // the record carries its body
 	} else {
-		locs := mirrors(e)
-		loc := cmp.Or(e.Location, e.URI)
-		if err := resourcesync.CheckLoc(loc); err == nil {
-			locs = append([]string{loc}, locs...)
-		} else if len(locs) == 0 {
-			return failed("document", err)
-		}
-		// A loc that is not a URL (an OAI-PMH identifier republished)
-		// identifies the resource; its bytes come from its mirrors.
-		for _, u := range locs {
+		// Where the planner says the bytes are: the record's location
+		// (its URI by default), then its mirrors.
+		for _, u := range append([]string{cmp.Or(e.Location, e.URI)}, e.Mirrors...) {
 			sources = append(sources, &httpEntry{client: r.opts.Client, url: u})
 		}
 		// Without a hash to compare, ask the server whether what the
@@ -323,22 +314,6 @@ func (h *httpEntry) Open(ctx context.Context) (io.ReadCloser, error) {
 }
 
 func (h *httpEntry) String() string { return h.url }
-
-// mirrors returns an entry's rel="duplicate" locations, by priority.
-func mirrors(e *source.Record) []string {
-	var ls []source.Link
-	for _, l := range e.Links {
-		if l.Rel == "duplicate" && resourcesync.CheckLoc(l.Href) == nil {
-			ls = append(ls, l)
-		}
-	}
-	sort.SliceStable(ls, func(i, j int) bool { return ls[i].Pri < ls[j].Pri })
-	out := make([]string, len(ls))
-	for i, l := range ls {
-		out[i] = l.Href
-	}
-	return out
-}
 
 // putFrom puts from the first source that works: a resource's mirrors
 // (rel="duplicate", by pri) are tried in turn when its primary location

@@ -6,26 +6,25 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/source"
-	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 )
 
-// planner returns the run's planner: Options.Planner, or the ResourceSync
-// planner wired to this run (its documents are read by openDocument).
-func (r *run) planner() source.Planner {
-	if r.opts.Planner != nil {
-		return r.opts.Planner
-	}
-	return &resourcesync.Planner{
-		Open:            r.openDocument,
+// planner returns the planner of the run's protocol, served by the run:
+// its documents are read by openDocument, its packages by openForPlan.
+func (r *run) planner() (source.Planner, error) {
+	p, err := r.opts.Protocol.New(r.opts.Settings, source.Services{
 		Client:          r.opts.Client,
-		MaxDocumentSize: r.opts.MaxDocumentSize,
 		Log:             r.log,
-		PreferList:      r.opts.Prefer == "list",
+		OpenDocument:    r.openDocument,
 		OpenPackage:     r.openForPlan,
+		MaxDocumentSize: r.opts.MaxDocumentSize,
 		Concurrency:     r.opts.Concurrency,
 		ScratchDir:      r.opts.SpoolDir,
+	})
+	if err != nil {
+		return nil, errclass.Fatalf("%s: %w", r.opts.Protocol.Name, err)
 	}
+	return p, nil
 }
 
 // task is the run's task in mode.
@@ -43,7 +42,11 @@ func (r *run) task(mode source.Mode, rng Range) source.Task {
 // change documents it read are recorded in the state store (both through
 // the commit stage).
 func (r *run) planTask(ctx context.Context, task source.Task, work func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
-	return r.planner().Plan(ctx, task, holdings{r.opts.Store, r.opts.SourceKey}, func(ctx context.Context, u source.Unit) error {
+	p, err := r.planner()
+	if err != nil {
+		return nil, err
+	}
+	return p.Plan(ctx, task, holdings{r.opts.Store, r.opts.SourceKey}, func(ctx context.Context, u source.Unit) error {
 		switch {
 		case u.Failure != nil:
 			r.planFailed(ctx, *u.Failure)

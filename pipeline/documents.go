@@ -6,7 +6,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"io"
 	"os"
@@ -14,48 +13,50 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/state"
 )
 
-// openDocument downloads a ResourceSync document to a spool file and
-// starts parsing it from there. Spooling first means a document that the
-// source republishes mid-transfer (its validator changes on a resume) is
-// simply downloaded again from the start by fetch.Client.Download, before
-// any of its entries has been acted on. The returned function closes and
-// removes the spool file.
-func (r *run) openDocument(ctx context.Context, docURL string) (*manifest.Reader, func(), error) {
+// openDocument downloads a document to a spool file and returns its
+// bytes, decompressed, from there (source.Services.OpenDocument). Spooling
+// first means a document that the source republishes mid-transfer (its
+// validator changes on a resume) is simply downloaded again from the start
+// by fetch.Client.Download, before any of its entries has been acted on.
+// Closing the reader closes and removes the spool file.
+func (r *run) openDocument(ctx context.Context, docURL string) (io.ReadCloser, error) {
 	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-doc-*.xml")
 	if err != nil {
-		return nil, nil, errclass.Fatalf("spool: %w", err)
+		return nil, errclass.Fatalf("spool: %w", err)
 	}
-	done := func() {
+	done := func() error {
 		f.Close()
-		os.Remove(f.Name())
+		return os.Remove(f.Name())
 	}
 	encoding, err := r.fetchDocument(ctx, docURL, f)
 	if err != nil {
 		done()
-		return nil, nil, err
+		return nil, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		done()
-		return nil, nil, errclass.Fatalf("spool: %w", err)
+		return nil, errclass.Fatalf("spool: %w", err)
 	}
 	// A document may come gzip-compressed; the cap applies to what it
 	// holds (see fetch.DecodeDocument).
 	in, err := fetch.DecodeDocument(f, docURL, encoding, max(r.opts.MaxDocumentSize, 0))
 	if err != nil {
 		done()
-		return nil, nil, err
+		return nil, err
 	}
-	rd, err := manifest.NewReader(in, r.opts.Document)
-	if err != nil {
-		done()
-		return nil, nil, errclass.About(docURL, err)
-	}
-	return rd, done, nil
+	return spooledDoc{in, done}, nil
 }
+
+// spooledDoc reads a spooled document; Close removes the spool.
+type spooledDoc struct {
+	io.Reader
+	close func() error
+}
+
+func (s spooledDoc) Close() error { return s.close() }
 
 // fetchDocument downloads the document at docURL into f (empty, at offset
 // 0), as it comes (compressed or not), and returns its Content-Encoding.
@@ -89,7 +90,7 @@ func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) (str
 	}
 	keep := state.Document{URL: docURL}
 	switch {
-	case res.Bytes <= state.MaxDocumentCopy && (res.ETag != "" || res.LastModified != "") && wellFormed(f, docURL, res.ContentEncoding):
+	case res.Bytes <= state.MaxDocumentCopy && (res.ETag != "" || res.LastModified != "") && r.whole(f, docURL, res.ContentEncoding):
 		// Only a copy that reads in full is kept: one cut short would
 		// otherwise stand for the document on every 304.
 		keep.ETag, keep.LastModified, keep.Encoding = res.ETag, res.LastModified, res.ContentEncoding
@@ -112,10 +113,14 @@ func readBack(f *os.File, n int64) ([]byte, error) {
 	return b, nil
 }
 
-// wellFormed reports whether the document spooled in f (at its start, and
-// left there) is well-formed XML once decoded: a copy kept for conditional
-// requests must be the whole document, not a body a server cut short.
-func wellFormed(f *os.File, docURL, encoding string) bool {
+// whole reports whether the document spooled in f (at its start, and left
+// there) is whole, as the run's protocol judges it once decoded: a copy
+// kept for conditional requests must be the whole document, not a body a
+// server cut short.
+func (r *run) whole(f *os.File, docURL, encoding string) bool {
+	if r.opts.Protocol.Whole == nil {
+		return true
+	}
 	defer f.Seek(0, io.SeekStart)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return false
@@ -124,16 +129,5 @@ func wellFormed(f *os.File, docURL, encoding string) bool {
 	if err != nil {
 		return false
 	}
-	if in, _, err = manifest.UTF8(in); err != nil {
-		return true // an encoding nobody knows: reading it fails the same way every time
-	}
-	d := xml.NewDecoder(in)
-	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
-	for {
-		if _, err := d.Token(); err == io.EOF {
-			return true
-		} else if err != nil {
-			return false
-		}
-	}
+	return r.opts.Protocol.Whole(in)
 }

@@ -3,12 +3,12 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
@@ -42,7 +42,7 @@ func Incremental(ctx context.Context, opts Options, rng Range) (*Report, error) 
 	}
 	defer cleanup()
 	if !rng.From.IsZero() && !rng.Until.IsZero() && rng.From.After(rng.Until) {
-		return nil, errclass.Fatalf("--from %s is later than --until %s", manifest.FormatDatetime(rng.From), manifest.FormatDatetime(rng.Until))
+		return nil, errclass.Fatalf("--from %s is later than --until %s", rng.From.UTC().Format(time.RFC3339Nano), rng.Until.UTC().Format(time.RFC3339Nano))
 	}
 	r := newRun(opts)
 	rep := &Report{Mode: "incremental", Source: opts.Source, Started: time.Now().UTC()}
@@ -69,34 +69,38 @@ func Incremental(ctx context.Context, opts Options, rng Range) (*Report, error) 
 const rangeRereadMin = 16 * fetch.RangeBlock
 
 // openForPlan downloads a change package that links no manifest copy, for
-// the planner to read its manifest.xml; closing the reader keeps the
-// package on the spool (see spoolCache) for applying its winners.
-func (r *run) openForPlan(ctx context.Context, j source.Package) (*manifest.Reader, func(), error) {
+// the planner to read its index entry (source.Services.OpenPackage);
+// closing it keeps the package on the spool (see spoolCache) for applying
+// its winners.
+func (r *run) openForPlan(ctx context.Context, j source.Package) (io.ReadCloser, error) {
 	release, err := r.spool.acquire(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	sp, err := r.fetchPackage(ctx, j)
 	if err != nil {
 		release()
-		return nil, nil, &source.StageError{Stage: sp.stage, Err: err}
+		return nil, &source.StageError{Stage: sp.stage, Err: err}
 	}
 	sp.release = release
 	mrc, err := sp.arch.Manifest()
 	if err != nil {
 		sp.Close()
-		return nil, nil, &source.StageError{Stage: "manifest", Err: err}
+		return nil, &source.StageError{Stage: "manifest", Err: err}
 	}
-	rd, err := manifest.NewReader(mrc, r.opts.Document)
-	if err != nil {
-		mrc.Close()
-		sp.Close()
-		return nil, nil, &source.StageError{Stage: "manifest", Err: fmt.Errorf("manifest.xml: %w", err)}
-	}
-	return rd, func() {
-		mrc.Close()
-		r.spool.keep(j.URL, sp)
-	}, nil
+	return keptIndex{mrc, func() { r.spool.keep(j.URL, sp) }}, nil
+}
+
+// keptIndex reads a package's index entry; Close keeps the package.
+type keptIndex struct {
+	io.ReadCloser
+	keep func()
+}
+
+func (k keptIndex) Close() error {
+	err := k.ReadCloser.Close()
+	k.keep()
+	return err
 }
 
 // heldWin reports whether the destination holds win, a winning change of

@@ -29,7 +29,7 @@ func TestListBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t)
-	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Prefer = "list" })
+	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.PreferList = true })
 	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(res.Listed) || rep.Packages.Total != 0 {
 		t.Fatalf("%s", rep.Summary())
 	}
@@ -40,7 +40,7 @@ func TestListBaseline(t *testing.T) {
 		}
 	}
 	before := srv.Handler.Stats().Requests
-	rep = h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Prefer = "list" })
+	rep = h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.PreferList = true })
 	if rep.Resources.Unchanged != int64(res.Listed) || rep.Resources.Written != 0 {
 		t.Fatalf("second run: %s", rep.Summary())
 	}

@@ -11,9 +11,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/source"
-	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
@@ -31,28 +29,25 @@ func (r *run) packageFailed(ctx context.Context, j source.Package, hold time.Tim
 	return nil
 }
 
-// allHeld reads a package's manifest copy (rel="contents") and reports
-// whether the state holds every resource it lists with the same length and
-// hashes (or a newer version). It stops at the first resource not held. A copy that cannot be
-// read is not an error: the package is then downloaded as usual.
-func (r *run) allHeld(ctx context.Context, copyURL string, at time.Time) (int64, bool, error) {
-	rd, closeDoc, err := r.openDocument(ctx, copyURL)
+// allHeld reads the manifest copy package j links (rel="contents") and
+// reports whether the state holds every resource it lists with the same
+// length and hashes (or a newer version). It stops at the first resource
+// not held. A copy that cannot be read is not an error: the package is then
+// downloaded as usual.
+func (r *run) allHeld(ctx context.Context, j source.Package) (int64, bool, error) {
+	entries, closeDoc, err := r.openContents(ctx, j)
 	if err != nil {
-		r.log.Debug("manifest copy unreadable; downloading the package", "url", copyURL, "error", err)
+		r.log.Debug("manifest copy unreadable; downloading the package", "url", j.Contents, "error", err)
 		return 0, false, nil
 	}
 	defer closeDoc()
 	var n int64
 	for {
-		e, err := rd.Next()
+		rec, err := entries.Next()
 		if err != nil {
 			return n, isEOF(err) && n > 0, nil
 		}
-		t := e.ChangeTime()
-		if t.IsZero() {
-			t = at
-		}
-		h, err := r.holding(ctx, e.Loc, t, fixity.Expect{Length: e.Metadata.Length, Hashes: e.Metadata.Hashes}, "")
+		h, err := r.holding(ctx, rec.URI, rec.ChangeTime, fixity.Expect{Length: rec.Length, Hashes: rec.Hashes}, rec.Version)
 		if err != nil {
 			return 0, false, err
 		}
@@ -61,6 +56,21 @@ func (r *run) allHeld(ctx context.Context, copyURL string, at time.Time) (int64,
 		}
 		n++
 	}
+}
+
+// openContents reads the copy of package j's index that j links
+// (Contents), as j's Index reads it; the function returned closes it.
+func (r *run) openContents(ctx context.Context, j source.Package) (source.Entries, func(), error) {
+	rc, err := r.openDocument(ctx, j.Contents)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries, err := j.Index.Read(rc, r.log)
+	if err != nil {
+		rc.Close()
+		return nil, nil, errclass.About(j.Contents, err)
+	}
+	return entries, func() { rc.Close() }, nil
 }
 
 // spooled is a downloaded, verified and opened package, or one opened in
@@ -178,10 +188,10 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 	switch {
 	case r.listing != nil:
 		if j.Contents != "" {
-			rd, closeDoc, err := r.openDocument(ctx, j.Contents)
+			entries, closeDoc, err := r.openContents(ctx, j)
 			if err == nil {
 				defer closeDoc()
-				return r.readManifest(ctx, j, rd, nil, nil, nil, out)
+				return r.readManifest(ctx, j, entries, nil, nil, nil, out)
 			}
 			if ctx.Err() != nil || errclass.IsFatal(err) {
 				return err
@@ -196,7 +206,7 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 		held = len(want) == 0
 	case j.Contents != "":
 		var err error
-		if n, held, err = r.allHeld(ctx, j.Contents, j.At); err != nil {
+		if n, held, err = r.allHeld(ctx, j); err != nil {
 			return err
 		}
 		if held {
@@ -260,55 +270,52 @@ func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.A
 		return r.packageFailed(ctx, j, packageHold(j, want), "manifest", err)
 	}
 	defer mrc.Close()
-	rd, err := manifest.NewReader(mrc, r.opts.Document)
+	entries, err := j.Index.Read(mrc, r.log)
 	if err != nil {
-		return r.packageFailed(ctx, j, packageHold(j, want), "manifest", fmt.Errorf("manifest.xml: %w", err))
+		return r.packageFailed(ctx, j, packageHold(j, want), "manifest", err)
 	}
-	return r.readManifest(ctx, j, rd, arch, st, want, out)
+	return r.readManifest(ctx, j, entries, arch, st, want, out)
 }
 
 // readManifest is the one manifest loop: it reads the manifest rd of
 // package j — its manifest.xml in arch, or (arch nil, an audit's listing)
 // its manifest copy — and hands the entries to the workers (see
 // unpackPackage).
-func (r *run) readManifest(ctx context.Context, j source.Package, rd *manifest.Reader, arch *unzip.Archive, st *streamState, want map[string]*source.Record, out chan<- entryJob) error {
+func (r *run) readManifest(ctx context.Context, j source.Package, entries source.Entries, arch *unzip.Archive, st *streamState, want map[string]*source.Record, out chan<- entryJob) error {
 	pkgFail := func(stage string, err error) error {
 		return r.packageFailed(ctx, j, packageHold(j, want), stage, err)
-	}
-	if c, wantCap := rd.Header().Metadata.Capability, manifestCapability(want); c != wantCap {
-		return pkgFail("manifest", errclass.Permanentf("manifest.xml: capability %q, expected %q", c, wantCap))
 	}
 
 	var wg sync.WaitGroup
 	var broken atomic.Bool
 	for seq := int64(0); ; seq++ {
-		e, err := rd.Next()
+		rec, err := entries.Next()
 		if err != nil {
 			if isEOF(err) {
 				break
 			}
-			var ee *manifest.EntryError
+			var ee *source.EntryError
 			if asEntryError(err, &ee) {
 				if want == nil { // else recorded when the plan was made
-					r.failIn(ctx, Failure{URI: orDefault(ee.Loc, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, anySet, j.At, countsResource, nil)
+					r.failIn(ctx, Failure{URI: orDefault(ee.URI, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, anySet, j.At, countsResource, nil)
 				}
 				continue
 			}
 			// The rest of the manifest cannot be read: the entries already
 			// handed out go on, the package counts as failed.
 			broken.Store(true)
-			if perr := pkgFail("manifest", fmt.Errorf("manifest.xml: %w", err)); perr != nil {
+			if perr := pkgFail("manifest", err); perr != nil {
 				return perr
 			}
 			break
 		}
-		if !isWinner(want, e, seq) {
+		if !isWinner(want, rec, seq) {
 			continue
 		}
 		if want != nil {
-			delete(want, e.Loc) // one entry per winner, even if repeated at the same time
+			delete(want, rec.URI) // one entry per winner, even if repeated at the same time
 		}
-		if st != nil && r.settle(ctx, &j, arch, st, e) {
+		if st != nil && r.settle(ctx, &j, arch, st, rec) {
 			continue
 		}
 		wg.Add(1)
@@ -316,12 +323,12 @@ func (r *run) readManifest(ctx context.Context, j source.Package, rd *manifest.R
 		case <-ctx.Done():
 			wg.Done()
 			return ctx.Err()
-		case out <- entryJob{pkg: &j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL, j.At), arch: arch, done: wg.Done}:
+		case out <- entryJob{pkg: &j, rec: rec, arch: arch, done: wg.Done}:
 		}
 	}
 	for uri, w := range want {
 		r.failIn(ctx, Failure{URI: uri, Package: j.URL, Stage: "manifest",
-			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", manifest.FormatDatetime(w.ChangeTime)), Permanent: true}, j.ResourceSet, w.ChangeTime, countsResource, nil)
+			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", w.ChangeTime.UTC().Format(time.RFC3339Nano)), Permanent: true}, j.ResourceSet, w.ChangeTime, countsResource, nil)
 	}
 	// Wait for the workers to finish this package's entries.
 	if err := waitGroup(ctx, &wg); err != nil {
@@ -347,17 +354,17 @@ func (r *run) packageDone(ctx context.Context, j source.Package, arch *unzip.Arc
 	return r.send(ctx, result{pkgDone: true})
 }
 
-// isWinner reports whether manifest entry e, at position seq, is the
-// winner want holds for its URI (want nil: every entry is). A manifest copy
-// is the same document as the manifest.xml, so the position identifies the
-// winning entry even among several changes of one resource in the same
-// second.
-func isWinner(want map[string]*source.Record, e *manifest.Entry, seq int64) bool {
+// isWinner reports whether rec, the entry at position seq of a package's
+// listing, is the winner want holds for its URI (want nil: every entry
+// is). A manifest copy is the same document as the manifest.xml, so the
+// position identifies the winning entry even among several changes of one
+// resource in the same second.
+func isWinner(want map[string]*source.Record, rec *source.Record, seq int64) bool {
 	if want == nil {
 		return true
 	}
-	w, ok := want[e.Loc]
-	return ok && e.ChangeTime().Equal(w.ChangeTime) && e.Metadata.Change == manifest.Change(w.Change) && seq == w.Seq
+	w, ok := want[rec.URI]
+	return ok && rec.ChangeTime.Equal(w.ChangeTime) && rec.Change == w.Change && seq == w.Seq
 }
 
 // packageHold returns the change time a temporary failure of package j,
@@ -368,15 +375,6 @@ func packageHold(j source.Package, want map[string]*source.Record) time.Time {
 		return j.From
 	}
 	return j.At
-}
-
-// manifestCapability returns the capability the manifest.xml of a package
-// read for want (nil: every entry) must have.
-func manifestCapability(want map[string]*source.Record) manifest.Capability {
-	if want != nil {
-		return manifest.ChangeDumpManifest
-	}
-	return manifest.ResourceDumpManifest
 }
 
 // waitGroup waits for wg, or for ctx to end.

@@ -90,7 +90,7 @@ func TestRecordsWithBodies(t *testing.T) {
 			ctx := context.Background()
 			h := newHarness(t)
 			p := &bodies{records: tt.records, next: next}
-			rep := h.baseline(ctx, "oai-pmh:test", func(o *pipeline.Options) { o.Planner = p; o.SinkRetries = -1 })
+			rep := h.baseline(ctx, "oai-pmh:test", func(o *pipeline.Options) { o.Protocol = planned(p); o.SinkRetries = -1 })
 			if rep.Resources.Written != tt.written || rep.Resources.Failed != tt.failed || rep.Status != pipeline.StatusPartial {
 				t.Fatalf("%s", rep.Summary())
 			}
@@ -114,7 +114,7 @@ func TestRecordsWithBodies(t *testing.T) {
 				t.Errorf("checkpoint = %v (set %v), want set %v at %v", cp.Next, ok, tt.checkpoint, next)
 			}
 			// Again: the hashed record is held, nothing is written twice.
-			rep = h.baseline(ctx, "oai-pmh:test", func(o *pipeline.Options) { o.Planner = p; o.SinkRetries = -1 })
+			rep = h.baseline(ctx, "oai-pmh:test", func(o *pipeline.Options) { o.Protocol = planned(p); o.SinkRetries = -1 })
 			if rep.Resources.Unchanged < 1 {
 				t.Errorf("second run: %s", rep.Summary())
 			}
@@ -147,7 +147,7 @@ func TestRecordMetadataReachesSinks(t *testing.T) {
 	}}
 	ms := &metaSink{Sink: h.sink, meta: map[string]string{}}
 	opts := h.options("oai-pmh:test")
-	opts.Planner, opts.Sinks = p, []sink.Sink{ms}
+	opts.Protocol, opts.Sinks = planned(p), []sink.Sink{ms}
 	if _, err := pipeline.Baseline(ctx, opts); err != nil {
 		t.Fatal(err)
 	}

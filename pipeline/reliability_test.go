@@ -239,7 +239,7 @@ func TestCheckpointRuleOAIPMH(t *testing.T) {
 		opts := func(h *harness) pipeline.Options {
 			o := h.options(srv.URL)
 			o.Client = quickClient()
-			o.Planner = &oaipmh.Planner{Client: o.Client, Concurrency: 2, Log: slog.New(slog.DiscardHandler)}
+			o.Protocol = planned(&oaipmh.Planner{Client: o.Client, Concurrency: 2, Log: slog.New(slog.DiscardHandler)})
 			return o
 		}
 		h := newHarness(t)
@@ -332,7 +332,7 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 		opts := h.options(srv.URL)
 		opts.Client = quickClient()
 		if seed%2 == 1 {
-			opts.Prefer = "list"
+			opts.Settings.PreferList = true
 		}
 		publish := func(k int) map[string][]byte {
 			srv.Handler.Publish(k)
@@ -359,7 +359,7 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 			t.Logf("seed %d retries: %+v", seed, rs)
 		}
 		ch.on.Store(false)
-		opts.Prefer = ""
+		opts.Settings.PreferList = false
 		// One clean sync; when the faulty runs never set a checkpoint it
 		// is a baseline, which loads the Resource Dump's snapshot by
 		// definition, and a second clean sync catches up.

@@ -27,7 +27,6 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
@@ -51,12 +50,16 @@ type Options struct {
 	// version), in the order of Sinks; they must be stable across runs and
 	// hold no credentials. Default: "sink1", "sink2", …
 	SinkNames []string
-	// Planner plans the run's task. Default: the ResourceSync planner,
-	// reading documents through the run (spooled, capped, conditional).
-	// Every unit it emits is executed the same way, whatever the mode:
-	// packages (all their entries, or their winners), records to GET or
-	// carrying their bodies, deletions.
-	Planner source.Planner
+	// Protocol plans the run's task: its planner is made with Settings
+	// and the run's services (documents spooled, capped and asked for
+	// conditionally; packages kept for the run). Required. Every unit it
+	// emits is executed the same way, whatever the protocol and mode:
+	// packages (all their entries, or their winners, as the package's
+	// Index lists them), records to GET or carrying their bodies,
+	// deletions.
+	Protocol source.Protocol
+	// Settings are what the job says of its source to the protocol.
+	Settings source.Settings
 	// Store is the state store. Required.
 	Store *state.Store
 	// StoreShared says other runs of this process use Store at the same
@@ -85,23 +88,17 @@ type Options struct {
 	SpoolDir string
 	// Limits are the safety caps for ZIP packages.
 	Limits unzip.Limits
-	// Document caps for every XML document and manifest read.
-	Document manifest.Options
 	// MaxDocumentSize caps the bytes of one ResourceSync document fetched
 	// from the source (documents are spooled to SpoolDir before they are
 	// parsed): a longer one fails, permanently, wrapping fetch.ErrTooLarge,
 	// so an endless body cannot fill the disk. It applies only when the
 	// document's length is not given by its referrer. Zero means
-	// manifest.DefaultMaxDocumentSize; negative means no cap.
+	// fetch.DefaultMaxDocumentSize; negative means no cap.
 	MaxDocumentSize int64
-	// Set, when not empty, syncs only the resource set (capability list)
-	// it names: its URL, file name or directory name (see resourcesync.MatchesSet).
-	// By default every set of a Source Description is synced, each with
-	// its own checkpoints.
+	// Set, when not empty, is the task's resource set: the run syncs only
+	// the set it names, as its protocol understands the name. By default
+	// every set is synced, each with its own checkpoints.
 	Set string
-	// Prefer is "dump" (the default: Resource and Change Dumps, lists where
-	// no dump exists) or "list" (Resource and Change Lists first).
-	Prefer string
 	// RequireHash refuses resources that give no md5, sha-1, sha-256 or
 	// sha-512: each fails, permanently, before its bytes are read. By
 	// default (the specification makes hash and length optional) such a
@@ -145,6 +142,9 @@ func (o *Options) defaults() error {
 	if o.Store == nil || o.Client == nil {
 		return errclass.Fatalf("pipeline: a state store and a fetch client are required")
 	}
+	if o.Protocol.New == nil {
+		return errclass.Fatalf("pipeline: no protocol to plan with")
+	}
 	if o.SourceKey == "" {
 		o.SourceKey = o.Source
 	}
@@ -164,16 +164,13 @@ func (o *Options) defaults() error {
 		o.SpoolDir = os.TempDir()
 	}
 	if o.MaxDocumentSize == 0 {
-		o.MaxDocumentSize = manifest.DefaultMaxDocumentSize
+		o.MaxDocumentSize = fetch.DefaultMaxDocumentSize
 	}
 	if o.Counts == nil {
 		o.Counts = &Counts{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Document.Logger == nil {
-		o.Document.Logger = o.Logger
 	}
 	if o.Limits.Logger == nil {
 		o.Limits.Logger = o.Logger
@@ -626,4 +623,4 @@ func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
-func asEntryError(err error, target **manifest.EntryError) bool { return errors.As(err, target) }
+func asEntryError(err error, target **source.EntryError) bool { return errors.As(err, target) }

@@ -14,9 +14,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/source"
-	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
@@ -448,21 +446,16 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 	defer mrc.Close()
 	// Phase 2 reads the manifest again, unless phase 1 read all of it
 	// (and its bytes are the archive's), and reports what is wrong in it.
-	doc := r.opts.Document
-	doc.Logger = slog.New(slog.DiscardHandler)
 	msum := sha256.New()
 	mtee := io.TeeReader(mrc, msum)
-	mr, err := manifest.NewReader(mtee, doc)
+	mr, err := j.Index.Read(mtee, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return stop("manifest.xml", err)
-	}
-	if wantCap := manifestCapability(want); mr.Header().Metadata.Capability != wantCap {
-		return stop("manifest.xml is not a "+string(wantCap), nil)
+		return stop("index", err)
 	}
 	// pending are manifest entries read ahead, not yet matched, with
 	// their positions in the manifest (mseq: the next one's).
 	type ahead struct {
-		e   *manifest.Entry
+		e   *source.Record
 		seq int64
 	}
 	pending := map[string]ahead{}
@@ -505,7 +498,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 			me, err := mr.Next()
 			mseq++
 			if err != nil {
-				var ee *manifest.EntryError
+				var ee *source.EntryError
 				if asEntryError(err, &ee) {
 					skipped = true
 					continue // phase 2 reports it
@@ -513,11 +506,11 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 				manifestEnded, skipped = true, true
 				break
 			}
-			if me.Metadata.Path == "" {
+			if me.Path == "" {
 				skipped = true
 				continue
 			}
-			name := unzip.PathKey(me.Metadata.Path)
+			name := unzip.PathKey(me.Path)
 			if name == le.Name {
 				e, seq = me, mseq-1
 				break
@@ -530,7 +523,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		if e == nil {
 			return stop(fmt.Sprintf("entry %q not found in manifest.xml", le.Name), nil)
 		}
-		se := &streamEntry{local: le, loc: e.Loc, path: e.Metadata.Path, sum: sumEntry(e), opener: st.opener, prog: prog}
+		se := &streamEntry{local: le, loc: e.URI, path: e.Path, sum: sumEntry(e), opener: st.opener, prog: prog}
 		if !isWinner(want, e, seq) {
 			// Not to apply: phase 2 reads the manifest again, and passes
 			// it by.
@@ -538,7 +531,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 			skipped = true
 			continue
 		}
-		if e.Loc == "" || (e.Metadata.Hashes.IsZero() && r.opts.RequireHash) {
+		if e.URI == "" || (e.Hashes.IsZero() && r.opts.RequireHash) {
 			// It fails before its bytes are looked at: phase 2 records
 			// it (not streamed, the entry stays unreferenced, as
 			// without streaming).
@@ -546,14 +539,14 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 			skipped = true
 			continue
 		}
-		if st.byURI[e.Loc] != nil {
+		if st.byURI[e.URI] != nil {
 			return stop("a URI listed twice in manifest.xml", nil)
 		}
 		if _, err := prog.wait(ctx, le.End()); err != nil {
 			return stop("entry data", err)
 		}
 		st.entries[le.Name] = se
-		st.byURI[e.Loc] = se
+		st.byURI[e.URI] = se
 		st.order = append(st.order, se)
 		se.handed = true
 		wg.Add(1)
@@ -561,7 +554,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		case <-ctx.Done():
 			wg.Done()
 			return ctx.Err()
-		case out <- entryJob{pkg: j, rec: resourcesync.RecordOf(e, j.ResourceSet, j.URL, j.At), stream: se, done: wg.Done}:
+		case out <- entryJob{pkg: j, rec: e, stream: se, done: wg.Done}:
 		}
 	}
 }
@@ -572,25 +565,25 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 // settled entry the central directory refuses, or describes otherwise than
 // its local header, stays delivered (its bytes verified against e), and the
 // refusal is recorded under e's URI as without streaming.
-func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive, st *streamState, e *manifest.Entry) bool {
-	se := st.entries[unzip.PathKey(e.Metadata.Path)]
-	if e.Metadata.Path == "" || se == nil || !se.handed || se.settled || se.sum != sumEntry(e) {
+func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive, st *streamState, e *source.Record) bool {
+	se := st.entries[unzip.PathKey(e.Path)]
+	if e.Path == "" || se == nil || !se.handed || se.settled || se.sum != sumEntry(e) {
 		return false
 	}
 	se.settled = true
 	if err := lookupStreamed(arch, se); err != nil {
-		r.failIn(ctx, Failure{URI: e.Loc, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime(), countsNone, nil)
+		r.failIn(ctx, Failure{URI: e.URI, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime, countsNone, nil)
 		r.log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
-			"package", j.URL, "uri", e.Loc, "error", err)
+			"package", j.URL, "uri", e.URI, "error", err)
 	}
 	return true
 }
 
-// entrySum is a digest of what a manifest entry says of its resource: all
+// entrySum is a digest of what a listing's entry says of its resource: all
 // that the state records of it. Phase 1 keeps it instead of the entry.
 type entrySum [sha256.Size]byte
 
-func sumEntry(e *manifest.Entry) entrySum {
+func sumEntry(e *source.Record) entrySum {
 	h := sha256.New()
 	var b []byte
 	str := func(s string) {
@@ -603,20 +596,21 @@ func sumEntry(e *manifest.Entry) entrySum {
 		b = binary.AppendVarint(b, int64(off))
 		b = append(b, byte(boolInt(t.IsZero())))
 	}
-	md := &e.Metadata
-	str(e.Loc)
+	str(e.URI)
+	str(e.Version)
+	str(e.Location)
 	tm(e.Lastmod)
-	tm(md.Datetime)
-	str(string(md.Change))
-	str(md.Path)
-	b = binary.AppendVarint(b, md.Length)
-	str(md.Type)
-	str(string(md.Hashes.MD5))
-	str(string(md.Hashes.SHA1))
-	str(string(md.Hashes.SHA256))
-	str(string(md.Hashes.SHA512))
-	b = binary.AppendUvarint(b, uint64(len(md.Hashes.Unknown)))
-	for _, u := range md.Hashes.Unknown {
+	tm(e.ChangeTime)
+	str(string(e.Change))
+	str(e.Path)
+	b = binary.AppendVarint(b, e.Length)
+	str(e.Type)
+	str(string(e.Hashes.MD5))
+	str(string(e.Hashes.SHA1))
+	str(string(e.Hashes.SHA256))
+	str(string(e.Hashes.SHA512))
+	b = binary.AppendUvarint(b, uint64(len(e.Hashes.Unknown)))
+	for _, u := range e.Hashes.Unknown {
 		str(u)
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Links)))
@@ -624,6 +618,11 @@ func sumEntry(e *manifest.Entry) entrySum {
 		str(l.Rel)
 		str(l.Href)
 		str(l.Type)
+		b = binary.AppendVarint(b, int64(l.Pri))
+	}
+	b = binary.AppendUvarint(b, uint64(len(e.Mirrors)))
+	for _, m := range e.Mirrors {
+		str(m)
 	}
 	h.Write(b)
 	var sum entrySum

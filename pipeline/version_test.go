@@ -56,7 +56,7 @@ func TestRecordVersions(t *testing.T) {
 	h := newHarness(t)
 	run := func(recs ...versionedRecord) *pipeline.Report {
 		t.Helper()
-		return h.baseline(ctx, "versioned:", func(o *pipeline.Options) { o.Planner = &versioned{records: recs} })
+		return h.baseline(ctx, "versioned:", func(o *pipeline.Options) { o.Protocol = planned(&versioned{records: recs}) })
 	}
 	a1 := versionedRecord{uri: "urn:example:a", version: "2024-01-01", body: "<a>version 1</a>"}
 	b1 := versionedRecord{uri: "urn:example:b", version: "7", location: srv.URL + "/files/b"}

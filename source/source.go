@@ -83,6 +83,10 @@ type Record struct {
 	// a package, are fetched from: "" means URI (a ResourceSync
 	// resource's URI is where it is).
 	Location string
+	// Mirrors are the other locations of the same bytes, tried in order
+	// when Location fails (the planner decides them: a ResourceSync
+	// entry's rel="duplicate" links, by priority).
+	Mirrors []string `json:",omitempty"`
 	// ResourceSet is the resource set it belongs to, or "".
 	ResourceSet string
 	// Listed is the document or package that lists the record.
@@ -230,6 +234,11 @@ func Intersects(from, until, lo, hi time.Time) bool {
 	return (from.IsZero() || !from.After(hi)) && (until.IsZero() || !until.Before(lo))
 }
 
+// ErrNotOffered is wrapped by a planner's error when the source offers
+// nothing the task can be planned from (no changes, for an incremental
+// task): a sync then compares with the current snapshot instead.
+var ErrNotOffered = errors.New("the source does not offer it")
+
 // Holdings is the read-only view of the destination a planner plans
 // against.
 type Holdings interface {
@@ -336,4 +345,9 @@ type Package struct {
 	// them from a copy of the package's manifest or the manifest itself;
 	// Seq names each one. Empty: every entry the package lists.
 	Wins []Record
+	// Index reads what the package holds, from its index entry (the
+	// archive's top-level manifest.xml) or from the copy at Contents: the
+	// executor knows nothing else of the package's format. Required for
+	// a package that is not a List.
+	Index Index `json:"-"`
 }

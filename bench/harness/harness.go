@@ -27,6 +27,7 @@ import (
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/unzip"
 )
@@ -368,6 +369,7 @@ func DefaultOptions(ctx context.Context, p RunParams) (pipeline.Options, func(co
 	}
 	return pipeline.Options{
 		Source:      p.Source,
+		Protocol:    resourcesync.Protocol(),
 		Sinks:       []sink.Sink{s},
 		SinkNames:   []string{"fs:" + p.SinkDir},
 		Store:       store,

@@ -123,11 +123,11 @@ func (w *walk) readChanges(ctx context.Context, p *plan, i int) (err error) {
 	var rd *manifest.Reader
 	var closeRd func()
 	if j.Contents != "" {
-		rd, closeRd, err = w.Open(ctx, j.Contents)
+		rd, closeRd, err = w.openDocument(ctx, j.Contents)
 	} else if w.OpenPackage == nil {
 		return errclass.Fatalf("resourcesync: %s has no manifest copy, and the planner cannot open packages", j.URL)
 	} else {
-		rd, closeRd, err = w.OpenPackage(ctx, *j)
+		rd, closeRd, err = w.openPackage(ctx, *j)
 	}
 	if err != nil {
 		return pkgFail("manifest", err)

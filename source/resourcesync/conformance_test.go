@@ -2,12 +2,12 @@ package resourcesync_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/rsharvest/rsharvest/fetch"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/source/sourcetest"
@@ -87,17 +87,8 @@ func TestPlannerConformance(t *testing.T) {
 	base := s.URL
 	c := fetch.New(fetch.Options{Retries: -1, BackoffInitial: time.Millisecond, Timeout: 5 * time.Second})
 	p := &resourcesync.Planner{
-		Open: func(ctx context.Context, u string) (*manifest.Reader, func(), error) {
-			b, err := c.Open(ctx, u)
-			if err != nil {
-				return nil, nil, err
-			}
-			rd, err := manifest.NewReader(b, manifest.Options{})
-			if err != nil {
-				b.Close()
-				return nil, nil, err
-			}
-			return rd, func() { b.Close() }, nil
+		Open: func(ctx context.Context, u string) (io.ReadCloser, error) {
+			return c.Open(ctx, u)
 		},
 		Client: c,
 		Log:    slog.New(slog.DiscardHandler),

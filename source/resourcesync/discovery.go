@@ -75,7 +75,7 @@ type Options struct {
 	MaxDepth int
 	// MaxDocumentSize is the most bytes read of one document: a longer one
 	// is not read further and fails, permanently, wrapping
-	// fetch.ErrTooLarge. Zero means manifest.DefaultMaxDocumentSize;
+	// fetch.ErrTooLarge. Zero means fetch.DefaultMaxDocumentSize;
 	// negative means no cap.
 	MaxDocumentSize int64
 	// Logger receives a debug record per document read. Nil discards them.
@@ -235,7 +235,7 @@ func find(ctx context.Context, client *fetch.Client, start string, opts Options)
 		opts.MaxDepth = DefaultMaxDepth
 	}
 	if opts.MaxDocumentSize == 0 {
-		opts.MaxDocumentSize = manifest.DefaultMaxDocumentSize
+		opts.MaxDocumentSize = fetch.DefaultMaxDocumentSize
 	}
 	log := opts.Logger
 	if log == nil {

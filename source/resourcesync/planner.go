@@ -1,6 +1,7 @@
 package resourcesync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ func WellKnownURL(site string) (string, error) {
 // ErrNoCapability is wrapped by the error of a run whose capability list
 // offers none of the documents the run needs (no Change Dump or Change List
 // for an incremental run, say).
-var ErrNoCapability = errors.New("the capability list does not offer it")
+var ErrNoCapability = source.ErrNotOffered
 
 // Plan plans task (see source.Planner): it walks from task.Source to the
 // task's documents — Resource Dumps (Resource Lists where no dump exists)
@@ -54,7 +55,7 @@ var ErrNoCapability = errors.New("the capability list does not offer it")
 // usual path. An error reading the source itself is a *source.SourceError.
 func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
 	w := &walk{Planner: d, task: task, held: held, out: emit, now: time.Now().UTC(), sets: map[string]*source.Checkpoint{},
-		maxDepth: maxDocDepth, open: func(ctx context.Context, u string) (entries, func(), error) { return d.Open(ctx, u) }}
+		maxDepth: maxDocDepth, open: func(ctx context.Context, u string) (entries, func(), error) { return d.openDocument(ctx, u) }}
 	switch task.Mode {
 	case source.Baseline:
 		w.want, w.list = manifest.ResourceDump, manifest.ResourceList
@@ -139,9 +140,12 @@ func isBareSite(s string) bool {
 // are read is the executor's: the fields below. A Planner may plan several
 // tasks, one after another or at once.
 type Planner struct {
-	// Open reads one ResourceSync document (the executor decides how:
-	// caps, conditional requests, decompression); close releases it.
-	Open func(ctx context.Context, url string) (rd *manifest.Reader, close func(), err error)
+	// Open reads the bytes of one ResourceSync document (the executor
+	// decides how: caps, conditional requests, decompression).
+	Open func(ctx context.Context, url string) (io.ReadCloser, error)
+	// Document caps what the planner's XML reader accepts of every
+	// document and manifest (its Logger: Log when nil).
+	Document manifest.Options
 	// Client, MaxDocumentSize and Log serve full discovery, when the start
 	// document is not ResourceSync (see Plan); Log also takes warnings.
 	Client          *fetch.Client
@@ -154,7 +158,7 @@ type Planner struct {
 	// links no copy of it (rel="contents"), for an incremental task: the
 	// executor downloads the package, and may keep it to apply its
 	// winners. An error naming its stage is a *source.StageError.
-	OpenPackage func(ctx context.Context, p source.Package) (rd *manifest.Reader, close func(), err error)
+	OpenPackage func(ctx context.Context, p source.Package) (io.ReadCloser, error)
 	// Concurrency is how many change packages an incremental task reads
 	// at once (at least 1).
 	Concurrency int
@@ -317,6 +321,9 @@ func (w *walk) document(ctx context.Context, docURL, set string, h *manifest.Hea
 // pkg emits a package of a baseline, or keeps a change package in an
 // incremental task's range for planChanges.
 func (w *walk) pkg(ctx context.Context, j source.Package) error {
+	if !j.List {
+		j.Index = w.index(&j)
+	}
 	if ok, err := w.inRange(ctx, j.ResourceSet, j.From, j.Until); err != nil {
 		return err
 	} else if !ok {
@@ -364,7 +371,33 @@ func RecordOf(e *manifest.Entry, set, listed string, at time.Time) *source.Recor
 			rec.Links[i] = source.Link{Rel: l.Rel, Href: l.Href, Type: l.Type, Pri: l.Pri}
 		}
 	}
+	// Where the bytes are fetched from, outside a package: the loc, then
+	// its mirrors (rel="duplicate", by priority). A loc that is not a URL
+	// (an OAI-PMH identifier republished) only identifies the resource:
+	// its first mirror is where its bytes are.
+	if ms := mirrors(e); CheckLoc(e.Loc) != nil && len(ms) > 0 {
+		rec.Location, rec.Mirrors = ms[0], ms[1:]
+	} else if len(ms) > 0 {
+		rec.Mirrors = ms
+	}
 	return rec
+}
+
+// mirrors returns an entry's rel="duplicate" locations that can be
+// fetched, by priority.
+func mirrors(e *manifest.Entry) []string {
+	var ls []manifest.Link
+	for _, l := range e.Links {
+		if l.Rel == "duplicate" && CheckLoc(l.Href) == nil {
+			ls = append(ls, l)
+		}
+	}
+	slices.SortStableFunc(ls, func(a, b manifest.Link) int { return cmp.Compare(a.Pri, b.Pri) })
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.Href
+	}
+	return out
 }
 
 // MatchesSet reports whether a --set name names the capability list at
@@ -663,12 +696,7 @@ func CheckLoc(loc string) error {
 // (rel="duplicate", an http(s) URL): then its loc need only identify the
 // resource, as an OAI-PMH identifier republished over ResourceSync does.
 func hasMirror(e *manifest.Entry) bool {
-	for _, l := range e.Links {
-		if l.Rel == "duplicate" && CheckLoc(l.Href) == nil {
-			return true
-		}
-	}
-	return false
+	return len(mirrors(e)) > 0
 }
 
 // capName names a capability for messages.

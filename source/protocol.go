@@ -1,0 +1,145 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/rsharvest/rsharvest/fetch"
+)
+
+// Protocol is one protocol a source may speak: its name, the planner it
+// plans tasks with, and how --protocol auto recognises it. A new protocol
+// is a package below source that returns one, and one line in the
+// registry (see source/protocols).
+type Protocol struct {
+	// Name is what --protocol and a configuration's protocol key say.
+	Name string
+	// Help is a short description, for --protocol's help.
+	Help string
+	// New makes the planner of a job with settings s, served by env. It
+	// does no I/O, and may be called with a zero env to check s: its
+	// error is a setting wrong for this protocol.
+	New func(s Settings, env Services) (Planner, error)
+	// Probe reports whether the source at url speaks this protocol (with
+	// --protocol auto). A protocol without one is the fallback, chosen
+	// when no probe says yes.
+	Probe func(ctx context.Context, c *fetch.Client, url string) (bool, error)
+	// Whole, when set, reports whether a document body read from r is
+	// whole: the executor keeps a copy of a small document for the next
+	// run's conditional request only then (a body cut short would stand
+	// for the document on every 304). Nil: every copy is kept.
+	Whole func(r io.Reader) bool
+}
+
+// Settings are what a job says of its source that a protocol may read.
+type Settings struct {
+	// Sets are the resource sets to harvest (empty: all of them).
+	Sets []string
+	// Format is the metadata format asked for, where the protocol has
+	// several (OAI-PMH's metadataPrefix); "" is the protocol's default.
+	Format string
+	// PreferList walks a set's lists before its dumps, where the
+	// protocol has both.
+	PreferList bool
+}
+
+// Services are what the executor offers the planner of one run.
+type Services struct {
+	// Client makes the run's requests (rate limit, retries, the address
+	// rule).
+	Client *fetch.Client
+	// Log takes the planner's warnings.
+	Log *slog.Logger
+	// OpenDocument reads the document at url the executor's way: spooled,
+	// under the run's size cap, asked for conditionally when a copy is
+	// kept, decompressed. Closing it releases the spool.
+	OpenDocument func(ctx context.Context, url string) (io.ReadCloser, error)
+	// OpenPackage downloads package p for the planner to read its index
+	// entry (the archive's manifest.xml), and keeps the package for the
+	// run to apply. An error naming its stage is a *StageError.
+	OpenPackage func(ctx context.Context, p Package) (io.ReadCloser, error)
+	// MaxDocumentSize caps one document's bytes (0: no cap).
+	MaxDocumentSize int64
+	// Concurrency is how many documents or packages the planner may read
+	// at once (at least 1).
+	Concurrency int
+	// ScratchDir holds the planner's temporary files ("": the system's).
+	ScratchDir string
+}
+
+// Registry lists the protocols a harvester knows, in the order --protocol
+// auto probes them.
+type Registry []Protocol
+
+// Lookup returns the protocol named name.
+func (reg Registry) Lookup(name string) (Protocol, bool) {
+	for _, p := range reg {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Protocol{}, false
+}
+
+// Names returns the protocols' names, in order.
+func (reg Registry) Names() []string {
+	out := make([]string, len(reg))
+	for i, p := range reg {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// Help describes the protocols for --protocol's help: "auto (…), name
+// (help), …".
+func (reg Registry) Help() string {
+	parts := []string{"auto (the first protocol whose probe the source answers, else " + reg.fallback().Name + ")"}
+	for _, p := range reg {
+		parts = append(parts, fmt.Sprintf("%s (%s)", p.Name, p.Help))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fallback is the protocol chosen when no probe says yes: the first
+// without a probe.
+func (reg Registry) fallback() Protocol {
+	for _, p := range reg {
+		if p.Probe == nil {
+			return p
+		}
+	}
+	return Protocol{}
+}
+
+// Choose returns the protocol named name, or with "auto" the first whose
+// probe says the source at url speaks it, else the fallback. A probe that
+// fails only means "not this one", unless ctx ended.
+func (reg Registry) Choose(ctx context.Context, name string, c *fetch.Client, url string) (Protocol, error) {
+	if name != "auto" {
+		p, ok := reg.Lookup(name)
+		if !ok {
+			return Protocol{}, fmt.Errorf("no protocol %q: want auto, %s", name, strings.Join(reg.Names(), ", "))
+		}
+		return p, nil
+	}
+	for _, p := range reg {
+		if p.Probe == nil {
+			continue
+		}
+		ok, err := p.Probe(ctx, c, url)
+		if ctx.Err() != nil {
+			return Protocol{}, ctx.Err()
+		}
+		if err == nil && ok {
+			return p, nil
+		}
+	}
+	p := reg.fallback()
+	if p.New == nil {
+		return Protocol{}, fmt.Errorf("no protocol answers for %s", url)
+	}
+	return p, nil
+}
