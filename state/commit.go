@@ -60,9 +60,12 @@ type ChangeRecord struct {
 	Hashes fixity.Hashes
 	Type   string
 	// Recorded is when the destination recorded the change. Commit sets
-	// it, whatever the caller gave: a stamp unique within the store and
-	// increasing in commit order, so that every change a reader's snapshot
-	// lacks is recorded after every change it holds (see Snapshot).
+	// it, whatever the caller gave: a stamp of whole microseconds, unique
+	// within the store and strictly increasing in commit order (across
+	// goroutines and processes, whatever the clock does), so that every
+	// change a reader's snapshot lacks is recorded after every change it
+	// holds (see Snapshot). It is stored as an integer count of
+	// microseconds since the Unix epoch.
 	Recorded time.Time
 	// Superseded is set by Snapshot.WalkChanges when a later change of the
 	// same resource is recorded: the version this change produced is no
@@ -215,7 +218,6 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 	if b.Empty() {
 		return nil
 	}
-	now := time.Now()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fatal("commit", err)
@@ -225,6 +227,9 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
+	// Read once the write lock is held (BEGIN IMMEDIATE), so that the
+	// clock is read in commit order.
+	now := s.clock()
 	if err := s.commitTx(ctx, tx, &b, now); err != nil {
 		return fatal("commit", err)
 	}
@@ -272,7 +277,7 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 		defer st.Close()
 		for i := range b.Changes {
 			c := &b.Changes[i]
-			c.Recorded = base.Add(time.Duration(i))
+			c.Recorded = time.UnixMicro(base + int64(i)).UTC()
 			args, err := changeArgs(c)
 			if err == nil {
 				_, err = st.ExecContext(ctx, args...)
@@ -421,36 +426,39 @@ func changeArgs(c *ChangeRecord) ([]any, error) {
 	case c.Length < -1:
 		return nil, fmt.Errorf("length %d (want >= 0, or -1 for unknown)", c.Length)
 	}
-	ts, err := timeCols([]string{"datetime", "recorded"}, c.Datetime, c.Recorded)
+	dt, err := encodeTime(c.Datetime)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("datetime: %w", err)
 	}
-	return []any{c.URI, c.Change, ts[0], nullID(c.RunID), c.Package, c.Source, ts[1], c.Length,
+	return []any{c.URI, c.Change, dt, nullID(c.RunID), c.Package, c.Source, stamp(c.Recorded), c.Length,
 		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type}, nil
 }
 
-// nextStamp returns the recorded stamp of a commit's first change: now,
-// or one nanosecond past the newest stamp recorded if that is not earlier
-// (a clock set back). Write transactions take the write lock when they
-// begin, so stamps increase in commit order, across processes too.
-func nextStamp(ctx context.Context, tx *sql.Tx, now time.Time) (time.Time, error) {
-	t, err := lastRecorded(ctx, tx)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("change stamp: %w", err)
+// nextStamp returns the stamp (microseconds since the Unix epoch) of a
+// commit's first change: now, or one microsecond past the newest stamp
+// recorded if now is not later (the same microsecond, or a clock set
+// back); the commit's later changes take the microseconds that follow.
+// Write transactions take the write lock when they begin (BEGIN
+// IMMEDIATE, see Open), and tx reads the newest stamp under it, so stamps
+// are unique and increase in commit order, across processes too.
+func nextStamp(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
+	var last sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {
+		return 0, fmt.Errorf("change stamp: %w", err)
 	}
-	now = now.UTC()
-	if !t.IsZero() && !now.After(t) {
-		now = t.Add(time.Nanosecond)
+	us := stamp(now)
+	if last.Valid && us <= last.Int64 {
+		us = last.Int64 + 1
 	}
-	return now, nil
+	return us, nil
 }
 
 // scanChange reads a row of changeCols, and then into more.
 func scanChange(sc scanner, more ...any) (ChangeRecord, error) {
 	var (
 		c                        ChangeRecord
-		dt, rec                  sql.NullString
-		runID                    sql.NullInt64
+		dt                       sql.NullString
+		rec, runID               sql.NullInt64
 		md5, sha1, sha256, other sql.NullString
 	)
 	if err := sc.Scan(append([]any{&c.URI, &c.Change, &dt, &runID, &c.Package, &c.Source, &rec, &c.Length, &md5, &sha1, &sha256, &other, &c.Type}, more...)...); err != nil {
@@ -461,9 +469,7 @@ func scanChange(sc scanner, more ...any) (ChangeRecord, error) {
 	if c.Datetime, err = decodeTime("datetime", dt); err != nil {
 		return ChangeRecord{}, err
 	}
-	if c.Recorded, err = decodeTime("recorded", rec); err != nil {
-		return ChangeRecord{}, err
-	}
+	c.Recorded = decodeStamp(rec)
 	if c.Hashes, err = decodeHashes(md5, sha1, sha256, other); err != nil {
 		return ChangeRecord{}, fmt.Errorf("change of %q: %w", c.URI, err)
 	}

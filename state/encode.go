@@ -21,11 +21,10 @@ func encodeTime(t time.Time) (any, error) {
 	if t.IsZero() {
 		return nil, nil
 	}
-	u := t.UTC()
-	if y := u.Year(); y < 0 || y > 9999 {
-		return nil, fmt.Errorf("time %s is outside the years 0000-9999", t.Format(time.RFC3339Nano))
+	if err := checkYear(t); err != nil {
+		return nil, err
 	}
-	return u.Format(timeLayout), nil
+	return t.UTC().Format(timeLayout), nil
 }
 
 // decodeTime reverses encodeTime.
@@ -38,6 +37,27 @@ func decodeTime(col string, v sql.NullString) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("column %s: %w", col, err)
 	}
 	return t, nil
+}
+
+// checkYear rejects times outside the years 0000–9999, which the columns
+// do not hold.
+func checkYear(t time.Time) error {
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("time %s is outside the years 0000-9999", t.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// stamp gives a change stamp's column value: t in whole microseconds since
+// the Unix epoch (rounded down).
+func stamp(t time.Time) int64 { return t.UnixMicro() }
+
+// decodeStamp reverses stamp: the zero time for NULL, else a UTC time.
+func decodeStamp(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(v.Int64).UTC()
 }
 
 // timeCols encodes several times at once, naming the field that fails.

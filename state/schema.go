@@ -278,6 +278,37 @@ CREATE INDEX retries_set ON retries (source, resource_set);
 		// 15: the version of a resource held, as its protocol names it
 		// (see Resource.Version).
 		`ALTER TABLE resources ADD COLUMN version TEXT;`,
+		// 16: change stamps (changes.recorded) become integers,
+		// microseconds since the Unix epoch. A text stamp is rounded down
+		// to its microsecond; stamps that then collide, and the old stamps
+		// migration 13 gave every change of one run, are made unique by
+		// moving each up, in the old order (stamp, then id), to one
+		// microsecond past the one before it when it is not already
+		// later. A stamp that is not this package's text (SQLite cannot
+		// read it as a time) becomes NULL, as a change recorded before
+		// stamps were kept.
+		`
+ALTER TABLE changes ADD COLUMN recorded_us INTEGER;
+UPDATE changes SET recorded_us = w.stamp FROM (
+	SELECT id, CASE WHEN us IS NOT NULL THEN max(us - k) OVER (ORDER BY recorded, id ROWS UNBOUNDED PRECEDING) + k END AS stamp
+	FROM (
+		SELECT id, recorded, row_number() OVER (ORDER BY recorded, id) AS k,
+			CASE WHEN length(recorded) = 30 AND substr(recorded, 20, 1) = '.' AND substr(recorded, 30, 1) = 'Z'
+				THEN unixepoch(substr(recorded, 1, 19)) * 1000000 + CAST(substr(recorded, 21, 6) AS INTEGER)
+				ELSE unixepoch(recorded) * 1000000
+			END AS us
+		FROM changes WHERE recorded IS NOT NULL
+	)
+) AS w WHERE w.id = changes.id;
+DROP INDEX changes_recorded;
+DROP INDEX changes_source;
+DROP INDEX changes_source_uri;
+ALTER TABLE changes DROP COLUMN recorded;
+ALTER TABLE changes RENAME COLUMN recorded_us TO recorded;
+CREATE INDEX changes_recorded ON changes (recorded);
+CREATE INDEX changes_source ON changes (source, recorded);
+CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
+`,
 	}
 }
 

@@ -3,6 +3,8 @@ package state
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -36,20 +38,11 @@ func (s *Store) View(ctx context.Context, fn func(*Snapshot) error) error {
 // Every change recorded later is missing from the snapshot, and every change
 // recorded up to it is in it.
 func (v *Snapshot) LastRecorded(ctx context.Context) (time.Time, error) {
-	t, err := lastRecorded(ctx, v.tx)
-	if err != nil {
+	var last sql.NullInt64
+	if err := v.tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {
 		return time.Time{}, fatal("last recorded", err)
 	}
-	return t, nil
-}
-
-// lastRecorded reads the newest change's recorded stamp (zero: none).
-func lastRecorded(ctx context.Context, tx *sql.Tx) (time.Time, error) {
-	var last sql.NullString
-	if err := tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {
-		return time.Time{}, err
-	}
-	return decodeTime("recorded", last)
+	return decodeStamp(last), nil
 }
 
 // Sources returns, in order, every source the store holds resources or
@@ -152,12 +145,12 @@ type ChangeQuery struct {
 // kept (by an older version) are not walked. An error from fn stops the
 // walk and is returned unchanged.
 func (v *Snapshot) WalkChanges(ctx context.Context, q ChangeQuery, fn func(ChangeRecord) error) error {
-	a, err := encodeTime(q.After)
-	if err != nil {
-		return fatal("walk changes", err)
-	}
-	if a == nil {
-		a = ""
+	after := int64(math.MinInt64)
+	if !q.After.IsZero() {
+		if err := checkYear(q.After); err != nil {
+			return fatal("walk changes", fmt.Errorf("after: %w", err))
+		}
+		after = stamp(q.After)
 	}
 	superseded := "0"
 	if q.Superseded {
@@ -165,7 +158,7 @@ func (v *Snapshot) WalkChanges(ctx context.Context, q ChangeQuery, fn func(Chang
 			WHERE l.source = c.source AND l.uri = c.uri AND l.recorded > c.recorded)`
 	}
 	rows, err := v.tx.QueryContext(ctx, "SELECT "+changeCols+", "+superseded+`
-		FROM changes c WHERE source = ? AND recorded IS NOT NULL AND recorded > ? ORDER BY recorded, id`, q.Source, a)
+		FROM changes c WHERE source = ? AND recorded IS NOT NULL AND recorded > ? ORDER BY recorded, id`, q.Source, after)
 	if err != nil {
 		return fatal("walk changes", err)
 	}

@@ -42,7 +42,7 @@ func TestView(t *testing.T) {
 	}
 	// A stamp far ahead: the next commit's stamps must still follow it.
 	future := time.Now().Add(time.Hour).UTC()
-	if _, err := s.w.ExecContext(ctx, "UPDATE changes SET recorded = ? WHERE uri = 'c2'", future.Format(timeLayout)); err != nil {
+	if _, err := s.w.ExecContext(ctx, "UPDATE changes SET recorded = ? WHERE uri = 'c2'", future.UnixMicro()); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Commit(ctx, batch("B", 2)); err != nil {

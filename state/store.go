@@ -27,7 +27,10 @@
 // Times are stored as fixed-width UTC RFC 3339 text with nanoseconds
 // ("2006-01-02T15:04:05.000000000Z"), which sorts chronologically; the zero
 // time is stored as NULL. Times come back in UTC, equal (time.Time.Equal) to
-// what was stored. Times outside the years 0000–9999 are rejected.
+// what was stored. Times outside the years 0000–9999 are rejected. The one
+// exception is the change log's stamps (ChangeRecord.Recorded), which
+// Commit makes: integers, microseconds since the Unix epoch, unique and
+// strictly increasing in commit order.
 package state
 
 import (
@@ -76,12 +79,16 @@ type Store struct {
 	upsertCheckpoint *sql.Stmt // on w
 
 	lock *FileLock // held by OpenExclusive's store until Close
+
+	clock func() time.Time // time.Now; tests set it back
 }
 
 // Open opens the state store at path, creating the file if it does not
 // exist, and brings its schema up to date (migrations are applied in order,
 // in one transaction). The database is put in WAL mode; connections use
-// synchronous=NORMAL, a 10 s busy timeout and foreign keys.
+// synchronous=NORMAL, a 10 s busy timeout and foreign keys, and write
+// transactions take SQLite's write lock when they begin (BEGIN IMMEDIATE),
+// so that writers from several processes are serialised.
 //
 // A file that is not an SQLite database, is damaged, or belongs to another
 // application gives an error wrapping ErrNotStateFile; a file with a newer
@@ -96,7 +103,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, errclass.Fatalf("state: open %s: %w", path, err)
 	}
-	s := &Store{path: path}
+	s := &Store{path: path, clock: time.Now}
 	if err := s.open(ctx, abs); err != nil {
 		s.closeAll()
 		return nil, errclass.Fatalf("state: open %s: %w", path, err)
