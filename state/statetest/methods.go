@@ -1,0 +1,970 @@
+package statetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// at gives the times the cases record: UTC, with nanoseconds, so that a
+// round trip that loses precision or the location shows; in the past, so
+// that "now" comes after them. at(i+1) is an hour and a nanosecond after
+// at(i).
+func at(i int) time.Time {
+	return time.Date(2021, 5, 6, 7, 8, 9, 123456789, time.UTC).Add(time.Duration(i-1) * (time.Hour + 1))
+}
+
+const (
+	srcA = "http://a.example/"
+	srcB = "http://b.example/"
+	setA = "http://a.example/capabilitylist.xml"
+)
+
+// hashes are digests of every kind the store keeps.
+func hashes() fixity.Hashes {
+	return fixity.Hashes{
+		MD5:     bytes.Repeat([]byte{1}, 16),
+		SHA1:    bytes.Repeat([]byte{2}, 20),
+		SHA256:  bytes.Repeat([]byte{3}, 32),
+		SHA512:  bytes.Repeat([]byte{4}, 64),
+		Unknown: []string{"x-crc:ab12"},
+	}
+}
+
+// openStore opens a store in a new file under t.TempDir(), closed (and
+// the error checked) when t ends.
+func openStore[S Snapshot](t *testing.T, h Harness[S]) (Store[S], string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	return openAt(t, h, path), path
+}
+
+// openAt opens the store at path, closed when t ends.
+func openAt[S Snapshot](t *testing.T, h Harness[S], path string) Store[S] {
+	t.Helper()
+	st, err := h.Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return st
+}
+
+func mustRun[S Snapshot](t *testing.T, st Store[S]) int64 {
+	t.Helper()
+	id, err := st.BeginRun(t.Context(), state.Run{Mode: "baseline", Source: srcA})
+	if err != nil {
+		t.Fatalf("BeginRun: %v", err)
+	}
+	return id
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantFatal checks that err is an error classified fatal, as the state
+// store's errors are.
+func wantFatal(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error, want one", what)
+	} else if !errclass.IsFatal(err) {
+		t.Errorf("%s: error %v is not classified fatal", what, err)
+	}
+}
+
+func testRuns[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+
+	id1, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: srcA, Site: "a", Started: at(1), Report: []byte(`{"x":1}`)})
+	must(t, err)
+	before := time.Now()
+	id2, err := st.BeginRun(ctx, state.Run{Mode: "incremental", Source: srcB, Site: "b"})
+	must(t, err)
+	after := time.Now()
+	id3, err := st.BeginRun(ctx, state.Run{Mode: "audit", Source: srcA, Status: "queued", Started: at(2)})
+	must(t, err)
+	if !(id1 < id2 && id2 < id3) {
+		t.Errorf("run ids %d, %d, %d: want increasing", id1, id2, id3)
+	}
+
+	got, err := st.Run(ctx, id1)
+	want := state.Run{ID: id1, Mode: "baseline", Source: srcA, Site: "a", Status: state.StatusRunning, Started: at(1), Report: []byte(`{"x":1}`)}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Run(%d) = %+v, %v; want %+v", id1, got, err, want)
+	}
+	if got, err := st.Run(ctx, id2); err != nil || got.Started.Before(before.Truncate(time.Microsecond)) || got.Started.After(after) || got.Report != nil {
+		t.Errorf("Run(%d) = %+v, %v; want Started now and no report", id2, got, err)
+	}
+
+	must(t, st.FinishRun(ctx, id1, at(2), "partial", nil))
+	must(t, st.FinishRun(ctx, id1, at(3), "ok", []byte(`{"y":2}`))) // again: overwrites
+	want.Finished, want.Status, want.Report = at(3), "ok", []byte(`{"y":2}`)
+	if got, err := st.Run(ctx, id1); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("finished Run(%d) = %+v, %v; want %+v", id1, got, err, want)
+	}
+
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"FinishRun(unknown)", st.FinishRun(ctx, 9999, at(3), "ok", nil)},
+		{"Run(unknown)", func() error { _, err := st.Run(ctx, 9999); return err }()},
+	} {
+		wantFatal(t, tc.name, tc.err)
+		if !errors.Is(tc.err, state.ErrNotFound) {
+			t.Errorf("%s = %v, want ErrNotFound", tc.name, tc.err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"FinishRun(empty status)", st.FinishRun(ctx, id1, at(3), "", nil)},
+		{"FinishRun(bad JSON)", st.FinishRun(ctx, id1, at(3), "failed", []byte("{"))},
+		{"FinishRun(year 10000)", st.FinishRun(ctx, id1, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "failed", nil)},
+		{"BeginRun(bad JSON)", func() error { _, err := st.BeginRun(ctx, state.Run{Report: []byte("nope")}); return err }()},
+		{"BeginRun(year -1)", func() error {
+			_, err := st.BeginRun(ctx, state.Run{Started: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)})
+			return err
+		}()},
+	} {
+		wantFatal(t, tc.name, tc.err)
+	}
+	if got, err := st.Run(ctx, id1); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("after rejected calls, Run(%d) = %+v, %v; want %+v", id1, got, err, want)
+	}
+
+	ids := func(rs []state.Run, err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprint(r.ID))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		name string
+		got  string
+		want []int64
+	}{
+		{"Runs(0)", ids(st.Runs(ctx, 0)), []int64{id3, id2, id1}},
+		{"Runs(2)", ids(st.Runs(ctx, 2)), []int64{id3, id2}},
+		{"RunsSince(zero)", ids(st.RunsSince(ctx, time.Time{}, "")), []int64{id1, id3, id2}},
+		{"RunsSince(at(2))", ids(st.RunsSince(ctx, at(2), "")), []int64{id3, id2}},
+		{"RunsSince(zero, a)", ids(st.RunsSince(ctx, time.Time{}, "a")), []int64{id1}},
+		{"RunsSince(zero, none)", ids(st.RunsSince(ctx, time.Time{}, "none")), nil},
+	} {
+		if want := strings.Trim(fmt.Sprint(tc.want), "[]"); tc.got != want {
+			t.Errorf("%s = %s, want %s", tc.name, tc.got, want)
+		}
+	}
+
+	// Only id2 is still running (id3 is queued, id1 finished).
+	n, err := st.MarkInterrupted(ctx, at(3))
+	if err != nil || n != 1 {
+		t.Errorf("MarkInterrupted = %d, %v; want 1", n, err)
+	}
+	if got, err := st.Run(ctx, id2); err != nil || got.Status != state.StatusInterrupted || !got.Finished.Equal(at(3)) {
+		t.Errorf("interrupted Run(%d) = %+v, %v", id2, got, err)
+	}
+	if n, err := st.MarkInterrupted(ctx, at(3)); err != nil || n != 0 {
+		t.Errorf("MarkInterrupted again = %d, %v; want 0", n, err)
+	}
+}
+
+func testEvents[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	evs := []state.Event{
+		{At: at(1), Operation: "started", Message: "m1"},
+		{At: at(2), Operation: "harvest", Site: "a", Message: "m2"},
+		{At: at(3), Operation: "harvest", Site: "b"},
+	}
+	for _, e := range evs {
+		must(t, st.AddEvent(ctx, e))
+	}
+	wantFatal(t, "AddEvent(no operation)", st.AddEvent(ctx, state.Event{At: at(1)}))
+	wantFatal(t, "AddEvent(year 10000)", st.AddEvent(ctx, state.Event{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), Operation: "x"}))
+	for _, tc := range []struct {
+		since time.Time
+		site  string
+		want  []state.Event
+	}{
+		{time.Time{}, "", evs},
+		{at(2), "", evs[1:]},
+		{time.Time{}, "a", evs[:2]},
+		{at(3).Add(time.Nanosecond), "", nil},
+	} {
+		got, err := st.Events(ctx, tc.since, tc.site)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Events(%v, %q) = %+v, %v; want %+v", tc.since, tc.site, got, err, tc.want)
+		}
+	}
+	// A zero At is the current time.
+	before := time.Now().Add(-time.Microsecond)
+	must(t, st.AddEvent(ctx, state.Event{Operation: "stopped"}))
+	if got, err := st.Events(ctx, before, ""); err != nil || len(got) != 1 || got[0].Operation != "stopped" || got[0].At.After(time.Now()) {
+		t.Errorf("Events after a zero-At event = %+v, %v", got, err)
+	}
+}
+
+// fullBatch is a batch with an item of every kind, for run run.
+func fullBatch(run int64) state.Batch {
+	return state.Batch{
+		Resources: []state.Resource{
+			{URI: "r1", Source: srcA, ResourceSet: setA, Length: 5, Hashes: hashes(), Type: "text/plain", Lastmod: at(1), ChangeTime: at(2),
+				Package: "p.zip", Outcome: state.OutcomeWritten, RunID: run, Updated: at(3), ETag: `"e1"`, LastModified: "Mon, 02 Jan 2006 15:04:05 GMT",
+				Links: []state.Link{{Rel: "describedby", Href: "http://a.example/meta", Type: "application/xml"}}, Version: "7", Verified: state.VerifiedHash},
+			{URI: "r2", Source: srcA, Length: -1, ChangeTime: at(2), Outcome: state.OutcomeDeleted, Deleted: true, RunID: run, Updated: at(3)},
+		},
+		Failures: []state.Failure{
+			{RunID: run, URI: "r3", Package: "p.zip", Stage: "verify", Error: "md5 mismatch", Permanent: true, ChangeTime: at(2), At: at(3)},
+			{RunID: run, Stage: "list", Error: "timeout", At: at(3)},
+		},
+		Changes: []state.ChangeRecord{
+			{URI: "r1", Change: state.ChangeCreated, Datetime: at(2), RunID: run, Package: "p.zip", Source: srcA, Length: 5, Hashes: hashes(), Type: "text/plain"},
+			{URI: "r2", Change: state.ChangeDeleted, Datetime: at(2), RunID: run, Source: srcA, Length: -1},
+		},
+		Deliveries: []state.Delivery{
+			{Source: srcA, URI: "r1", Sink: "s1", Length: 5, Hashes: fixity.Hashes{MD5: hashes().MD5, SHA1: hashes().SHA1, SHA256: hashes().SHA256}, ChangeTime: at(2)},
+			{Source: srcA, URI: "r4", Sink: "s2", Length: 1},
+		},
+		Delivered: []state.Key{{Source: srcA, URI: "r4"}},
+		Documents: []state.ChangeDocument{
+			{URL: "http://a.example/cl1.xml", Source: srcA, ResourceSet: setA, Capability: "changelist", From: at(1), Open: true, RunID: run, Seen: at(3)},
+		},
+		Progress: []state.Progress{{Source: srcA, ResourceSet: setA, Key: "page", Value: "3", RunID: run}},
+		Retries:  []state.Retry{{Source: srcA, URI: "r5", ResourceSet: setA, Record: "rec5", ChangeTime: at(2), RunID: run}},
+	}
+}
+
+func testCommit[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	run := mustRun(t, st)
+	must(t, st.Commit(ctx, state.Batch{})) // empty: a no-op
+	b := fullBatch(run)
+	must(t, st.Commit(ctx, b))
+	b = fullBatch(run) // fresh, whatever Commit did to the slices
+
+	for i, want := range b.Resources {
+		got, ok, err := st.Resource(ctx, want.Source, want.URI)
+		if err != nil || !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("Resource %d = %+v, %v, %v; want %+v", i, got, ok, err, want)
+		}
+	}
+	for _, k := range []state.Key{{Source: srcB, URI: "r1"}, {Source: srcA, URI: "none"}, {Source: srcA, URI: "r3"}} {
+		if got, ok, err := st.Resource(ctx, k.Source, k.URI); err != nil || ok {
+			t.Errorf("Resource(%q, %q) = %+v, %v, %v; want none", k.Source, k.URI, got, ok, err)
+		}
+	}
+	if got, err := st.Failures(ctx, run); err != nil || !reflect.DeepEqual(got, b.Failures) {
+		t.Errorf("Failures = %+v, %v; want %+v", got, err, b.Failures)
+	}
+	if got, err := st.Failures(ctx, run+1); err != nil || len(got) != 0 {
+		t.Errorf("Failures(unknown run) = %+v, %v; want none", got, err)
+	}
+	if got, unattributed, err := st.FailedPackages(ctx, run); err != nil || !reflect.DeepEqual(got, map[string]bool{"p.zip": true}) || !unattributed {
+		t.Errorf("FailedPackages = %v, %v, %v; want p.zip, true", got, unattributed, err)
+	}
+	if got, unattributed, err := st.FailedPackages(ctx, run+1); err != nil || len(got) != 0 || unattributed {
+		t.Errorf("FailedPackages(unknown run) = %v, %v, %v; want none", got, unattributed, err)
+	}
+	changes, err := st.Changes(ctx, run)
+	must(t, err)
+	if len(changes) != len(b.Changes) {
+		t.Fatalf("Changes = %+v, want %d", changes, len(b.Changes))
+	}
+	for i, got := range changes {
+		if got.Recorded.IsZero() || got.Recorded.Location() != time.UTC || !got.Recorded.Equal(got.Recorded.Truncate(time.Microsecond)) {
+			t.Errorf("change %d: Recorded %v, want a UTC stamp of whole microseconds", i, got.Recorded)
+		}
+		if i > 0 && !got.Recorded.After(changes[i-1].Recorded) {
+			t.Errorf("change %d: Recorded %v, not after %v", i, got.Recorded, changes[i-1].Recorded)
+		}
+		got.Recorded = time.Time{}
+		if !reflect.DeepEqual(got, b.Changes[i]) {
+			t.Errorf("change %d = %+v, want %+v", i, got, b.Changes[i])
+		}
+	}
+	if got, err := st.Changes(ctx, run+1); err != nil || len(got) != 0 {
+		t.Errorf("Changes(unknown run) = %+v, %v; want none", got, err)
+	}
+	if got, err := st.Deliveries(ctx, srcA, "r1"); err != nil || !reflect.DeepEqual(got, b.Deliveries[:1]) {
+		t.Errorf("Deliveries(r1) = %+v, %v; want %+v", got, err, b.Deliveries[:1])
+	}
+	for _, k := range []state.Key{{Source: srcA, URI: "r4"}, {Source: srcB, URI: "r1"}} {
+		if got, err := st.Deliveries(ctx, k.Source, k.URI); err != nil || len(got) != 0 {
+			t.Errorf("Deliveries(%q, %q) = %+v, %v; want none (delivered, or another source)", k.Source, k.URI, got, err)
+		}
+	}
+	if got, err := st.ChangeDocuments(ctx, srcA); err != nil || !reflect.DeepEqual(got, b.Documents) {
+		t.Errorf("ChangeDocuments = %+v, %v; want %+v", got, err, b.Documents)
+	}
+	if got, err := st.ChangeDocuments(ctx, srcB); err != nil || len(got) != 0 {
+		t.Errorf("ChangeDocuments(another source) = %+v, %v; want none", got, err)
+	}
+	if got, err := st.Progress(ctx, srcA, setA); err != nil || !reflect.DeepEqual(got, map[string]string{"page": "3"}) {
+		t.Errorf("Progress = %v, %v", got, err)
+	}
+	if got, err := st.Progress(ctx, srcA, "other"); err != nil || len(got) != 0 {
+		t.Errorf("Progress(another set) = %v, %v; want none", got, err)
+	}
+	if got, err := st.Retries(ctx, srcA, setA); err != nil || !reflect.DeepEqual(got, b.Retries) {
+		t.Errorf("Retries = %+v, %v; want %+v", got, err, b.Retries)
+	}
+
+	// A second batch replaces by key: resources by (source, URI), the
+	// later entry of one batch winning; deliveries by (source, URI,
+	// sink); documents by URL; progress by key.
+	r1 := b.Resources[0]
+	r1.Length, r1.Outcome, r1.Updated = 6, state.OutcomeUnchanged, time.Time{}
+	r1b := r1
+	r1b.Length = 7
+	d := b.Documents[0]
+	d.Until, d.Open, d.Seen = at(3), false, time.Time{}
+	del := b.Deliveries[0]
+	del.Length = 7
+	before := time.Now().Add(-time.Microsecond)
+	must(t, st.Commit(ctx, state.Batch{
+		Resources:  []state.Resource{r1, r1b},
+		Deliveries: []state.Delivery{del, {Source: srcA, URI: "r1", Sink: "s3", Length: 7}},
+		Documents:  []state.ChangeDocument{d},
+		Progress:   []state.Progress{{Source: srcA, ResourceSet: setA, Key: "page", Value: "4"}, {Source: srcA, ResourceSet: setA, Key: "token", Value: "t"}},
+	}))
+	if got, _, err := st.Resource(ctx, srcA, "r1"); err != nil || got.Length != 7 || got.Outcome != state.OutcomeUnchanged || got.Updated.Before(before) {
+		t.Errorf("replaced Resource = %+v, %v; want length 7, unchanged, updated now", got, err)
+	}
+	if got, err := st.Deliveries(ctx, srcA, "r1"); err != nil || len(got) != 2 || got[0].Length+got[1].Length != 14 {
+		t.Errorf("replaced Deliveries = %+v, %v; want s1 and s3 of length 7", got, err)
+	}
+	if got, err := st.ChangeDocuments(ctx, srcA); err != nil || len(got) != 1 || got[0].Open || !got[0].Until.Equal(at(3)) || got[0].Seen.Before(before) {
+		t.Errorf("replaced ChangeDocuments = %+v, %v", got, err)
+	}
+	if got, err := st.Progress(ctx, srcA, setA); err != nil || !reflect.DeepEqual(got, map[string]string{"page": "4", "token": "t"}) {
+		t.Errorf("replaced Progress = %v, %v", got, err)
+	}
+
+	// Failures and changes are appended; zero At is the commit's time.
+	f := state.Failure{RunID: run, URI: "r6", Stage: "fetch", Error: "404"}
+	must(t, st.AddFailures(ctx, []state.Failure{f}))
+	got, err := st.Failures(ctx, run)
+	if err != nil || len(got) != 3 || got[2].At.Before(before) {
+		t.Fatalf("Failures after AddFailures = %+v, %v", got, err)
+	}
+	got[2].At = time.Time{}
+	if !reflect.DeepEqual(got[2], f) {
+		t.Errorf("added failure = %+v, want %+v", got[2], f)
+	}
+	wantFatal(t, "AddFailures(no run)", st.AddFailures(ctx, []state.Failure{{URI: "x", Stage: "fetch", Error: "e"}}))
+}
+
+// testCommitRejects: a batch with one invalid item stores nothing.
+func testCommitRejects[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	run := mustRun(t, st)
+	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	res := func(mod func(*state.Resource)) state.Batch {
+		r := state.Resource{URI: "bad", Source: srcA, Length: 1, Outcome: state.OutcomeWritten}
+		mod(&r)
+		return state.Batch{Resources: []state.Resource{r}}
+	}
+	chg := func(mod func(*state.ChangeRecord)) state.Batch {
+		c := state.ChangeRecord{URI: "bad", Change: state.ChangeUpdated, Source: srcA, Length: 1}
+		mod(&c)
+		return state.Batch{Changes: []state.ChangeRecord{c}}
+	}
+	for _, tc := range []struct {
+		name string
+		b    state.Batch
+	}{
+		{"resource without URI", res(func(r *state.Resource) { r.URI = "" })},
+		{"resource of length -2", res(func(r *state.Resource) { r.Length = -2 })},
+		{"resource of unknown outcome", res(func(r *state.Resource) { r.Outcome = "lost" })},
+		{"resource without outcome", res(func(r *state.Resource) { r.Outcome = "" })},
+		{"resource of year 10000", res(func(r *state.Resource) { r.Lastmod = far })},
+		{"resource of an unknown run", res(func(r *state.Resource) { r.RunID = run + 100 })},
+		{"failure without run", state.Batch{Failures: []state.Failure{{Stage: "fetch", Error: "e"}}}},
+		{"failure of an unknown run", state.Batch{Failures: []state.Failure{{RunID: run + 100, Stage: "fetch", Error: "e"}}}},
+		{"failure of year 10000", state.Batch{Failures: []state.Failure{{RunID: run, Stage: "fetch", Error: "e", ChangeTime: far}}}},
+		{"change without URI", chg(func(c *state.ChangeRecord) { c.URI = "" })},
+		{"change of unknown kind", chg(func(c *state.ChangeRecord) { c.Change = "moved" })},
+		{"change of length -2", chg(func(c *state.ChangeRecord) { c.Length = -2 })},
+		{"change of year -1", chg(func(c *state.ChangeRecord) { c.Datetime = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) })},
+		{"change of an unknown run", chg(func(c *state.ChangeRecord) { c.RunID = run + 100 })},
+		{"delivery without sink", state.Batch{Deliveries: []state.Delivery{{Source: srcA, URI: "bad"}}}},
+		{"document without URL", state.Batch{Documents: []state.ChangeDocument{{Source: srcA}}}},
+		{"progress without key", state.Batch{Progress: []state.Progress{{Source: srcA, Value: "v"}}}},
+		{"progress without source", state.Batch{Progress: []state.Progress{{Key: "k", Value: "v"}}}},
+		{"retry without URI", state.Batch{Retries: []state.Retry{{Source: srcA}}}},
+		{"checkpoint without source", state.Batch{Checkpoint: &state.Checkpoint{Next: at(1)}}},
+		{"checkpoint of year 10000", state.Batch{Checkpoint: &state.Checkpoint{Source: srcA, Next: far}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Valid items of every kind, before and after the bad one.
+			b := fullBatch(run)
+			b.Resources = append(b.Resources, tc.b.Resources...)
+			b.Failures = append(b.Failures, tc.b.Failures...)
+			b.Changes = append(b.Changes, tc.b.Changes...)
+			b.Deliveries = append(b.Deliveries, tc.b.Deliveries...)
+			b.Documents = append(b.Documents, tc.b.Documents...)
+			b.Progress = append(b.Progress, tc.b.Progress...)
+			b.Retries = append(b.Retries, tc.b.Retries...)
+			b.Checkpoint = tc.b.Checkpoint
+			if b.Checkpoint == nil {
+				b.Checkpoint = &state.Checkpoint{Source: srcA, CapabilityList: setA, Next: at(1)}
+			}
+			wantFatal(t, "Commit", st.Commit(ctx, b))
+			assertEmpty(t, st, run)
+		})
+	}
+	t.Run("cancelled context", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := st.Commit(cctx, fullBatch(run)); err == nil {
+			t.Error("Commit with a cancelled context: no error")
+		}
+		assertEmpty(t, st, run)
+	})
+}
+
+// assertEmpty checks that st holds no record of any kind fullBatch(run)
+// makes.
+func assertEmpty[S Snapshot](t *testing.T, st Store[S], run int64) {
+	t.Helper()
+	ctx := t.Context()
+	var found []string
+	if n, err := st.CountResources(ctx, "", true); err != nil || n != 0 {
+		found = append(found, fmt.Sprintf("%d resources (%v)", n, err))
+	}
+	if fs, err := st.Failures(ctx, run); err != nil || len(fs) != 0 {
+		found = append(found, fmt.Sprintf("failures %+v (%v)", fs, err))
+	}
+	if cs, err := st.Changes(ctx, run); err != nil || len(cs) != 0 {
+		found = append(found, fmt.Sprintf("changes %+v (%v)", cs, err))
+	}
+	if ds, err := st.Deliveries(ctx, srcA, "r1"); err != nil || len(ds) != 0 {
+		found = append(found, fmt.Sprintf("deliveries %+v (%v)", ds, err))
+	}
+	if ds, err := st.ChangeDocuments(ctx, srcA); err != nil || len(ds) != 0 {
+		found = append(found, fmt.Sprintf("documents %+v (%v)", ds, err))
+	}
+	if p, err := st.Progress(ctx, srcA, setA); err != nil || len(p) != 0 {
+		found = append(found, fmt.Sprintf("progress %v (%v)", p, err))
+	}
+	if rs, err := st.Retries(ctx, srcA, setA); err != nil || len(rs) != 0 {
+		found = append(found, fmt.Sprintf("retries %+v (%v)", rs, err))
+	}
+	if ok, err := st.HasCheckpoint(ctx, srcA); err != nil || ok {
+		found = append(found, fmt.Sprintf("a checkpoint (%v)", err))
+	}
+	if len(found) > 0 {
+		t.Errorf("a rejected batch left %s", strings.Join(found, ", "))
+	}
+}
+
+func testCheckpoints[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	run := mustRun(t, st)
+	if c, ok, err := st.Checkpoint(ctx, srcA, setA); err != nil || ok {
+		t.Errorf("Checkpoint before any = %+v, %v, %v", c, ok, err)
+	}
+	if ok, err := st.HasCheckpoint(ctx, srcA); err != nil || ok {
+		t.Errorf("HasCheckpoint before any = %v, %v", ok, err)
+	}
+	want := state.Checkpoint{Source: srcA, CapabilityList: setA, Next: at(1), Baseline: at(2), Open: true, RunID: run, Updated: at(3)}
+	must(t, st.SetCheckpoint(ctx, want))
+	if got, ok, err := st.Checkpoint(ctx, srcA, setA); err != nil || !ok || !reflect.DeepEqual(got, want) {
+		t.Errorf("Checkpoint = %+v, %v, %v; want %+v", got, ok, err, want)
+	}
+	whole := state.Checkpoint{Source: srcA, Next: at(2)}
+	before := time.Now().Add(-time.Microsecond)
+	must(t, st.SetCheckpoint(ctx, whole))
+	if got, ok, err := st.Checkpoint(ctx, srcA, ""); err != nil || !ok || !got.Next.Equal(at(2)) || got.Updated.Before(before) || got.Open || got.RunID != 0 {
+		t.Errorf("Checkpoint(whole source) = %+v, %v, %v; want next %v, updated now", got, ok, err, at(2))
+	}
+	want.Next, want.Open = at(3), false
+	must(t, st.SetCheckpoint(ctx, want)) // overwrites
+	if got, _, err := st.Checkpoint(ctx, srcA, setA); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("overwritten Checkpoint = %+v, %v; want %+v", got, err, want)
+	}
+	for _, tc := range []struct {
+		src  string
+		want bool
+	}{{srcA, true}, {srcB, false}, {"", false}} {
+		if ok, err := st.HasCheckpoint(ctx, tc.src); err != nil || ok != tc.want {
+			t.Errorf("HasCheckpoint(%q) = %v, %v; want %v", tc.src, ok, err, tc.want)
+		}
+	}
+	if _, ok, err := st.Checkpoint(ctx, srcB, setA); err != nil || ok {
+		t.Errorf("Checkpoint(another source) = %v, %v; want none", ok, err)
+	}
+	wantFatal(t, "SetCheckpoint(no source)", st.SetCheckpoint(ctx, state.Checkpoint{CapabilityList: setA}))
+	wantFatal(t, "SetCheckpoint(unknown run)", st.SetCheckpoint(ctx, state.Checkpoint{Source: srcB, RunID: run + 100}))
+	if ok, _ := st.HasCheckpoint(ctx, srcB); ok {
+		t.Error("a rejected checkpoint was set")
+	}
+
+	// Setting a set's checkpoint clears that set's progress marks, those
+	// of its own batch too, and no others.
+	must(t, st.Commit(ctx, state.Batch{Progress: []state.Progress{
+		{Source: srcA, ResourceSet: setA, Key: "k", Value: "1"},
+		{Source: srcA, ResourceSet: "other", Key: "k", Value: "2"},
+	}}))
+	must(t, st.Commit(ctx, state.Batch{
+		Progress:   []state.Progress{{Source: srcA, ResourceSet: setA, Key: "k2", Value: "3"}},
+		Checkpoint: &state.Checkpoint{Source: srcA, CapabilityList: setA, Next: at(3)},
+	}))
+	if got, err := st.Progress(ctx, srcA, setA); err != nil || len(got) != 0 {
+		t.Errorf("Progress after the checkpoint = %v, %v; want none", got, err)
+	}
+	if got, err := st.Progress(ctx, srcA, "other"); err != nil || !reflect.DeepEqual(got, map[string]string{"k": "2"}) {
+		t.Errorf("Progress of another set = %v, %v; want k=2", got, err)
+	}
+}
+
+// testRetries: a retry of an older change does not replace an
+// outstanding one; a resource held at a change not older than the
+// retry's clears it, a failed one does not; Resolved clears it.
+func testRetries[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	retry := func(uri, rec string, ct time.Time) state.Retry {
+		return state.Retry{Source: srcA, URI: uri, ResourceSet: setA, Record: rec, ChangeTime: ct}
+	}
+	held := func(uri string, ct time.Time, outcome string) state.Resource {
+		return state.Resource{URI: uri, Source: srcA, ResourceSet: setA, Length: 1, ChangeTime: ct, Outcome: outcome}
+	}
+	steps := []struct {
+		name string
+		b    state.Batch
+		want []state.Retry // by URI
+	}{
+		{"recorded", state.Batch{Retries: []state.Retry{retry("a", "a@2", at(2)), retry("b", "b@2", at(2)), retry("c", "c@2", at(2)), retry("d", "d", time.Time{})}},
+			[]state.Retry{retry("a", "a@2", at(2)), retry("b", "b@2", at(2)), retry("c", "c@2", at(2)), retry("d", "d", time.Time{})}},
+		{"older does not replace", state.Batch{Retries: []state.Retry{retry("a", "a@1", at(1)), retry("b", "b@3", at(3))}},
+			[]state.Retry{retry("a", "a@2", at(2)), retry("b", "b@3", at(3)), retry("c", "c@2", at(2)), retry("d", "d", time.Time{})}},
+		{"held clears", state.Batch{Resources: []state.Resource{
+			held("a", at(1), state.OutcomeWritten),         // older: stays
+			held("b", at(3), state.OutcomeWritten),         // as new: cleared
+			held("c", at(3), state.OutcomeFailed),          // failed: stays
+			held("d", time.Time{}, state.OutcomeUnchanged), // unknown, as the retry: cleared
+		}}, []state.Retry{retry("a", "a@2", at(2)), retry("c", "c@2", at(2))}},
+		{"resolved clears", state.Batch{Resolved: []state.Key{{Source: srcA, URI: "a"}, {Source: srcB, URI: "c"}}},
+			[]state.Retry{retry("c", "c@2", at(2))}},
+	}
+	for _, s := range steps {
+		must(t, st.Commit(ctx, s.b))
+		got, err := st.Retries(ctx, srcA, setA)
+		if err != nil || !reflect.DeepEqual(got, s.want) {
+			t.Errorf("%s: Retries = %+v, %v; want %+v", s.name, got, err, s.want)
+		}
+	}
+	if got, err := st.Retries(ctx, srcB, setA); err != nil || len(got) != 0 {
+		t.Errorf("Retries(another source) = %+v, %v; want none", got, err)
+	}
+}
+
+func testResources[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	rs := []state.Resource{
+		{URI: "u2", Source: srcA, Length: 1, Outcome: state.OutcomeWritten, Type: "first"},
+		{URI: "u1", Source: srcA, Length: -1, Outcome: state.OutcomeDeleted, Deleted: true},
+		{URI: "u1", Source: srcB, Length: 2, Outcome: state.OutcomeWritten},
+		{URI: "u2", Source: srcA, Length: 3, Outcome: state.OutcomeWritten, Type: "second"}, // wins
+	}
+	must(t, st.SetPackagesDone(ctx, []state.PackageRecord{{URL: "p.zip", Sinks: "s", Fingerprint: "f", Resources: 1}}))
+	must(t, st.PutResources(ctx, rs))
+	if got, _, err := st.Resource(ctx, srcA, "u2"); err != nil || got.Type != "second" || got.Length != 3 {
+		t.Errorf("Resource(u2) = %+v, %v; want the later entry", got, err)
+	}
+	if got, ok, err := st.Resource(ctx, srcA, "u1"); err != nil || !ok || !got.Deleted {
+		t.Errorf("Resource(tombstone) = %+v, %v, %v; want it, deleted", got, ok, err)
+	}
+	if _, ok, err := st.PackageDone(ctx, "p.zip", "s"); err != nil || ok {
+		t.Errorf("PackageDone after PutResources = %v, %v; want the records forgotten", ok, err)
+	}
+	for _, tc := range []struct {
+		src  string
+		del  bool
+		want int64
+	}{{"", true, 3}, {"", false, 2}, {srcA, true, 2}, {srcA, false, 1}, {srcB, false, 1}, {"http://none/", true, 0}} {
+		if n, err := st.CountResources(ctx, tc.src, tc.del); err != nil || n != tc.want {
+			t.Errorf("CountResources(%q, %v) = %d, %v; want %d", tc.src, tc.del, n, err, tc.want)
+		}
+	}
+	walk := func(src string) string {
+		var got []string
+		if err := st.WalkResources(ctx, src, func(r state.Resource) error {
+			got = append(got, r.Source+r.URI)
+			return nil
+		}); err != nil {
+			return err.Error()
+		}
+		return strings.Join(got, " ")
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"", srcA + "u1 " + srcA + "u2 " + srcB + "u1"},
+		{srcA, srcA + "u1 " + srcA + "u2"},
+		{"http://none/", ""},
+	} {
+		if got := walk(tc.src); got != tc.want {
+			t.Errorf("WalkResources(%q) = %s, want %s", tc.src, got, tc.want)
+		}
+	}
+	stop := errors.New("stop")
+	calls := 0
+	if err := st.WalkResources(ctx, "", func(state.Resource) error { calls++; return stop }); err != stop || calls != 1 {
+		t.Errorf("WalkResources with a failing fn = %v after %d calls; want the fn's error unchanged after 1", err, calls)
+	}
+	// fn may call the store's other methods.
+	if err := st.WalkResources(ctx, srcA, func(r state.Resource) error {
+		_, _, err := st.Resource(ctx, r.Source, r.URI)
+		return err
+	}); err != nil {
+		t.Errorf("WalkResources calling Resource: %v", err)
+	}
+
+	wantFatal(t, "PutResources(no URI)", st.PutResources(ctx, []state.Resource{{URI: "u9", Source: srcA, Outcome: state.OutcomeWritten}, {Source: srcA, Outcome: state.OutcomeWritten}}))
+	if _, ok, _ := st.Resource(ctx, srcA, "u9"); ok {
+		t.Error("a rejected PutResources stored part of its resources")
+	}
+
+	// ForgetResources removes the resources named, their deliveries and
+	// every package record; another source's same URI stays.
+	must(t, st.Commit(ctx, state.Batch{Deliveries: []state.Delivery{{Source: srcA, URI: "u2", Sink: "s1", Length: 3}, {Source: srcB, URI: "u1", Sink: "s1", Length: 2}}}))
+	must(t, st.SetPackagesDone(ctx, []state.PackageRecord{{URL: "p.zip", Sinks: "s", Fingerprint: "f", Resources: 1}}))
+	must(t, st.ForgetResources(ctx, srcA, nil)) // nothing named: nothing forgotten
+	if _, ok, _ := st.PackageDone(ctx, "p.zip", "s"); !ok {
+		t.Error("ForgetResources(none) forgot the package records")
+	}
+	must(t, st.ForgetResources(ctx, srcA, []string{"u2", "u1", "missing"}))
+	if got := walk(""); got != srcB+"u1" {
+		t.Errorf("after ForgetResources, WalkResources = %s, want %su1", got, srcB)
+	}
+	if ds, err := st.Deliveries(ctx, srcA, "u2"); err != nil || len(ds) != 0 {
+		t.Errorf("a forgotten resource's deliveries = %+v, %v", ds, err)
+	}
+	if ds, err := st.Deliveries(ctx, srcB, "u1"); err != nil || len(ds) != 1 {
+		t.Errorf("another source's deliveries = %+v, %v; want one", ds, err)
+	}
+	if _, ok, _ := st.PackageDone(ctx, "p.zip", "s"); ok {
+		t.Error("ForgetResources kept the package records")
+	}
+}
+
+func testPackages[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	run := mustRun(t, st)
+	if p, ok, err := st.PackageDone(ctx, "p.zip", "s1"); err != nil || ok {
+		t.Errorf("PackageDone before any = %+v, %v, %v", p, ok, err)
+	}
+	must(t, st.SetPackagesDone(ctx, nil))
+	ps := []state.PackageRecord{
+		{URL: "p.zip", Sinks: "s1", Fingerprint: "f1", Resources: 3, RunID: run, Updated: at(1)},
+		{URL: "p.zip", Sinks: "s1 s2", Fingerprint: "f2", Resources: 4, Updated: at(2)},
+	}
+	must(t, st.SetPackagesDone(ctx, ps))
+	for _, want := range ps {
+		if got, ok, err := st.PackageDone(ctx, want.URL, want.Sinks); err != nil || !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("PackageDone(%q, %q) = %+v, %v, %v; want %+v", want.URL, want.Sinks, got, ok, err, want)
+		}
+	}
+	before := time.Now().Add(-time.Microsecond)
+	must(t, st.SetPackagesDone(ctx, []state.PackageRecord{{URL: "p.zip", Sinks: "s1", Fingerprint: "f3", Resources: 5}}))
+	if got, _, err := st.PackageDone(ctx, "p.zip", "s1"); err != nil || got.Fingerprint != "f3" || got.Resources != 5 || got.RunID != 0 || got.Updated.Before(before) {
+		t.Errorf("replaced PackageDone = %+v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		name string
+		bad  state.PackageRecord
+	}{
+		{"no URL", state.PackageRecord{Sinks: "s1", Fingerprint: "f"}},
+		{"no fingerprint", state.PackageRecord{URL: "q.zip", Sinks: "s1"}},
+		{"unknown run", state.PackageRecord{URL: "q.zip", Sinks: "s1", Fingerprint: "f", RunID: run + 100}},
+	} {
+		wantFatal(t, "SetPackagesDone("+tc.name+")", st.SetPackagesDone(ctx, []state.PackageRecord{{URL: "r.zip", Sinks: "s1", Fingerprint: "f"}, tc.bad}))
+		if _, ok, _ := st.PackageDone(ctx, "r.zip", "s1"); ok {
+			t.Errorf("SetPackagesDone(%s) stored part of its records", tc.name)
+		}
+	}
+}
+
+func testDocuments[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	const url = "http://a.example/resourcelist.xml"
+	if d, ok, err := st.Document(ctx, url); err != nil || ok {
+		t.Errorf("Document before any = %+v, %v, %v", d, ok, err)
+	}
+	want := state.Document{URL: url, ETag: `"v1"`, LastModified: "Mon, 02 Jan 2006 15:04:05 GMT", Encoding: "gzip", Body: []byte("\x1f\x8b body"), Updated: at(1)}
+	must(t, st.PutDocument(ctx, want))
+	check := func(name string, want state.Document) {
+		t.Helper()
+		got, ok, err := st.Document(ctx, url)
+		if err != nil || !ok || got.URL != want.URL || got.ETag != want.ETag || got.LastModified != want.LastModified ||
+			got.Encoding != want.Encoding || !bytes.Equal(got.Body, want.Body) || !got.Updated.Equal(want.Updated) {
+			t.Errorf("%s: Document = %+v, %v, %v; want %+v", name, got, ok, err, want)
+		}
+	}
+	check("put", want)
+	want.ETag, want.LastModified, want.Body, want.Encoding = "", "Tue, 03 Jan 2006 15:04:05 GMT", nil, ""
+	must(t, st.PutDocument(ctx, want))
+	check("replaced, empty body", want)
+	if _, ok, err := st.Document(ctx, url+"?other"); err != nil || ok {
+		t.Errorf("Document(another URL) = %v, %v; want none", ok, err)
+	}
+	for _, tc := range []struct {
+		name string
+		d    state.Document
+	}{
+		{"no validators", state.Document{URL: url, Body: []byte("x")}},
+		{"too large", state.Document{URL: url, ETag: `"v2"`, Body: make([]byte, state.MaxDocumentCopy+1)}},
+	} {
+		must(t, st.PutDocument(ctx, want))
+		must(t, st.PutDocument(ctx, tc.d))
+		if _, ok, err := st.Document(ctx, url); err != nil || ok {
+			t.Errorf("PutDocument(%s) kept a copy (%v, %v); want the copy removed", tc.name, ok, err)
+		}
+	}
+	wantFatal(t, "PutDocument(no URL)", st.PutDocument(ctx, state.Document{ETag: "e"}))
+}
+
+func testSites[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	run := mustRun(t, st)
+	if _, err := st.Site(ctx, "a"); !errors.Is(err, state.ErrNoSite) {
+		t.Errorf("Site(unknown) = %v, want ErrNoSite", err)
+	}
+	if sites, err := st.Sites(ctx); err != nil || len(sites) != 0 {
+		t.Errorf("Sites before any = %+v, %v", sites, err)
+	}
+	wantFatal(t, "PutSite(no name)", st.PutSite(ctx, state.Site{Definition: "x: 1"}))
+	wantFatal(t, "PutSite(no definition)", st.PutSite(ctx, state.Site{Name: "a"}))
+	before := time.Now().Add(-time.Microsecond)
+	must(t, st.PutSite(ctx, state.Site{Name: "b", Definition: "url: b"}))
+	must(t, st.PutSite(ctx, state.Site{Name: "a", Definition: "url: a", Next: at(1), Last: at(1), LastStatus: "ignored"}))
+	sites, err := st.Sites(ctx)
+	if err != nil || len(sites) != 2 || sites[0].Name != "a" || sites[1].Name != "b" {
+		t.Fatalf("Sites = %+v, %v; want a, b", sites, err)
+	}
+	if a := sites[0]; a.Definition != "url: a" || !a.Next.IsZero() || !a.Last.IsZero() || a.LastStatus != "" || a.Updated.Before(before) {
+		t.Errorf("new site = %+v; want its definition only, updated now", a)
+	}
+
+	must(t, st.SetSiteNext(ctx, "a", at(2)))
+	if a, err := st.Site(ctx, "a"); err != nil || !a.Next.Equal(at(2)) {
+		t.Errorf("after SetSiteNext, Site = %+v, %v", a, err)
+	}
+	must(t, st.SiteHarvested(ctx, "a", at(1), "ok", run))
+	want := state.Site{Name: "a", Definition: "url: a", Last: at(1), LastStatus: "ok", LastRunID: run}
+	a, err := st.Site(ctx, "a")
+	a.Updated = time.Time{}
+	if err != nil || !reflect.DeepEqual(a, want) {
+		t.Errorf("after SiteHarvested, Site = %+v, %v; want %+v (next cleared)", a, err, want)
+	}
+	must(t, st.SetSiteNext(ctx, "a", at(3)))
+	must(t, st.SetSiteNext(ctx, "a", time.Time{})) // clears
+	must(t, st.PutSite(ctx, state.Site{Name: "a", Definition: "url: a2"}))
+	want.Definition = "url: a2"
+	a, err = st.Site(ctx, "a")
+	a.Updated = time.Time{}
+	if err != nil || !reflect.DeepEqual(a, want) {
+		t.Errorf("after a new definition, Site = %+v, %v; want %+v (harvests kept)", a, err, want)
+	}
+
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"SetSiteNext(unknown)", st.SetSiteNext(ctx, "z", at(1))},
+		{"SiteHarvested(unknown)", st.SiteHarvested(ctx, "z", at(1), "ok", 0)},
+		{"RemoveSite(unknown)", st.RemoveSite(ctx, "z")},
+	} {
+		if !errors.Is(tc.err, state.ErrNoSite) {
+			t.Errorf("%s = %v, want ErrNoSite", tc.name, tc.err)
+		}
+	}
+	wantFatal(t, "SiteHarvested(unknown run)", st.SiteHarvested(ctx, "a", at(2), "ok", run+100))
+	wantFatal(t, "SetSiteNext(year 10000)", st.SetSiteNext(ctx, "a", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)))
+	must(t, st.RemoveSite(ctx, "a"))
+	if _, err := st.Site(ctx, "a"); !errors.Is(err, state.ErrNoSite) {
+		t.Errorf("Site(removed) = %v, want ErrNoSite", err)
+	}
+	if err := st.RemoveSite(ctx, "a"); !errors.Is(err, state.ErrNoSite) {
+		t.Errorf("RemoveSite(removed) = %v, want ErrNoSite", err)
+	}
+	if sites, err := st.Sites(ctx); err != nil || len(sites) != 1 || sites[0].Name != "b" {
+		t.Errorf("Sites after RemoveSite = %+v, %v; want b", sites, err)
+	}
+}
+
+func testReports[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	steps := []struct {
+		op   string // claim, sent, release
+		key  string
+		want bool // claim's answer
+	}{
+		{"claim", "k1", true},
+		{"claim", "k1", false}, // being sent
+		{"claim", "k2", true},
+		{"release", "k1", false},
+		{"claim", "k1", true}, // released: claimable again
+		{"sent", "k1", false},
+		{"release", "k1", false}, // sent: release does nothing
+		{"claim", "k1", false},
+		{"release", "none", false},
+		{"sent", "none", false},
+		{"claim", "none", true},
+	}
+	for i, s := range steps {
+		var err error
+		switch s.op {
+		case "claim":
+			var ok bool
+			ok, err = st.ClaimReport(ctx, s.key)
+			if err == nil && ok != s.want {
+				t.Errorf("step %d: ClaimReport(%q) = %v, want %v", i, s.key, ok, s.want)
+			}
+		case "sent":
+			err = st.ReportSent(ctx, s.key)
+		case "release":
+			err = st.ReleaseReport(ctx, s.key)
+		}
+		if err != nil {
+			t.Errorf("step %d: %s %q: %v", i, s.op, s.key, err)
+		}
+	}
+	if _, err := st.ClaimReport(ctx, ""); err == nil {
+		t.Error("ClaimReport(\"\"): no error")
+	}
+}
+
+// testJobDB: the job engine's pool writes to the store's file while the
+// store commits, neither failing.
+func testJobDB[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	db, err := st.JobDB()
+	must(t, err)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE statetest_jobs (id INTEGER PRIMARY KEY, v TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	errs := make(chan error, 2)
+	go func() {
+		for i := range n {
+			r := state.Resource{URI: fmt.Sprintf("u%d", i), Source: srcA, Length: 1, Outcome: state.OutcomeWritten}
+			if err := st.Commit(ctx, state.Batch{Resources: []state.Resource{r}}); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	go func() {
+		for i := range n {
+			tx, err := db.BeginTx(ctx, nil)
+			if err == nil {
+				_, err = tx.ExecContext(ctx, "INSERT INTO statetest_jobs (v) VALUES (?)", fmt.Sprint(i))
+				if err == nil {
+					err = tx.Commit()
+				} else {
+					_ = tx.Rollback()
+				}
+			}
+			if err != nil {
+				errs <- fmt.Errorf("job db: %w", err)
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	var jobs int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM statetest_jobs").Scan(&jobs); err != nil || jobs != n {
+		t.Errorf("job rows = %d, %v; want %d", jobs, err, n)
+	}
+	must(t, db.Close())
+	if c, err := st.CountResources(ctx, srcA, false); err != nil || c != n {
+		t.Errorf("resources = %d, %v; want %d", c, err, n)
+	}
+}
+
+// testReopen: what a store holds survives Close; two stores open on one
+// file see each other's commits.
+func testReopen[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "state.db")
+	st, err := h.Open(ctx, path)
+	must(t, err)
+	run, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: srcA})
+	must(t, err)
+	must(t, st.Commit(ctx, fullBatch(run)))
+	must(t, st.Close())
+
+	a := openAt(t, h, path)
+	b := openAt(t, h, path)
+	if got, err := a.Changes(ctx, run); err != nil || len(got) != 2 {
+		t.Errorf("after reopening, Changes = %+v, %v; want 2", got, err)
+	}
+	must(t, a.PutSite(ctx, state.Site{Name: "s", Definition: "d"}))
+	if _, err := b.Site(ctx, "s"); err != nil {
+		t.Errorf("a site put through one store, read through another: %v", err)
+	}
+	must(t, b.Commit(ctx, state.Batch{Resources: []state.Resource{{URI: "n", Source: srcB, Length: 0, Outcome: state.OutcomeWritten}}}))
+	if _, ok, err := a.Resource(ctx, srcB, "n"); err != nil || !ok {
+		t.Errorf("a resource committed through one store, read through another: %v, %v", ok, err)
+	}
+	if srcs := sources(t, a); !slices.Equal(srcs, []string{srcA, srcB}) {
+		t.Errorf("Sources = %v", srcs)
+	}
+}
+
+func sources[S Snapshot](t *testing.T, st Store[S]) []string {
+	t.Helper()
+	var out []string
+	err := st.View(t.Context(), func(v S) error {
+		var err error
+		out, err = v.Sources(t.Context())
+		return err
+	})
+	if err != nil {
+		t.Errorf("Sources: %v", err)
+	}
+	return out
+}
