@@ -21,8 +21,11 @@
 // blocked by the writer. A Store is safe for concurrent use.
 //
 // Every error this package returns is classified fatal (errclass): a state
-// store that cannot read or write stops the run. The one exception is an
-// error returned by a WalkResources callback, which is passed through as is.
+// store that cannot read or write stops the run. The exceptions are the
+// errors of the functions given to View and to the walks (WalkResources,
+// Snapshot.WalkResources, Snapshot.WalkChanges), passed through as they
+// are, and the site registry's errors wrapping ErrNoSite, which are not
+// classified.
 //
 // Times are stored as fixed-width UTC RFC 3339 text with nanoseconds
 // ("2006-01-02T15:04:05.000000000Z"), which sorts chronologically; the zero
