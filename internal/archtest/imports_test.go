@@ -27,6 +27,7 @@ var allowed = []struct {
 	{"manifest", []string{"errclass", "fixity"}},
 	{"unzip", []string{"errclass"}},
 	{"fetch", []string{"errclass", "fixity", "internal/retry"}},
+	{"state/statetest", []string{"state", "errclass", "fixity"}},
 	{"state", []string{"errclass", "fixity", "internal/flock", "internal/retry"}},
 	{"sink/s3/s3test", []string{"sink", "sink/fs", "sink/s3", "errclass", "internal/testbin"}},
 	{"sink/sinktest", []string{"sink", "errclass", "fixity"}},
