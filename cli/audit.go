@@ -60,7 +60,6 @@ func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*pipeline
 		return nil, err
 	}
 	defer closeSinks(context.WithoutCancel(ctx))
-	defer opts.Store.Close()
 	ar, err := pipeline.Audit(ctx, opts, repair)
 	if err != nil {
 		return ar, fmt.Errorf("audit: %w", err)

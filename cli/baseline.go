@@ -189,8 +189,8 @@ func (a *app) harvester(store *state.Store, shared bool, log *slog.Logger) *harv
 
 // pipelineOptions opens what a run needs from the flags — the state store
 // (unless f gives one), the sinks and the HTTP client — and returns the
-// pipeline's options with a function closing the sinks. The caller closes
-// opts.Store (unless it gave it, f.store).
+// pipeline's options with a function closing the sinks, and the store
+// unless the caller gave it (f.store).
 func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger) (pipeline.Options, func(context.Context) error, error) {
 	store, closeStore, err := runStore(ctx, f, log)
 	if err != nil {
@@ -199,8 +199,12 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 	opts, closeSinks, err := a.harvester(store, f.store != nil, log).Options(ctx, f.Job)
 	if err != nil {
 		closeStore()
+		return opts, nil, err
 	}
-	return opts, closeSinks, err
+	return opts, func(ctx context.Context) error {
+		defer closeStore()
+		return closeSinks(ctx)
+	}, nil
 }
 
 // runStore is the store a run of f uses: the one the caller gave

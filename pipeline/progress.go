@@ -122,7 +122,7 @@ func (r *run) readyMarks() []state.Progress {
 
 // holdings is the planner's read-only view of the state store.
 type holdings struct {
-	store *state.Store
+	store Store
 	key   string
 }
 

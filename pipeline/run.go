@@ -61,7 +61,7 @@ type Options struct {
 	// Settings are what the job says of its source to the protocol.
 	Settings source.Settings
 	// Store is the state store. Required.
-	Store *state.Store
+	Store Store
 	// StoreShared says other runs of this process use Store at the same
 	// time (several sites harvested at once): the run then leaves the
 	// runs recorded as running alone, since the process that holds the

@@ -47,7 +47,7 @@ type RunParams struct {
 }
 
 // OptionsFunc builds the pipeline's options for one run, and a function
-// closing its sinks. The harness closes the returned Store.
+// closing its sinks and its state store.
 type OptionsFunc func(ctx context.Context, p RunParams) (pipeline.Options, func(context.Context) error, error)
 
 // Options configures a benchmark.
@@ -377,7 +377,10 @@ func DefaultOptions(ctx context.Context, p RunParams) (pipeline.Options, func(co
 		Concurrency: p.Concurrency,
 		Workers:     runtime.NumCPU(),
 		SpoolDir:    p.SpoolDir,
-	}, s.Close, nil
+	}, func(ctx context.Context) error {
+		defer store.Close()
+		return s.Close(ctx)
+	}, nil
 }
 
 // usage is a snapshot of the process's resource usage.

@@ -92,7 +92,6 @@ func measureRun(ctx context.Context, opts Options, p RunParams, d Dump, mod func
 	if err != nil {
 		return Row{}, err
 	}
-	defer po.Store.Close()
 	if mod != nil {
 		mod(&po)
 	}
