@@ -209,13 +209,13 @@ func verifyHeld(ctx context.Context, inv sink.Inventory, uri string, l state.Lis
 }
 
 // inventory lists what the source publishes into inv: the run executes a
-// baseline task as a listing (see run.listing) — Resource List entries,
+// baseline task as a listing (see listing) — Resource List entries,
 // and the entries of each Resource Dump package's manifest (its
 // rel="contents" copy when there is one, else the package's manifest.xml,
 // read by Range where the server allows). What could not be read is
 // returned as the audit's problems.
 func (r *run) inventory(ctx context.Context, inv *state.Inventory) ([]Failure, error) {
-	r.listing = inv
+	r.mode = listing{inv}
 	if err := r.execute(ctx, r.task(source.Baseline, Range{})); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 
 // commit is the only writer of the state store during a run (of the
 // inventory, for an audit's listing): it batches outcomes and failures
-// into transactions. The report's figures are counted from each batch once
+// into transactions, which the run's strategy writes. The report's figures are counted from each batch once
 // it has committed (see publish).
 func (r *run) commit(ctx context.Context) error {
 	const maxBatch = 500
@@ -27,9 +27,7 @@ func (r *run) commit(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	flush := func(final bool) error {
-		if r.listing == nil {
-			p.b.Progress = append(p.b.Progress, r.readyMarks()...)
-		}
+		r.mode.batch(r, &p)
 		if !final && p.b.Empty() && p.t.empty() && len(p.listed) == 0 {
 			return nil
 		}
@@ -37,24 +35,14 @@ func (r *run) commit(ctx context.Context) error {
 		// reached a sink must be recorded.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if r.listing != nil {
-			if err := r.listing.AddListed(cctx, p.listed); err != nil {
-				return err
-			}
-		} else {
-			if err := r.settleBatches(cctx, &p.b, &p.t); err != nil {
-				return err
-			}
-			if err := r.opts.Store.Commit(cctx, p.b); err != nil {
-				return err
-			}
+		if err := r.mode.commit(cctx, r, &p); err != nil {
+			return err
 		}
 		r.publish(&p.b, &p.t)
 		r.marks.leave(p.eps)
 		p = pending{}
-		if final && r.listing == nil {
-			// The marks this last batch made ready.
-			return r.opts.Store.Commit(cctx, state.Batch{Progress: r.readyMarks()})
+		if final {
+			return r.mode.finish(cctx, r)
 		}
 		return nil
 	}
@@ -89,7 +77,7 @@ func (r *run) commit(ctx context.Context) error {
 type pending struct {
 	b      state.Batch
 	t      tally
-	listed []state.Listed // an audit's listing (see run.listing)
+	listed []state.Listed // an audit's listing (see listing)
 	eps    []*epoch       // the epochs of the results in b (see progress)
 }
 
@@ -229,7 +217,7 @@ func (r *run) add(p *pending, res result) {
 		}
 		return
 	}
-	if res.retry != nil && r.listing == nil {
+	if res.retry != nil {
 		b.Retries = append(b.Retries, r.retryOf(res.retry))
 	}
 	if res.outcome == outSuperseded {

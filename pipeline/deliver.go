@@ -11,7 +11,6 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
-	"github.com/rsharvest/rsharvest/internal/retry"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
@@ -53,7 +52,7 @@ type result struct {
 	skip *Skip
 	// document is a change document the plan read.
 	document *state.ChangeDocument
-	// listed is a resource an audit's listing names (see run.listing).
+	// listed is a resource an audit's listing names (see listing).
 	listed *state.Listed
 	// change is the change type applied (incremental runs), or "".
 	change string
@@ -79,10 +78,38 @@ const (
 	countsPackage                 // a whole package failed
 )
 
-// deliverEntry verifies one manifest entry and writes it to every sink,
-// unless the state store says the destination already holds these exact
-// bytes.
+// deliverEntry verifies one entry (of a package, or a record outside one)
+// and writes it to every sink, unless the state store says the
+// destination already holds these exact bytes: what is held decides
+// (holding), the entry says where its bytes come from (bytesOf), and the
+// sinks that lack this version take it (deliverAll).
 func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
+	e := j.rec
+	rec := r.resourceOf(j)
+	want := fixity.Expect{Length: e.Length, Hashes: e.Hashes}
+	h, err := r.holding(ctx, e.URI, e.ChangeTime, want, e.Version)
+	if err != nil {
+		return result{fatal: err}
+	}
+	sources, stage, err := r.bytesOf(j, want, h)
+	if err != nil {
+		return r.entryFailed(j, rec, h.had, stage, err)
+	}
+	if h.superseded {
+		// A newer change is already applied (an earlier run covered a
+		// later range): never let an older change overwrite it.
+		return result{outcome: outSuperseded}
+	}
+	if h.all {
+		rec.Outcome = "unchanged"
+		rec.ETag, rec.LastModified = h.prev.ETag, h.prev.LastModified
+		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(h.deliveries) > 0}
+	}
+	return r.deliverAll(ctx, j, rec, h, sources, want)
+}
+
+// resourceOf is the state's record of entry j as delivered by this run.
+func (r *run) resourceOf(j entryJob) state.Resource {
 	e := j.rec
 	rec := state.Resource{
 		URI: e.URI, Source: r.opts.SourceKey, ResourceSet: j.pkg.ResourceSet,
@@ -94,93 +121,103 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 			rec.Links = append(rec.Links, state.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
 		}
 	}
-	want := fixity.Expect{Length: e.Length, Hashes: e.Hashes}
-	h, err := r.holding(ctx, e.URI, e.ChangeTime, want, e.Version)
-	if err != nil {
-		return result{fatal: err}
+	return rec
+}
+
+// entryFailed is the outcome of entry j failing at stage: a temporary
+// failure holds its set's checkpoint, a permanent one is the record's own
+// (asked for again by the next task); a fatal error ends the run.
+func (r *run) entryFailed(j entryJob, rec state.Resource, had bool, stage string, err error) result {
+	e := j.rec
+	if errclass.IsFatal(err) {
+		return result{fatal: fmt.Errorf("%s: %w", e.URI, err)}
 	}
-	prev, had := h.prev, h.had
-	failed := func(stage string, err error) result {
-		if errclass.IsFatal(err) {
-			return result{fatal: fmt.Errorf("%s: %w", e.URI, err)}
-		}
-		if j.stream != nil && j.stream.leave() {
-			return result{} // phase 2 delivers it (stream.go)
-		}
-		f := Failure{URI: e.URI, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
-		r.log.Warn("resource failed", "uri", e.URI, "package", j.pkg.URL, "stage", stage, "error", err)
-		if !f.Permanent {
-			r.noteHold(j.pkg.ResourceSet, rec.ChangeTime, j.ep)
-		}
-		rec.Outcome = "failed"
-		res := result{outcome: outFailed, resource: rec, hadRecord: had, failure: &f, changeTime: rec.ChangeTime}
-		if f.Permanent {
-			res.retry = e
-		}
-		return res
+	if j.stream != nil && j.stream.leave() {
+		return result{} // phase 2 delivers it (stream.go)
 	}
+	f := Failure{URI: e.URI, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
+	r.log.Warn("resource failed", "uri", e.URI, "package", j.pkg.URL, "stage", stage, "error", err)
+	if !f.Permanent {
+		r.noteHold(j.pkg.ResourceSet, rec.ChangeTime, j.ep)
+	}
+	rec.Outcome = "failed"
+	res := result{outcome: outFailed, resource: rec, hadRecord: had, failure: &f, changeTime: rec.ChangeTime}
+	if f.Permanent {
+		res.retry = e
+	}
+	return res
+}
+
+// bytesOf returns where entry j's bytes come from, in the order to try
+// them: the package's ZIP entry (streamed, or looked up in the archive
+// even when unchanged: that marks it listed and checks it against the
+// package's inventory), the body the record carries, or the record's
+// location then its mirrors. An entry that cannot be delivered fails with
+// its stage.
+func (r *run) bytesOf(j entryJob, want fixity.Expect, h holding) ([]entryOpener, string, error) {
+	e := j.rec
 	if err := absoluteURI(e.URI); err != nil {
-		return failed("manifest", err)
+		return nil, "manifest", err
 	}
 	if want.Hashes.IsZero() && r.opts.RequireHash {
-		return failed("verify", errclass.Permanentf("no md5, sha-1, sha-256 or sha-512 hash to verify against, and --require-hash is set"))
+		return nil, "verify", errclass.Permanentf("no md5, sha-1, sha-256 or sha-512 hash to verify against, and --require-hash is set")
 	}
-	// Where the bytes come from: the package's ZIP entry, or (lists) the
-	// resource's URL and its mirrors.
-	var sources []entryOpener
-	if j.stream != nil {
+	lengthIs := func(size int64) error {
+		if want.Length >= 0 && size != want.Length {
+			return fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), e.Path, size, want.Length)
+		}
+		return nil
+	}
+	switch {
+	case j.stream != nil:
 		// Read by its local header while the package downloads (stream.go).
-		if want.Length >= 0 && j.stream.local.Size != want.Length {
-			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), e.Path, j.stream.local.Size, want.Length))
+		if err := lengthIs(j.stream.local.Size); err != nil {
+			return nil, "verify", err
 		}
-		sources = []entryOpener{j.stream}
-	} else if j.arch != nil {
+		return []entryOpener{j.stream}, "", nil
+	case j.arch != nil:
 		if e.Path == "" {
-			return failed("manifest", errclass.Permanentf("manifest entry has no path"))
+			return nil, "manifest", errclass.Permanentf("manifest entry has no path")
 		}
-		// Look the entry up even when unchanged: it marks the entry as
-		// listed and checks the manifest against the package's inventory.
 		f, err := j.arch.Lookup(e.Path)
 		if err != nil {
-			return failed("unzip", err) // it names the path and the entry
+			return nil, "unzip", err // it names the path and the entry
 		}
-		if want.Length >= 0 && f.Size != want.Length {
-			return failed("verify", fmt.Errorf("%w: length: ZIP entry %q holds %d bytes, the manifest says %d", errclass.NewPermanent(fixity.ErrMismatch), e.Path, f.Size, want.Length))
+		if err := lengthIs(f.Size); err != nil {
+			return nil, "verify", err
 		}
-		sources = []entryOpener{zipEntry{f}}
-	} else if e.Open != nil {
-		sources = []entryOpener{recordBody(e.Open)} // the record carries its body
-	} else {
-		// Where the planner says the bytes are: the record's location
-		// (its URI by default), then its mirrors.
-		for _, u := range append([]string{cmp.Or(e.Location, e.URI)}, e.Mirrors...) {
-			sources = append(sources, &httpEntry{client: r.opts.Client, url: u})
-		}
-		// Without a hash to compare, ask the server whether what the
-		// destination holds is still current (conditional GET).
-		if want.Hashes.IsZero() && had && !prev.Deleted && (prev.Outcome == state.OutcomeWritten || prev.Outcome == state.OutcomeUnchanged) {
-			h := sources[0].(*httpEntry)
-			h.ifNoneMatch, h.ifModifiedSince = prev.ETag, prev.LastModified
-		}
+		return []entryOpener{zipEntry{f}}, "", nil
+	case e.Open != nil:
+		return []entryOpener{recordBody(e.Open)}, "", nil // the record carries its body
 	}
-	if h.superseded {
-		// A newer change is already applied (an earlier run covered a
-		// later range): never let an older change overwrite it.
-		return result{outcome: outSuperseded}
+	// Where the planner says the bytes are: the record's location (its
+	// URI by default), then its mirrors.
+	var sources []entryOpener
+	for _, u := range append([]string{cmp.Or(e.Location, e.URI)}, e.Mirrors...) {
+		sources = append(sources, &httpEntry{client: r.opts.Client, url: u})
 	}
-	already, deliveries := h.already, h.deliveries
-	if h.all {
-		rec.Outcome = "unchanged"
-		rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
-		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(deliveries) > 0}
+	// Without a hash to compare, ask the server whether what the
+	// destination holds is still current (conditional GET).
+	if prev := h.prev; want.Hashes.IsZero() && h.had && !prev.Deleted && (prev.Outcome == state.OutcomeWritten || prev.Outcome == state.OutcomeUnchanged) {
+		first := sources[0].(*httpEntry)
+		first.ifNoneMatch, first.ifModifiedSince = prev.ETag, prev.LastModified
 	}
+	return sources, "", nil
+}
+
+// deliverAll writes entry j, from sources, to every sink that does not
+// hold this version yet (h.already). When one of several sinks fails, the
+// sinks that took the version are recorded, so that the next run delivers
+// only to those that lack it.
+func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h holding, sources []entryOpener, want fixity.Expect) result {
+	e, prev := j.rec, h.prev
 	res := &sink.Resource{URI: e.URI, Length: e.Length, Hashes: e.Hashes, Type: e.Type, Lastmod: e.Lastmod, ResourceSet: j.pkg.ResourceSet, Sets: e.Sets, About: e.About}
 	for _, l := range rec.Links {
 		res.Links = append(res.Links, sink.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
 	}
 	var took []state.Delivery
 	for _, s := range r.sinks {
-		if already[s.name] {
+		if h.already[s.name] {
 			continue
 		}
 		n, err := r.putFrom(ctx, s, res, sources, want, &rec)
@@ -192,14 +229,11 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		}
 		if err != nil {
 			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 {
-				return failed("deliver", err)
+				return r.entryFailed(j, rec, h.had, "deliver", err)
 			}
-			// This sink failed: record the failure for it, and the
-			// sinks that took this version, so the next run delivers
-			// only to the sinks that lack it.
-			out := failed("deliver", fmt.Errorf("sink %s: %w", s.name, err))
+			out := r.entryFailed(j, rec, h.had, "deliver", fmt.Errorf("sink %s: %w", s.name, err))
 			for _, o := range r.sinks {
-				if already[o.name] {
+				if h.already[o.name] {
 					took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.URI, Sink: o.name, Length: want.Length, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
 				}
 			}
@@ -211,7 +245,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	}
 	rec.Outcome = state.OutcomeWritten
 	rec.Verified = verifiedBy(want, j.stream != nil || j.arch != nil)
-	return result{outcome: outWritten, resource: rec, hadRecord: had, change: appliedChange(e.Change, had, prev), delivered: len(r.sinks) > 1}
+	return result{outcome: outWritten, resource: rec, hadRecord: h.had, change: appliedChange(e.Change, h.had, prev), delivered: len(r.sinks) > 1}
 }
 
 // appliedChange is the change a write makes to the destination: the one
@@ -322,7 +356,7 @@ func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sour
 	var err error
 	for i, src := range sources {
 		var n int64
-		n, err = r.putRetrying(ctx, s, res, src, want)
+		n, err = r.put(ctx, s, res, src, want)
 		if err == nil {
 			if h, ok := src.(*httpEntry); ok {
 				rec.ETag, rec.LastModified = h.etag, h.lastModified
@@ -337,88 +371,63 @@ func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sour
 	return 0, err
 }
 
-// putRetrying puts with retries of a sink's temporary failures (the entry
-// is read again from the package each time), with exponential backoff.
-func (r *run) putRetrying(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, error) {
-	var n int64
-	err := r.sinkRetrying(ctx, s, res.URI, func() error {
-		var err error
-		n, err = r.put(ctx, s, res, f, want)
-		return err
-	}, func(err error) bool {
-		// Bytes that do not match, or a source that cannot be read, are
-		// not the sink's to retry.
-		var se *sourceError
-		return !errors.Is(err, fixity.ErrMismatch) && !errors.As(err, &se)
-	})
-	return n, err
-}
-
-// sinkRetrying runs try until it succeeds, fails with an error that is not
-// retryable (or that again rejects), SinkRetries retries are used up, or ctx
-// ends, waiting with exponential backoff from SinkBackoff between tries.
-func (r *run) sinkRetrying(ctx context.Context, s boundSink, uri string, try func() error, again func(error) bool) error {
-	err := retry.Do(ctx, retry.Policy{
-		Retries: r.opts.SinkRetries,
-		Initial: r.opts.SinkBackoff,
-		Max:     20 * r.opts.SinkBackoff,
-		Retryable: func(err error) bool {
-			return errclass.IsRetryable(err) && (again == nil || again(err))
-		},
-		Notify: func(rt retry.Retry) {
-			r.log.Debug("sink call failed; retrying", "sink", s.name, "uri", uri, "attempt", rt.Attempt-1, "in", rt.Wait, "error", rt.Err)
-		},
-	}, try)
-	return err
-}
-
 // put streams one entry into one sink through a verifying reader, so the
-// sink commits only bytes that matched the manifest.
+// sink commits only bytes that matched what was listed. The entry is
+// opened first (for a GET, its latency is paid here, outside the sink's
+// write slots), and opened again for each retry of the sink's (see
+// sink.WithRetry).
 func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, error) {
-	// Open the source first (for a GET, its latency is paid here), then
-	// take one of the sink's write slots.
-	rc, err := f.Open(ctx)
-	if err != nil {
-		return 0, &sourceError{err}
-	}
-	defer rc.Close()
-	select {
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case s.sem <- struct{}{}:
-	}
-	defer func() { <-s.sem }()
-	vr := fixity.NewReader(sourceReader{rc}, want, fixity.Compute{})
-	if err := s.Put(ctx, res, vr); err != nil {
-		// A sink reports the body's error (fixity, ZIP) wrapped; keep its
-		// class when it has one, else the sink's failure is retryable.
-		if errclass.Of(err) == errclass.Unclassified {
-			err = errclass.NewRetryable(err)
-		}
+	b := &entryBody{ctx: ctx, open: f, want: want}
+	if err := b.reopen(); err != nil {
 		return 0, err
 	}
-	if !vr.Verified() {
+	defer b.Close()
+	if err := s.Put(ctx, res, b); err != nil {
+		return 0, err
+	}
+	if !b.vr.Verified() {
 		return 0, errclass.Fatalf("sink returned before reading the whole body: a sink bug; nothing unverified may be committed")
 	}
-	return vr.N(), nil
+	return b.vr.N(), nil
 }
 
-// sourceError marks a failure to read the resource's source (the HTTP
-// client already retried it; the sink is not to blame).
-type sourceError struct{ err error }
+// entryBody is an entry's bytes as a sink reads them, verified as they are
+// read; a seek to its start opens the entry again, for a retry.
+type entryBody struct {
+	ctx  context.Context
+	open entryOpener
+	want fixity.Expect
+	rc   io.ReadCloser
+	vr   *fixity.Reader
+}
 
-func (e *sourceError) Error() string { return e.err.Error() }
-func (e *sourceError) Unwrap() error { return e.err }
+var _ io.ReadSeeker = (*entryBody)(nil)
 
-// sourceReader tags the errors of a source's reads.
-type sourceReader struct{ r io.Reader }
+func (b *entryBody) Read(p []byte) (int, error) { return b.vr.Read(p) }
 
-func (s sourceReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if err != nil && err != io.EOF {
-		err = &sourceError{err}
+// Seek opens the entry again; only a seek to the start is possible.
+func (b *entryBody) Seek(offset int64, whence int) (int64, error) {
+	if offset != 0 || whence != io.SeekStart {
+		return 0, errclass.Fatalf("an entry's body is read again only from its start")
 	}
-	return n, err
+	return 0, b.reopen()
+}
+
+func (b *entryBody) reopen() error {
+	b.Close()
+	rc, err := b.open.Open(b.ctx)
+	if err != nil {
+		return err
+	}
+	b.rc, b.vr = rc, fixity.NewReader(rc, b.want, fixity.Compute{})
+	return nil
+}
+
+func (b *entryBody) Close() {
+	if b.rc != nil {
+		b.rc.Close()
+		b.rc = nil
+	}
 }
 
 // verifiedBy names the check that bytes delivered against want passed:

@@ -56,9 +56,7 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 			return r.send(ctx, result{ep: r.marks.enter(), document: &state.ChangeDocument{URL: d.URL, Source: r.opts.SourceKey, ResourceSet: d.ResourceSet,
 				Capability: d.Capability, From: d.From, Until: d.Until, Open: d.Until.IsZero(), RunID: r.runID}})
 		case u.Mark != nil:
-			if r.listing == nil { // an audit records nothing of its own
-				r.marks.mark(*u.Mark)
-			}
+			r.marks.mark(*u.Mark) // an audit's listing never commits them
 			return nil
 		}
 		return work(ctx, u)
@@ -72,7 +70,7 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	ep := r.marks.enter()
 	for _, doc := range []string{f.Listed, f.Document} {
-		if doc == "" || r.listing != nil || !r.forget(doc) {
+		if doc == "" || !r.forget(doc) {
 			continue
 		}
 		if err := r.opts.Store.PutDocument(ctx, state.Document{URL: doc}); err != nil {

@@ -166,24 +166,13 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) res
 	return result{outcome: outDeleted, resource: rec, change: string(source.Deleted)}
 }
 
-// deleteFrom deletes uri from one sink within its concurrency, retrying a
-// temporary failure as puts are retried (see sinkRetrying).
+// deleteFrom deletes uri from one sink, within its concurrency and with
+// its retries (see boundSink).
 func (r *run) deleteFrom(ctx context.Context, s boundSink, uri string) error {
-	return r.sinkRetrying(ctx, s, uri, func() error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case s.sem <- struct{}{}:
-		}
-		defer func() { <-s.sem }()
-		if err := s.Delete(ctx, uri); err != nil {
-			if errclass.Of(err) == errclass.Unclassified {
-				err = errclass.NewRetryable(err)
-			}
-			return fmt.Errorf("delete: %w", err)
-		}
-		return nil
-	}, nil)
+	if err := s.Delete(ctx, uri); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	return nil
 }
 
 var _ sink.Sink = boundSink{}

@@ -176,28 +176,15 @@ type entryJob struct {
 //     package under a spool slot either way.
 //
 // A package whose resources are all held (its manifest copy, or its
-// winners, say so) is not fetched at all. An audit's listing (run.listing)
-// needs only what a package lists: its manifest copy when it links one,
-// else its manifest.xml, read by Range where the server allows, else
-// downloaded. It returns only when every entry it handed out is done (or
+// winners, say so) is not fetched at all. (An audit's listing reads only
+// what a package lists: see listing.readPackage.) It returns only when
+// every entry it handed out is done (or
 // ctx ends), then removes the spool file. Failures of the package are
 // recorded; only a cancelled run, or a fatal error, is returned.
 func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
 	var want map[string]*source.Record
 	held, n := false, int64(0)
 	switch {
-	case r.listing != nil:
-		if j.Contents != "" {
-			entries, closeDoc, err := r.openContents(ctx, j)
-			if err == nil {
-				defer closeDoc()
-				return r.readManifest(ctx, j, entries, nil, nil, nil, out)
-			}
-			if ctx.Err() != nil || errclass.IsFatal(err) {
-				return err
-			}
-			r.log.Debug("manifest copy unreadable; reading the package", "url", j.Contents, "error", err)
-		}
 	case len(j.Wins) > 0:
 		var err error
 		if want, err = r.unheld(ctx, j); err != nil {
@@ -231,7 +218,7 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 		return opened(sp, nil)
 	}
 	reread := want != nil && j.Contents == "" && j.Expect.Length >= rangeRereadMin
-	if !r.opts.DisableRangeResync && (reread || (want == nil && (r.resync || r.listing != nil))) {
+	if !r.opts.DisableRangeResync && (reread || (want == nil && r.resync)) {
 		if sp, ok, err := r.readByRange(ctx, j); err != nil || ok {
 			return opened(sp, err)
 		}
@@ -243,7 +230,7 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 			return err
 		}
 	}
-	if !r.opts.DisableStreaming && r.listing == nil {
+	if !r.opts.DisableStreaming {
 		defer release()
 		return r.streamPackage(ctx, j, want, out)
 	}
@@ -265,22 +252,33 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 // (see streamPackage). It returns when every entry it handed out is done,
 // or ctx ends.
 func (r *run) unpackPackage(ctx context.Context, j source.Package, arch *unzip.Archive, st *streamState, want map[string]*source.Record, out chan<- entryJob) error {
-	mrc, err := arch.Manifest()
+	entries, closeIndex, err := r.openIndex(j, arch)
 	if err != nil {
 		return r.packageFailed(ctx, j, packageHold(j, want), "manifest", err)
 	}
-	defer mrc.Close()
-	entries, err := j.Index.Read(mrc, r.log)
-	if err != nil {
-		return r.packageFailed(ctx, j, packageHold(j, want), "manifest", err)
-	}
+	defer closeIndex()
 	return r.readManifest(ctx, j, entries, arch, st, want, out)
 }
 
-// readManifest is the one manifest loop: it reads the manifest rd of
-// package j — its manifest.xml in arch, or (arch nil, an audit's listing)
-// its manifest copy — and hands the entries to the workers (see
-// unpackPackage).
+// openIndex reads the index entry of package j, opened as arch, as j's
+// Index reads it; the function returned closes it.
+func (r *run) openIndex(j source.Package, arch *unzip.Archive) (source.Entries, func(), error) {
+	mrc, err := arch.Manifest()
+	if err != nil {
+		return nil, nil, err
+	}
+	entries, err := j.Index.Read(mrc, r.log)
+	if err != nil {
+		mrc.Close()
+		return nil, nil, err
+	}
+	return entries, func() { mrc.Close() }, nil
+}
+
+// readManifest is the one loop over a package's listing: it reads the
+// entries of package j — from its manifest.xml in arch, or (arch nil) a
+// copy of it, or an audit's listing, which delivers nothing — and hands
+// them to the workers (see unpackPackage).
 func (r *run) readManifest(ctx context.Context, j source.Package, entries source.Entries, arch *unzip.Archive, st *streamState, want map[string]*source.Record, out chan<- entryJob) error {
 	pkgFail := func(stage string, err error) error {
 		return r.packageFailed(ctx, j, packageHold(j, want), stage, err)
@@ -343,7 +341,7 @@ func (r *run) readManifest(ctx context.Context, j source.Package, entries source
 // packageDone ends package j, read in full from arch: when every entry was
 // delivered (all), the entries its manifest does not list are skipped.
 func (r *run) packageDone(ctx context.Context, j source.Package, arch *unzip.Archive, all bool) error {
-	if all && arch != nil && r.listing == nil {
+	if all && arch != nil {
 		for _, name := range arch.Unreferenced() {
 			r.log.Warn("package entry not in its manifest; skipped", "package", j.URL, "entry", name)
 			if err := r.send(ctx, result{skip: &Skip{Package: j.URL, Entry: name, Reason: "entry not listed in manifest.xml"}}); err != nil {

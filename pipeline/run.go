@@ -27,6 +27,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/internal/retry"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
@@ -123,7 +124,9 @@ type Options struct {
 	// and hashes (see skip.go).
 	DisablePackageSkip bool
 	// SinkRetries is how often a sink's temporary failure is retried within
-	// a run (default 3); SinkBackoff the first wait (default 200 ms).
+	// a run (default 3; negative: never), unless the sink retries its own
+	// requests (sink.Retrier: es, solr); SinkBackoff the first wait
+	// (default 200 ms).
 	SinkRetries int
 	SinkBackoff time.Duration
 	// Counts, when set, receives the live counters (for progress display).
@@ -230,22 +233,30 @@ type run struct {
 	// run is closed in the state store (checkpoints).
 	onFinish func(ctx context.Context, rep *Report) error
 
-	// listing, when set, makes the run an audit's listing (see Audit):
-	// what the plan names — every record, every entry of every package's
-	// manifest — is recorded in it instead of being fetched and
-	// delivered, and nothing is written to the sinks or the state store.
-	listing *state.Inventory
+	// mode is what the run does with what its plan names: delivering
+	// (a harvest), or an audit's listing (see strategy).
+	mode strategy
 }
 
 // boundSink is a sink with a semaphore of its declared concurrency.
 type boundSink struct {
 	sink.Sink
 	name string
-	sem  chan struct{}
+	// limit is how many writes it takes at once; io is the sink within
+	// that limit and with the run's retries (sink.WithLimit,
+	// sink.WithRetry): Put and Delete go through it.
+	limit int
+	io    sink.Sink
 }
 
+func (s boundSink) Put(ctx context.Context, res *sink.Resource, body io.Reader) error {
+	return s.io.Put(ctx, res, body)
+}
+
+func (s boundSink) Delete(ctx context.Context, uri string) error { return s.io.Delete(ctx, uri) }
+
 func newRun(opts Options) *run {
-	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts,
+	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, mode: delivering{},
 		downloads: make(chan struct{}, opts.Concurrency), spool: newSpoolCache(opts.Concurrency + 1)}
 	for i, s := range opts.Sinks {
 		n := opts.Workers
@@ -256,7 +267,10 @@ func newRun(opts Options) *run {
 		if i < len(opts.SinkNames) && opts.SinkNames[i] != "" {
 			name = opts.SinkNames[i]
 		}
-		r.sinks = append(r.sinks, boundSink{Sink: s, name: name, sem: make(chan struct{}, n)})
+		retries := sink.RetryPolicy{Retries: max(opts.SinkRetries, 0), Backoff: opts.SinkBackoff, Notify: func(uri string, rt retry.Retry) {
+			r.log.Debug("sink call failed; retrying", "sink", name, "uri", uri, "attempt", rt.Attempt-1, "in", rt.Wait, "error", rt.Err)
+		}}
+		r.sinks = append(r.sinks, boundSink{Sink: s, name: name, limit: n, io: sink.WithRetry(sink.WithLimit(s, n), retries)})
 	}
 	return r
 }
@@ -401,12 +415,7 @@ func (r *run) execute(ctx context.Context, task source.Task) error {
 					if !ok {
 						return nil
 					}
-					if skip, err := r.skipPackage(ctx, j); err != nil {
-						return err
-					} else if skip {
-						continue
-					}
-					if err := r.readPackage(ctx, j, entries); err != nil {
+					if err := r.mode.readPackage(ctx, r, j, entries); err != nil {
 						return err
 					}
 					r.book.noteDone(j.URL, r.book.fingerprintOf(j))
@@ -455,14 +464,7 @@ func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.Wait
 					if !ok {
 						return nil
 					}
-					var res result
-					if r.listing != nil {
-						res = result{listed: &state.Listed{URI: j.rec.URI, Length: j.rec.Length, Hashes: j.rec.Hashes, Where: j.pkg.URL}}
-					} else if j.rec.Change == source.Deleted && j.arch == nil && j.stream == nil {
-						res = r.deleteRecord(ctx, j.rec, j.ep)
-					} else {
-						res = r.deliverEntry(ctx, j)
-					}
+					res := r.mode.handle(ctx, r, j)
 					j.done()
 					res.ep = j.ep
 					if res.fatal != nil {
@@ -484,7 +486,7 @@ func (r *run) startWorkers(ctx context.Context, g *errgroup.Group, wg *sync.Wait
 func (r *run) deliveryWorkers() int {
 	n := r.opts.Workers
 	for _, s := range r.sinks {
-		n = max(n, cap(s.sem))
+		n = max(n, s.limit)
 	}
 	return n
 }

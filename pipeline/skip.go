@@ -169,9 +169,10 @@ func (r *run) sinkKey() string {
 // now declares it, delivered in full to this run's sinks; it then counts
 // the package's resources as unchanged. A package read for its winners
 // (j.Wins) is never recorded so: whether its winners are held decides
-// (see readPackage). An audit's listing skips no package.
+// (see readPackage). An audit's listing skips no package (it does not
+// ask).
 func (r *run) skipPackage(ctx context.Context, j source.Package) (bool, error) {
-	if r.opts.DisablePackageSkip || j.List || len(j.Wins) > 0 || r.listing != nil {
+	if r.opts.DisablePackageSkip || j.List || len(j.Wins) > 0 {
 		return false, nil
 	}
 	rec, ok, err := r.opts.Store.PackageDone(ctx, j.URL, r.sinkKey())

@@ -26,6 +26,7 @@ var (
 	_ sink.Sink      = (*ES)(nil)
 	_ sink.Inventory = (*ES)(nil)
 	_ sink.Limiter   = (*ES)(nil)
+	_ sink.Retrier   = (*ES)(nil)
 	_ sink.Opener    = Open
 )
 
@@ -380,6 +381,11 @@ func checkIndexName(name string) error {
 
 // Concurrency returns Options.Concurrency (by default GOMAXPROCS).
 func (s *ES) Concurrency() int { return s.opts.Concurrency }
+
+// RetriesRequests reports whether the sink retries its requests' temporary
+// failures itself (Options.Retries): then its caller does not (see
+// sink.Retrier).
+func (s *ES) RetriesRequests() bool { return s.opts.Retries > 0 }
 
 // Flavor returns the kind of server the sink writes to.
 func (s *ES) Flavor() Flavor { return s.flavor }

@@ -21,6 +21,7 @@ var (
 	_ sink.Sink      = (*Solr)(nil)
 	_ sink.Inventory = (*Solr)(nil)
 	_ sink.Limiter   = (*Solr)(nil)
+	_ sink.Retrier   = (*Solr)(nil)
 	_ sink.Batcher   = (*Solr)(nil)
 	_ sink.Opener    = Open
 )
@@ -294,6 +295,11 @@ func Open(ctx context.Context, arg string) (sink.Sink, error) {
 
 // Concurrency returns Options.Concurrency (by default DefaultConcurrency).
 func (s *Solr) Concurrency() int { return s.opts.Concurrency }
+
+// RetriesRequests reports whether the sink retries its requests' temporary
+// failures itself (Options.Retries): then its caller does not (see
+// sink.Retrier).
+func (s *Solr) RetriesRequests() bool { return s.opts.Retries > 0 }
 
 // URL returns the core's URL, with any password redacted.
 func (s *Solr) URL() string { return s.name }
