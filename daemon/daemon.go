@@ -13,6 +13,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,11 +36,21 @@ import (
 	"github.com/rsharvest/rsharvest/state"
 )
 
+// Store is what the daemon uses of the state: the site registry, and the
+// database River keeps its jobs in when no JobsDB is given (state.Store
+// implements it).
+type Store interface {
+	site.Store
+	JobDB() (*sql.DB, error)
+}
+
+var _ Store = (*state.Store)(nil)
+
 // Options configure Run.
 type Options struct {
 	// Store is the state store, opened with its lock held
 	// (state.OpenExclusive): one daemon per state file.
-	Store *state.Store
+	Store Store
 	// JobsDB, when set, is the URL of a PostgreSQL database
 	// (postgres://…, pgx's syntax; the password may come from $PGPASSWORD
 	// or ~/.pgpass) where River keeps the jobs instead of the state file.

@@ -224,8 +224,19 @@ type Sender struct {
 	// none is sent).
 	Admin string
 	// Store records the reports sent.
-	Store *state.Store
+	Store Store
 }
+
+// Store is what a Sender keeps in the state: which reports were claimed
+// and sent, so that each is sent once across processes (state.Store
+// implements it; see state/statetest).
+type Store interface {
+	ClaimReport(ctx context.Context, key string) (bool, error)
+	ReportSent(ctx context.Context, key string) error
+	ReleaseReport(ctx context.Context, key string) error
+}
+
+var _ Store = (*state.Store)(nil)
 
 // Site writes s's report and sends it to the site's contact when its
 // policy wants it and it was not sent before.

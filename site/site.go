@@ -58,9 +58,22 @@ func (s *Site) Due(now time.Time, loc *time.Location) bool {
 	return !s.NextHarvest(loc).After(now)
 }
 
+// Store is the site registry as the state keeps it: the part of the state
+// store's contract a Registry uses (state.Store implements it; see
+// state/statetest).
+type Store interface {
+	Sites(ctx context.Context) ([]state.Site, error)
+	Site(ctx context.Context, name string) (state.Site, error)
+	PutSite(ctx context.Context, s state.Site) error
+	RemoveSite(ctx context.Context, name string) error
+	SetSiteNext(ctx context.Context, name string, next time.Time) error
+}
+
+var _ Store = (*state.Store)(nil)
+
 // Registry is the site registry in a state store.
 type Registry struct {
-	Store *state.Store
+	Store Store
 }
 
 // Sites returns every site, by name.
