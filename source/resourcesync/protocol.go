@@ -59,28 +59,28 @@ func (d *Planner) docOptions() manifest.Options {
 // function returned closes it.
 func (d *Planner) openDocument(ctx context.Context, docURL string) (*manifest.Reader, func(), error) {
 	rc, err := d.Open(ctx, docURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	rd, err := manifest.NewReader(rc, d.docOptions())
-	if err != nil {
-		rc.Close()
-		return nil, nil, errclass.About(docURL, err)
-	}
-	return rd, func() { rc.Close() }, nil
+	return d.reader(rc, err, func(err error) error { return errclass.About(docURL, err) })
 }
 
 // openPackage opens the manifest.xml of change package j (see
 // OpenPackage); the function returned closes it.
 func (d *Planner) openPackage(ctx context.Context, j source.Package) (*manifest.Reader, func(), error) {
 	rc, err := d.OpenPackage(ctx, j)
+	return d.reader(rc, err, func(err error) error {
+		return &source.StageError{Stage: "manifest", Err: fmt.Errorf("manifest.xml: %w", err)}
+	})
+}
+
+// reader starts reading the document rc opened (unless opening it failed
+// with err); a document that does not begin as one fails as wrap says.
+func (d *Planner) reader(rc io.ReadCloser, err error, wrap func(error) error) (*manifest.Reader, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
 	rd, err := manifest.NewReader(rc, d.docOptions())
 	if err != nil {
 		rc.Close()
-		return nil, nil, &source.StageError{Stage: "manifest", Err: fmt.Errorf("manifest.xml: %w", err)}
+		return nil, nil, wrap(err)
 	}
 	return rd, func() { rc.Close() }, nil
 }
