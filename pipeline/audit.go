@@ -90,8 +90,8 @@ func (a *AuditReport) WriteText(w io.Writer) error {
 const maxAuditList = 1000
 
 // Audit compares what the destination holds with what the source lists
-// now — its Resource List, or its Resource Dump manifests (as Baseline
-// chooses, honouring Options.Prefer) — and reports, per sink, the resources
+// now — what a baseline task of the source's protocol names: records, and
+// the entries of packages' listings — and reports, per sink, the resources
 // missing, extra, and mismatched (length or hashes differ; every held body
 // is read and hashed). With repair, extra resources are removed from the
 // sinks and the state, and missing or mismatched ones fetched again by a
@@ -210,7 +210,7 @@ func verifyHeld(ctx context.Context, inv sink.Inventory, uri string, l state.Lis
 
 // inventory lists what the source publishes into inv: the run executes a
 // baseline task as a listing (see listing) — Resource List entries,
-// and the entries of each Resource Dump package's manifest (its
+// and the entries of each package's listing (its
 // rel="contents" copy when there is one, else the package's manifest.xml,
 // read by Range where the server allows). What could not be read is
 // returned as the audit's problems.

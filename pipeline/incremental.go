@@ -26,11 +26,11 @@ type Range struct {
 // first.
 var ErrNoCheckpoint = source.ErrNoCheckpoint
 
-// Incremental applies, from the source's Change Dump(s), the latest change
-// in rng of every resource: created and updated resources are written,
-// deleted ones removed from every sink. Packages whose interval does not
-// meet the range are never requested; when the Change Dump links each
-// package's manifest (rel="contents"), only packages holding a winning
+// Incremental applies the latest change in rng of every resource, as the
+// planner of the source's protocol plans an incremental task (from a
+// ResourceSync source's Change Dumps or Lists, an OAI-PMH repository's
+// records by datestamp): created and updated resources are written,
+// deleted ones removed from every sink. Only packages holding a winning
 // change not held already are downloaded. The outcome does not depend on
 // the order in which packages are read. Checkpoints advance as seed 003
 // says: to the range's end (or the newest change seen, for an open dump),

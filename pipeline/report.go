@@ -76,7 +76,7 @@ type Report struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	Status   string    `json:"status"`
-	// At is the snapshot time of the Resource Dump(s) the run read.
+	// At is the snapshot time of what a baseline read.
 	At *time.Time `json:"at,omitempty"`
 	// From and Until are an incremental run's explicit range, if given.
 	From     *time.Time `json:"from,omitempty"`

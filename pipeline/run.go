@@ -36,9 +36,9 @@ import (
 
 // Options configure a run.
 type Options struct {
-	// Source is where to start: a Source Description, Capability List,
-	// Resource Dump or Resource Dump Index, or a bare site URL (then
-	// /.well-known/resourcesync is read).
+	// Source is where to start: a URL the protocol understands (for
+	// ResourceSync, any of a source's documents or a bare site URL; for
+	// OAI-PMH, a repository's base URL).
 	Source string
 	// SourceKey names the source in the state store: the resources,
 	// deliveries, change documents and checkpoints of a run are kept under
@@ -89,7 +89,7 @@ type Options struct {
 	SpoolDir string
 	// Limits are the safety caps for ZIP packages.
 	Limits unzip.Limits
-	// MaxDocumentSize caps the bytes of one ResourceSync document fetched
+	// MaxDocumentSize caps the bytes of one document fetched
 	// from the source (documents are spooled to SpoolDir before they are
 	// parsed): a longer one fails, permanently, wrapping fetch.ErrTooLarge,
 	// so an endless body cannot fill the disk. It applies only when the
@@ -323,8 +323,8 @@ func (r *run) noteHold(set string, t time.Time, ep *epoch) {
 	}
 }
 
-// setBroken records that the documents of the resource set whose
-// Capability List is at set could not be read (err): a failure of that set,
+// setBroken records that the documents of resource set set could not be
+// read (err): a failure of that set,
 // which holds its checkpoint whatever err's class, since part of what the
 // set publishes was never seen: at at, the earliest change time the part
 // not seen can hold (zero: where the task started in the set).
@@ -350,8 +350,8 @@ func (r *run) holdOf(set string) (time.Time, bool) {
 	return h, ok
 }
 
-// Baseline copies every resource of the source's Resource Dump(s) into the
-// sinks, verified. It returns the run's report; the error is non-nil only
+// Baseline copies every resource of the source's snapshot, as the planner
+// of its protocol plans a baseline task, into the sinks, verified. It returns the run's report; the error is non-nil only
 // for a fatal condition that ended the run early (the report then has
 // status "failed"). Failures of single packages or resources are recorded
 // in the report and the state store, and the run goes on.
@@ -602,8 +602,8 @@ func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, e
 	return rep, runErr
 }
 
-// setBaselineCheckpoints records, per resource set, the Resource Dump's
-// "at" as the point incremental sync continues from — unless a temporary
+// setBaselineCheckpoints records, per resource set, the snapshot's time
+// (a Resource Dump's "at") as the point incremental sync continues from — unless a temporary
 // failure of that set (or of no known set), or the set's broken documents,
 // mean part of its snapshot is still missing (seed 003).
 func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
