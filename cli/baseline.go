@@ -168,7 +168,7 @@ func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*pip
 	}
 	defer closeStore()
 	counts := &pipeline.Counts{}
-	stopProgress := a.startProgress(ctx, f.progress, counts, log)
+	stopProgress := a.display().Start(ctx, f.progress, counts, log)
 	h := a.harvester(store, f.store != nil, log)
 	h.Counts = counts
 	rep, runErr := h.Run(ctx, mode, f.Job)
@@ -184,7 +184,7 @@ func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*pip
 // harvester is the harvest library on store, with the command's sinks,
 // User-Agent and retry display.
 func (a *app) harvester(store *state.Store, shared bool, log *slog.Logger) *harvest.Harvester {
-	return &harvest.Harvester{Store: store, Shared: shared, Sinks: Sinks(), UserAgent: UserAgent(), Log: log, OnRetry: a.onRetry(log)}
+	return &harvest.Harvester{Store: store, Shared: shared, Sinks: Sinks(), UserAgent: UserAgent(), Log: log, OnRetry: a.display().OnRetry(log)}
 }
 
 // pipelineOptions opens what a run needs from the flags — the state store

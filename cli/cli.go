@@ -23,13 +23,13 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/progress"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/es"
 	"github.com/rsharvest/rsharvest/sink/fs"
@@ -124,14 +124,20 @@ type app struct {
 	cpuProfile     string
 	profile        *os.File
 	code           int
-	// stderrTerm is stderr shared by the log and the progress line (see
-	// term).
-	stderrTerm *terminal
+	// shown is the progress display on stderr, which the log shares (see
+	// display).
+	shown *progress.Display
 	// outMu serialises what the harvests of several sites print.
 	outMu sync.Mutex
-	// retries is the live display's board of requests being retried,
-	// while it runs (see onRetry).
-	retries atomic.Pointer[retryBoard]
+}
+
+// display returns the progress display on the app's standard error, the
+// stream the log writes to.
+func (a *app) display() *progress.Display {
+	if a.shown == nil {
+		a.shown = progress.New(a.stderr)
+	}
+	return a.shown
 }
 
 func (a *app) logger() *slog.Logger {
@@ -141,9 +147,9 @@ func (a *app) logger() *slog.Logger {
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if a.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(a.term(), opts))
+		return slog.New(slog.NewJSONHandler(a.display().Writer(), opts))
 	}
-	return slog.New(slog.NewTextHandler(a.term(), opts))
+	return slog.New(slog.NewTextHandler(a.display().Writer(), opts))
 }
 
 func (a *app) rootCommand() *cobra.Command {

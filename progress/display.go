@@ -1,4 +1,9 @@
-package cli
+// Package progress is the live display of a run's progress
+// (pipeline.Counts): on a terminal, a progress line redrawn in place with,
+// under it, a status line naming what is being retried; elsewhere, a log
+// line every 10 seconds. The display shares standard error with the log
+// (Terminal), so that log records and the display never garble each other.
+package progress
 
 import (
 	"context"
@@ -8,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/term"
@@ -16,14 +22,15 @@ import (
 	"github.com/rsharvest/rsharvest/pipeline"
 )
 
-// terminal is the standard error stream shared by the log and the live
+// Terminal is the standard error stream shared by the log and the live
 // display (the progress line and, under it, a status line saying what is
 // being retried): one writer, one lock. The display is redrawn in place at
 // the bottom of the screen, each line cut to the terminal's width so that
 // it never wraps; a log record first erases the display, then the display
 // is drawn again below the record, in one write. So a record never lands
-// in the middle of the line, and no line is left half overwritten.
-type terminal struct {
+// in the middle of the line, and no line is left half overwritten. It is
+// safe for concurrent use.
+type Terminal struct {
 	mu    sync.Mutex
 	w     io.Writer
 	width func() int // the terminal's columns; 0 when unknown (no cutting)
@@ -31,10 +38,10 @@ type terminal struct {
 	shown int        // display lines on the screen; the cursor ends the last
 }
 
-// newTerminal returns the terminal writing to w, measuring its width when
+// NewTerminal returns the terminal writing to w, measuring its width when
 // w is a terminal.
-func newTerminal(w io.Writer) *terminal {
-	t := &terminal{w: w, width: func() int { return 0 }}
+func NewTerminal(w io.Writer) *Terminal {
+	t := &Terminal{w: w, width: func() int { return 0 }}
 	if f, ok := w.(*os.File); ok {
 		t.width = func() int {
 			cols, _, err := term.GetSize(int(f.Fd()))
@@ -49,7 +56,7 @@ func newTerminal(w io.Writer) *terminal {
 
 // Write writes a log record (or any other text) on lines of its own, above
 // the display.
-func (t *terminal) Write(p []byte) (int, error) {
+func (t *Terminal) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.shown == 0 {
@@ -68,16 +75,16 @@ func (t *terminal) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// show replaces the display by lines.
-func (t *terminal) show(lines ...string) { t.replace(lines, false) }
+// Show replaces the display by lines.
+func (t *Terminal) Show(lines ...string) { t.replace(lines, false) }
 
-// end replaces the display by lines and leaves them on the screen as
+// End replaces the display by lines and leaves them on the screen as
 // ordinary text: what follows is written below them.
-func (t *terminal) end(lines ...string) { t.replace(lines, true) }
+func (t *Terminal) End(lines ...string) { t.replace(lines, true) }
 
 // replace draws lines in place of the display; leave keeps them on the
 // screen as ordinary text.
-func (t *terminal) replace(lines []string, leave bool) {
+func (t *Terminal) replace(lines []string, leave bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var b strings.Builder
@@ -95,7 +102,7 @@ func (t *terminal) replace(lines []string, leave bool) {
 
 // erase moves the cursor to the start of the display's first line and
 // clears the screen from there down.
-func (t *terminal) erase(b *strings.Builder) {
+func (t *Terminal) erase(b *strings.Builder) {
 	if t.shown == 0 {
 		return
 	}
@@ -109,7 +116,7 @@ func (t *terminal) erase(b *strings.Builder) {
 
 // draw writes the display's lines, each cut to the width, leaving the
 // cursor at the end of the last.
-func (t *terminal) draw(b *strings.Builder) {
+func (t *Terminal) draw(b *strings.Builder) {
 	w := t.width()
 	for i, l := range t.lines {
 		if i > 0 {
@@ -120,20 +127,37 @@ func (t *terminal) draw(b *strings.Builder) {
 	t.shown = len(t.lines)
 }
 
-// term returns the app's shared standard error stream.
-func (a *app) term() *terminal {
-	if a.stderrTerm == nil {
-		a.stderrTerm = newTerminal(a.stderr)
-	}
-	return a.stderrTerm
+// Display shows runs' progress on a Terminal. Its zero value is not
+// usable: make one with New. It is safe for concurrent use.
+type Display struct {
+	term *Terminal
+	// isTerminal says whether the stream is a terminal (mode "auto").
+	isTerminal bool
+	// retries is the live display's board of requests being retried,
+	// while it runs (see OnRetry).
+	retries atomic.Pointer[retryBoard]
 }
 
-// onRetry returns the fetch client's Options.OnRetry: while the live
+// New returns the display on stderr, the stream the log shares with it
+// (see Writer).
+func New(stderr io.Writer) *Display {
+	d := &Display{term: NewTerminal(stderr)}
+	if f, ok := stderr.(*os.File); ok {
+		d.isTerminal = term.IsTerminal(int(f.Fd()))
+	}
+	return d
+}
+
+// Writer is the stream to write the log to: its records go above the
+// display.
+func (d *Display) Writer() io.Writer { return d.term }
+
+// OnRetry returns the fetch client's Options.OnRetry: while the live
 // display runs, a retry shows at once on its status line; otherwise it is
 // a warning in log.
-func (a *app) onRetry(log *slog.Logger) func(fetch.Retry) {
+func (d *Display) OnRetry(log *slog.Logger) func(fetch.Retry) {
 	return func(r fetch.Retry) {
-		if b := a.retries.Load(); b != nil {
+		if b := d.retries.Load(); b != nil {
 			b.note(r, time.Now())
 			return
 		}
@@ -142,30 +166,27 @@ func (a *app) onRetry(log *slog.Logger) func(fetch.Retry) {
 	}
 }
 
-// startProgress shows the run's progress: a live display when stderr is a
-// terminal (see showLive), otherwise a log line every 10 seconds. The
-// returned function stops the display and waits for it.
-func (a *app) startProgress(ctx context.Context, mode string, c *pipeline.Counts, log *slog.Logger) func() {
+// Start shows the progress of the run counting into c, in mode: "bars" a
+// live display (see showLive), "log" a log line every 10 seconds, "auto"
+// bars when the stream is a terminal and log lines otherwise, "none"
+// nothing. The returned function stops the display and waits for it.
+func (d *Display) Start(ctx context.Context, mode string, c *pipeline.Counts, log *slog.Logger) (stop func()) {
 	if mode == "none" {
 		return func() {}
 	}
-	live := mode == "bars"
-	if mode == "auto" {
-		f, ok := a.stderr.(*os.File)
-		live = ok && term.IsTerminal(int(f.Fd()))
-	}
+	live := mode == "bars" || (mode == "auto" && d.isTerminal)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	if live {
 		b := newRetryBoard()
-		a.retries.Store(b)
+		d.retries.Store(b)
 		go func() {
 			defer wg.Done()
-			a.showLive(ctx, c, b)
+			d.showLive(ctx, c, b)
 		}()
 		return func() {
-			a.retries.CompareAndSwap(b, nil) // retries from now on are logged
+			d.retries.CompareAndSwap(b, nil) // retries from now on are logged
 			cancel()
 			wg.Wait()
 		}
@@ -181,8 +202,8 @@ func (a *app) startProgress(ctx context.Context, mode string, c *pipeline.Counts
 // retry is noted: the progress line (see stats.String) and, while a
 // request is being retried, a status line under it (see retryLine). When
 // ctx ends, the last progress line stays on the screen.
-func (a *app) showLive(ctx context.Context, c *pipeline.Counts, b *retryBoard) {
-	t := a.term()
+func (d *Display) showLive(ctx context.Context, c *pipeline.Counts, b *retryBoard) {
+	t := d.term
 	meter := rateMeter{window: 5 * time.Second}
 	progress := func(now time.Time) string {
 		return readStats(c, meter.add(now, doneBytes(c))).String()
@@ -193,7 +214,7 @@ func (a *app) showLive(ctx context.Context, c *pipeline.Counts, b *retryBoard) {
 		if l := b.line(now, t.width()); l != "" {
 			lines = append(lines, l)
 		}
-		t.show(lines...)
+		t.Show(lines...)
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -201,7 +222,7 @@ func (a *app) showLive(ctx context.Context, c *pipeline.Counts, b *retryBoard) {
 	for {
 		select {
 		case <-ctx.Done():
-			t.end(progress(time.Now()))
+			t.End(progress(time.Now()))
 			return
 		case <-tick.C:
 			redraw()
