@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
@@ -63,7 +64,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 			if err != nil {
 				return err
 			}
-			if err := st.AddEvent(ctx, state.Event{Operation: opStarted, Message: fmt.Sprintf("%s: every %s, %d site(s) at once", c.CommandPath(), tick, concurrency)}); err != nil {
+			if err := st.AddEvent(ctx, state.Event{Operation: harvestlog.Started, Message: fmt.Sprintf("%s: every %s, %d site(s) at once", c.CommandPath(), tick, concurrency)}); err != nil {
 				return err
 			}
 			stopPage, err := serveStatus(ctx, st, listen, log)
@@ -119,7 +120,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 			if runErr != nil {
 				msg = runErr.Error()
 			}
-			if err := st.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: opStopped, Message: msg}); err != nil && runErr == nil {
+			if err := st.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: harvestlog.Stopped, Message: msg}); err != nil && runErr == nil {
 				runErr = err
 			}
 			log.Info("daemon stopped")

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/harvestlog"
 )
 
 // TestHarvestLog: rsharvest log shows the harvester starting and
@@ -71,7 +72,7 @@ func TestHarvestLog(t *testing.T) {
 		t.Errorf("%d failures of site strict, want 3:\n%s", n, out)
 	}
 	code, out, _ = run(t, "log", "--state", db, "--site", "busy", "--json")
-	var entries []logEntry
+	var entries []harvestlog.Entry
 	if err := json.Unmarshal([]byte(out), &entries); code != ExitOK || err != nil {
 		t.Fatalf("log --json: exit %d, %v\n%s", code, err, out)
 	}
@@ -82,7 +83,7 @@ func TestHarvestLog(t *testing.T) {
 		}
 		ops[e.Operation]++
 	}
-	if ops[opStarted] != 1 || ops[opHarvestBegun] != 1 || ops[opFailed] != 1 || ops[opHarvestEnded] != 1 || ops[opStopped] != 1 {
+	if ops[harvestlog.Started] != 1 || ops[harvestlog.HarvestBegun] != 1 || ops[harvestlog.Failed] != 1 || ops[harvestlog.HarvestEnded] != 1 || ops[harvestlog.Stopped] != 1 {
 		t.Errorf("--site busy: operations %v", ops)
 	}
 	if code, out, _ := run(t, "log", "--state", db, "--since", "2999-01-01T00:00:00Z", "--json"); code != ExitOK || strings.TrimSpace(out) != "[]" {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/report"
 	"github.com/rsharvest/rsharvest/site"
@@ -64,7 +65,7 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 			for i, s := range sites {
 				names[i] = s.Name
 			}
-			if err := st.AddEvent(ctx, state.Event{Operation: opStarted, Message: fmt.Sprintf("%s: %d site(s): %s", c.CommandPath(), len(sites), strings.Join(names, ", "))}); err != nil {
+			if err := st.AddEvent(ctx, state.Event{Operation: harvestlog.Started, Message: fmt.Sprintf("%s: %d site(s): %s", c.CommandPath(), len(sites), strings.Join(names, ", "))}); err != nil {
 				return err
 			}
 			rs, err := rf.sender(st)
@@ -85,7 +86,7 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 			if ctx.Err() != nil {
 				msg = "interrupted"
 			}
-			if err := st.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: opStopped, Message: msg}); err != nil {
+			if err := st.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: harvestlog.Stopped, Message: msg}); err != nil {
 				return err
 			}
 			if ctx.Err() != nil {

@@ -52,6 +52,7 @@ var allowed = []struct {
 	{"harvest", []string{"config", "errclass", "fetch", "manifest", "pipeline", "report", "sink", "site", "source", "source/oaipmh", "source/protocols", "state"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "source", "source/resourcesync", "state", "unzip", "errclass", "fixity", "manifest"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},
+	{"harvestlog", []string{"pipeline", "state"}},
 	{"progress", []string{"fetch", "pipeline"}},
 	{"cli", []string{"*"}},
 	{"cmd/rsharvest", []string{"cli"}},
