@@ -109,6 +109,10 @@ func ParseFaultKinds(s string) ([]FaultKind, error) {
 	return out, nil
 }
 
+// FaultKindNames names every kind of fault, comma-separated, for help
+// texts.
+func FaultKindNames() string { return joinKinds(FaultKinds()) }
+
 func joinKinds(ks []FaultKind) string {
 	s := make([]string, len(ks))
 	for i, k := range ks {

@@ -111,6 +111,20 @@ func (r *OAIRepository) Advance() {
 	r.rev = min(r.rev+1, 1)
 }
 
+// AdvanceAfter advances the repository (Advance) once d has passed,
+// unless ctx ends first; it says whether it did.
+func (r *OAIRepository) AdvanceAfter(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		r.Advance()
+		return true
+	}
+}
+
 // Now returns the repository's clock, the responseDate it answers with:
 // after every datestamp of the current revision.
 func (r *OAIRepository) Now() time.Time {

@@ -172,6 +172,24 @@ func (h *Handler) Publish(k int) {
 	h.stepped.Store(true)
 }
 
+// PublishEvery publishes the next change package every interval, the
+// first after step (a negative step counts as 0), until ctx ends; it
+// calls published with each step once it is published.
+func (h *Handler) PublishEvery(ctx context.Context, step int, every time.Duration, published func(step int)) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for step = max(step, 0); ; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			step++
+			h.Publish(step)
+			published(step)
+		}
+	}
+}
+
 // ServeHTTP counts the request and serves it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.requests.Add(1)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/harvest"
 )
 
@@ -81,7 +82,7 @@ func (a *app) serveCommand() *cobra.Command {
 		Long: "Serve a directory written by gen (or any static ResourceSync source) on loopback, with Range and ETag support.\n\n" +
 			"With --fault-rate above 0 the server injects faults, reproducibly for a --fault-seed: 429s with Retry-After, 5xx storms,\n" +
 			"connection resets mid-body, drip-fed and stalled bodies, Range ignored, ETags changed on resume, wrong or missing\n" +
-			"Content-Length, flipped bytes in packages (--faults: all, transient, or a list of " + faultKindList() + ").\n" +
+			"Content-Length, flipped bytes in packages (--faults: all, transient, or a list of " + bench.FaultKindNames() + ").\n" +
 			"The faults injected, by kind, are printed when the server stops.\n\n" +
 			"With --oai it serves a synthetic OAI-PMH 2.0 repository instead (base URL: the server's URL + \"oai\"), with\n" +
 			"records that change once (--oai-advance-after) and real servers' habits (--oai-quirks: " + strings.Join(bench.OAIQuirks(), ", ") + ").",
@@ -112,7 +113,7 @@ func (a *app) serveCommand() *cobra.Command {
 						h = inj.Wrap(h)
 					}
 					if latency > 0 {
-						h = delayed(latency)(h)
+						h = harness.Wrap(0, latency)(h)
 					}
 					return h
 				}
@@ -135,23 +136,11 @@ func (a *app) serveCommand() *cobra.Command {
 			if inj != nil {
 				fmt.Fprintf(a.stdout, "injecting faults into %.0f %% of the requests (seed %d)\n", 100*ff.rate, ff.seed)
 			}
-			if every <= 0 {
-				<-ctx.Done()
-				return nil
+			if every > 0 {
+				srv.Handler.PublishEvery(ctx, publish, every, func(step int) { fmt.Fprintf(a.stdout, "published change package %d\n", step) })
 			}
-			// Publish one more change package every interval.
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for step := max(publish, 0); ; {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-tick.C:
-					step++
-					srv.Handler.Publish(step)
-					fmt.Fprintf(a.stdout, "published change package %d\n", step)
-				}
-			}
+			<-ctx.Done()
+			return nil
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", "", "directory to serve")
@@ -181,15 +170,7 @@ func (a *app) serveOAI(ctx context.Context, o bench.OAIOptions, addr string, wra
 		defer func() { fmt.Fprintf(a.stdout, "faults injected: %v\n", inj.Stats()) }()
 	}
 	fmt.Fprintf(a.stdout, "serving an OAI-PMH repository of %d records at %s\n", o.Records, srv.BaseURL)
-	if advance <= 0 {
-		<-ctx.Done()
-		return nil
-	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-time.After(advance):
-		repo.Advance()
+	if advance > 0 && repo.AdvanceAfter(ctx, advance) {
 		fmt.Fprintln(a.stdout, "the repository changed")
 	}
 	<-ctx.Done()
@@ -215,7 +196,7 @@ func (ff *faultFlags) register(c *cobra.Command) {
 	fl.Float64Var(&ff.rate, "fault-rate", 0, "probability (0 to 1) that a request gets an injected fault (0: no faults)")
 	fl.Float64Var(&ff.resumeRate, "fault-resume-rate", 0, "probability for requests with a Range header (resumes; 0: --fault-rate)")
 	fl.Uint64Var(&ff.seed, "fault-seed", 1, "seed of the fault decisions (the same seed gives the same faults)")
-	fl.StringVar(&ff.kinds, "faults", "all", "kinds of fault: all, transient, or a comma-separated list of "+faultKindList())
+	fl.StringVar(&ff.kinds, "faults", "all", "kinds of fault: all, transient, or a comma-separated list of "+bench.FaultKindNames())
 	fl.StringVar(&ff.targets, "fault-targets", "all", "files faults apply to: all, or some of packages, documents, resources")
 	fl.StringVar(&ff.path, "fault-path", "", "only inject faults into URL paths matching this regular expression")
 	fl.IntVar(&ff.maxPerPath, "fault-max-per-path", 0, "at most this many faults per URL path (0: no limit)")
@@ -258,15 +239,6 @@ func (ff *faultFlags) injector(log *slog.Logger) (*bench.FaultInjector, error) {
 		return nil, fmt.Errorf("fault flags: %w", err)
 	}
 	return inj, nil
-}
-
-// faultKindList names every kind of fault, for help texts.
-func faultKindList() string {
-	var s []string
-	for _, k := range bench.FaultKinds() {
-		s = append(s, string(k))
-	}
-	return strings.Join(s, ", ")
 }
 
 // demoDir is where the demo puts everything it makes.
@@ -334,21 +306,4 @@ func (a *app) demo(ctx context.Context, resources int) error {
 	fmt.Fprintf(a.stdout, "\nreports: %s, %s — run the demo again: nothing is rewritten.\n", filepath.Join(demoDir, "baseline.json"), f.report)
 	a.code = max(codeOf(rep), codeOf(rep2))
 	return nil
-}
-
-// delayed wraps a handler so that every response starts after d, as from a
-// server far away.
-func delayed(d time.Duration) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-r.Context().Done():
-				return
-			case <-t.C:
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
 }

@@ -2,11 +2,7 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,45 +89,19 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 	if f.latency < 0 {
 		return usagef("--latency must not be negative")
 	}
-	cache := f.cache
-	if cache == "" {
-		cache, err = defaultBenchCache()
-		if err != nil {
-			return err
-		}
-	}
-	work := f.work
-	if work == "" {
-		work, err = os.MkdirTemp("", "rsharvest-bench-")
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		defer os.RemoveAll(work)
-	}
-	log := a.logger()
-	run := harness.Run
 	if f.rounds < 1 || (f.rounds > 1 && len(f.sweep) > 0) {
 		return usagef("--rounds must be at least 1, and 1 with --sweep")
 	}
-	if f.rounds > 1 {
-		run = func(ctx context.Context, o harness.Options) (*harness.Result, error) {
-			return harness.Repeat(ctx, o, f.rounds)
+	for _, n := range f.sweep {
+		if n < 1 {
+			return usagef("--sweep sizes must be at least 1")
 		}
 	}
-	if len(f.sweep) > 0 {
-		for _, n := range f.sweep {
-			if n < 1 {
-				return usagef("--sweep sizes must be at least 1")
-			}
-		}
-		run = func(ctx context.Context, o harness.Options) (*harness.Result, error) {
-			return harness.Sweep(ctx, o, f.sweep)
-		}
-	}
-	res, err := run(ctx, harness.Options{
+	log := a.logger()
+	res, err := harness.Measure(ctx, harness.Options{
 		Gen:         f.gen,
-		CacheDir:    cache,
-		WorkDir:     work,
+		CacheDir:    f.cache,
+		WorkDir:     f.work,
 		Concurrency: f.concurrency,
 		Link:        link,
 		ConnLink:    connLink,
@@ -141,24 +111,14 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 		Resync:      f.resync,
 		Pipeline:    a.benchPipeline(log, f.rangeParts),
 		Logger:      log,
-	})
+	}, f.rounds, f.sweep)
 	if err != nil {
 		return err
 	}
 	if err := res.WriteTable(a.stdout); err != nil {
 		return err
 	}
-	if f.jsonFile != "" {
-		if err := writeFileWith(f.jsonFile, res.WriteJSON); err != nil {
-			return err
-		}
-	}
-	if f.svgFile != "" {
-		if err := writeFileWith(f.svgFile, res.WriteSVG); err != nil {
-			return err
-		}
-	}
-	return nil
+	return res.WriteFiles(f.jsonFile, f.svgFile)
 }
 
 // benchPipeline builds each run's options exactly as the baseline command
@@ -169,32 +129,4 @@ func (a *app) benchPipeline(log *slog.Logger, rangeParts int) harness.OptionsFun
 		f.Source, f.Sinks, f.Concurrency, f.SpoolDir, f.RangeParts = p.Source, []string{"fs:" + p.SinkDir}, p.Concurrency, p.SpoolDir, rangeParts
 		return a.pipelineOptions(ctx, f, log)
 	}
-}
-
-// defaultBenchCache is $RSHARVEST_CACHE, else ~/.cache/rsharvest/bench.
-func defaultBenchCache() (string, error) {
-	if d := os.Getenv("RSHARVEST_CACHE"); d != "" {
-		return d, nil
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("bench: no cache directory (use --cache): %w", err)
-	}
-	return filepath.Join(d, "rsharvest", "bench"), nil
-}
-
-// writeFileWith creates path and fills it with write.
-func writeFileWith(path string, write func(w io.Writer) error) error {
-	out, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	if err := write(out); err != nil {
-		out.Close()
-		return fmt.Errorf("bench: writing %s: %w", path, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	return nil
 }
