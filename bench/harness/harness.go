@@ -368,19 +368,19 @@ func DefaultOptions(ctx context.Context, p RunParams) (pipeline.Options, func(co
 		return pipeline.Options{}, nil, fmt.Errorf("harness: %w", err)
 	}
 	return pipeline.Options{
-		Source:      p.Source,
-		Protocol:    resourcesync.Protocol(),
-		Sinks:       []sink.Sink{s},
-		SinkNames:   []string{"fs:" + p.SinkDir},
-		Store:       store,
-		Client:      fetch.New(fetch.Options{UserAgent: "rsharvest-bench"}),
-		Concurrency: p.Concurrency,
-		Workers:     runtime.NumCPU(),
-		SpoolDir:    p.SpoolDir,
-	}, func(ctx context.Context) error {
-		defer store.Close()
-		return s.Close(ctx)
-	}, nil
+			Source:      p.Source,
+			Protocol:    resourcesync.Protocol(),
+			Sinks:       []sink.Sink{s},
+			SinkNames:   []string{"fs:" + p.SinkDir},
+			Store:       store,
+			Client:      fetch.New(fetch.Options{UserAgent: "rsharvest-bench"}),
+			Concurrency: p.Concurrency,
+			Workers:     runtime.NumCPU(),
+			SpoolDir:    p.SpoolDir,
+		}, func(ctx context.Context) error {
+			defer store.Close()
+			return s.Close(ctx)
+		}, nil
 }
 
 // usage is a snapshot of the process's resource usage.
