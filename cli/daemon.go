@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -15,7 +13,9 @@ import (
 	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/harvestlog"
+	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/publish"
+	"github.com/rsharvest/rsharvest/publish/publisher"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/status"
@@ -73,7 +73,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 			}
 			defer stopPage()
 			// Republishing (issue 16): after each harvest, and once now.
-			var pub *publisher
+			var pub *publisher.Publisher
 			if pf.out != "" {
 				opts, err := pf.options(log)
 				if err != nil {
@@ -84,7 +84,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 					return err
 				}
 				defer closePub()
-				if _, err := pub.run(ctx); err != nil {
+				if _, err := pub.Run(ctx); err != nil {
 					return err
 				}
 				stopPub, err := pf.serve(ctx, a, log)
@@ -105,7 +105,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 					h, done := a.sitesHarvester(st)
 					r, err := h.One(ctx, s, spoolDir, rs, done)
 					if pub != nil && ctx.Err() == nil {
-						if _, perr := pub.run(ctx); perr != nil {
+						if _, perr := pub.Run(ctx); perr != nil {
 							log.Error("publish after the harvest failed; the published set is unchanged", "site", s.Name, "error", perr)
 						}
 					}
@@ -149,35 +149,17 @@ func serveStatus(ctx context.Context, st *state.Store, listen string, log *slog.
 	if listen == "" {
 		return func() {}, nil
 	}
-	h, err := status.Handler(status.Options{Store: st, Token: os.Getenv("RSHARVEST_STATUS_TOKEN"),
+	stop, addr, err := status.Serve(ctx, listen, status.Options{Store: st, Token: os.Getenv("RSHARVEST_STATUS_TOKEN"),
 		User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")})
-	if errors.Is(err, status.ErrNoAuth) {
+	switch {
+	case errors.Is(err, status.ErrNoAuth):
 		log.Warn("the status page is not served: set RSHARVEST_STATUS_TOKEN, or RSHARVEST_STATUS_USER and RSHARVEST_STATUS_PASSWORD")
 		return func() {}, nil
-	}
-	if err != nil {
+	case errors.As(err, new(*httpserve.ListenError)):
+		return nil, usagef("--listen %v", err)
+	case err != nil:
 		return nil, err
-	}
-	stop, addr, err := serveHTTP(ctx, listen, h)
-	if err != nil {
-		return nil, usagef("--listen %s: %v", listen, err)
 	}
 	log.Info("status page", "url", "http://"+addr+"/")
 	return stop, nil
-}
-
-// serveHTTP serves h on listen until the returned function is called, and
-// gives the address it listens on.
-func serveHTTP(ctx context.Context, listen string, h http.Handler) (stop func(), addr string, err error) {
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, "", err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, ln.Addr().String(), nil
 }

@@ -2,20 +2,19 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/bench/harness"
-	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/publish"
-	"github.com/rsharvest/rsharvest/publish/fromes"
+	"github.com/rsharvest/rsharvest/publish/publisher"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
-	"github.com/rsharvest/rsharvest/state"
 )
 
 // publishFlags are the settings of a publication, shared by "publish",
@@ -50,19 +49,11 @@ func (f *publishFlags) registerServe(c *cobra.Command) {
 
 // bodies opens --copies-from's sink, if given, as an Inventory.
 func (f *publishFlags) bodies(ctx context.Context) (sink.Inventory, func(context.Context) error, error) {
-	if f.copiesFrom == "" {
-		return nil, func(context.Context) error { return nil }, nil
+	inv, closeBodies, err := publisher.OpenBodies(ctx, Sinks(), f.copiesFrom)
+	if errors.Is(err, publisher.ErrNoInventory) {
+		return nil, nil, usagef("--%scopies-from %v", f.prefix, err)
 	}
-	sinks, closeAll, err := harvest.OpenSinks(ctx, Sinks(), []string{f.copiesFrom})
-	if err != nil {
-		return nil, nil, err
-	}
-	inv, ok := sinks[0].(sink.Inventory)
-	if !ok {
-		closeAll(ctx)
-		return nil, nil, usagef("--%scopies-from %s: this sink cannot give back what it holds", f.prefix, sink.Redact(f.copiesFrom))
-	}
-	return inv, closeAll, nil
+	return inv, closeBodies, err
 }
 
 // options checks the flags and gives the publication's options.
@@ -112,15 +103,13 @@ func (f *publishFlags) serve(ctx context.Context, a *app, log *slog.Logger) (sto
 		return nil, err
 	}
 	srv.Copies = inv
-	h, err := srv.Handler()
+	stopHTTP, addr, err := publisher.Serve(ctx, srv, f.listen)
 	if err != nil {
 		closeCopies(ctx)
+		if errors.As(err, new(*httpserve.ListenError)) {
+			return nil, usagef("--%slisten %v", f.prefix, err)
+		}
 		return nil, usagef("--%sbase-url: %v", f.prefix, err)
-	}
-	stopHTTP, addr, err := serveHTTP(ctx, f.listen, h)
-	if err != nil {
-		closeCopies(ctx)
-		return nil, usagef("--%slisten %s: %v", f.prefix, f.listen, err)
 	}
 	a.outMu.Lock()
 	fmt.Fprintf(a.stdout, "serving the published source at http://%s/ (%s)\n", addr, f.baseURL)
@@ -132,31 +121,9 @@ func (f *publishFlags) serve(ctx context.Context, a *app, log *slog.Logger) (sto
 	}, nil
 }
 
-// publisher publishes from one state store, one run at a time.
-type publisher struct {
-	mu   sync.Mutex
-	h    publish.Holdings
-	opts publish.Options
-	a    *app
-}
-
-func (p *publisher) run(ctx context.Context) (publish.Result, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	res, err := publish.Publish(ctx, p.h, p.opts)
-	if err != nil {
-		return res, err
-	}
-	p.a.outMu.Lock()
-	fmt.Fprintf(p.a.stdout, "published %s: %d resource sets, %d resources, %d changes, current to %s; %d documents written, %d unchanged\n",
-		res.Generation, res.Sets, res.Resources, res.Changes, res.At.Format("2006-01-02T15:04:05.999999999Z07:00"), res.Written, res.Kept)
-	p.a.outMu.Unlock()
-	return res, nil
-}
-
 // publisher returns the publisher of h with opts, with the sink of the
 // bodies open when dumps are asked for; close closes that sink.
-func (f *publishFlags) publisher(ctx context.Context, a *app, h publish.Holdings, opts publish.Options) (p *publisher, close func(), err error) {
+func (f *publishFlags) publisher(ctx context.Context, a *app, h publish.Holdings, opts publish.Options) (p *publisher.Publisher, close func(), err error) {
 	close = func() {}
 	if f.dumps {
 		inv, closeBodies, err := f.bodies(ctx)
@@ -166,27 +133,23 @@ func (f *publishFlags) publisher(ctx context.Context, a *app, h publish.Holdings
 		opts.Bodies = inv
 		close = func() { _ = closeBodies(context.WithoutCancel(ctx)) }
 	}
-	return &publisher{h: h, opts: opts, a: a}, close, nil
+	return &publisher.Publisher{Holdings: h, Options: opts, Published: func(res publish.Result) {
+		a.outMu.Lock()
+		defer a.outMu.Unlock()
+		fmt.Fprintf(a.stdout, "published %s: %d resource sets, %d resources, %d changes, current to %s; %d documents written, %d unchanged\n",
+			res.Generation, res.Sets, res.Resources, res.Changes, res.At.Format("2006-01-02T15:04:05.999999999Z07:00"), res.Written, res.Kept)
+	}}, close, nil
 }
 
 // holdings opens what to publish: the es sink's index (--from-es), or the
 // state store. close releases it.
 func (f *publishFlags) holdings(ctx context.Context) (h publish.Holdings, close func() error, err error) {
-	if f.fromES != "" {
-		h, err := fromes.Open(ctx, f.fromES, nil)
-		if err != nil {
-			return nil, nil, err
+	if f.fromES == "" {
+		if _, err := os.Stat(f.stateFile); err != nil {
+			return nil, nil, usagef("--state: %v", err)
 		}
-		return h, func() error { return nil }, nil
 	}
-	if _, err := os.Stat(f.stateFile); err != nil {
-		return nil, nil, usagef("--state: %v", err)
-	}
-	st, err := state.Open(ctx, f.stateFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	return publish.FromState(st), st.Close, nil
+	return publisher.OpenHoldings(ctx, f.stateFile, f.fromES)
 }
 
 // publishCommand returns the "publish" command and its "serve".
@@ -221,7 +184,7 @@ Serve DIR/current at --base-url, or run "rsharvest publish serve".`,
 				return err
 			}
 			defer closePub()
-			_, err = pub.run(c.Context())
+			_, err = pub.Run(c.Context())
 			return err
 		},
 	}
@@ -262,7 +225,7 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 					return usagef("--every: %v", err)
 				}
 			}
-			var pub *publisher
+			var pub *publisher.Publisher
 			if !sched.IsZero() {
 				h, closeH, err := f.holdings(ctx)
 				if err != nil {
@@ -274,7 +237,7 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 					return err
 				}
 				defer closePub()
-				if _, err := pub.run(ctx); err != nil {
+				if _, err := pub.Run(ctx); err != nil {
 					return err
 				}
 			}
@@ -288,7 +251,7 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 				return nil
 			}
 			publish.Every(ctx, sched, func(ctx context.Context) error {
-				_, err := pub.run(ctx)
+				_, err := pub.Run(ctx)
 				return err
 			}, log)
 			return nil

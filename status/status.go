@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
@@ -281,4 +282,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descNext, prometheus.GaugeValue, next, v.Name)
 	}
+}
+
+// Serve serves the status page of opts (see Handler) on listen until stop
+// is called, and gives the address it listens on. Without credentials it
+// serves nothing and returns ErrNoAuth; a failure to listen is an
+// *httpserve.ListenError.
+func Serve(ctx context.Context, listen string, opts Options) (stop func(), addr string, err error) {
+	h, err := Handler(opts)
+	if err != nil {
+		return nil, "", err
+	}
+	return httpserve.Start(ctx, listen, h)
 }
