@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/pipeline"
-	"github.com/rsharvest/rsharvest/report"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -52,45 +49,22 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 				return err
 			}
 			defer st.Close()
-			reg := site.Registry{Store: st}
-			sites, err := a.chosenSites(ctx, reg, args, due)
+			sites, err := harvest.Chosen(ctx, site.Registry{Store: st}, args, due, time.Now())
 			if err != nil {
-				return err
+				return noSite(err)
 			}
 			if len(sites) == 0 {
 				fmt.Fprintln(a.stdout, "no site is due")
 				return nil
 			}
-			names := make([]string, len(sites))
-			for i, s := range sites {
-				names[i] = s.Name
-			}
-			if err := st.AddEvent(ctx, state.Event{Operation: harvestlog.Started, Message: fmt.Sprintf("%s: %d site(s): %s", c.CommandPath(), len(sites), strings.Join(names, ", "))}); err != nil {
-				return err
-			}
 			rs, err := rf.sender(st)
 			if err != nil {
 				return err
 			}
-			began := time.Now().UTC()
 			h, done := a.sitesHarvester(st)
-			reports, ok := h.Sites(ctx, sites, concurrency, spoolDir, rs, done)
-			title := fmt.Sprintf("%s at %s", c.CommandPath(), began.Format("2006-01-02 15:04 UTC"))
-			if err := rs.Composite(context.WithoutCancel(ctx), &report.Admin{Key: "run:" + began.Format(time.RFC3339Nano), Title: title, Sites: reports}); err != nil {
-				log.Warn("the composite report could not be sent", "error", err)
-			}
-			msg := "every site harvested succeeded"
-			if !ok {
-				msg = "some sites failed"
-			}
-			if ctx.Err() != nil {
-				msg = "interrupted"
-			}
-			if err := st.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: harvestlog.Stopped, Message: msg}); err != nil {
+			ok, err := h.RunSites(ctx, c.CommandPath(), sites, concurrency, spoolDir, rs, done)
+			if err != nil {
 				return err
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
 			}
 			if !ok {
 				a.code = ExitPartial
@@ -124,30 +98,6 @@ func openSitesState(ctx context.Context, file string, waitLock time.Duration, co
 		log.Warn("earlier runs did not finish (interrupted); their sites pick up where they stopped", "runs", n)
 	}
 	return st, nil
-}
-
-// chosenSites returns the sites named (an unknown one is a usage error),
-// or those due now.
-func (a *app) chosenSites(ctx context.Context, reg site.Registry, names []string, due bool) ([]*site.Site, error) {
-	if !due {
-		var out []*site.Site
-		for _, n := range names {
-			s, err := reg.Site(ctx, n)
-			if err != nil {
-				return nil, noSite(err)
-			}
-			if !slices.ContainsFunc(out, func(o *site.Site) bool { return o.Name == n }) {
-				out = append(out, s)
-			}
-		}
-		return out, nil
-	}
-	all, err := reg.Sites(ctx)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	return slices.DeleteFunc(all, func(s *site.Site) bool { return !s.Due(now, time.Local) }), nil
 }
 
 // harvester of registry sites on the shared store st, printing each

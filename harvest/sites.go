@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/report"
 	"github.com/rsharvest/rsharvest/site"
@@ -43,6 +46,66 @@ func (h *Harvester) Sites(ctx context.Context, sites []*site.Site, concurrency i
 		}
 	}
 	return reports, true
+}
+
+// Chosen returns the registry sites named — an unknown name's error wraps
+// state.ErrNoSite, a name given twice is harvested once — or, with due,
+// every site due at now.
+func Chosen(ctx context.Context, reg site.Registry, names []string, due bool, now time.Time) ([]*site.Site, error) {
+	if !due {
+		var out []*site.Site
+		for _, n := range names {
+			s, err := reg.Site(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.ContainsFunc(out, func(o *site.Site) bool { return o.Name == n }) {
+				out = append(out, s)
+			}
+		}
+		return out, nil
+	}
+	all, err := reg.Sites(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(s *site.Site) bool { return !s.Due(now, time.Local) }), nil
+}
+
+// RunSites harvests sites as the run command does: the harvester's start
+// (naming command and the sites) and its stop (whether every site
+// succeeded, or that ctx ended it) recorded in the harvest log; the sites
+// harvested concurrency at a time (Sites); the composite report of them
+// sent through rs (nil: none; a failure to send it is logged). It says whether every
+// harvest succeeded; its error is one recording the log's events, or
+// ctx's.
+func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.Site, concurrency int, spoolDir string, rs *report.Sender, done Harvested) (bool, error) {
+	names := make([]string, len(sites))
+	for i, s := range sites {
+		names[i] = s.Name
+	}
+	if err := h.Store.AddEvent(ctx, state.Event{Operation: harvestlog.Started, Message: fmt.Sprintf("%s: %d site(s): %s", command, len(sites), strings.Join(names, ", "))}); err != nil {
+		return false, fmt.Errorf("harvest log: %w", err)
+	}
+	began := time.Now().UTC()
+	reports, ok := h.Sites(ctx, sites, concurrency, spoolDir, rs, done)
+	title := fmt.Sprintf("%s at %s", command, began.Format("2006-01-02 15:04 UTC"))
+	if rs != nil {
+		if err := rs.Composite(context.WithoutCancel(ctx), &report.Admin{Key: "run:" + began.Format(time.RFC3339Nano), Title: title, Sites: reports}); err != nil {
+			h.log().Warn("the composite report could not be sent", "error", err)
+		}
+	}
+	msg := "every site harvested succeeded"
+	if !ok {
+		msg = "some sites failed"
+	}
+	if ctx.Err() != nil {
+		msg = "interrupted"
+	}
+	if err := h.Store.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: harvestlog.Stopped, Message: msg}); err != nil {
+		return ok, fmt.Errorf("harvest log: %w", err)
+	}
+	return ok, ctx.Err()
 }
 
 // One harvests registry site s (Site), records the harvest in the
