@@ -94,7 +94,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 			if showJSON {
 				return writeJSON(a.stdout, newSiteJSON(s))
 			}
-			def, err := yaml.Marshal(redacted(s.Site))
+			def, err := yaml.Marshal(harvest.RedactSite(s.Site))
 			if err != nil {
 				return err
 			}
@@ -138,7 +138,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 				if _, err := site.New(sites[i]); err != nil {
 					return usageError{err}
 				}
-				if err := checkSinks(c.Context(), &sites[i]); err != nil {
+				if err := harvest.CheckSinks(c.Context(), Sinks(), &sites[i]); err != nil {
 					return err
 				}
 			}
@@ -234,26 +234,10 @@ func (a *app) siteEditCommand(verb string, open func(context.Context) (*state.St
 			case changed("cron"):
 				s.Schedule = cron
 			}
-			// The same checks as a registry file's site: through its text.
-			text, err := yaml.Marshal(&s)
+			// The same checks as a registry file's site.
+			ns, err := harvest.NewSite(s, "sites "+verb)
 			if err != nil {
 				return err
-			}
-			// Positions in that text mean nothing to whoever gave flags.
-			unplaced := func(err error) error {
-				var e *config.Error
-				if errors.As(err, &e) {
-					err = e.Err
-				}
-				return usagef("sites %s: %w", verb, err)
-			}
-			checked, err := config.DecodeSite(text, "sites "+verb)
-			if err != nil {
-				return unplaced(err)
-			}
-			ns, err := site.New(*checked)
-			if err != nil {
-				return unplaced(err)
 			}
 			if changed("next") {
 				t, err := manifest.ParseDatetime(next)
@@ -262,7 +246,7 @@ func (a *app) siteEditCommand(verb string, open func(context.Context) (*state.St
 				}
 				ns.Next = t
 			}
-			if err := checkSinks(ctx, &ns.Site); err != nil {
+			if err := harvest.CheckSinks(ctx, Sinks(), &ns.Site); err != nil {
 				return err
 			}
 			if err := reg.Put(ctx, ns); err != nil {
@@ -306,23 +290,10 @@ type siteJSON struct {
 }
 
 func newSiteJSON(s *site.Site) siteJSON {
-	d := redacted(s.Site)
+	d := harvest.RedactSite(s.Site)
 	return siteJSON{Name: d.Name, Schedule: d.Schedule, Source: d.Source, Protocol: d.Protocol, MetadataPrefix: d.MetadataPrefix, Sets: d.Sets,
 		Sinks: d.Sinks, Contact: d.Contact, Notify: d.Notify, LastHarvest: when(s.Last), LastStatus: s.LastStatus, LastRunID: s.LastRunID,
 		NextHarvest: orNow(when(s.NextHarvest(time.Local)))}
-}
-
-// redacted is def with its header values and sink credentials hidden.
-func redacted(def config.Site) config.Site {
-	if len(def.Headers) > 0 {
-		h := make(map[string]string, len(def.Headers))
-		for k := range def.Headers {
-			h[k] = "…"
-		}
-		def.Headers = h
-	}
-	def.Sinks = harvest.RedactSpecs(def.Sinks)
-	return def
 }
 
 // when formats t (UTC, seconds), "" when zero.
@@ -373,14 +344,4 @@ func noSite(err error) error {
 		return usageError{err}
 	}
 	return err
-}
-
-// checkSinks opens and closes each sink of def: an unreachable sink
-// refuses the site before anything is written.
-func checkSinks(ctx context.Context, def *config.Site) error {
-	_, closeSinks, err := harvest.OpenSinks(ctx, Sinks(), def.Sinks)
-	if err != nil {
-		return usageError{def.Errorf("sinks", "%v", err)}
-	}
-	return closeSinks(ctx)
 }

@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"gopkg.in/yaml.v3"
 
+	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/report"
+	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -261,4 +264,55 @@ func (h *Harvester) send(ctx context.Context, rs *report.Sender, r *report.Site)
 		}
 		h.log().Warn("the site's report could not be sent", "site", r.Name, "failure", level, "error", err)
 	}
+}
+
+// NewSite checks def as a registry file's site is checked — through its
+// YAML text, decoded with the file's keys (config.DecodeSite) — and makes
+// the site (site.New). what names where def comes from ("sites add"). Its
+// errors are *InvalidError, without a position in a text nobody wrote.
+func NewSite(def config.Site, what string) (*site.Site, error) {
+	text, err := yaml.Marshal(&def)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	unplaced := func(err error) error {
+		var e *config.Error
+		if errors.As(err, &e) {
+			err = e.Err
+		}
+		return &InvalidError{fmt.Errorf("%s: %w", what, err)}
+	}
+	checked, err := config.DecodeSite(text, what)
+	if err != nil {
+		return nil, unplaced(err)
+	}
+	s, err := site.New(*checked)
+	if err != nil {
+		return nil, unplaced(err)
+	}
+	return s, nil
+}
+
+// CheckSinks opens and closes each sink of def with reg: an unreachable
+// sink refuses the site (an *InvalidError) before anything is written.
+func CheckSinks(ctx context.Context, reg sink.Registry, def *config.Site) error {
+	_, closeSinks, err := OpenSinks(ctx, reg, def.Sinks)
+	if err != nil {
+		return &InvalidError{def.Errorf("sinks", "%v", err)}
+	}
+	return closeSinks(ctx)
+}
+
+// RedactSite is def with its header values and sink credentials hidden,
+// to show it.
+func RedactSite(def config.Site) config.Site {
+	if len(def.Headers) > 0 {
+		h := make(map[string]string, len(def.Headers))
+		for k := range def.Headers {
+			h[k] = "…"
+		}
+		def.Headers = h
+	}
+	def.Sinks = RedactSpecs(def.Sinks)
+	return def
 }
