@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -54,15 +53,13 @@ func (a *app) auditCommand() *cobra.Command {
 	return c
 }
 
+// runAudit audits f's job on the state store f gives or --state.
 func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*pipeline.AuditReport, error) {
-	opts, closeSinks, err := a.pipelineOptions(ctx, f, a.logger())
+	log := a.logger()
+	store, closeStore, err := runStore(ctx, f, log)
 	if err != nil {
 		return nil, err
 	}
-	defer closeSinks(context.WithoutCancel(ctx))
-	ar, err := pipeline.Audit(ctx, opts, repair)
-	if err != nil {
-		return ar, fmt.Errorf("audit: %w", err)
-	}
-	return ar, nil
+	defer closeStore()
+	return a.harvester(store, f.store != nil, log).Audit(ctx, f.Job, repair)
 }

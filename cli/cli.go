@@ -1,6 +1,8 @@
-// Package cli is rsharvest's command line: it parses flags, builds the
-// fetch client, sinks and state store, runs the pipeline and maps outcomes
-// to exit codes. It holds no logic of its own beyond that wiring.
+// Package cli is rsharvest's command line: it maps flags and config files
+// into jobs and settings, calls the libraries that do the work (harvest,
+// progress, harvestlog, publish/publisher, status, daemon, bench/harness),
+// prints what they return and maps outcomes to exit codes. It holds no
+// logic of its own beyond that mapping.
 //
 // Exit codes:
 //

@@ -95,6 +95,22 @@ func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*pipeline.Report, e
 	return rep, runErr
 }
 
+// Audit compares what the sinks of j hold with its source
+// (pipeline.Audit); with repair it also fetches what is missing or
+// mismatched and removes what the source no longer lists.
+func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.AuditReport, error) {
+	opts, closeSinks, err := h.Options(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	defer closeSinks(context.WithoutCancel(ctx))
+	ar, err := pipeline.Audit(ctx, opts, repair)
+	if err != nil {
+		return ar, fmt.Errorf("audit: %w", err)
+	}
+	return ar, nil
+}
+
 // Site harvests registry site s as Run in mode Sync does, with the site's
 // settings over the defaults; spoolDir, when not empty, is where its
 // packages are unpacked.
