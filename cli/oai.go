@@ -2,13 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -27,13 +24,16 @@ func (a *app) oaiCommand() *cobra.Command {
 		headers []string
 		retries int
 		prefix  string
+		// allowPrivate lifts the address rule (see fetch.AddressPolicy).
+		allowPrivate bool
 	)
 	c := &cobra.Command{
 		Use:   "oai",
 		Short: "Ask an OAI-PMH repository what it is (identify), which metadata formats it offers (formats) and its sets (sets)",
 	}
-	// sub is one subcommand: use names its arguments after the base URL.
-	sub := func(use, short string, ask func(ctx context.Context, p *oaipmh.Planner, args []string) (any, error), text func(io.Writer, any) error) *cobra.Command {
+	// sub is one subcommand: use names its arguments after the base URL;
+	// what ask returns is printed as JSON or as its text form.
+	sub := func(use, short string, ask func(ctx context.Context, p *oaipmh.Planner, args []string) (interface{ WriteText(io.Writer) error }, error)) *cobra.Command {
 		name, more, _ := strings.Cut(use, " ")
 		want := 1 + len(strings.Fields(more))
 		return &cobra.Command{
@@ -56,7 +56,9 @@ func (a *app) oaiCommand() *cobra.Command {
 				if retries < 0 {
 					return usagef("--retries must not be negative")
 				}
-				p := &oaipmh.Planner{Client: fetch.New(fetch.Options{UserAgent: UserAgent(), Header: hdr, Retries: harvest.FetchRetries(retries), Logger: a.logger()})}
+				// The address rule, as for a harvest of the repository.
+				p := &oaipmh.Planner{Client: fetch.New(fetch.Options{UserAgent: UserAgent(), Header: hdr, Retries: harvest.FetchRetries(retries), Logger: a.logger(),
+					Addresses: &fetch.AddressPolicy{Source: args[0], Allow: allowPrivate}})}
 				ctx := c.Context()
 				v, err := ask(ctx, p, args)
 				if err != nil {
@@ -66,68 +68,30 @@ func (a *app) oaiCommand() *cobra.Command {
 					return &pipeline.SourceError{URL: args[0], Err: err}
 				}
 				if asJSON {
-					enc := json.NewEncoder(a.stdout)
-					enc.SetIndent("", "  ")
-					enc.SetEscapeHTML(false)
-					return enc.Encode(v)
+					return writeJSON(a.stdout, v)
 				}
-				return text(a.stdout, v)
+				return v.WriteText(a.stdout)
 			},
 		}
 	}
+	type text = interface{ WriteText(io.Writer) error }
 	identify := sub("identify", "Print what an OAI-PMH repository says of itself (Identify)",
-		func(ctx context.Context, p *oaipmh.Planner, args []string) (any, error) {
+		func(ctx context.Context, p *oaipmh.Planner, args []string) (text, error) {
 			return p.Identify(ctx, args[0])
-		},
-		func(w io.Writer, v any) error {
-			id := v.(*oaipmh.Identify)
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			for _, row := range [][2]string{{"repository", id.RepositoryName}, {"base URL", id.BaseURL}, {"protocol", id.ProtocolVersion},
-				{"granularity", id.Granularity}, {"earliest", id.EarliestDatestamp}, {"deleted records", id.DeletedRecord},
-				{"admin", strings.Join(id.AdminEmail, ", ")}} {
-				fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
-			}
-			return tw.Flush()
 		})
 	formats := sub("formats", "Print the metadata formats an OAI-PMH repository offers (ListMetadataFormats)",
-		func(ctx context.Context, p *oaipmh.Planner, args []string) (any, error) {
+		func(ctx context.Context, p *oaipmh.Planner, args []string) (text, error) {
 			return p.Formats(ctx, args[0])
-		},
-		func(w io.Writer, v any) error {
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "PREFIX\tNAMESPACE\tSCHEMA")
-			for _, f := range v.([]oaipmh.MetadataFormat) {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Prefix, f.Namespace, f.Schema)
-			}
-			return tw.Flush()
 		})
 	sets := sub("sets", "Print the sets of an OAI-PMH repository (ListSets)",
-		func(ctx context.Context, p *oaipmh.Planner, args []string) (any, error) { return p.Sets(ctx, args[0]) },
-		func(w io.Writer, v any) error {
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "SPEC\tNAME")
-			for _, s := range v.([]oaipmh.Set) {
-				fmt.Fprintf(tw, "%s\t%s\n", s.Spec, s.Name)
-			}
-			return tw.Flush()
-		})
+		func(ctx context.Context, p *oaipmh.Planner, args []string) (text, error) { return p.Sets(ctx, args[0]) })
 	record := sub("record IDENTIFIER", "Print one record of an OAI-PMH repository (GetRecord): its header, then its metadata as rsharvest stores it",
-		func(ctx context.Context, p *oaipmh.Planner, args []string) (any, error) {
+		func(ctx context.Context, p *oaipmh.Planner, args []string) (text, error) {
 			rec, err := p.GetRecord(ctx, args[0], args[1], prefix)
 			if err != nil {
 				return nil, err
 			}
-			h := rec.Header
-			return oaiRecord{Identifier: h.Identifier, Datestamp: h.Datestamp, Sets: h.Sets, Deleted: h.Deleted, Metadata: string(rec.Metadata)}, nil
-		},
-		func(w io.Writer, v any) error {
-			rec := v.(oaiRecord)
-			status := ""
-			if rec.Deleted {
-				status = " (deleted)"
-			}
-			_, err := fmt.Fprintf(w, "identifier: %s%s\ndatestamp:  %s\nsets:       %s\n\n%s", rec.Identifier, status, rec.Datestamp, strings.Join(rec.Sets, ", "), rec.Metadata)
-			return err
+			return rec.View(), nil
 		})
 	record.Flags().StringVar(&prefix, "metadata-prefix", oaipmh.DefaultMetadataPrefix, "the metadata format")
 	c.AddCommand(identify, formats, sets, record)
@@ -135,15 +99,6 @@ func (a *app) oaiCommand() *cobra.Command {
 	fl.BoolVar(&asJSON, "json", false, "print JSON instead of text")
 	fl.StringArrayVar(&headers, "header", nil, "extra HTTP header 'Name: value' for every request (repeatable)")
 	fl.IntVar(&retries, "retries", 5, "retries of a failed request (timeouts, resets, 429, 5xx)")
+	fl.BoolVar(&allowPrivate, "allow-private-addresses", false, "let the repository lead to loopback, private or link-local addresses (as a harvest's flag)")
 	return c
-}
-
-// oaiRecord is a record as "oai record" prints it.
-type oaiRecord struct {
-	Identifier string   `json:"identifier"`
-	Datestamp  string   `json:"datestamp"`
-	Sets       []string `json:"sets"`
-	Deleted    bool     `json:"deleted"`
-	// Metadata is the standalone document rsharvest stores.
-	Metadata string `json:"metadata"`
 }

@@ -406,7 +406,7 @@ func (p *Planner) Identify(ctx context.Context, base string) (*Identify, error) 
 }
 
 // Formats returns the metadata formats the repository at base offers.
-func (p *Planner) Formats(ctx context.Context, base string) ([]MetadataFormat, error) {
+func (p *Planner) Formats(ctx context.Context, base string) (Formats, error) {
 	var out []MetadataFormat
 	err := p.request(ctx, base, url.Values{"verb": {"ListMetadataFormats"}}, func(rd *Reader) error {
 		for {
@@ -433,7 +433,7 @@ func (p *Planner) GetRecord(ctx context.Context, base, identifier, prefix string
 // Sets returns the sets of the repository at base, following resumption
 // tokens (at most MaxPages pages); a repository without sets answers
 // noSetHierarchy, returned as Errors.
-func (p *Planner) Sets(ctx context.Context, base string) ([]Set, error) {
+func (p *Planner) Sets(ctx context.Context, base string) (Sets, error) {
 	var out []Set
 	_, err := p.follow(ctx, base, url.Values{"verb": {"ListSets"}}, func(rd *Reader) error {
 		for {
