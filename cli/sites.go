@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,17 +61,17 @@ notify): sites not in the file are removed, and applying the same file twice cha
 			if err != nil {
 				return err
 			}
+			views := make([]harvest.SiteView, 0, len(sites))
+			for _, s := range sites {
+				views = append(views, harvest.ViewOf(s, time.Local))
+			}
 			if asJSON {
-				out := make([]siteJSON, 0, len(sites))
-				for _, s := range sites {
-					out = append(out, newSiteJSON(s))
-				}
-				return writeJSON(a.stdout, out)
+				return writeJSON(a.stdout, views)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSCHEDULE\tLAST HARVEST\tSTATUS\tNEXT HARVEST\tSOURCE")
-			for _, s := range sites {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.When, orDash(when(s.Last)), orDash(s.LastStatus), orNow(when(s.NextHarvest(time.Local))), s.Source)
+			for i, v := range views {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, sites[i].When, cmp.Or(v.LastHarvest, "-"), cmp.Or(v.LastStatus, "-"), v.NextHarvest, v.Source)
 			}
 			return tw.Flush()
 		},
@@ -91,14 +92,15 @@ notify): sites not in the file are removed, and applying the same file twice cha
 			if err != nil {
 				return noSite(err)
 			}
+			v := harvest.ViewOf(s, time.Local)
 			if showJSON {
-				return writeJSON(a.stdout, newSiteJSON(s))
+				return writeJSON(a.stdout, v)
 			}
 			def, err := yaml.Marshal(harvest.RedactSite(s.Site))
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%s# last harvest: %s (%s)\n# next harvest: %s\n", def, orDash(when(s.Last)), orDash(s.LastStatus), orNow(when(s.NextHarvest(time.Local))))
+			fmt.Fprintf(a.stdout, "%s# last harvest: %s (%s)\n# next harvest: %s\n", def, cmp.Or(v.LastHarvest, "-"), cmp.Or(v.LastStatus, "-"), v.NextHarvest)
 			return nil
 		},
 	}
@@ -269,54 +271,6 @@ func (a *app) siteEditCommand(verb string, open func(context.Context) (*state.St
 	fl.StringVar(&def.Notify, "notify", "", "when the contact hears of a harvest: always, on_error, on_change (default always)")
 	fl.StringVar(&next, "next", "", "the next harvest, a W3C datetime (default: derived from the last harvest and the schedule)")
 	return c
-}
-
-// siteJSON is a site as "sites list --json" and "sites show --json" print
-// it: header values and sink credentials redacted.
-type siteJSON struct {
-	Name           string   `json:"name"`
-	Schedule       string   `json:"schedule"`
-	Source         string   `json:"source"`
-	Protocol       string   `json:"protocol,omitempty"`
-	MetadataPrefix string   `json:"metadata_prefix,omitempty"`
-	Sets           []string `json:"sets,omitempty"`
-	Sinks          []string `json:"sinks"`
-	Contact        string   `json:"contact,omitempty"`
-	Notify         string   `json:"notify,omitempty"`
-	LastHarvest    string   `json:"last_harvest,omitempty"`
-	LastStatus     string   `json:"last_status,omitempty"`
-	LastRunID      int64    `json:"last_run_id,omitempty"`
-	NextHarvest    string   `json:"next_harvest"`
-}
-
-func newSiteJSON(s *site.Site) siteJSON {
-	d := harvest.RedactSite(s.Site)
-	return siteJSON{Name: d.Name, Schedule: d.Schedule, Source: d.Source, Protocol: d.Protocol, MetadataPrefix: d.MetadataPrefix, Sets: d.Sets,
-		Sinks: d.Sinks, Contact: d.Contact, Notify: d.Notify, LastHarvest: when(s.Last), LastStatus: s.LastStatus, LastRunID: s.LastRunID,
-		NextHarvest: orNow(when(s.NextHarvest(time.Local)))}
-}
-
-// when formats t (UTC, seconds), "" when zero.
-func when(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// orNow is a next harvest: "" is due now.
-func orNow(s string) string {
-	if s == "" {
-		return "now"
-	}
-	return s
 }
 
 // writeJSON writes v as indented JSON.

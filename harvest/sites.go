@@ -1,6 +1,7 @@
 package harvest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -315,4 +316,39 @@ func RedactSite(def config.Site) config.Site {
 	}
 	def.Sinks = RedactSpecs(def.Sinks)
 	return def
+}
+
+// SiteView is a registry site as it is shown (sites list, sites show): its
+// definition with header values and sink credentials hidden (RedactSite),
+// and where its harvests stand; times in UTC to the second.
+type SiteView struct {
+	Name           string   `json:"name"`
+	Schedule       string   `json:"schedule"`
+	Source         string   `json:"source"`
+	Protocol       string   `json:"protocol,omitempty"`
+	MetadataPrefix string   `json:"metadata_prefix,omitempty"`
+	Sets           []string `json:"sets,omitempty"`
+	Sinks          []string `json:"sinks"`
+	Contact        string   `json:"contact,omitempty"`
+	Notify         string   `json:"notify,omitempty"`
+	// LastHarvest is "" when the site was never harvested.
+	LastHarvest string `json:"last_harvest,omitempty"`
+	LastStatus  string `json:"last_status,omitempty"`
+	LastRunID   int64  `json:"last_run_id,omitempty"`
+	// NextHarvest is "now" when the site is due.
+	NextHarvest string `json:"next_harvest"`
+}
+
+// ViewOf is s as it is shown, its schedule read in loc.
+func ViewOf(s *site.Site, loc *time.Location) SiteView {
+	d := RedactSite(s.Site)
+	stamp := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	return SiteView{Name: d.Name, Schedule: d.Schedule, Source: d.Source, Protocol: d.Protocol, MetadataPrefix: d.MetadataPrefix, Sets: d.Sets,
+		Sinks: d.Sinks, Contact: d.Contact, Notify: d.Notify, LastHarvest: stamp(s.Last), LastStatus: s.LastStatus, LastRunID: s.LastRunID,
+		NextHarvest: cmp.Or(stamp(s.NextHarvest(loc)), "now")}
 }
