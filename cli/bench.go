@@ -3,12 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -46,13 +44,8 @@ func (a *app) genCommand() *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&o.Dir, "out", "", "directory to write the source to")
 	fl.IntVar(&o.Resources, "resources", 0, "number of resources")
-	fl.IntVar(&o.Packages, "packages", 0, "number of ZIP packages (default: one per 5,000 resources)")
-	fl.Int64Var(&o.Seed, "seed", 1, "seed of the pseudo-random content")
-	fl.IntVar(&o.MeanSize, "size", 50<<10, "mean resource size in bytes")
-	fl.StringVar(&o.SizeDist, "size-dist", "lognormal", "size distribution: lognormal, fixed, uniform")
-	fl.StringVar(&o.Producer, "producer", bench.ProducerRsharvest, "write the packages as this producer does: rsharvest, python-1, python-6 (Python zipfile at zlib level 1 or 6), java (ZipOutputStream: data descriptors, manifest last); all but rsharvest need python3")
-	fl.Float64Var(&o.CompressibleShare, "compressible", 0.5, "share of compressible (text) bodies, 0..1")
-	fl.Float64Var(&o.StoredShare, "stored", -1, "share of stored (not deflated) entries, 0..1 (-1: incompressible ones stored)")
+	o.Seed, o.MeanSize, o.SizeDist, o.Producer, o.CompressibleShare, o.StoredShare = 1, 50<<10, bench.LogNormal, bench.ProducerRsharvest, 0.5, -1
+	o.RegisterContent(fl)
 	fl.IntVar(&o.IndexThreshold, "index-threshold", 100, "packages per Resource Dump before a Resource Dump Index is written")
 	fl.BoolVar(&o.NoOddNames, "no-odd-names", false, "leave out the awkward URIs (query strings, non-ASCII, prefix directories, long names)")
 	fl.BoolVar(&o.WriteResources, "write-resources", false, "also write a Resource List and the resources as plain files")
@@ -71,7 +64,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var publish int
 	var every, latency time.Duration
 	var static bool
-	var ff faultFlags
+	var ff bench.FaultFlags
 	var oai bool
 	var oaiOpts bench.OAIOptions
 	var oaiQuirks string
@@ -95,14 +88,9 @@ func (a *app) serveCommand() *cobra.Command {
 			} else if dir == "" {
 				return usagef("--dir is required (or --oai)")
 			}
-			var inj *bench.FaultInjector
-			if ff.rate > 0 {
-				var err error
-				if inj, err = ff.injector(a.logger()); err != nil {
-					return usageError{err}
-				}
-			} else if ff.rate < 0 {
-				return usagef("--fault-rate must be between 0 and 1")
+			inj, err := ff.Injector(a.logger())
+			if err != nil {
+				return usageError{err}
 			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -134,7 +122,7 @@ func (a *app) serveCommand() *cobra.Command {
 			}
 			fmt.Fprintf(a.stdout, "serving %s at %s\nsource description: %s.well-known/resourcesync\n", dir, srv.URL, srv.URL)
 			if inj != nil {
-				fmt.Fprintf(a.stdout, "injecting faults into %.0f %% of the requests (seed %d)\n", 100*ff.rate, ff.seed)
+				fmt.Fprintln(a.stdout, ff.Summary())
 			}
 			if every > 0 {
 				srv.Handler.PublishEvery(ctx, publish, every, func(step int) { fmt.Fprintf(a.stdout, "published change package %d\n", step) })
@@ -154,7 +142,7 @@ func (a *app) serveCommand() *cobra.Command {
 	c.Flags().IntVar(&oaiOpts.PageSize, "oai-page-size", 100, "records per OAI-PMH list response")
 	c.Flags().StringVar(&oaiQuirks, "oai-quirks", "", "real servers' habits to take on, comma-separated: "+strings.Join(bench.OAIQuirks(), ", "))
 	c.Flags().DurationVar(&oaiAdvance, "oai-advance-after", 0, "after this long, the repository changes once: updates, deletes, new records (0: never)")
-	ff.register(c)
+	ff.Register(c.Flags())
 	return c
 }
 
@@ -175,70 +163,6 @@ func (a *app) serveOAI(ctx context.Context, o bench.OAIOptions, addr string, wra
 	}
 	<-ctx.Done()
 	return nil
-}
-
-// faultFlags are serve's fault injection flags.
-type faultFlags struct {
-	rate, resumeRate          float64
-	seed                      uint64
-	kinds, targets, path      string
-	form                      string
-	maxPerPath, stormLength   int
-	stormCodes                []int
-	retryAfter                time.Duration
-	resetAfter, lengthDelta   int64
-	dripChunk                 int
-	dripDelay, dripMax, stall time.Duration
-}
-
-func (ff *faultFlags) register(c *cobra.Command) {
-	fl := c.Flags()
-	fl.Float64Var(&ff.rate, "fault-rate", 0, "probability (0 to 1) that a request gets an injected fault (0: no faults)")
-	fl.Float64Var(&ff.resumeRate, "fault-resume-rate", 0, "probability for requests with a Range header (resumes; 0: --fault-rate)")
-	fl.Uint64Var(&ff.seed, "fault-seed", 1, "seed of the fault decisions (the same seed gives the same faults)")
-	fl.StringVar(&ff.kinds, "faults", "all", "kinds of fault: all, transient, or a comma-separated list of "+bench.FaultKindNames())
-	fl.StringVar(&ff.targets, "fault-targets", "all", "files faults apply to: all, or some of packages, documents, resources")
-	fl.StringVar(&ff.path, "fault-path", "", "only inject faults into URL paths matching this regular expression")
-	fl.IntVar(&ff.maxPerPath, "fault-max-per-path", 0, "at most this many faults per URL path (0: no limit)")
-	fl.DurationVar(&ff.retryAfter, "fault-retry-after", bench.DefaultFaultRetryAfter, "Retry-After of 429s and storm 503s (negative: none)")
-	fl.StringVar(&ff.form, "fault-retry-after-form", bench.RetryAfterMixed, "Retry-After as seconds, date (HTTP-date) or mixed")
-	fl.IntVar(&ff.stormLength, "fault-storm-length", bench.DefaultFaultStormLength, "consecutive 5xx answers of a storm")
-	fl.IntSliceVar(&ff.stormCodes, "fault-storm-codes", []int{500, 502, 503}, "status codes of storms")
-	fl.Int64Var(&ff.resetAfter, "fault-reset-after", 0, "body bytes sent before a reset (0: a seeded offset; negative: right after the headers)")
-	fl.IntVar(&ff.dripChunk, "fault-drip-chunk", bench.DefaultFaultDripChunk, "bytes per drip-fed write")
-	fl.DurationVar(&ff.dripDelay, "fault-drip-delay", bench.DefaultFaultDripDelay, "sleep after each drip-fed write")
-	fl.DurationVar(&ff.dripMax, "fault-drip-max", bench.DefaultFaultDripMax, "longest a response is drip-fed")
-	fl.DurationVar(&ff.stall, "fault-stall", bench.DefaultFaultStallFor, "how long a stalled body stops (above the client's --stall-timeout to trip it)")
-	fl.Int64Var(&ff.lengthDelta, "fault-length-delta", 0, "how far a wrong Content-Length is off (0: a seeded 1 to 1024)")
-}
-
-// injector builds the fault injector the flags describe.
-func (ff *faultFlags) injector(log *slog.Logger) (*bench.FaultInjector, error) {
-	if ff.rate > 1 {
-		return nil, fmt.Errorf("--fault-rate %v: want 0 to 1", ff.rate)
-	}
-	kinds, err := bench.ParseFaultKinds(ff.kinds)
-	if err != nil {
-		return nil, fmt.Errorf("--faults: %w", err)
-	}
-	targets, err := bench.ParseFaultTargets(ff.targets)
-	if err != nil {
-		return nil, fmt.Errorf("--fault-targets: %w", err)
-	}
-	f := bench.Faults{Seed: ff.seed, Rate: ff.rate, ResumeRate: ff.resumeRate, Kinds: kinds, Targets: targets, MaxPerPath: ff.maxPerPath,
-		RetryAfter: ff.retryAfter, RetryAfterForm: ff.form, StormLength: ff.stormLength, StormCodes: ff.stormCodes,
-		ResetAfter: ff.resetAfter, DripChunk: ff.dripChunk, DripDelay: ff.dripDelay, DripMax: ff.dripMax,
-		StallFor: ff.stall, LengthDelta: ff.lengthDelta, Logger: log}
-	if ff.path != "" {
-		if f.Path, err = regexp.Compile(ff.path); err != nil {
-			return nil, fmt.Errorf("--fault-path: %w", err)
-		}
-	}
-	inj, err := bench.NewFaultInjector(f)
-	if err != nil {
-		return nil, fmt.Errorf("fault flags: %w", err)
-	}
-	return inj, nil
 }
 
 // demoDir is where the demo puts everything it makes.
