@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -12,11 +11,9 @@ import (
 
 	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/publish/publisher"
-	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/status"
 )
@@ -64,9 +61,6 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 			if err != nil {
 				return err
 			}
-			if err := st.AddEvent(ctx, state.Event{Operation: harvestlog.Started, Message: fmt.Sprintf("%s: every %s, %d site(s) at once", c.CommandPath(), tick, concurrency)}); err != nil {
-				return err
-			}
 			stopPage, err := serveStatus(ctx, st, listen, log)
 			if err != nil {
 				return err
@@ -94,34 +88,15 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 				defer stopPub(context.WithoutCancel(ctx))
 			}
 			log.Info("daemon started", "state", stateFile, "tick", tick, "sites-concurrency", concurrency)
-			runErr := daemon.Run(ctx, daemon.Options{
-				Store:            st,
-				JobsDB:           jobsDB,
-				JobsSchema:       jobsSchema,
-				SitesConcurrency: concurrency,
-				Tick:             tick,
-				Log:              log,
-				Harvest: func(ctx context.Context, s *site.Site) error {
-					h, done := a.sitesHarvester(st)
-					r, err := h.One(ctx, s, spoolDir, rs, done)
-					if pub != nil && ctx.Err() == nil {
-						if _, perr := pub.Run(ctx); perr != nil {
-							log.Error("publish after the harvest failed; the published set is unchanged", "site", s.Name, "error", perr)
-						}
-					}
-					return harvest.Retry(r.Status, err)
-				},
-				Daily: func(ctx context.Context) error { return harvest.Daily(ctx, st, rs, time.Now()) },
-			})
+			h, done := a.sitesHarvester(st)
+			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done,
+				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, Tick: tick}}
+			if pub != nil {
+				o.Publish = func(ctx context.Context) error { _, err := pub.Run(ctx); return err }
+			}
+			runErr := h.Daemon(ctx, o)
 			if errors.Is(runErr, daemon.ErrSchemaInUse) {
 				runErr = usageError{runErr}
-			}
-			msg := "stopped"
-			if runErr != nil {
-				msg = runErr.Error()
-			}
-			if err := st.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: harvestlog.Stopped, Message: msg}); err != nil && runErr == nil {
-				runErr = err
 			}
 			log.Info("daemon stopped")
 			return runErr

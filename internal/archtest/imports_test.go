@@ -51,7 +51,7 @@ var allowed = []struct {
 	{"publish/fromes", []string{"publish", "sink", "sink/es", "state", "errclass", "fixity", "internal/retry"}},
 	{"publish", []string{"errclass", "fixity", "internal/flock", "manifest", "sink", "sink/fs", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "sink", "source", "state", "unzip"}},
-	{"harvest", []string{"config", "errclass", "fetch", "harvestlog", "manifest", "pipeline", "report", "sink", "site", "source", "source/oaipmh", "source/protocols", "state"}},
+	{"harvest", []string{"config", "daemon", "errclass", "fetch", "harvestlog", "manifest", "pipeline", "report", "sink", "site", "source", "source/oaipmh", "source/protocols", "state"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "source", "source/resourcesync", "state", "unzip", "errclass", "fixity", "manifest"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},
 	{"harvestlog", []string{"pipeline", "state"}},
