@@ -44,29 +44,18 @@ func (a *app) discoverCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			if rate < 0 || retries < 0 || maxDocs < 0 {
-				return usagef("--rate, --retries and --max-documents must not be negative")
+			if maxDocs < 0 {
+				return usagef("--max-documents must not be negative")
 			}
 			if maxDocSize == 0 || maxDocSize < -1 {
 				return usagef("--max-document-size must be a number of bytes, or -1 for no cap")
 			}
-			hdr, err := parseHeaders(headers)
+			// The documents a source links may not lead inward either.
+			client, err := a.lookClient(args[0], headers, rate, retries, allowPrivate)
 			if err != nil {
 				return err
 			}
-			if retries == 0 {
-				retries = -1 // fetch.Options: 0 is the default, negative none
-			}
 			log := a.logger()
-			client := fetch.New(fetch.Options{
-				UserAgent: UserAgent(),
-				Header:    hdr,
-				Rate:      rate,
-				Retries:   retries,
-				Logger:    log,
-				// The documents a source links may not lead inward either.
-				Addresses: &fetch.AddressPolicy{Source: args[0], Allow: allowPrivate},
-			})
 			ctx := c.Context()
 			src, err := resourcesync.Discover(ctx, client, args[0], resourcesync.Options{MaxDocuments: maxDocs, MaxDocumentSize: maxDocSize, Logger: log})
 			if err != nil {

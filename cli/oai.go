@@ -49,16 +49,11 @@ func (a *app) oaiCommand() *cobra.Command {
 				return nil
 			},
 			RunE: func(c *cobra.Command, args []string) error {
-				hdr, err := parseHeaders(headers)
+				client, err := a.lookClient(args[0], headers, 0, retries, allowPrivate)
 				if err != nil {
 					return err
 				}
-				if retries < 0 {
-					return usagef("--retries must not be negative")
-				}
-				// The address rule, as for a harvest of the repository.
-				p := &oaipmh.Planner{Client: fetch.New(fetch.Options{UserAgent: UserAgent(), Header: hdr, Retries: harvest.FetchRetries(retries), Logger: a.logger(),
-					Addresses: &fetch.AddressPolicy{Source: args[0], Allow: allowPrivate}})}
+				p := &oaipmh.Planner{Client: client}
 				ctx := c.Context()
 				v, err := ask(ctx, p, args)
 				if err != nil {
@@ -101,4 +96,19 @@ func (a *app) oaiCommand() *cobra.Command {
 	fl.IntVar(&retries, "retries", 5, "retries of a failed request (timeouts, resets, 429, 5xx)")
 	fl.BoolVar(&allowPrivate, "allow-private-addresses", false, "let the repository lead to loopback, private or link-local addresses (as a harvest's flag)")
 	return c
+}
+
+// lookClient is the HTTP client of a command that looks at a source (oai,
+// discover): headers, rate and retries as a harvest's, and the address
+// rule applied as for a harvest of source.
+func (a *app) lookClient(source string, headers []string, rate float64, retries int, allowPrivate bool) (*fetch.Client, error) {
+	hdr, err := parseHeaders(headers)
+	if err != nil {
+		return nil, err
+	}
+	if rate < 0 || retries < 0 {
+		return nil, usagef("--rate and --retries must not be negative")
+	}
+	return fetch.New(fetch.Options{UserAgent: UserAgent(), Header: hdr, Rate: rate, Retries: harvest.FetchRetries(retries), Logger: a.logger(),
+		Addresses: &fetch.AddressPolicy{Source: source, Allow: allowPrivate}}), nil
 }

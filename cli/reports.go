@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"net"
 	"net/mail"
 	"os"
 
@@ -50,16 +47,9 @@ func (f *reportFlags) sender(st *state.Store) (*report.Sender, error) {
 	}
 	m := &report.SMTP{Addr: f.smtp, From: f.from, Username: f.user, Password: os.Getenv("RSHARVEST_SMTP_PASSWORD"), TLS: f.tls}
 	if f.ca != "" {
-		pem, err := os.ReadFile(f.ca)
-		if err != nil {
-			return nil, usagef("--smtp-ca: %v", err)
+		if err := m.TrustCA(f.ca); err != nil {
+			return nil, usagef("--smtp-ca %v", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usagef("--smtp-ca %s: no PEM certificate in it", f.ca)
-		}
-		host, _, _ := net.SplitHostPort(f.smtp)
-		m.TLSConfig = &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12}
 	}
 	s.Mail = m
 	return s, nil
