@@ -16,6 +16,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/pipeline"
 )
 
 func (a *app) genCommand() *cobra.Command {
@@ -183,51 +184,19 @@ func (a *app) demoCommand() *cobra.Command {
 }
 
 func (a *app) demo(ctx context.Context, resources int) error {
-	src := filepath.Join(demoDir, "source")
-	opts := bench.GenOptions{Dir: src, Resources: resources, Packages: 8, Seed: 1, MeanSize: 16 << 10, IndexThreshold: 4,
-		ChangePackages: 4, ChangesPerPackage: max(1, resources/10), Logger: a.logger()}
-	if !fileExists(filepath.Join(src, ".well-known", "resourcesync")) {
-		fmt.Fprintf(a.stdout, "generating a demo source of %d resources and %d change packages in %s …\n", resources, opts.ChangePackages, src)
-		if _, err := bench.Generate(ctx, opts); err != nil {
-			return err
-		}
-	}
-	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{Logger: a.logger()})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	f := syncFlags{
-		Job:      harvest.DefaultJob(),
-		state:    filepath.Join(demoDir, "rsharvest.db"),
-		report:   filepath.Join(demoDir, "baseline.json"),
-		progress: "auto",
-		command:  "rsharvest demo",
-	}
-	f.Source, f.SourceKey, f.Sinks = srv.URL, "rsharvest-demo", []string{"fs:" + filepath.Join(demoDir, "mirror")}
+	f := syncFlags{Job: harvest.DefaultJob(), state: filepath.Join(demoDir, "rsharvest.db"), progress: "auto", command: "rsharvest demo"}
+	f.SourceKey, f.Sinks = "rsharvest-demo", []string{"fs:" + filepath.Join(demoDir, "mirror")}
 	f.Workers, f.Retries = 2, 3
-	// First the snapshot, as the source stood before its changes …
-	srv.Handler.Publish(0)
-	fmt.Fprintf(a.stdout, "serving it at %s\n\n1. baseline from the Resource Dump into %s (state %s)\n", srv.URL, f.Sinks[0], f.state)
-	rep, err := a.runSync(ctx, modeBaseline, f)
-	if rep != nil {
-		fmt.Fprint(a.stdout, rep.Summary())
+	reps, err := harness.Demo(ctx, demoDir, resources, a.stdout, a.logger(), func(ctx context.Context, incremental bool, source, reportFile string) (*pipeline.Report, error) {
+		f.Source, f.report = source, reportFile
+		mode := modeBaseline
+		if incremental {
+			mode = modeIncremental
+		}
+		return a.runSync(ctx, mode, f)
+	})
+	for _, rep := range reps {
+		a.code = max(a.code, codeOf(rep))
 	}
-	if err != nil {
-		return err
-	}
-	// … then the source publishes its Change Dump, and we catch up.
-	srv.Handler.Publish(-1)
-	f.report = filepath.Join(demoDir, "incremental.json")
-	fmt.Fprintf(a.stdout, "\n2. the source publishes %d change packages; catching up from the checkpoint\n", opts.ChangePackages)
-	rep2, err := a.runSync(ctx, modeIncremental, f)
-	if rep2 != nil {
-		fmt.Fprint(a.stdout, rep2.Summary())
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "\nreports: %s, %s — run the demo again: nothing is rewritten.\n", filepath.Join(demoDir, "baseline.json"), f.report)
-	a.code = max(codeOf(rep), codeOf(rep2))
-	return nil
+	return err
 }

@@ -197,5 +197,3 @@ func (a *app) stopProfile() {
 		a.profile = nil
 	}
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
