@@ -39,12 +39,14 @@ sites, each with the keys of a config file that belong to a harvest, and name, s
 notify): sites not in the file are removed, and applying the same file twice changes nothing.`,
 	}
 	c.PersistentFlags().StringVar(&stateFile, "state", "rsharvest.db", "state store file (SQLite)")
-	open := func(ctx context.Context) (*state.Store, site.Registry, error) {
+	// registry runs fn on the registry of --state.
+	registry := func(ctx context.Context, fn func(site.Registry) error) error {
 		st, err := state.Open(ctx, stateFile)
 		if err != nil {
-			return nil, site.Registry{}, err
+			return err
 		}
-		return st, site.Registry{Store: st}, nil
+		defer st.Close()
+		return fn(site.Registry{Store: st})
 	}
 	var asJSON bool
 	list := &cobra.Command{
@@ -52,13 +54,8 @@ notify): sites not in the file are removed, and applying the same file twice cha
 		Short: "List the sites: schedule, last harvest and its status, next harvest",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			st, reg, err := open(c.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			sites, err := reg.Sites(c.Context())
-			if err != nil {
+			var sites []*site.Site
+			if err := registry(c.Context(), func(reg site.Registry) (err error) { sites, err = reg.Sites(c.Context()); return err }); err != nil {
 				return err
 			}
 			views := make([]harvest.SiteView, 0, len(sites))
@@ -83,13 +80,8 @@ notify): sites not in the file are removed, and applying the same file twice cha
 		Short: "Show a site: its definition (as a registry file holds it) and where its harvests stand",
 		Args:  exactArgs("sites show", "NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, reg, err := open(c.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			s, err := reg.Site(c.Context(), args[0])
-			if err != nil {
+			var s *site.Site
+			if err := registry(c.Context(), func(reg site.Registry) (err error) { s, err = reg.Site(c.Context(), args[0]); return err }); err != nil {
 				return noSite(err)
 			}
 			v := harvest.ViewOf(s, time.Local)
@@ -110,12 +102,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 		Short: "Remove a site from the registry (what its harvests hold stays in the state and the sinks)",
 		Args:  exactArgs("sites remove", "NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, reg, err := open(c.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if err := reg.Remove(c.Context(), args[0]); err != nil {
+			if err := registry(c.Context(), func(reg site.Registry) error { return reg.Remove(c.Context(), args[0]) }); err != nil {
 				return noSite(err)
 			}
 			fmt.Fprintf(a.stdout, "removed %s\n", args[0])
@@ -144,13 +131,8 @@ notify): sites not in the file are removed, and applying the same file twice cha
 					return err
 				}
 			}
-			st, reg, err := open(c.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			ch, err := reg.Apply(c.Context(), sites)
-			if err != nil {
+			var ch site.Changes
+			if err := registry(c.Context(), func(reg site.Registry) (err error) { ch, err = reg.Apply(c.Context(), sites); return err }); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "%d added, %d changed, %d removed, %d unchanged\n", len(ch.Added), len(ch.Changed), len(ch.Removed), len(ch.Unchanged))
@@ -165,14 +147,14 @@ notify): sites not in the file are removed, and applying the same file twice cha
 			return nil
 		},
 	}
-	c.AddCommand(a.siteEditCommand("add", open), a.siteEditCommand("edit", open), remove, list, show, apply)
+	c.AddCommand(a.siteEditCommand("add", registry), a.siteEditCommand("edit", registry), remove, list, show, apply)
 	return c
 }
 
 // siteEditCommand returns "sites add" or "sites edit": a site defined by
 // flags, checked as a registry file's site is. edit changes only what its
 // flags give.
-func (a *app) siteEditCommand(verb string, open func(context.Context) (*state.Store, site.Registry, error)) *cobra.Command {
+func (a *app) siteEditCommand(verb string, registry func(context.Context, func(site.Registry) error) error) *cobra.Command {
 	var (
 		def     config.Site
 		headers []string
@@ -186,76 +168,73 @@ func (a *app) siteEditCommand(verb string, open func(context.Context) (*state.St
 		Short: map[string]string{"add": "Add a site", "edit": "Change a site: only what the flags give"}[verb],
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
-			st, reg, err := open(ctx)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			s := config.Site{Name: args[0]}
-			if verb == "edit" {
-				old, err := reg.Site(ctx, args[0])
-				if err != nil {
-					return noSite(err)
+			return registry(ctx, func(reg site.Registry) error {
+				s := config.Site{Name: args[0]}
+				if verb == "edit" {
+					old, err := reg.Site(ctx, args[0])
+					if err != nil {
+						return noSite(err)
+					}
+					s = old.Site
+				} else if _, err := reg.Site(ctx, args[0]); err == nil {
+					return usagef("sites add: site %q exists (sites edit changes it)", args[0])
 				}
-				s = old.Site
-			} else if _, err := reg.Site(ctx, args[0]); err == nil {
-				return usagef("sites add: site %q exists (sites edit changes it)", args[0])
-			}
-			changed := c.Flags().Changed
-			for _, f := range []struct {
-				flag string
-				dst  *string
-				v    string
-			}{{"source", &s.Source, def.Source}, {"protocol", &s.Protocol, def.Protocol}, {"metadata-prefix", &s.MetadataPrefix, def.MetadataPrefix},
-				{"contact", &s.Contact, def.Contact}, {"notify", &s.Notify, def.Notify}} {
-				if changed(f.flag) {
-					*f.dst = f.v
+				changed := c.Flags().Changed
+				for _, f := range []struct {
+					flag string
+					dst  *string
+					v    string
+				}{{"source", &s.Source, def.Source}, {"protocol", &s.Protocol, def.Protocol}, {"metadata-prefix", &s.MetadataPrefix, def.MetadataPrefix},
+					{"contact", &s.Contact, def.Contact}, {"notify", &s.Notify, def.Notify}} {
+					if changed(f.flag) {
+						*f.dst = f.v
+					}
 				}
-			}
-			if changed("set") {
-				s.Sets = def.Sets
-			}
-			if changed("sink") {
-				s.Sinks = def.Sinks
-			}
-			if changed("header") {
-				h, err := parseHeaders(headers)
+				if changed("set") {
+					s.Sets = def.Sets
+				}
+				if changed("sink") {
+					s.Sinks = def.Sinks
+				}
+				if changed("header") {
+					h, err := parseHeaders(headers)
+					if err != nil {
+						return err
+					}
+					s.Headers = map[string]string{}
+					for k := range h {
+						s.Headers[k] = h.Get(k)
+					}
+				}
+				switch {
+				case changed("every") && changed("cron"):
+					return usagef("sites %s: give --every or --cron, not both", verb)
+				case changed("every"):
+					s.Schedule = "every " + every
+				case changed("cron"):
+					s.Schedule = cron
+				}
+				// The same checks as a registry file's site.
+				ns, err := harvest.NewSite(s, "sites "+verb)
 				if err != nil {
 					return err
 				}
-				s.Headers = map[string]string{}
-				for k := range h {
-					s.Headers[k] = h.Get(k)
+				if changed("next") {
+					t, err := manifest.ParseDatetime(next)
+					if err != nil {
+						return usagef("--next: %v", err)
+					}
+					ns.Next = t
 				}
-			}
-			switch {
-			case changed("every") && changed("cron"):
-				return usagef("sites %s: give --every or --cron, not both", verb)
-			case changed("every"):
-				s.Schedule = "every " + every
-			case changed("cron"):
-				s.Schedule = cron
-			}
-			// The same checks as a registry file's site.
-			ns, err := harvest.NewSite(s, "sites "+verb)
-			if err != nil {
-				return err
-			}
-			if changed("next") {
-				t, err := manifest.ParseDatetime(next)
-				if err != nil {
-					return usagef("--next: %v", err)
+				if err := harvest.CheckSinks(ctx, Sinks(), &ns.Site); err != nil {
+					return err
 				}
-				ns.Next = t
-			}
-			if err := harvest.CheckSinks(ctx, Sinks(), &ns.Site); err != nil {
-				return err
-			}
-			if err := reg.Put(ctx, ns); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "%s %s: %s, %s\n", map[string]string{"add": "added", "edit": "changed"}[verb], ns.Name, ns.When, ns.Source)
-			return nil
+				if err := reg.Put(ctx, ns); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "%s %s: %s, %s\n", map[string]string{"add": "added", "edit": "changed"}[verb], ns.Name, ns.When, ns.Source)
+				return nil
+			})
 		},
 	}
 	fl := c.Flags()
