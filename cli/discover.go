@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -33,16 +32,7 @@ func (a *app) discoverCommand() *cobra.Command {
 			"<link rel=\"resourcesync\"> or Link header) or from any document (a capability document, a Capability List,\n" +
 			"an HTML page), follows rs:ln rel=\"up\" to the Source Description and prints the tree below it, one line\n" +
 			"per document. Of capability documents only the header is read.",
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("discover takes one URL, got %d arguments", len(args))
-			}
-			u, err := url.Parse(args[0])
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return usagef("discover: %q is not an absolute http(s) URL", args[0])
-			}
-			return nil
-		},
+		Args: urlArgs("discover", "URL"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if maxDocs < 0 {
 				return usagef("--max-documents must not be negative")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,20 +33,11 @@ func (a *app) oaiCommand() *cobra.Command {
 	// sub is one subcommand: use names its arguments after the base URL;
 	// what ask returns is printed as JSON or as its text form.
 	sub := func(use, short string, ask func(ctx context.Context, p *oaipmh.Planner, args []string) (interface{ WriteText(io.Writer) error }, error)) *cobra.Command {
-		name, more, _ := strings.Cut(use, " ")
-		want := 1 + len(strings.Fields(more))
+		name, _, _ := strings.Cut(use, " ")
 		return &cobra.Command{
 			Use:   name + " URL" + strings.TrimPrefix(use, name),
 			Short: short,
-			Args: func(_ *cobra.Command, args []string) error {
-				if len(args) != want {
-					return usagef("oai %s takes %d arguments (%s), got %d", name, want, "URL"+strings.TrimPrefix(use, name), len(args))
-				}
-				if u, err := url.Parse(args[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					return usagef("oai %s: %q is not an absolute http(s) URL", name, args[0])
-				}
-				return nil
-			},
+			Args:  urlArgs("oai "+name, "URL"+strings.TrimPrefix(use, name)),
 			RunE: func(c *cobra.Command, args []string) error {
 				client, err := a.lookClient(args[0], headers, 0, retries, allowPrivate)
 				if err != nil {

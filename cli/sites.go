@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -264,10 +265,13 @@ func writeJSON(w io.Writer, v any) error {
 func exactArgs(cmd, use string) cobra.PositionalArgs {
 	want := len(strings.Fields(use))
 	return func(_ *cobra.Command, args []string) error {
-		if len(args) != want {
-			return usagef("%s takes %d argument(s) (%s), got %d", cmd, want, use, len(args))
+		switch {
+		case len(args) == want:
+			return nil
+		case want == 1:
+			return usagef("%s takes one %s, got %d arguments", cmd, use, len(args))
 		}
-		return nil
+		return usagef("%s takes %d arguments (%s), got %d", cmd, want, use, len(args))
 	}
 }
 
@@ -277,4 +281,19 @@ func noSite(err error) error {
 		return usageError{err}
 	}
 	return err
+}
+
+// urlArgs requires the arguments use names, the first an absolute http(s)
+// URL.
+func urlArgs(cmd, use string) cobra.PositionalArgs {
+	n := exactArgs(cmd, use)
+	return func(c *cobra.Command, args []string) error {
+		if err := n(c, args); err != nil {
+			return err
+		}
+		if u, err := url.Parse(args[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("%s: %q is not an absolute http(s) URL", cmd, args[0])
+		}
+		return nil
+	}
 }
