@@ -37,6 +37,7 @@ import (
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/sink/s3"
 	"github.com/rsharvest/rsharvest/sink/solr"
+	"github.com/rsharvest/rsharvest/unzip"
 )
 
 // Exit codes of the rsharvest command.
@@ -124,7 +125,6 @@ type app struct {
 	logLevel       string
 	logFormat      string
 	cpuProfile     string
-	profile        *os.File
 	code           int
 	// shown is the progress display on stderr, which the log shares (see
 	// display).
@@ -159,41 +159,30 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:           "rsharvest",
 		Short:         "A fast, verifying ResourceSync Destination",
 		Long:          "rsharvest copies a ResourceSync Source's resources in bulk from its Resource Dumps into sinks,\nverifying every byte against the published hashes, and skips what it already holds.",
-		Version:       Version(),
+		Version:       Version() + " (inflater " + unzip.Inflater() + ")",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the command to this file")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
-	root.PersistentPostRun = func(*cobra.Command, []string) { a.stopProfile() }
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if a.cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(a.cpuProfile)
+		if err == nil {
+			if err = pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			return usagef("--cpuprofile: %v", err)
+		}
+		root.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile(); f.Close() }
+		return nil
+	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.publishCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
 	return root
-}
-
-// startProfile starts CPU profiling when --cpuprofile is given.
-func (a *app) startProfile() error {
-	if a.cpuProfile == "" {
-		return nil
-	}
-	f, err := os.Create(a.cpuProfile)
-	if err != nil {
-		return usagef("--cpuprofile: %v", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return usagef("--cpuprofile: %v", err)
-	}
-	a.profile = f
-	return nil
-}
-
-func (a *app) stopProfile() {
-	if a.profile != nil {
-		pprof.StopCPUProfile()
-		a.profile.Close()
-		a.profile = nil
-	}
 }
