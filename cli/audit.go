@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // auditCommand compares the destination with the source. Exit 0 when they
@@ -21,10 +22,6 @@ func (a *app) auditCommand() *cobra.Command {
 			if err := a.applyConfig(c, &f); err != nil {
 				return err
 			}
-			if err := f.validate(); err != nil {
-				return err
-			}
-			f.command = c.CommandPath()
 			ar, err := a.runAudit(c.Context(), f, repair)
 			if ar != nil {
 				if asJSON {
@@ -38,7 +35,7 @@ func (a *app) auditCommand() *cobra.Command {
 			}
 			a.code = ExitOK
 			switch {
-			case ar.Repair != nil && ar.Repair.Status != pipeline.StatusOK:
+			case ar.Repair != nil && ar.Repair.Status != runreport.StatusOK:
 				a.code = ExitPartial
 			case ar.Repair == nil && !ar.Clean():
 				a.code = ExitPartial
@@ -47,7 +44,6 @@ func (a *app) auditCommand() *cobra.Command {
 		},
 	}
 	f.register(c)
-	c.Flags().StringVar(&f.config, "config", "", "YAML config file; flags given on the command line override it")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the audit as JSON")
 	c.Flags().BoolVar(&repair, "repair", false, "fetch what is missing or mismatched and remove what the source no longer lists")
 	return c

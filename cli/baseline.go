@@ -13,6 +13,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/source/protocols"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -64,6 +65,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.Int64Var(&f.MaxDocumentSize, "max-document-size", d.MaxDocumentSize, "largest ResourceSync document read from the source, in bytes (-1: no cap)")
 	fl.DurationVar(&f.waitLock, "wait-lock", 0, "when another run uses the state file, wait up to this long for it to end (default: fail at once)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bars on a terminal, log lines otherwise), bars, log, none")
+	fl.StringVar(&f.config, "config", "", "YAML config file; flags given on the command line override it")
 }
 
 // registerRange adds --from and --until (incremental and sync).
@@ -126,11 +128,7 @@ func (a *app) syncCommand(mode harvest.Mode, short string) *cobra.Command {
 			if err := a.applyConfig(c, &f); err != nil {
 				return err
 			}
-			if err := f.validate(); err != nil {
-				return err
-			}
 			f.ConcurrencySet = c.Flags().Changed("concurrency")
-			f.command = c.CommandPath()
 			rep, err := a.runSync(c.Context(), mode, f)
 			if rep != nil {
 				fmt.Fprint(a.stdout, summary(rep, err))
@@ -146,13 +144,12 @@ func (a *app) syncCommand(mode harvest.Mode, short string) *cobra.Command {
 	if mode != modeBaseline {
 		f.registerRange(c)
 	}
-	c.Flags().StringVar(&f.config, "config", "", "YAML config file; flags given on the command line override it")
 	return c
 }
 
 // codeOf maps a finished run's report to an exit code.
-func codeOf(rep *pipeline.Report) int {
-	if rep.Status == pipeline.StatusOK {
+func codeOf(rep *runreport.Report) int {
+	if rep.Status == runreport.StatusOK {
 		return ExitOK
 	}
 	return ExitPartial
@@ -160,7 +157,7 @@ func codeOf(rep *pipeline.Report) int {
 
 // runSync opens the state store (unless the caller gave one) and runs a
 // harvest of the mode with the progress display, then writes the report.
-func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*pipeline.Report, error) {
+func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*runreport.Report, error) {
 	log := a.logger()
 	store, closeStore, err := runStore(ctx, f, log)
 	if err != nil {
@@ -246,4 +243,16 @@ func openState(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store
 	default:
 		return nil, usageError{err}
 	}
+}
+
+// summary renders rep for standard output. When the run ended with err,
+// the error line is left out: Main prints err on standard error, and the
+// screen shows it once.
+func summary(rep *runreport.Report, err error) string {
+	if err == nil {
+		return rep.Summary()
+	}
+	r := *rep
+	r.Error = ""
+	return r.Summary()
 }

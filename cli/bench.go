@@ -16,7 +16,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 func (a *app) genCommand() *cobra.Command {
@@ -187,7 +187,7 @@ func (a *app) demo(ctx context.Context, resources int) error {
 	f := syncFlags{Job: harvest.DefaultJob(), state: filepath.Join(demoDir, "rsharvest.db"), progress: "auto", command: "rsharvest demo"}
 	f.SourceKey, f.Sinks = "rsharvest-demo", []string{"fs:" + filepath.Join(demoDir, "mirror")}
 	f.Workers, f.Retries = 2, 3
-	reps, err := harness.Demo(ctx, demoDir, resources, a.stdout, a.logger(), func(ctx context.Context, incremental bool, source, reportFile string) (*pipeline.Report, error) {
+	reps, err := harness.Demo(ctx, demoDir, resources, a.stdout, a.logger(), func(ctx context.Context, incremental bool, source, reportFile string) (*runreport.Report, error) {
 		f.Source, f.report = source, reportFile
 		mode := modeBaseline
 		if incremental {

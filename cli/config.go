@@ -7,17 +7,18 @@ import (
 )
 
 // applyConfig loads --config, if given, and copies its values onto every
-// flag that was not set on the command line: flags override the file.
+// flag that was not set on the command line (flags override the file),
+// then checks the flags.
 func (a *app) applyConfig(c *cobra.Command, f *syncFlags) error {
-	if f.config == "" {
-		return nil
+	f.command = c.CommandPath()
+	if f.config != "" {
+		file, err := config.Load(f.config)
+		if err != nil {
+			return usageError{err}
+		}
+		file.Apply(a.targets(f), c.Flags().Changed)
 	}
-	file, err := config.Load(f.config)
-	if err != nil {
-		return usageError{err}
-	}
-	file.Apply(a.targets(f), c.Flags().Changed)
-	return nil
+	return f.validate()
 }
 
 // targets are where a config file's values go: f's flags and the app's

@@ -18,7 +18,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/internal/testbin"
-	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -220,7 +220,7 @@ func daemonKillResume(t *testing.T, bin string, daemonArgs []string) {
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("runs: %v, %v", runs, err)
 	}
-	var rep pipeline.Report
+	var rep runreport.Report
 	if err := json.Unmarshal(runs[0].Report, &rep); err != nil {
 		t.Fatal(err)
 	}

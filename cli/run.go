@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -104,7 +104,7 @@ func openSitesState(ctx context.Context, file string, waitLock time.Duration, co
 // site's summary as its harvest ends.
 func (a *app) sitesHarvester(st *state.Store) (*harvest.Harvester, harvest.Harvested) {
 	h := a.harvester(st, true, a.logger())
-	return h, func(s *site.Site, rep *pipeline.Report, err, rerr error) {
+	return h, func(s *site.Site, rep *runreport.Report, err, rerr error) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "site %s: ", s.Name)
 		if rep != nil {

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
-	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -77,7 +77,7 @@ type soakRunner struct {
 	bin, source, work string
 	runs              int
 	codes             map[int]int // exit code → runs
-	fetch             pipeline.FetchStats
+	fetch             runreport.FetchStats
 	failed            int64 // resources that failed in some run (retried later)
 }
 
@@ -122,7 +122,7 @@ func (s *soakRunner) run(t *testing.T, cmdName string, extra ...string) (int, st
 	if cmdName != "audit" {
 		s.codes[code]++
 		if b, err := os.ReadFile(report); err == nil {
-			var rep pipeline.Report
+			var rep runreport.Report
 			if err := json.Unmarshal(b, &rep); err != nil {
 				t.Fatalf("run %d: report: %v", s.runs, err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/source"
@@ -45,7 +46,7 @@ type Harvester struct {
 // job's source (its SourceKey), an incremental run otherwise, and a
 // baseline after all when the source offers no changes or a resource set
 // was never loaded.
-func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*pipeline.Report, error) {
+func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*runreport.Report, error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
@@ -71,7 +72,7 @@ func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*pipeline.Report, e
 		}
 		log.Info("sync", "mode", m)
 	}
-	var rep *pipeline.Report
+	var rep *runreport.Report
 	var runErr error
 	if m == Baseline {
 		rep, runErr = pipeline.Baseline(ctx, opts)
@@ -89,7 +90,7 @@ func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*pipeline.Report, e
 	if cerr := closeSinks(context.WithoutCancel(ctx)); cerr != nil && runErr == nil {
 		runErr = fmt.Errorf("closing sinks: %w", cerr)
 		if rep != nil {
-			rep.Status, rep.Error = pipeline.StatusFailed, runErr.Error()
+			rep.Status, rep.Error = runreport.StatusFailed, runErr.Error()
 		}
 	}
 	return rep, runErr
@@ -114,7 +115,7 @@ func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.Au
 // Site harvests registry site s as Run in mode Sync does, with the site's
 // settings over the defaults; spoolDir, when not empty, is where its
 // packages are unpacked.
-func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*pipeline.Report, error) {
+func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*runreport.Report, error) {
 	j := SiteJob(s)
 	if spoolDir != "" {
 		j.SpoolDir = spoolDir

@@ -16,6 +16,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/site"
@@ -87,12 +88,12 @@ func TestSite(t *testing.T) {
 	}
 	h := &harvest.Harvester{Store: st, Sinks: sink.Registry{"fs": fs.Open}, Log: slog.New(slog.DiscardHandler)}
 	rep, err := h.Site(ctx, s, "")
-	if err != nil || rep.Status != pipeline.StatusOK || rep.Mode != "baseline" {
+	if err != nil || rep.Status != runreport.StatusOK || rep.Mode != "baseline" {
 		t.Fatalf("first harvest: %v %+v", err, rep)
 	}
 	srv.Handler.Publish(-1)
 	rep, err = h.Site(ctx, s, "")
-	if err != nil || rep.Status != pipeline.StatusOK || rep.Mode != "incremental" {
+	if err != nil || rep.Status != runreport.StatusOK || rep.Mode != "incremental" {
 		t.Fatalf("second harvest: %v %+v", err, rep)
 	}
 	want := map[string][]byte{}
@@ -184,11 +185,11 @@ func TestRetry(t *testing.T) {
 		err    error
 		want   string // "nil", "retryable", "as is"
 	}{
-		{"ok", pipeline.StatusOK, nil, "nil"},
-		{"source down", pipeline.StatusFailed, unreadable(errclass.Retryablef("connection refused")), "retryable"},
-		{"source wrong", pipeline.StatusFailed, unreadable(errclass.Permanentf("not a ResourceSync document")), "as is"},
-		{"partial", pipeline.StatusPartial, errors.New("site x: harvest partial"), "nil"},
-		{"failed", pipeline.StatusFailed, errors.New("disk full"), "as is"},
+		{"ok", runreport.StatusOK, nil, "nil"},
+		{"source down", runreport.StatusFailed, unreadable(errclass.Retryablef("connection refused")), "retryable"},
+		{"source wrong", runreport.StatusFailed, unreadable(errclass.Permanentf("not a ResourceSync document")), "as is"},
+		{"partial", runreport.StatusPartial, errors.New("site x: harvest partial"), "nil"},
+		{"failed", runreport.StatusFailed, errors.New("disk full"), "as is"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := harvest.Retry(tc.status, tc.err)

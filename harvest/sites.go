@@ -17,6 +17,7 @@ import (
 	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/report"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
@@ -26,7 +27,7 @@ import (
 // site, its run's report (nil when the run did not begin) and error, and
 // the error of recording the harvest in the registry. It may be called
 // from several goroutines at once.
-type Harvested func(s *site.Site, rep *pipeline.Report, err, recordErr error)
+type Harvested func(s *site.Site, rep *runreport.Report, err, recordErr error)
 
 // Sites harvests the registry sites given, concurrency at a time, each on
 // its own (see One): a site that fails does not stop the others. It
@@ -139,7 +140,7 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 		return r, err
 	case rerr != nil:
 		return r, rerr
-	case status != pipeline.StatusOK:
+	case status != runreport.StatusOK:
 		return r, fmt.Errorf("site %s: harvest %s", s.Name, status)
 	}
 	return r, nil
@@ -147,12 +148,12 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 
 // Status is a site harvest's status: its run's (failed when the run did
 // not begin), interrupted when ctx ended it, and never ok beside an error.
-func Status(ctx context.Context, rep *pipeline.Report, err error) string {
+func Status(ctx context.Context, rep *runreport.Report, err error) string {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return state.StatusInterrupted
-	case rep == nil, err != nil && rep.Status == pipeline.StatusOK:
-		return pipeline.StatusFailed
+	case rep == nil, err != nil && rep.Status == runreport.StatusOK:
+		return runreport.StatusFailed
 	}
 	return rep.Status
 }
@@ -167,7 +168,7 @@ func Retry(status string, err error) error {
 	if errors.As(err, &se) && !errclass.IsPermanent(se.Err) {
 		return errclass.NewRetryable(err) // the source may come back
 	}
-	if err != nil && status == pipeline.StatusPartial {
+	if err != nil && status == runreport.StatusPartial {
 		return nil // recorded; its temporary failures wait for the next harvest
 	}
 	return err
@@ -177,7 +178,7 @@ func Retry(status string, err error) error {
 // its run's report (nil when it failed before it began) and error, its
 // failures from the state (the first report.MaxFailures), and its next
 // harvest.
-func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time.Time, status string, rep *pipeline.Report, runErr error) (report.Site, error) {
+func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time.Time, status string, rep *runreport.Report, runErr error) (report.Site, error) {
 	r := report.Site{Name: s.Name, Source: s.Source, Contact: s.Contact, Notify: s.Notify, Status: status, Started: started,
 		Next: s.When.Next(started, time.Local)}
 	if rep != nil {
@@ -245,11 +246,11 @@ func Daily(ctx context.Context, st *state.Store, rs *report.Sender, now time.Tim
 // RunReport is the report a run recorded, decoded; a run that recorded
 // none (or one that cannot be read) gets one made of what the run row
 // says.
-func RunReport(run state.Run) *pipeline.Report {
-	if rep, ok := pipeline.ReadReport(run.Report); ok {
+func RunReport(run state.Run) *runreport.Report {
+	if rep, ok := runreport.Read(run.Report); ok {
 		return rep
 	}
-	return &pipeline.Report{Mode: run.Mode, Source: run.Source, RunID: run.ID, Started: run.Started, Finished: run.Finished, Status: run.Status}
+	return &runreport.Report{Mode: run.Mode, Source: run.Source, RunID: run.ID, Started: run.Started, Finished: run.Finished, Status: run.Status}
 }
 
 // send writes and sends a site's report; a failure to send is logged,

@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -92,7 +92,7 @@ func Read(ctx context.Context, st Store, since time.Time, site string) ([]Entry,
 			continue
 		}
 		end := Entry{At: r.Finished, Operation: HarvestEnded, Site: r.Site, RunID: r.ID, Mode: r.Mode, Source: r.Source, Status: r.Status}
-		if rep, ok := pipeline.ReadReport(r.Report); ok {
+		if rep, ok := runreport.Read(r.Report); ok {
 			c := rep.Resources
 			end.Counts = map[string]int64{"written": c.Written, "deleted": c.Deleted, "unchanged": c.Unchanged, "failed": c.Failed, "skipped": c.Skipped}
 			end.Error = rep.Error

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
@@ -38,10 +39,10 @@ type AuditReport struct {
 	Sinks    []SinkAudit `json:"sinks"`
 	// Problems are documents or packages of the source that could not be
 	// read (the audit is then incomplete).
-	Problems []Failure `json:"problems,omitempty"`
+	Problems []runreport.Failure `json:"problems,omitempty"`
 	// Repair is the report of the repairing sync, with --repair.
-	Repair  *Report `json:"repair,omitempty"`
-	Removed int64   `json:"removed,omitempty"`
+	Repair  *runreport.Report `json:"repair,omitempty"`
+	Removed int64             `json:"removed,omitempty"`
 }
 
 // Clean reports whether the audit found nothing to mend.
@@ -214,12 +215,12 @@ func verifyHeld(ctx context.Context, inv sink.Inventory, uri string, l state.Lis
 // rel="contents" copy when there is one, else the package's manifest.xml,
 // read by Range where the server allows). What could not be read is
 // returned as the audit's problems.
-func (r *run) inventory(ctx context.Context, inv *state.Inventory) ([]Failure, error) {
+func (r *run) inventory(ctx context.Context, inv *state.Inventory) ([]runreport.Failure, error) {
 	r.mode = listing{inv}
 	if err := r.execute(ctx, r.task(source.Baseline, Range{})); err != nil {
 		return nil, err
 	}
-	var rep Report
+	var rep runreport.Report
 	r.rec.fill(&rep, r.counts)
 	return rep.Failures, nil
 }

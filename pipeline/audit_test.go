@@ -10,6 +10,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // TestAudit: after a baseline the audit finds nothing; planted missing,
@@ -26,7 +27,7 @@ func TestAudit(t *testing.T) {
 			}
 			h := newHarness(t)
 			mod := func(o *pipeline.Options) { o.Settings.PreferList = prefer == "list" }
-			if rep := h.baseline(ctx, srv.URL, mod); rep.Status != pipeline.StatusOK {
+			if rep := h.baseline(ctx, srv.URL, mod); rep.Status != runreport.StatusOK {
 				t.Fatalf("%s", rep.Summary())
 			}
 			audit := func(repair bool) *pipeline.AuditReport {
@@ -87,7 +88,7 @@ func TestAuditByRange(t *testing.T) {
 	gen, want, pkgBytes := rangeSource(t)
 	srv := serve(t, gen.Dir)
 	h := newHarness(t)
-	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != pipeline.StatusOK {
+	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != runreport.StatusOK {
 		t.Fatalf("%s", rep.Summary())
 	}
 	copies, err := filepath.Glob(filepath.Join(gen.Dir, "*", "*.manifest.xml"))

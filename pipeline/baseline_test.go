@@ -18,6 +18,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/source"
@@ -69,7 +70,7 @@ func sinkResource(uri, body string) *sink.Resource {
 	return &sink.Resource{URI: uri, Length: int64(len(body)), Hashes: sums([]byte(body))}
 }
 
-func (h *harness) baseline(ctx context.Context, source string, mod func(*pipeline.Options)) *pipeline.Report {
+func (h *harness) baseline(ctx context.Context, source string, mod func(*pipeline.Options)) *runreport.Report {
 	h.t.Helper()
 	opts := h.options(source)
 	if mod != nil {
@@ -145,7 +146,7 @@ func TestBaselineEndToEnd(t *testing.T) {
 
 	h := newHarness(t)
 	rep := h.baseline(ctx, srv.URL, nil)
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(want)) || rep.Packages.Done != 7 || rep.Packages.Total != 7 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(len(want)) || rep.Packages.Done != 7 || rep.Packages.Total != 7 {
 		t.Fatalf("first run: %s", rep.Summary())
 	}
 	if rep.At == nil || !rep.At.Equal(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
@@ -168,7 +169,7 @@ func TestBaselineEndToEnd(t *testing.T) {
 	// A repeated baseline rewrites nothing and reports everything unchanged.
 	before := mtimes(t, filepath.Join(h.dir, "mirror"))
 	rep2 := h.baseline(ctx, srv.URL+".well-known/resourcesync", nil)
-	if rep2.Status != pipeline.StatusOK || rep2.Resources.Written != 0 || rep2.Resources.Skipped != 0 || rep2.Resources.Unchanged != int64(len(want)) {
+	if rep2.Status != runreport.StatusOK || rep2.Resources.Written != 0 || rep2.Resources.Skipped != 0 || rep2.Resources.Unchanged != int64(len(want)) {
 		t.Fatalf("second run: %s", rep2.Summary())
 	}
 	if rep2.Bytes.Downloaded != 0 {
@@ -223,7 +224,7 @@ func TestBaselineStartingPoints(t *testing.T) {
 			if start == "resourcedump-0002.xml" {
 				want = 60 // one of the two dumps the index lists
 			}
-			if rep.Status != pipeline.StatusOK || rep.Resources.Written != want {
+			if rep.Status != runreport.StatusOK || rep.Resources.Written != want {
 				t.Fatalf("%s", rep.Summary())
 			}
 		})
@@ -274,7 +275,7 @@ func TestBaselineHostile(t *testing.T) {
 	rep := h.baseline(ctx, dump, func(o *pipeline.Options) {
 		o.Limits = unzip.Limits{MaxEntries: hostile.MaxEntries, MaxRatio: hostile.MaxRatio}
 	})
-	if rep.Status != pipeline.StatusPartial {
+	if rep.Status != runreport.StatusPartial {
 		t.Fatalf("status %s, want partial:\n%s", rep.Status, rep.Summary())
 	}
 	checkHostile(t, hs, srv.URL, rep, h.held(ctx), nil)
@@ -311,7 +312,7 @@ func TestBaselineInterop(t *testing.T) {
 	srv := serve(t, dir)
 	h := newHarness(t)
 	rep := h.baseline(context.Background(), srv.URL, nil)
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written < 100 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written < 100 {
 		t.Fatalf("%s", rep.Summary())
 	}
 	got := h.held(context.Background())
@@ -377,7 +378,7 @@ func TestSeveralSinks(t *testing.T) {
 	mk := h.flaky
 	a, b := mk("a"), mk("b")
 	b.fail[victim] = true
-	run := func() *pipeline.Report {
+	run := func() *runreport.Report {
 		opts := h.options(srv.URL)
 		opts.Sinks = []sink.Sink{a, b}
 		opts.SinkNames = []string{"fs:a", "fs:b"}
@@ -389,7 +390,7 @@ func TestSeveralSinks(t *testing.T) {
 		return rep
 	}
 	rep := run()
-	if rep.Status != pipeline.StatusPartial || rep.Resources.Failed != 1 || rep.Resources.Written != int64(len(uris)-1) {
+	if rep.Status != runreport.StatusPartial || rep.Resources.Failed != 1 || rep.Resources.Written != int64(len(uris)-1) {
 		t.Fatalf("%s", rep.Summary())
 	}
 	if f := rep.Failures[0]; f.URI != victim || !strings.Contains(f.Error, "sink fs:b") || f.Permanent {
@@ -400,7 +401,7 @@ func TestSeveralSinks(t *testing.T) {
 	}
 	b.fail[victim] = false
 	rep = run()
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 || rep.Resources.Unchanged != int64(len(uris)-1) {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != 1 || rep.Resources.Unchanged != int64(len(uris)-1) {
 		t.Fatalf("second run: %s", rep.Summary())
 	}
 	if a.puts[victim] != 1 || b.puts[victim] != 5 {
@@ -456,7 +457,7 @@ func TestBatchingSinkFailures(t *testing.T) {
 	a := mk("a")
 	b := &batchingSink{flakySink: mk("b")}
 	b.fail[victim] = true
-	run := func() *pipeline.Report {
+	run := func() *runreport.Report {
 		opts := h.options(srv.URL)
 		opts.Sinks = []sink.Sink{a, b}
 		opts.SinkNames = []string{"fs:a", "bulk:b"}
@@ -467,7 +468,7 @@ func TestBatchingSinkFailures(t *testing.T) {
 		return rep
 	}
 	rep := run()
-	if rep.Status != pipeline.StatusPartial || rep.Resources.Failed != 1 || rep.Resources.Written != int64(len(uris)-1) {
+	if rep.Status != runreport.StatusPartial || rep.Resources.Failed != 1 || rep.Resources.Written != int64(len(uris)-1) {
 		t.Fatalf("%s", rep.Summary())
 	}
 	if rec, ok, _ := recordOf(ctx, h.store, victim); ok && rec.Outcome == "written" {
@@ -476,7 +477,7 @@ func TestBatchingSinkFailures(t *testing.T) {
 	checkCommitted(t, ctx, h.store, rep)
 	b.fail[victim] = false
 	rep = run()
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != 1 {
 		t.Fatalf("second run: %s", rep.Summary())
 	}
 	if a.puts[victim] != 1 || b.puts[victim] != 2 {
@@ -493,9 +494,9 @@ func TestBatchingSinkFailures(t *testing.T) {
 // delivered as it arrived, each entry verified against its manifest entry,
 // before its package's central directory refused it or its download failed
 // (see TestStreamingHostile).
-func checkHostile(t *testing.T, hs *hostile.Source, base string, rep *pipeline.Report, got map[string][]byte, kept func(uri string) bool) {
+func checkHostile(t *testing.T, hs *hostile.Source, base string, rep *runreport.Report, got map[string][]byte, kept func(uri string) bool) {
 	t.Helper()
-	failures := map[string]pipeline.Failure{}
+	failures := map[string]runreport.Failure{}
 	for _, f := range rep.Failures {
 		failures[f.URI] = f
 	}
@@ -594,7 +595,7 @@ func deliveriesOf(ctx context.Context, st *state.Store, uri string) ([]state.Del
 // checkCommitted checks that a report's figures are those of what its run
 // committed to the state store: the resources it recorded written,
 // deleted and unverified, and the failures it logged.
-func checkCommitted(t *testing.T, ctx context.Context, st *state.Store, rep *pipeline.Report) {
+func checkCommitted(t *testing.T, ctx context.Context, st *state.Store, rep *runreport.Report) {
 	t.Helper()
 	var written, deleted, unverified, bytes int64
 	if err := st.WalkResources(ctx, "", func(r state.Resource) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // TestCatchUpInSteps: a baseline followed by incremental runs, as the
@@ -27,13 +28,13 @@ func TestCatchUpInSteps(t *testing.T) {
 	}
 	h := newHarness(t)
 	srv.Handler.Publish(0)
-	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != pipeline.StatusOK {
+	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != runreport.StatusOK {
 		t.Fatalf("baseline: %s", rep.Summary())
 	}
 	for _, k := range []int{1, 3, 5} {
 		srv.Handler.Publish(k)
 		rep := h.incremental(ctx, srv.URL, pipeline.Range{})
-		if rep.Status != pipeline.StatusOK {
+		if rep.Status != runreport.StatusOK {
 			t.Fatalf("step %d: %s", k, rep.Summary())
 		}
 		want := map[string][]byte{}

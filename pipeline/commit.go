@@ -13,6 +13,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -86,8 +87,8 @@ type pending struct {
 // resources, the packages ended, and the failures and skips to list.
 type tally struct {
 	unchanged, failed, pkgsDone, pkgsFailed int64
-	failures                                []Failure
-	skips                                   []Skip
+	failures                                []runreport.Failure
+	skips                                   []runreport.Skip
 }
 
 func (t *tally) empty() bool {
@@ -169,7 +170,7 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error
 					}
 				}
 			}
-			fl := Failure{URI: f.URI, Stage: "deliver", Error: fmt.Sprintf("sink %s: %v", s.name, f.Err), Permanent: errclass.IsPermanent(f.Err)}
+			fl := runreport.Failure{URI: f.URI, Stage: "deliver", Error: fmt.Sprintf("sink %s: %v", s.name, f.Err), Permanent: errclass.IsPermanent(f.Err)}
 			var ct time.Time
 			if rec != nil {
 				fl.Package, ct = rec.Package, rec.ChangeTime

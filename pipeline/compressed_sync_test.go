@@ -15,6 +15,7 @@ import (
 	"golang.org/x/text/encoding/unicode"
 
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // codedFile is a file of a codedSource: its bytes as sent, the
@@ -286,9 +287,9 @@ func TestCompressedDocumentsSync(t *testing.T) {
 
 	h := newHarness(t)
 	small := func(o *pipeline.Options) { o.MaxDocumentSize = 1 << 20 }
-	checkFailures := func(what string, rep *pipeline.Report) {
+	checkFailures := func(what string, rep *runreport.Report) {
 		t.Helper()
-		if rep.Status != pipeline.StatusPartial || len(rep.Failures) != 2 {
+		if rep.Status != runreport.StatusPartial || len(rep.Failures) != 2 {
 			t.Fatalf("%s: status %s, failures %+v; want partial with the bomb's and the unknown encoding's\n%s", what, rep.Status, rep.Failures, rep.Summary())
 		}
 		for _, f := range rep.Failures {
@@ -355,7 +356,7 @@ func TestCompressedDocumentsSync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if wrote := map[string]int64{"lists": 1, "dumps": 2}[set]; rep.Status != pipeline.StatusOK || rep.Resources.Deleted != 1 || rep.Resources.Written != wrote {
+		if wrote := map[string]int64{"lists": 1, "dumps": 2}[set]; rep.Status != runreport.StatusOK || rep.Resources.Deleted != 1 || rep.Resources.Written != wrote {
 			t.Errorf("changes of %s: %s", set, rep.Summary())
 		}
 	}

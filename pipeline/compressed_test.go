@@ -16,6 +16,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
 
@@ -141,7 +142,7 @@ func TestCompressedAndEncodedDocuments(t *testing.T) {
 
 	h := newHarness(t)
 	rep := h.baseline(ctx, src.URL, func(o *pipeline.Options) { o.MaxDocumentSize = 1 << 20 })
-	if rep.Status != pipeline.StatusPartial || len(rep.Failures) != 1 {
+	if rep.Status != runreport.StatusPartial || len(rep.Failures) != 1 {
 		t.Fatalf("status %s, failures %+v; want partial with the bombed set's failure alone\n%s", rep.Status, rep.Failures, rep.Summary())
 	}
 	if f := rep.Failures[0]; f.URI != base+"bomb/capabilitylist.xml" || !strings.Contains(f.Error, "larger than allowed") || !strings.Contains(f.Error, "bomb/resourcedump.xml.gz") {

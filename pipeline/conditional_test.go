@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
-	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // staticServer counts a test server's answers by status and the body
@@ -124,7 +124,7 @@ func TestConditionalResync(t *testing.T) {
 			defer srv.Close()
 			h := newHarness(t)
 			first := h.baseline(ctx, srv.URL, nil)
-			if first.Status != pipeline.StatusOK || first.Resources.Written != 120 {
+			if first.Status != runreport.StatusOK || first.Resources.Written != 120 {
 				t.Fatalf("first sync: %s", first.Summary())
 			}
 			_, firstZip := st.counts()
@@ -139,7 +139,7 @@ func TestConditionalResync(t *testing.T) {
 				t.Errorf("the server sent %d ETags; static mode must send none", st.etags)
 			}
 			st.mu.Unlock()
-			if again.Status != pipeline.StatusOK || again.Resources.Unchanged != 120 || again.Resources.Written != 0 {
+			if again.Status != runreport.StatusOK || again.Resources.Unchanged != 120 || again.Resources.Written != 0 {
 				t.Fatalf("re-sync: %s", again.Summary())
 			}
 			if zipBytes != firstZip || again.Bytes.Downloaded != 0 {
@@ -160,7 +160,7 @@ func TestConditionalResync(t *testing.T) {
 			}
 			third := h.baseline(ctx, srv.URL, nil)
 			info, _ := os.Stat(pkg)
-			if third.Status != pipeline.StatusOK || third.Bytes.Downloaded != info.Size() || third.Resources.Unchanged != 120 {
+			if third.Status != runreport.StatusOK || third.Bytes.Downloaded != info.Size() || third.Resources.Unchanged != 120 {
 				t.Errorf("after one package changed: downloaded %d package bytes, want %d (that package alone)\n%s", third.Bytes.Downloaded, info.Size(), third.Summary())
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
@@ -37,7 +38,7 @@ type result struct {
 	outcome    outcome
 	resource   state.Resource
 	hadRecord  bool
-	failure    *Failure
+	failure    *runreport.Failure
 	changeTime time.Time
 	fatal      error
 	// counts says which figure a failure without an outcome adds to.
@@ -49,7 +50,7 @@ type result struct {
 	// pkgDone ends a package read in full.
 	pkgDone bool
 	// skip is an entry of a package not delivered, not a failure.
-	skip *Skip
+	skip *runreport.Skip
 	// document is a change document the plan read.
 	document *state.ChangeDocument
 	// listed is a resource an audit's listing names (see listing).
@@ -135,7 +136,7 @@ func (r *run) entryFailed(j entryJob, rec state.Resource, had bool, stage string
 	if j.stream != nil && j.stream.leave() {
 		return result{} // phase 2 delivers it (stream.go)
 	}
-	f := Failure{URI: e.URI, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
+	f := runreport.Failure{URI: e.URI, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 	r.log.Warn("resource failed", "uri", e.URI, "package", j.pkg.URL, "stage", stage, "error", err)
 	if !f.Permanent {
 		r.noteHold(j.pkg.ResourceSet, rec.ChangeTime, j.ep)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -96,7 +97,7 @@ func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	if set == "" {
 		set = anySet
 	}
-	r.failIn(ctx, Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c, ep, f.Retry)
+	r.failIn(ctx, runreport.Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c, ep, f.Retry)
 }
 
 // forget reports whether the copy of doc is still to be forgotten by this

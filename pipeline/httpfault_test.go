@@ -18,6 +18,7 @@ import (
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // httpFaultSource generates the small source of the HTTP fault tests (60
@@ -85,56 +86,56 @@ func TestHTTPFaults(t *testing.T) {
 		// say; the run is then partial.
 		permanent string
 		// survived checks the report's fetch counters of a survived run.
-		survived func(rep *pipeline.Report) bool
+		survived func(rep *runreport.Report) bool
 		minTook  time.Duration
 		maxTook  time.Duration
 	}{
 		{name: "429 with Retry-After in seconds",
 			faults:   bench.Faults{Sequence: seq(bench.FaultThrottle), Targets: bench.TargetPackages, RetryAfter: time.Second, RetryAfterForm: bench.RetryAfterSeconds},
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries >= 3 },
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Retries >= 3 },
 			minTook:  time.Second},
 		{name: "429 with Retry-After as an HTTP date",
 			faults:   bench.Faults{Sequence: seq(bench.FaultThrottle), Targets: bench.TargetPackages, RetryAfter: time.Second, RetryAfterForm: bench.RetryAfterDate},
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries >= 3 },
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Retries >= 3 },
 			minTook:  900 * time.Millisecond},
 		{name: "503 with Retry-After as an HTTP date",
 			faults: bench.Faults{Sequence: seq(bench.FaultStorm), Targets: bench.TargetPackages, StormLength: 1, StormCodes: []int{503},
 				RetryAfter: time.Second, RetryAfterForm: bench.RetryAfterDate},
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries >= 3 },
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Retries >= 3 },
 			minTook:  900 * time.Millisecond},
 		{name: "5xx storm",
 			faults:   bench.Faults{Sequence: seq(bench.FaultStorm), StormLength: 4, RetryAfter: -1},
 			client:   func(o *fetch.Options) { o.Retries = 5 },
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries >= 4 }},
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Retries >= 4 }},
 		{name: "reset mid-body",
 			faults:   bench.Faults{Sequence: seq(bench.FaultReset), ResetAfter: 1000},
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Resumes >= 3 }},
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Resumes >= 3 }},
 		{name: "drip-feed",
 			faults:   bench.Faults{Sequence: seq(bench.FaultDrip), DripChunk: 256, DripDelay: 2 * time.Millisecond, DripMax: 300 * time.Millisecond},
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Retries == 0 },
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Retries == 0 },
 			minTook:  300 * time.Millisecond},
 		{name: "stall mid-body",
 			faults:   bench.Faults{Sequence: seq(bench.FaultStall), Targets: bench.TargetPackages, StallFor: 20 * time.Second},
 			client:   func(o *fetch.Options) { o.StallTimeout = 300 * time.Millisecond },
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Resumes >= 1 },
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Resumes >= 1 },
 			maxTook:  10 * time.Second},
 		{name: "Range ignored on resume",
 			faults:   bench.Faults{Sequence: seq(bench.FaultReset, bench.FaultRangeIgnored), Targets: bench.TargetPackages, ResetAfter: 1000},
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Restarts >= 3 }},
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Restarts >= 3 }},
 		{name: "ETag changed on resume",
 			faults:   bench.Faults{Sequence: seq(bench.FaultReset, bench.FaultETagChanged), Targets: bench.TargetPackages, ResetAfter: 1000},
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Restarts >= 3 }},
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Restarts >= 3 }},
 		{name: "Content-Length missing",
 			faults:   bench.Faults{Sequence: seq(bench.FaultLengthMissing)},
-			survived: func(rep *pipeline.Report) bool { return true }},
+			survived: func(rep *runreport.Report) bool { return true }},
 		// A length or md5 that disagrees with the Resource Dump once (bytes
 		// damaged in transit) is survived: the package is downloaded again.
 		{name: "flipped byte once",
 			faults:   bench.Faults{Sequence: seq(bench.FaultFlip), Path: onlyVictim},
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Restarts >= 1 }},
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Restarts >= 1 }},
 		{name: "Content-Length short once",
 			faults:   bench.Faults{Sequence: seq(bench.FaultLengthShort), Path: onlyVictim},
-			survived: func(rep *pipeline.Report) bool { return rep.Fetch.Restarts >= 1 }},
+			survived: func(rep *runreport.Report) bool { return rep.Fetch.Restarts >= 1 }},
 		// A second mismatch is the package's own: a permanent failure of
 		// that package, so the injector hits every request of the victim:
 		// "a length that never matches".
@@ -190,14 +191,14 @@ func TestHTTPFaults(t *testing.T) {
 				}
 			}
 			if tc.permanent == "" {
-				if rep.Status != pipeline.StatusOK || len(got) != len(truth) {
+				if rep.Status != runreport.StatusOK || len(got) != len(truth) {
 					t.Fatalf("status %s, %d of %d resources held; failures %+v", rep.Status, len(got), len(truth), rep.Failures)
 				}
 				if !tc.survived(rep) {
 					t.Errorf("the report's fetch counters %+v do not show how the fault was survived", rep.Fetch)
 				}
 			} else {
-				if rep.Status != pipeline.StatusPartial || rep.Packages.Failed != 1 {
+				if rep.Status != runreport.StatusPartial || rep.Packages.Failed != 1 {
 					t.Fatalf("status %s, %d packages failed; want partial, 1", rep.Status, rep.Packages.Failed)
 				}
 				if len(rep.Failures) != 1 {
@@ -257,7 +258,7 @@ func TestHTTPFaultDocumentChanged(t *testing.T) {
 	if st := inj.Stats(); st.ByKind[bench.FaultETagChanged] != 1 {
 		t.Fatalf("faults %v", st)
 	}
-	if got := h.held(ctx); rep.Status != pipeline.StatusOK || len(got) != len(truth) || rep.Fetch.Restarts < 1 {
+	if got := h.held(ctx); rep.Status != runreport.StatusOK || len(got) != len(truth) || rep.Fetch.Restarts < 1 {
 		t.Fatalf("%s (restarts %d)", rep.Summary(), rep.Fetch.Restarts)
 	}
 }
@@ -307,7 +308,7 @@ func TestHTTPFaultEndlessDocument(t *testing.T) {
 	switch {
 	case err != nil:
 		msg = err.Error()
-	case rep.Status == pipeline.StatusOK:
+	case rep.Status == runreport.StatusOK:
 		t.Fatalf("status ok from an endless Resource Dump: %s", rep.Summary())
 	case rep.Error != "":
 		msg = rep.Error

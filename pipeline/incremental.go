@@ -9,6 +9,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
@@ -35,7 +36,7 @@ var ErrNoCheckpoint = source.ErrNoCheckpoint
 // the order in which packages are read. Checkpoints advance as seed 003
 // says: to the range's end (or the newest change seen, for an open dump),
 // held back at the earliest temporary failure.
-func Incremental(ctx context.Context, opts Options, rng Range) (*Report, error) {
+func Incremental(ctx context.Context, opts Options, rng Range) (*runreport.Report, error) {
 	opts, cleanup, err := prepare(opts)
 	if err != nil {
 		return nil, err
@@ -45,7 +46,7 @@ func Incremental(ctx context.Context, opts Options, rng Range) (*Report, error) 
 		return nil, errclass.Fatalf("--from %s is later than --until %s", rng.From.UTC().Format(time.RFC3339Nano), rng.Until.UTC().Format(time.RFC3339Nano))
 	}
 	r := newRun(opts)
-	rep := &Report{Mode: "incremental", Source: opts.Source, Started: time.Now().UTC()}
+	rep := &runreport.Report{Mode: "incremental", Source: opts.Source, Started: time.Now().UTC()}
 	if err := r.begin(ctx, rep); err != nil {
 		return nil, err
 	}
@@ -156,7 +157,7 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) res
 			if errclass.IsFatal(err) {
 				return result{fatal: err}
 			}
-			f := Failure{URI: c.URI, Package: c.Listed, Stage: "deliver", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
+			f := runreport.Failure{URI: c.URI, Package: c.Listed, Stage: "deliver", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 			if !f.Permanent {
 				r.noteHold(c.ResourceSet, c.ChangeTime, ep)
 			}
@@ -181,7 +182,7 @@ var _ sink.Sink = boundSink{}
 // leaves it (the range's end when --until was given, else the newest
 // change seen, or where the run started when nothing was seen), held at
 // the earliest temporary failure but never before where this run started.
-func (r *run) setCheckpoints(ctx context.Context, rep *Report) error {
+func (r *run) setCheckpoints(ctx context.Context, rep *runreport.Report) error {
 	now := time.Now().UTC()
 	for _, sr := range r.checkpoints {
 		next := sr.Next

@@ -17,6 +17,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // TestIncrementalSpoolBounded: an incremental run over a Change Dump whose
@@ -145,7 +146,7 @@ func testIncrementalSpoolBounded(t *testing.T, bodySize int, ranged bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(want)) {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(len(want)) {
 		t.Fatalf("want %d written: %s", len(want), rep.Summary())
 	}
 	for uri, b := range want {

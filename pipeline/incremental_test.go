@@ -20,6 +20,7 @@ import (
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/testdata/javazip"
 )
@@ -146,7 +147,7 @@ func writeChangeDump(t *testing.T, dir string, pkgs []pkgSpec, contents bool) {
 	os.WriteFile(filepath.Join(dir, "changedump.xml"), doc.Bytes(), 0o644)
 }
 
-func (h *harness) incremental(ctx context.Context, source string, rng pipeline.Range) *pipeline.Report {
+func (h *harness) incremental(ctx context.Context, source string, rng pipeline.Range) *runreport.Report {
 	h.t.Helper()
 	opts := h.options(source)
 	rep, err := pipeline.Incremental(ctx, opts, rng)
@@ -210,7 +211,7 @@ func TestIncrementalSemantics(t *testing.T) {
 				}
 			}
 			rep := h.incremental(ctx, srv.URL+"changedump.xml", rng)
-			if rep.Status != pipeline.StatusOK || rep.Resources.Deleted != 1 {
+			if rep.Status != runreport.StatusOK || rep.Resources.Deleted != 1 {
 				t.Fatalf("%s", rep.Summary())
 			}
 			got := h.held(ctx)
@@ -263,7 +264,7 @@ func TestIncrementalChecks(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoCheckpoint", err)
 	}
 	rep := h.incremental(ctx, source, pipeline.Range{From: mustTime(t, "2014-01-01")})
-	if rep.Resources.Written != 2 || rep.Resources.Failed != 3 || rep.Status != pipeline.StatusPartial {
+	if rep.Resources.Written != 2 || rep.Resources.Failed != 3 || rep.Status != runreport.StatusPartial {
 		t.Fatalf("%s", rep.Summary())
 	}
 	for _, want := range []struct{ uri, msg string }{{res(2), "unknown change type"}, {res(3), "without a path"}, {res(4), "without a datetime"}} {
@@ -314,7 +315,7 @@ func TestIncrementalFetchesOnlyWhatMatters(t *testing.T) {
 			srv := serve(t, src)
 			h := newHarness(t)
 			rep := h.incremental(context.Background(), srv.URL+"changedump.xml", rng)
-			if rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 || rep.Resources.Deleted != 1 {
+			if rep.Status != runreport.StatusOK || rep.Resources.Written != 1 || rep.Resources.Deleted != 1 {
 				t.Fatalf("%s", rep.Summary())
 			}
 			for i, want := range []int{0, 1, 1, 0} {
@@ -392,7 +393,7 @@ func TestIncrementalStreams(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(want)) {
+			if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(len(want)) {
 				t.Fatalf("want %d written: %s", len(want), rep.Summary())
 			}
 			for uri, b := range want {

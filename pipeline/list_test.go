@@ -14,6 +14,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // TestListBaseline syncs a source from its Resource List (here a Resource
@@ -30,7 +31,7 @@ func TestListBaseline(t *testing.T) {
 	}
 	h := newHarness(t)
 	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.PreferList = true })
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(res.Listed) || rep.Packages.Total != 0 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(res.Listed) || rep.Packages.Total != 0 {
 		t.Fatalf("%s", rep.Summary())
 	}
 	want := truthAfter(t, gen, 0)
@@ -174,7 +175,7 @@ func TestListOnlySource(t *testing.T) {
 		t.Errorf("describedby link not recorded: %+v", rb.Links)
 	}
 	rep = h.incremental(ctx, source, pipeline.Range{})
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 2 || rep.Resources.Deleted != 1 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != 2 || rep.Resources.Deleted != 1 {
 		t.Fatalf("incremental: %s", rep.Summary())
 	}
 	got = h.held(ctx)
@@ -233,7 +234,7 @@ func TestResourceSets(t *testing.T) {
 
 	h := newHarness(t)
 	rep := h.baseline(ctx, srv.URL, nil)
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 2 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != 2 {
 		t.Fatalf("%s", rep.Summary())
 	}
 	for _, set := range []string{"books", "maps"} {
@@ -270,7 +271,7 @@ func TestUrlsetIndex(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "resourcelist.xml"), buf.Bytes(), 0o644)
 	srv := serve(t, dir)
 	h := newHarness(t)
-	if rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", nil); rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 {
+	if rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", nil); rep.Status != runreport.StatusOK || rep.Resources.Written != 1 {
 		t.Fatalf("%s", rep.Summary())
 	}
 }
@@ -302,7 +303,7 @@ func TestDiscoveryPaths(t *testing.T) {
 			}
 			h := newHarness(t)
 			rep := h.baseline(ctx, source, nil)
-			if rep.Status != pipeline.StatusOK || rep.Resources.Written != 30 {
+			if rep.Status != runreport.StatusOK || rep.Resources.Written != 30 {
 				t.Fatalf("%s", rep.Summary())
 			}
 			if hits := srv.Handler.Stats().ByPath; hits["/resourcedump.xml"] != 1 {

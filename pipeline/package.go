@@ -11,6 +11,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/unzip"
 )
@@ -25,7 +26,7 @@ func (r *run) packageFailed(ctx context.Context, j source.Package, hold time.Tim
 	if errclass.IsFatal(err) {
 		return err
 	}
-	r.failIn(ctx, Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}, j.ResourceSet, hold, countsPackage, nil)
+	r.failIn(ctx, runreport.Failure{URI: j.URL, Package: j.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}, j.ResourceSet, hold, countsPackage, nil)
 	return nil
 }
 
@@ -295,7 +296,7 @@ func (r *run) readManifest(ctx context.Context, j source.Package, entries source
 			var ee *source.EntryError
 			if asEntryError(err, &ee) {
 				if want == nil { // else recorded when the plan was made
-					r.failIn(ctx, Failure{URI: orDefault(ee.URI, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, anySet, j.At, countsResource, nil)
+					r.failIn(ctx, runreport.Failure{URI: orDefault(ee.URI, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true}, anySet, j.At, countsResource, nil)
 				}
 				continue
 			}
@@ -325,7 +326,7 @@ func (r *run) readManifest(ctx context.Context, j source.Package, entries source
 		}
 	}
 	for uri, w := range want {
-		r.failIn(ctx, Failure{URI: uri, Package: j.URL, Stage: "manifest",
+		r.failIn(ctx, runreport.Failure{URI: uri, Package: j.URL, Stage: "manifest",
 			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", w.ChangeTime.UTC().Format(time.RFC3339Nano)), Permanent: true}, j.ResourceSet, w.ChangeTime, countsResource, nil)
 	}
 	// Wait for the workers to finish this package's entries.
@@ -344,7 +345,7 @@ func (r *run) packageDone(ctx context.Context, j source.Package, arch *unzip.Arc
 	if all && arch != nil {
 		for _, name := range arch.Unreferenced() {
 			r.log.Warn("package entry not in its manifest; skipped", "package", j.URL, "entry", name)
-			if err := r.send(ctx, result{skip: &Skip{Package: j.URL, Entry: name, Reason: "entry not listed in manifest.xml"}}); err != nil {
+			if err := r.send(ctx, result{skip: &runreport.Skip{Package: j.URL, Entry: name, Reason: "entry not listed in manifest.xml"}}); err != nil {
 				return err
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 )
@@ -91,7 +92,7 @@ func TestRecordsWithBodies(t *testing.T) {
 			h := newHarness(t)
 			p := &bodies{records: tt.records, next: next}
 			rep := h.baseline(ctx, "oai-pmh:test", func(o *pipeline.Options) { o.Protocol = planned(p); o.SinkRetries = -1 })
-			if rep.Resources.Written != tt.written || rep.Resources.Failed != tt.failed || rep.Status != pipeline.StatusPartial {
+			if rep.Resources.Written != tt.written || rep.Resources.Failed != tt.failed || rep.Status != runreport.StatusPartial {
 				t.Fatalf("%s", rep.Summary())
 			}
 			if rep.Resources.Unverified != 1 {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/testdata/javazip"
@@ -256,7 +257,7 @@ func TestDSpacePackages(t *testing.T) {
 			h := newHarness(t)
 			rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", func(o *pipeline.Options) { o.DisableStreaming = !streaming })
 			r := rep.Resources
-			if rep.Status != pipeline.StatusOK || r.Written != int64(len(want)) || r.Failed != 0 || r.Unverified != 0 || r.Skipped != 0 ||
+			if rep.Status != runreport.StatusOK || r.Written != int64(len(want)) || r.Failed != 0 || r.Unverified != 0 || r.Skipped != 0 ||
 				rep.Packages.Done != int64(len(pkgs)) || len(rep.Skips) != 0 {
 				t.Fatalf("%s\nfailures %+v\nskips %+v", rep.Summary(), rep.Failures, rep.Skips)
 			}
@@ -302,11 +303,11 @@ func TestDSpacePackageRefusedNames(t *testing.T) {
 		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
 			h := newHarness(t)
 			rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", func(o *pipeline.Options) { o.DisableStreaming = !streaming })
-			if rep.Status != pipeline.StatusPartial || rep.Resources.Written != int64(len(good)) || rep.Resources.Failed != int64(len(reasons)) ||
+			if rep.Status != runreport.StatusPartial || rep.Resources.Written != int64(len(good)) || rep.Resources.Failed != int64(len(reasons)) ||
 				rep.Packages.Done != 1 || len(rep.Skips) != 0 {
 				t.Fatalf("%s\nfailures %+v\nskips %+v", rep.Summary(), rep.Failures, rep.Skips)
 			}
-			failures := map[string]pipeline.Failure{}
+			failures := map[string]runreport.Failure{}
 			for _, f := range rep.Failures {
 				failures[f.URI] = f
 			}
@@ -433,7 +434,7 @@ func TestDSpaceNamesStreamed(t *testing.T) {
 	h := newHarness(t)
 	sk.Sink = h.sink
 	rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", func(o *pipeline.Options) { o.Sinks = []sink.Sink{sk} })
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(want)) || len(rep.Skips) != 0 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(len(want)) || len(rep.Skips) != 0 {
 		t.Fatalf("%s\nfailures %+v\nskips %+v", rep.Summary(), rep.Failures, rep.Skips)
 	}
 	if !streamed.Load() {

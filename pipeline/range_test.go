@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -69,13 +70,13 @@ func staleRecords(t *testing.T, h *harness, want map[string][]byte) []string {
 
 // checkResync runs the second baseline after staleRecords and checks that
 // exactly the stale resources were rewritten, verified, and are correct.
-func checkResync(t *testing.T, h *harness, url string, want map[string][]byte, stale []string) *pipeline.Report {
+func checkResync(t *testing.T, h *harness, url string, want map[string][]byte, stale []string) *runreport.Report {
 	t.Helper()
 	ctx := context.Background()
 	mirror := filepath.Join(h.dir, "mirror")
 	before := mtimes(t, mirror)
 	rep := h.baseline(ctx, url, nil)
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(stale)) ||
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(len(stale)) ||
 		rep.Resources.Unchanged != int64(len(want)-len(stale)) || rep.Resources.Failed != 0 || rep.Packages.Done != 4 {
 		t.Fatalf("re-sync: %s", rep.Summary())
 	}
@@ -111,7 +112,7 @@ func TestRangeResync(t *testing.T) {
 	srv := serve(t, gen.Dir)
 	h := newHarness(t)
 	rep := h.baseline(context.Background(), srv.URL, nil)
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(want)) || rep.Bytes.Downloaded != pkgBytes {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(len(want)) || rep.Bytes.Downloaded != pkgBytes {
 		t.Fatalf("first run: %s (downloaded %d of %d package bytes)", rep.Summary(), rep.Bytes.Downloaded, pkgBytes)
 	}
 	stale := staleRecords(t, h, want)
@@ -217,7 +218,7 @@ func TestFirstSyncNeverRanged(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	h := newHarness(t)
 	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Concurrency = 1 })
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 48 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != 48 {
 		t.Fatalf("first sync: %s", rep.Summary())
 	}
 	if ranged != 0 {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -161,7 +162,7 @@ func TestHashlessResourcesAccepted(t *testing.T) {
 				o.DisableStreaming = !tt.streaming
 				o.RequireHash = tt.requireHash
 			})
-			if rep.Status != pipeline.StatusPartial {
+			if rep.Status != runreport.StatusPartial {
 				t.Fatalf("status %s, want partial (one wrong sha-512)\n%s\n%+v", rep.Status, rep.Summary(), rep.Failures)
 			}
 			failed := map[string]string{}
@@ -232,7 +233,7 @@ func TestListWithoutFixity(t *testing.T) {
 	srv := serve(t, dir)
 	h := newHarness(t)
 	rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", nil)
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 2 || rep.Resources.Unverified != 2 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != 2 || rep.Resources.Unverified != 2 {
 		t.Fatalf("%s", rep.Summary())
 	}
 	base := srv.URL
@@ -278,7 +279,7 @@ func TestChangeListBadDatetime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Status != pipeline.StatusPartial || rep.Resources.Written != 2 {
+	if rep.Status != runreport.StatusPartial || rep.Resources.Written != 2 {
 		t.Fatalf("%s", rep.Summary())
 	}
 	var found bool
@@ -374,7 +375,7 @@ func TestBrokenResourceSet(t *testing.T) {
 		}
 		if i == 0 {
 			first = strings.Join(outcome, "\n")
-			if rep.Status != pipeline.StatusPartial {
+			if rep.Status != runreport.StatusPartial {
 				t.Fatalf("status %s, want partial\n%s", rep.Status, rep.Summary())
 			}
 			broken := map[string]bool{srv.URL + "missing/capabilitylist.xml": false, srv.URL + "truncated/capabilitylist.xml": false}

@@ -22,6 +22,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/source/oaipmh"
 )
 
@@ -172,13 +173,13 @@ func (c *chaos) wrap(next http.Handler, kinds func(*http.Request) []string) http
 
 // syncRun runs what `rsharvest sync` runs: a baseline when the state has
 // no checkpoint for the source, else an incremental run.
-func (h *harness) syncRun(ctx context.Context, opts pipeline.Options) *pipeline.Report {
+func (h *harness) syncRun(ctx context.Context, opts pipeline.Options) *runreport.Report {
 	h.t.Helper()
 	has, err := h.store.HasCheckpoint(ctx, opts.Source)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var rep *pipeline.Report
+	var rep *runreport.Report
 	if has {
 		rep, err = pipeline.Incremental(ctx, opts, pipeline.Range{})
 	} else {
@@ -189,7 +190,7 @@ func (h *harness) syncRun(ctx context.Context, opts pipeline.Options) *pipeline.
 		h.t.Fatalf("sync: %v", err)
 	}
 	if rep == nil {
-		rep = &pipeline.Report{Status: pipeline.StatusFailed}
+		rep = &runreport.Report{Status: runreport.StatusFailed}
 	}
 	return rep
 }
@@ -251,11 +252,11 @@ func TestCheckpointRuleOAIPMH(t *testing.T) {
 			t.Logf("seed %d run 2: %s %+v", seed, r2.Summary(), r2.Failures)
 		}
 		ch.on.Store(false)
-		if rep := h.syncRun(ctx, opts(h)); rep.Status != pipeline.StatusOK {
+		if rep := h.syncRun(ctx, opts(h)); rep.Status != runreport.StatusOK {
 			t.Errorf("seed %d: the clean sync: %s %+v", seed, rep.Summary(), rep.Failures)
 		}
 		ref := newHarness(t)
-		if rep := ref.syncRun(ctx, opts(ref)); rep.Status != pipeline.StatusOK {
+		if rep := ref.syncRun(ctx, opts(ref)); rep.Status != runreport.StatusOK {
 			t.Fatalf("seed %d: the reference harvest: %s", seed, rep.Summary())
 		}
 		want := ref.held(ctx)
@@ -364,10 +365,10 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 		// is a baseline, which loads the Resource Dump's snapshot by
 		// definition, and a second clean sync catches up.
 		rep := h.syncRun(ctx, opts)
-		if rep.Mode == "baseline" && rep.Status == pipeline.StatusOK {
+		if rep.Mode == "baseline" && rep.Status == runreport.StatusOK {
 			rep = h.syncRun(ctx, opts)
 		}
-		if rep.Status != pipeline.StatusOK {
+		if rep.Status != runreport.StatusOK {
 			t.Errorf("seed %d: the clean sync: %s %+v", seed, rep.Summary(), rep.Failures)
 		} else if os.Getenv("RSHARVEST_PROPERTY_DEBUG") != "" {
 			t.Logf("seed %d clean: %s", seed, rep.Summary())

@@ -28,6 +28,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/internal/retry"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
@@ -105,7 +106,7 @@ type Options struct {
 	// default (the specification makes hash and length optional) such a
 	// resource is delivered after the checks that exist — its declared
 	// length and, inside a package, the ZIP entry's CRC-32 — and counted as
-	// unverified (Report.Resources.Unverified; the state records the check
+	// unverified (runreport.Report.Resources.Unverified; the state records the check
 	// it passed in state.Resource.Verified).
 	RequireHash bool
 	// DisableRangeResync always downloads whole packages. By default, on a
@@ -231,7 +232,7 @@ type run struct {
 
 	// onFinish, when set, runs after a run without fatal error, before the
 	// run is closed in the state store (checkpoints).
-	onFinish func(ctx context.Context, rep *Report) error
+	onFinish func(ctx context.Context, rep *runreport.Report) error
 
 	// mode is what the run does with what its plan names: delivering
 	// (a harvest), or an audit's listing (see strategy).
@@ -276,7 +277,7 @@ func newRun(opts Options) *run {
 }
 
 // begin records the run in the state store.
-func (r *run) begin(ctx context.Context, rep *Report) error {
+func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 	if !r.opts.StoreShared {
 		n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started)
 		if err != nil {
@@ -331,7 +332,7 @@ func (r *run) noteHold(set string, t time.Time, ep *epoch) {
 func (r *run) setBroken(ctx context.Context, set string, err error, at time.Time, ep *epoch) {
 	// The set stands where a package would: the packages of the other
 	// sets delivered in full are still recorded (see recordPackages).
-	f := Failure{URI: set, Package: set, Stage: "resource set", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
+	f := runreport.Failure{URI: set, Package: set, Stage: "resource set", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 	r.failIn(ctx, f, set, at, countsNone, ep)
 	if f.Permanent {
 		r.noteHold(set, at, ep)
@@ -355,18 +356,18 @@ func (r *run) holdOf(set string) (time.Time, bool) {
 // for a fatal condition that ended the run early (the report then has
 // status "failed"). Failures of single packages or resources are recorded
 // in the report and the state store, and the run goes on.
-func Baseline(ctx context.Context, opts Options) (*Report, error) {
+func Baseline(ctx context.Context, opts Options) (*runreport.Report, error) {
 	opts, cleanup, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
 	r := newRun(opts)
-	rep := &Report{Mode: "baseline", Source: opts.Source, Started: time.Now().UTC()}
+	rep := &runreport.Report{Mode: "baseline", Source: opts.Source, Started: time.Now().UTC()}
 	if err := r.begin(ctx, rep); err != nil {
 		return nil, err
 	}
-	r.onFinish = func(ctx context.Context, rep *Report) error {
+	r.onFinish = func(ctx context.Context, rep *runreport.Report) error {
 		if err := r.recordPackages(ctx); err != nil {
 			return err
 		}
@@ -541,7 +542,7 @@ type SourceError = source.SourceError
 // property of one record, never of what holds several, whose records are
 // asked for again by the next run. ep is the failure's epoch when the
 // planner emitted it (see progress), or nil.
-func (r *run) failIn(ctx context.Context, f Failure, set string, changeTime time.Time, c counted, ep *epoch, retry ...*source.Record) {
+func (r *run) failIn(ctx context.Context, f runreport.Failure, set string, changeTime time.Time, c counted, ep *epoch, retry ...*source.Record) {
 	r.log.Warn("failed", "uri", f.URI, "package", f.Package, "stage", f.Stage, "permanent", f.Permanent, "error", f.Error)
 	if !f.Permanent || c == countsPackage {
 		r.noteHold(set, changeTime, ep)
@@ -563,11 +564,11 @@ func (r *run) send(ctx context.Context, res result) error {
 }
 
 // finish closes the run: status, state, report.
-func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, error) {
+func (r *run) finish(ctx context.Context, rep *runreport.Report, runErr error) (*runreport.Report, error) {
 	rep.Finished = time.Now().UTC()
 	r.rec.fill(rep, r.counts)
 	st := r.opts.Client.Stats()
-	rep.Fetch = FetchStats{Requests: st.Requests, Retries: st.Retries, Resumes: st.Resumes, Restarts: st.Restarts}
+	rep.Fetch = runreport.FetchStats{Requests: st.Requests, Retries: st.Retries, Resumes: st.Resumes, Restarts: st.Restarts}
 	if rep.Mode == "baseline" {
 		for _, cp := range r.checkpoints {
 			if !cp.Next.IsZero() && (rep.At == nil || cp.Next.Before(*rep.At)) {
@@ -578,12 +579,12 @@ func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, e
 	}
 	switch {
 	case runErr != nil:
-		rep.Status = StatusFailed
+		rep.Status = runreport.StatusFailed
 		rep.Error = runErr.Error()
 	case rep.Resources.Failed > 0 || rep.Packages.Failed > 0 || len(rep.Failures) > 0:
-		rep.Status = StatusPartial
+		rep.Status = runreport.StatusPartial
 	default:
-		rep.Status = StatusOK
+		rep.Status = runreport.StatusOK
 	}
 	// The state store must record the run even when ctx was cancelled.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -591,13 +592,13 @@ func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, e
 	if runErr == nil && r.onFinish != nil {
 		if err := r.onFinish(cctx, rep); err != nil {
 			runErr = err
-			rep.Status, rep.Error = StatusFailed, err.Error()
+			rep.Status, rep.Error = runreport.StatusFailed, err.Error()
 		}
 	}
 	js, _ := json.Marshal(rep)
 	if err := r.opts.Store.FinishRun(cctx, r.runID, rep.Finished, rep.Status, js); err != nil && runErr == nil {
 		runErr = err
-		rep.Status, rep.Error = StatusFailed, err.Error()
+		rep.Status, rep.Error = runreport.StatusFailed, err.Error()
 	}
 	return rep, runErr
 }
@@ -606,7 +607,7 @@ func (r *run) finish(ctx context.Context, rep *Report, runErr error) (*Report, e
 // (a Resource Dump's "at") as the point incremental sync continues from — unless a temporary
 // failure of that set (or of no known set), or the set's broken documents,
 // mean part of its snapshot is still missing (seed 003).
-func (r *run) setBaselineCheckpoints(ctx context.Context, rep *Report) error {
+func (r *run) setBaselineCheckpoints(ctx context.Context, rep *runreport.Report) error {
 	now := time.Now().UTC()
 	for _, c := range r.checkpoints {
 		if c.Next.IsZero() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/s3"
 	"github.com/rsharvest/rsharvest/sink/s3/s3test"
@@ -97,7 +98,7 @@ func sfCheckStateExcept(t *testing.T, store *state.Store, held map[string][]byte
 
 // sfFailures splits a report's failures into temporary and permanent ones,
 // by URI, and fails t on a failure of a stage other than "deliver".
-func sfFailures(t *testing.T, rep *pipeline.Report) (temporary, permanent map[string]bool) {
+func sfFailures(t *testing.T, rep *runreport.Report) (temporary, permanent map[string]bool) {
 	t.Helper()
 	temporary, permanent = map[string]bool{}, map[string]bool{}
 	for _, f := range rep.Failures {
@@ -186,9 +187,9 @@ func TestSinkFaultsBaseline(t *testing.T) {
 			st := faulty.Stats()
 			t.Logf("%v: %s; sink %+v", elapsed.Round(time.Millisecond), rep.Summary(), st)
 			bad := len(tt.wantTemp) + len(tt.wantPerm)
-			wantStatus := pipeline.StatusOK
+			wantStatus := runreport.StatusOK
 			if bad > 0 {
-				wantStatus = pipeline.StatusPartial
+				wantStatus = runreport.StatusPartial
 			}
 			if rep.Status != wantStatus || rep.Resources.Failed != int64(bad) || rep.Resources.Written != int64(len(truth)-bad) {
 				t.Fatalf("status %s, want %s, with %d failed and %d written:\n%s", rep.Status, wantStatus, bad, len(truth)-bad, rep.Summary())
@@ -252,7 +253,7 @@ func TestSinkFaultsBaseline(t *testing.T) {
 			}
 			// The next run, with a healthy sink, delivers the rest.
 			rep = h.baseline(ctx, srv.URL, nil)
-			if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(bad) || rep.Resources.Unchanged != int64(len(truth)-bad) {
+			if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(bad) || rep.Resources.Unchanged != int64(len(truth)-bad) {
 				t.Fatalf("second run: %s", rep.Summary())
 			}
 			held = sinkBodies(t.Context(), t, h.sink)
@@ -299,7 +300,7 @@ func TestSinkRetryBackoff(t *testing.T) {
 		o.Sinks = []sink.Sink{faulty}
 		o.SinkBackoff = backoff
 	})
-	if rep.Status != pipeline.StatusOK || len(gaps) != 24 {
+	if rep.Status != runreport.StatusOK || len(gaps) != 24 {
 		t.Fatalf("%d retries: %s", len(gaps), rep.Summary())
 	}
 	// The quickest retry shows the wait: the others may have waited for a
@@ -322,7 +323,7 @@ func TestSinkTransientIncremental(t *testing.T) {
 		t.Run(string(tt.op), func(t *testing.T) {
 			h := newHarness(t)
 			cs.srv.Handler.Publish(0)
-			if rep := h.baseline(ctx, cs.srv.URL, nil); rep.Status != pipeline.StatusOK {
+			if rep := h.baseline(ctx, cs.srv.URL, nil); rep.Status != runreport.StatusOK {
 				t.Fatalf("baseline: %s", rep.Summary())
 			}
 			cs.srv.Handler.Publish(cs.steps)
@@ -344,7 +345,7 @@ func TestSinkTransientIncremental(t *testing.T) {
 			sfCheckState(t, h.store, held)
 			cp := cs.checkpoint(t, h.store)
 			missing := cs.checkNotAhead(t, cp.Next, cs.steps, held, final)
-			if rep.Status != pipeline.StatusOK || missing > 0 || !cp.Next.Equal(cs.newest(cs.steps)) {
+			if rep.Status != runreport.StatusOK || missing > 0 || !cp.Next.Equal(cs.newest(cs.steps)) {
 				t.Fatalf("status %s, %d resources undelivered, checkpoint %v (newest change %v); want ok, 0, the newest change",
 					rep.Status, missing, cp.Next, cs.newest(cs.steps))
 			}
@@ -462,7 +463,7 @@ func TestSinkDisappearsIncremental(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			cs.srv.Handler.Publish(0)
-			if rep := h.baseline(ctx, cs.srv.URL, nil); rep.Status != pipeline.StatusOK {
+			if rep := h.baseline(ctx, cs.srv.URL, nil); rep.Status != runreport.StatusOK {
 				t.Fatalf("baseline: %s", rep.Summary())
 			}
 			if cp := cs.checkpoint(t, h.store); !cp.Next.Equal(cs.at) {
@@ -479,7 +480,7 @@ func TestSinkDisappearsIncremental(t *testing.T) {
 			}
 			st := faulty.Stats()
 			t.Logf("%s; sink %+v", rep.Summary(), st)
-			if rep.Status != pipeline.StatusPartial || rep.Resources.Failed == 0 || st.GoneFailures == 0 {
+			if rep.Status != runreport.StatusPartial || rep.Resources.Failed == 0 || st.GoneFailures == 0 {
 				t.Fatalf("status %s with %d failures (%d calls to the gone sink), want partial:\n%s", rep.Status, rep.Resources.Failed, st.GoneFailures, rep.Summary())
 			}
 			if temp, perm := sfFailures(t, rep); len(perm) > 0 || len(temp) == 0 {
@@ -505,7 +506,7 @@ func TestSinkDisappearsIncremental(t *testing.T) {
 			// The sink is back: the next run delivers the rest.
 			faulty.Reappear()
 			rep = h.incremental(ctx, cs.srv.URL, pipeline.Range{})
-			if rep.Status != pipeline.StatusOK {
+			if rep.Status != runreport.StatusOK {
 				t.Fatalf("second run: %s", rep.Summary())
 			}
 			held = sinkBodies(t.Context(), t, h.sink)
@@ -546,7 +547,7 @@ func TestSinkFaultS3ServerKilled(t *testing.T) {
 		return s
 	}
 	h := newHarness(t)
-	run := func(sk sink.Sink, inc bool) *pipeline.Report {
+	run := func(sk sink.Sink, inc bool) *runreport.Report {
 		t.Helper()
 		opts := h.options(cs.srv.URL)
 		opts.Sinks = []sink.Sink{sk}
@@ -554,7 +555,7 @@ func TestSinkFaultS3ServerKilled(t *testing.T) {
 		// Each write to a dead server already costs minio-go's own
 		// retries (about a second): one retry of the pipeline's is enough.
 		opts.SinkRetries = 1
-		var rep *pipeline.Report
+		var rep *runreport.Report
 		var err error
 		if inc {
 			rep, err = pipeline.Incremental(ctx, opts, pipeline.Range{})
@@ -567,7 +568,7 @@ func TestSinkFaultS3ServerKilled(t *testing.T) {
 		return rep
 	}
 	cs.srv.Handler.Publish(0)
-	if rep := run(open(), false); rep.Status != pipeline.StatusOK {
+	if rep := run(open(), false); rep.Status != runreport.StatusOK {
 		t.Fatalf("baseline: %s", rep.Summary())
 	}
 	cs.srv.Handler.Publish(cs.steps)
@@ -584,7 +585,7 @@ func TestSinkFaultS3ServerKilled(t *testing.T) {
 	if minio.Running() {
 		t.Fatal("MinIO was not killed: the run made fewer writes than expected")
 	}
-	if rep.Status != pipeline.StatusPartial || rep.Resources.Failed == 0 {
+	if rep.Status != runreport.StatusPartial || rep.Resources.Failed == 0 {
 		t.Fatalf("status %s, want partial with failures:\n%s", rep.Status, rep.Summary())
 	}
 	for _, f := range rep.Failures {
@@ -615,7 +616,7 @@ func TestSinkFaultS3ServerKilled(t *testing.T) {
 	t.Logf("after the faulty run: %d resources undelivered, checkpoint %v (newest change %v)", missing, cp.Next, cs.newest(cs.steps))
 
 	rep = run(sk, true)
-	if rep.Status != pipeline.StatusOK {
+	if rep.Status != runreport.StatusOK {
 		t.Fatalf("run after the restart: %s", rep.Summary())
 	}
 	held = sinkBodies(t.Context(), t, sk)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 )
 
@@ -19,13 +20,13 @@ func TestPackageSkip(t *testing.T) {
 	srv := serve(t, gen.Dir)
 	h := newHarness(t)
 	first := h.baseline(ctx, srv.URL, nil)
-	if first.Status != pipeline.StatusOK || first.Resources.Written != int64(len(want)) {
+	if first.Status != runreport.StatusOK || first.Resources.Written != int64(len(want)) {
 		t.Fatalf("first run: %s", first.Summary())
 	}
 	before := mtimes(t, filepath.Join(h.dir, "mirror"))
 
 	again := h.baseline(ctx, srv.URL, nil)
-	if again.Status != pipeline.StatusOK || again.Packages.Done != 4 || again.Resources.Unchanged != int64(len(want)) ||
+	if again.Status != runreport.StatusOK || again.Packages.Done != 4 || again.Resources.Unchanged != int64(len(want)) ||
 		again.Resources.Written != 0 || again.Bytes.Downloaded != 0 {
 		t.Fatalf("unchanged re-sync: %s", again.Summary())
 	}
@@ -35,7 +36,7 @@ func TestPackageSkip(t *testing.T) {
 		}
 	}
 	reread := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.DisablePackageSkip = true })
-	if reread.Status != pipeline.StatusOK || reread.Resources.Unchanged != int64(len(want)) {
+	if reread.Status != runreport.StatusOK || reread.Resources.Unchanged != int64(len(want)) {
 		t.Fatalf("re-read: %s", reread.Summary())
 	}
 	if again.Fetch.Requests >= reread.Fetch.Requests {
@@ -48,14 +49,14 @@ func TestPackageSkip(t *testing.T) {
 			o.Sinks = []sink.Sink{h.sink}
 			o.SinkNames = []string{"fs:elsewhere"}
 		})
-		if rep.Status != pipeline.StatusOK || rep.Fetch.Requests <= again.Fetch.Requests {
+		if rep.Status != runreport.StatusOK || rep.Fetch.Requests <= again.Fetch.Requests {
 			t.Errorf("new sink set: %s, %d requests", rep.Summary(), rep.Fetch.Requests)
 		}
 	})
 	t.Run("records put outside a run", func(t *testing.T) {
 		stale := staleRecords(t, h, want)
 		rep := h.baseline(ctx, srv.URL, nil)
-		if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(stale)) {
+		if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(len(stale)) {
 			t.Errorf("after PutResources: %s, want %d written", rep.Summary(), len(stale))
 		}
 	})
@@ -70,21 +71,21 @@ func TestPackageSkipAfterFailure(t *testing.T) {
 	a := h.flaky("a")
 	victim := uris[3]
 	a.fail[victim] = true
-	run := func() *pipeline.Report {
+	run := func() *runreport.Report {
 		return h.baseline(ctx, srv.URL, func(o *pipeline.Options) {
 			o.Sinks = []sink.Sink{a}
 			o.SinkNames = []string{"fs:a"}
 			o.SinkRetries = -1
 		})
 	}
-	if rep := run(); rep.Status != pipeline.StatusPartial || rep.Resources.Failed != 1 {
+	if rep := run(); rep.Status != runreport.StatusPartial || rep.Resources.Failed != 1 {
 		t.Fatalf("first run: %s", rep.Summary())
 	}
 	a.mu.Lock()
 	delete(a.fail, victim)
 	a.mu.Unlock()
 	rep := run()
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != 1 || rep.Resources.Unchanged != int64(len(uris)-1) || rep.Bytes.Downloaded == 0 {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != 1 || rep.Resources.Unchanged != int64(len(uris)-1) || rep.Bytes.Downloaded == 0 {
 		t.Fatalf("second run: %s", rep.Summary())
 	}
 	third := run()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/unzip"
 )
@@ -572,7 +573,7 @@ func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive
 	}
 	se.settled = true
 	if err := lookupStreamed(arch, se); err != nil {
-		r.failIn(ctx, Failure{URI: e.URI, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime, countsNone, nil)
+		r.failIn(ctx, runreport.Failure{URI: e.URI, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime, countsNone, nil)
 		r.log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
 			"package", j.URL, "uri", e.URI, "error", err)
 	}

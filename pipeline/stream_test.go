@@ -27,6 +27,7 @@ import (
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/testdata/hostile"
@@ -190,7 +191,7 @@ func TestStreamingSameAsSpooled(t *testing.T) {
 	type outcome struct {
 		held    map[string][]byte
 		records map[string]state.Resource
-		rep     *pipeline.Report
+		rep     *runreport.Report
 	}
 	run := func(disable bool) outcome {
 		h := newHarness(t)
@@ -198,7 +199,7 @@ func TestStreamingSameAsSpooled(t *testing.T) {
 		return outcome{h.held(ctx), records(t, h.store), rep}
 	}
 	on, off := run(false), run(true)
-	if on.rep.Status != pipeline.StatusOK || off.rep.Status != pipeline.StatusOK || on.rep.Resources != off.rep.Resources ||
+	if on.rep.Status != runreport.StatusOK || off.rep.Status != runreport.StatusOK || on.rep.Resources != off.rep.Resources ||
 		on.rep.Packages != off.rep.Packages || on.rep.Bytes.Written != off.rep.Bytes.Written {
 		t.Fatalf("streaming:\n%s\nspooled:\n%s", on.rep.Summary(), off.rep.Summary())
 	}
@@ -249,7 +250,7 @@ func TestStreamingOverlapsDownload(t *testing.T) {
 			o.Client = fetch.New(fetch.Options{Transport: ends, StallTimeout: 10 * time.Second})
 			o.DisableStreaming = disable
 		})
-		if rep.Status != pipeline.StatusOK || rep.Resources.Written != 200 {
+		if rep.Status != runreport.StatusOK || rep.Resources.Written != 200 {
 			t.Fatalf("%s", rep.Summary())
 		}
 		first, end := cs.first, ends.at()
@@ -301,7 +302,7 @@ func TestStreamingPackageHashFails(t *testing.T) {
 	h := newHarness(t)
 	cs := &countingSink{Sink: h.sink}
 	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Sinks = []sink.Sink{cs} })
-	if rep.Status != pipeline.StatusPartial || rep.Packages.Failed != 1 || rep.Resources.Written < int64(len(goodURIs)) ||
+	if rep.Status != runreport.StatusPartial || rep.Packages.Failed != 1 || rep.Resources.Written < int64(len(goodURIs)) ||
 		rep.Resources.Failed != 0 || rep.Bytes.Written <= 0 {
 		t.Fatalf("%s", rep.Summary())
 	}
@@ -345,7 +346,7 @@ func TestStreamingPackageHashFails(t *testing.T) {
 	b[len(b)-40] ^= 0x01
 	os.WriteFile(bad, b, 0o644)
 	rep = h.baseline(ctx, srv.URL, nil)
-	if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(len(badURIs)-kept) {
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(len(badURIs)-kept) {
 		t.Fatalf("second run: %s", rep.Summary())
 	}
 	if held := h.held(ctx); len(held) != len(badURIs)+len(goodURIs) {
@@ -545,7 +546,7 @@ func TestStreamingCentralDirectoryRefuses(t *testing.T) {
 			for _, f := range rep.Failures {
 				fails = append(fails, f.URI+": "+f.Error)
 			}
-			if rep.Status != pipeline.StatusPartial || len(rep.Failures) != 1 || rep.Failures[0].URI != tc.victim || rep.Failures[0].Stage != "unzip" ||
+			if rep.Status != runreport.StatusPartial || len(rep.Failures) != 1 || rep.Failures[0].URI != tc.victim || rep.Failures[0].Stage != "unzip" ||
 				!strings.Contains(strings.ToLower(rep.Failures[0].Error), tc.reason) {
 				t.Errorf("failures %q, want one for %s (%s)\n%s", fails, tc.victim, tc.reason, rep.Summary())
 			}
@@ -709,7 +710,7 @@ func TestStreamingHostile(t *testing.T) {
 		o.Limits = unzip.Limits{MaxEntries: hostile.MaxEntries, MaxRatio: hostile.MaxRatio}
 		o.DisableRangeResync, o.DisableStreaming = true, true
 	})
-	summary := func(rep *pipeline.Report) []string {
+	summary := func(rep *runreport.Report) []string {
 		var out []string
 		for _, f := range rep.Failures {
 			out = append(out, "failure "+f.URI+" "+f.Stage+": "+f.Error)
@@ -763,13 +764,13 @@ func TestStreamingReplacesHeldVersion(t *testing.T) {
 		o.Sinks = []sink.Sink{cs}
 		o.DisableRangeResync = true // download (and stream) the package again
 	}
-	if rep := h.baseline(ctx, srv.URL+"resourcedump.xml", opts); rep.Status != pipeline.StatusOK || rep.Resources.Written != 2 {
+	if rep := h.baseline(ctx, srv.URL+"resourcedump.xml", opts); rep.Status != runreport.StatusOK || rep.Resources.Written != 2 {
 		t.Fatalf("first run: %s", rep.Summary())
 	}
 	writeDump(t, dir, map[string][]byte{"p.zip": buildRaw(t, v2)})
 	rep := h.baseline(ctx, srv.URL+"resourcedump.xml", opts)
 	if rep.Resources.Written != 2 || rep.Resources.Unchanged != 1 || rep.Resources.Failed != 0 || len(rep.Failures) != 1 ||
-		rep.Failures[0].URI != uri("a") || !strings.Contains(rep.Failures[0].Error, "symlink") || rep.Status != pipeline.StatusPartial {
+		rep.Failures[0].URI != uri("a") || !strings.Contains(rep.Failures[0].Error, "symlink") || rep.Status != runreport.StatusPartial {
 		t.Fatalf("second run: %s", rep.Summary())
 	}
 	held := h.held(ctx)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/source"
 )
 
@@ -54,13 +55,13 @@ func TestRecordVersions(t *testing.T) {
 	}))
 	defer srv.Close()
 	h := newHarness(t)
-	run := func(recs ...versionedRecord) *pipeline.Report {
+	run := func(recs ...versionedRecord) *runreport.Report {
 		t.Helper()
 		return h.baseline(ctx, "versioned:", func(o *pipeline.Options) { o.Protocol = planned(&versioned{records: recs}) })
 	}
 	a1 := versionedRecord{uri: "urn:example:a", version: "2024-01-01", body: "<a>version 1</a>"}
 	b1 := versionedRecord{uri: "urn:example:b", version: "7", location: srv.URL + "/files/b"}
-	if rep := run(a1, b1); rep.Status != pipeline.StatusOK || rep.Resources.Written != 2 {
+	if rep := run(a1, b1); rep.Status != runreport.StatusOK || rep.Resources.Written != 2 {
 		t.Fatalf("first: %s", rep.Summary())
 	}
 	if got := h.held(ctx); string(got["urn:example:b"]) != body || string(got["urn:example:a"]) != a1.body {

@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rsharvest/rsharvest/internal/httpserve"
-	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -94,10 +94,10 @@ type runView struct {
 	Error                               string
 }
 
-// newRunView reads the run's counts from its report (pipeline.Report).
+// newRunView reads the run's counts from its report (runreport.Report).
 func newRunView(r state.Run) runView {
 	v := runView{Run: r}
-	if rep, ok := pipeline.ReadReport(r.Report); ok {
+	if rep, ok := runreport.Read(r.Report); ok {
 		v.Written, v.Deleted, v.Unchanged, v.Failed = rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed
 		v.Bytes, v.Error = rep.Bytes.Written, rep.Error
 	}

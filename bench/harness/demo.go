@@ -9,20 +9,20 @@ import (
 	"path/filepath"
 
 	"github.com/rsharvest/rsharvest/bench"
-	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // DemoRun runs one harvest of the demo's source: a baseline, or an
 // incremental run from the baseline's checkpoint; its report is written to
 // reportFile.
-type DemoRun func(ctx context.Context, incremental bool, source, reportFile string) (*pipeline.Report, error)
+type DemoRun func(ctx context.Context, incremental bool, source, reportFile string) (*runreport.Report, error)
 
 // Demo is rsharvest demo: it generates (once) a small source in
 // dir/source, serves it on loopback, and harvests it with run twice — a
 // baseline of the snapshot, then, once the source publishes its change
 // packages, an incremental run — saying on out what it does. It returns
 // the reports of the runs made.
-func Demo(ctx context.Context, dir string, resources int, out io.Writer, log *slog.Logger, run DemoRun) ([]*pipeline.Report, error) {
+func Demo(ctx context.Context, dir string, resources int, out io.Writer, log *slog.Logger, run DemoRun) ([]*runreport.Report, error) {
 	src := filepath.Join(dir, "source")
 	opts := bench.GenOptions{Dir: src, Resources: resources, Packages: 8, Seed: 1, MeanSize: 16 << 10, IndexThreshold: 4,
 		ChangePackages: 4, ChangesPerPackage: max(1, resources/10), Logger: log}
@@ -37,7 +37,7 @@ func Demo(ctx context.Context, dir string, resources int, out io.Writer, log *sl
 		return nil, err
 	}
 	defer srv.Close()
-	var reps []*pipeline.Report
+	var reps []*runreport.Report
 	for i, step := range []struct {
 		publish     int
 		incremental bool

@@ -25,6 +25,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/source/resourcesync"
@@ -421,8 +422,8 @@ func runPipeline(ctx context.Context, opts Options, url string, c int, d Dump, a
 		SpoolDir:    spool,
 		Concurrency: c,
 	}
-	row, err := measureRun(ctx, opts, p, d, nil, func(rep *pipeline.Report) error {
-		if rep.Status != pipeline.StatusOK || rep.Resources.Written != int64(d.Resources) {
+	row, err := measureRun(ctx, opts, p, d, nil, func(rep *runreport.Report) error {
+		if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(d.Resources) {
 			return fmt.Errorf("status %s, %d of %d resources written", rep.Status, rep.Resources.Written, d.Resources)
 		}
 		return nil

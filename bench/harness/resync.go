@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // Names of the re-sync rows.
@@ -69,8 +70,8 @@ func resyncs(ctx context.Context, opts Options, srvURL, copylessURL string, p Ru
 				v.mod(o)
 			}
 		}
-		row, err := measureRun(ctx, opts, p, d, mod, func(rep *pipeline.Report) error {
-			if rep.Status != pipeline.StatusOK || rep.Resources.Written != 0 || rep.Resources.Unchanged != int64(d.Resources) {
+		row, err := measureRun(ctx, opts, p, d, mod, func(rep *runreport.Report) error {
+			if rep.Status != runreport.StatusOK || rep.Resources.Written != 0 || rep.Resources.Unchanged != int64(d.Resources) {
 				return fmt.Errorf("status %s, %d written, %d of %d unchanged", rep.Status, rep.Resources.Written, rep.Resources.Unchanged, d.Resources)
 			}
 			return nil
@@ -87,7 +88,7 @@ func resyncs(ctx context.Context, opts Options, srvURL, copylessURL string, p Ru
 
 // measureRun runs one baseline with the harness's pipeline options (mod
 // applied) and measures it; check judges the report.
-func measureRun(ctx context.Context, opts Options, p RunParams, d Dump, mod func(*pipeline.Options), check func(*pipeline.Report) error) (Row, error) {
+func measureRun(ctx context.Context, opts Options, p RunParams, d Dump, mod func(*pipeline.Options), check func(*runreport.Report) error) (Row, error) {
 	po, closeSinks, err := opts.Pipeline(ctx, p)
 	if err != nil {
 		return Row{}, err

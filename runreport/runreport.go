@@ -1,0 +1,159 @@
+// Package runreport is the report of one run — what it did, what failed —
+// as the executor fills it, --report writes it, the state keeps it and the
+// harvest log, the status page and the reports read it back. It is a leaf:
+// whoever reads a report needs nothing else of the executor.
+package runreport
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Failure is one failed item of a run, as written to the report.
+type Failure struct {
+	URI       string `json:"uri"`
+	Package   string `json:"package,omitempty"`
+	Stage     string `json:"stage"`
+	Error     string `json:"error"`
+	Permanent bool   `json:"permanent"`
+}
+
+// Skip is an entry of a package that the run did not deliver without it
+// being a failure: a ZIP entry that the package's manifest does not list.
+type Skip struct {
+	Package string `json:"package"`
+	Entry   string `json:"entry"`
+	Reason  string `json:"reason"`
+}
+
+// MaxReportedFailures caps how many failures a Report lists; the state
+// store keeps every one of them.
+const MaxReportedFailures = 1000
+
+// Report is the outcome of a run, as written by --report.
+type Report struct {
+	Mode     string    `json:"mode"`
+	Source   string    `json:"source"`
+	RunID    int64     `json:"run_id"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Status   string    `json:"status"`
+	// At is the snapshot time of what a baseline read.
+	At *time.Time `json:"at,omitempty"`
+	// From and Until are an incremental run's explicit range, if given.
+	From     *time.Time `json:"from,omitempty"`
+	Until    *time.Time `json:"until,omitempty"`
+	Packages struct {
+		Total  int64 `json:"total"`
+		Done   int64 `json:"done"`
+		Failed int64 `json:"failed"`
+	} `json:"packages"`
+	Resources struct {
+		Written   int64 `json:"written"`
+		Deleted   int64 `json:"deleted"`
+		Unchanged int64 `json:"unchanged"`
+		Failed    int64 `json:"failed"`
+		Skipped   int64 `json:"skipped"`
+		// Unverified are the written resources that gave no digest: they
+		// passed only their declared length and, in a package, CRC-32.
+		Unverified int64 `json:"unverified"`
+	} `json:"resources"`
+	Bytes struct {
+		Downloaded int64 `json:"downloaded"`
+		Written    int64 `json:"written"`
+	} `json:"bytes"`
+	Fetch             FetchStats `json:"fetch"`
+	Failures          []Failure  `json:"failures"`
+	FailuresTruncated int64      `json:"failures_truncated,omitempty"`
+	Skips             []Skip     `json:"skips,omitempty"`
+	// Error is the fatal error that ended the run early, if any.
+	Error string `json:"error,omitempty"`
+}
+
+// FetchStats are the HTTP client's counters for the run.
+type FetchStats struct {
+	Requests int64 `json:"requests"`
+	Retries  int64 `json:"retries"`
+	Resumes  int64 `json:"resumes"`
+	Restarts int64 `json:"restarts"`
+}
+
+// Run statuses.
+const (
+	StatusOK      = "ok"      // every resource synced
+	StatusPartial = "partial" // the run finished, some items failed
+	StatusFailed  = "failed"  // a fatal error ended the run
+)
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteFile writes the report as JSON to path atomically (temp file and
+// rename), so a reader never sees half a report.
+func (rep *Report) WriteFile(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.json")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := rep.WriteJSON(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// Summary renders the report in a few human-readable lines.
+func (rep *Report) Summary() string {
+	d := rep.Finished.Sub(rep.Started)
+	mbps := 0.0
+	if d > 0 {
+		mbps = float64(rep.Bytes.Written) / 1e6 / d.Seconds()
+	}
+	s := fmt.Sprintf("%s of %s: %s in %s\n", rep.Mode, rep.Source, rep.Status, d.Round(time.Millisecond))
+	if rep.Packages.Total > 0 || rep.Packages.Failed > 0 { // lists and OAI-PMH read no package
+		s += fmt.Sprintf("  packages:  %d total, %d done, %d failed\n", rep.Packages.Total, rep.Packages.Done, rep.Packages.Failed)
+	}
+	s += fmt.Sprintf("  resources: %d written, %d deleted, %d unchanged, %d failed, %d skipped\n",
+		rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed, rep.Resources.Skipped)
+	if rep.Resources.Unverified > 0 {
+		s += fmt.Sprintf("  unverified: %d of the written resources gave no hash (checked by their length only, and CRC-32 inside a package; --require-hash refuses them)\n", rep.Resources.Unverified)
+	}
+	s += fmt.Sprintf("  bytes:     %d downloaded, %d written (%.1f MB/s)\n", rep.Bytes.Downloaded, rep.Bytes.Written, mbps)
+	if rep.Error != "" {
+		s += "  error:     " + rep.Error + "\n"
+	}
+	for i, f := range rep.Failures {
+		if i == 10 {
+			s += fmt.Sprintf("  … and %d more failures (see the report or the state store)\n", int64(len(rep.Failures)-10)+rep.FailuresTruncated)
+			break
+		}
+		s += fmt.Sprintf("  failed: %s: %s\n", f.URI, f.Error)
+	}
+	return s
+}
+
+// Read decodes a report a run recorded (state.Run.Report); false when
+// there is none, or it cannot be read. It is the one decoder of a
+// recorded report, for the harvest log, the status page and the reports.
+func Read(b []byte) (*Report, bool) {
+	var rep Report
+	if b == nil || json.Unmarshal(b, &rep) != nil {
+		return nil, false
+	}
+	return &rep, true
+}
