@@ -12,13 +12,9 @@ import (
 
 // WriteText writes what the repository says of itself, a field a line.
 func (id *Identify) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, row := range [][2]string{{"repository", id.RepositoryName}, {"base URL", id.BaseURL}, {"protocol", id.ProtocolVersion},
-		{"granularity", id.Granularity}, {"earliest", id.EarliestDatestamp}, {"deleted records", id.DeletedRecord},
-		{"admin", strings.Join(id.AdminEmail, ", ")}} {
-		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
-	}
-	return tw.Flush()
+	return writeTable(w, [][]string{{"repository:", id.RepositoryName}, {"base URL:", id.BaseURL}, {"protocol:", id.ProtocolVersion},
+		{"granularity:", id.Granularity}, {"earliest:", id.EarliestDatestamp}, {"deleted records:", id.DeletedRecord},
+		{"admin:", strings.Join(id.AdminEmail, ", ")}})
 }
 
 // Formats are the metadata formats a repository offers.
@@ -26,12 +22,11 @@ type Formats []MetadataFormat
 
 // WriteText writes the formats as a table.
 func (fs Formats) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PREFIX\tNAMESPACE\tSCHEMA")
+	rows := [][]string{{"PREFIX", "NAMESPACE", "SCHEMA"}}
 	for _, f := range fs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Prefix, f.Namespace, f.Schema)
+		rows = append(rows, []string{f.Prefix, f.Namespace, f.Schema})
 	}
-	return tw.Flush()
+	return writeTable(w, rows)
 }
 
 // Sets are a repository's sets.
@@ -39,10 +34,18 @@ type Sets []Set
 
 // WriteText writes the sets as a table.
 func (ss Sets) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SPEC\tNAME")
+	rows := [][]string{{"SPEC", "NAME"}}
 	for _, s := range ss {
-		fmt.Fprintf(tw, "%s\t%s\n", s.Spec, s.Name)
+		rows = append(rows, []string{s.Spec, s.Name})
+	}
+	return writeTable(w, rows)
+}
+
+// writeTable writes rows with their columns aligned.
+func writeTable(w io.Writer, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	return tw.Flush()
 }
