@@ -28,6 +28,7 @@ type benchFlags struct {
 	refs        bool
 	compare     []string
 	resync      bool
+	stages      bool
 	sweep       []int
 	rounds      int
 }
@@ -61,6 +62,7 @@ func (a *app) benchCommand() *cobra.Command {
 	fl.StringVar(&f.svgFile, "svg", "", "write a chart of the results as SVG to this file")
 	fl.BoolVar(&f.refs, "refs", true, "also run the reference points (download only, necessary-work limit, naive curl/unzip, the Python job)")
 	fl.StringArrayVar(&f.compare, "compare", nil, "also run this other rsharvest binary's baseline against the same server (repeatable): an older build, a build without libdeflate")
+	fl.BoolVar(&f.stages, "stages", true, "after the measured runs, profile one more run of the pipeline (at the last concurrency) and of the necessary-work limit, and print their CPU by stage")
 	fl.BoolVar(&f.resync, "resync", true, "after the last run, re-sync the unchanged dump: with package skip, by Range, and with manifest copies")
 	return c
 }
@@ -104,6 +106,7 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 		Refs:        f.refs,
 		Compare:     f.compare,
 		Resync:      f.resync,
+		Stages:      f.stages,
 		Pipeline:    a.benchPipeline(log, f.rangeParts),
 		Logger:      log,
 	}, f.rounds, f.sweep)

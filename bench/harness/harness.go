@@ -82,6 +82,10 @@ type Options struct {
 	// Resync re-syncs the unchanged dump after the last pipeline run, in
 	// each way a re-sync can skip work (see the Row* names).
 	Resync bool
+	// Stages runs the pipeline (at the last of Concurrency) and, with
+	// Refs, the necessary-work limit once more each under the CPU
+	// profiler, for their CPU by stage (Result.Stages).
+	Stages bool
 	// Pipeline builds each run's pipeline options; nil means DefaultOptions.
 	Pipeline OptionsFunc
 	// Logger receives progress at info level; nil discards.
@@ -165,8 +169,16 @@ type Result struct {
 	Latency             string  `json:"latency"`
 	WorkDir             string  `json:"work_dir"`
 	Rows                []Row   `json:"rows"`
+	// Stages are the CPU by stage of the profiled runs (Options.Stages).
+	Stages []StageRow `json:"stages,omitempty"`
 	// Notes explain how to read the figures.
 	Notes []string `json:"notes"`
+}
+
+// StageRow is one profiled run's CPU by stage.
+type StageRow struct {
+	Name    string `json:"name"`
+	Seconds Stages `json:"seconds"`
 }
 
 // Names of the reference rows.
@@ -293,8 +305,40 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 		res.Rows = append(res.Rows, row)
 	}
+	if opts.Stages {
+		if err := res.profile(ctx, opts, srv.URL, dump); err != nil {
+			return nil, err
+		}
+	}
 	res.fillRatios()
 	return res, nil
+}
+
+// profile runs the pipeline at the last concurrency, and with opts.Refs
+// the necessary-work limit, once more each under the CPU profiler, and
+// records their CPU by stage.
+func (r *Result) profile(ctx context.Context, opts Options, url string, d Dump) error {
+	c := opts.Concurrency[len(opts.Concurrency)-1]
+	runs := []struct {
+		name string
+		fn   func() error
+	}{{fmt.Sprintf("rsharvest -c %d", c), func() error { _, err := runPipeline(ctx, opts, url, c, d, nil); return err }}}
+	if opts.Refs {
+		runs = append(runs, struct {
+			name string
+			fn   func() error
+		}{RefLimit, func() error { _, err := necessaryWork(ctx, url, opts.WorkDir, d); return err }})
+	}
+	for _, run := range runs {
+		st, err := profileStages(run.fn)
+		if err != nil {
+			return fmt.Errorf("harness: profiled %s: %w", run.name, err)
+		}
+		if st != nil {
+			r.Stages = append(r.Stages, StageRow{Name: run.name, Seconds: st})
+		}
+	}
+	return nil
 }
 
 // fillRatios sets every row's CPU per GB and its ratios to the references
@@ -462,7 +506,7 @@ func Sweep(ctx context.Context, opts Options, resources []int) (*Result, error) 
 	for _, n := range resources {
 		o := opts
 		o.Gen.Resources = n
-		o.Refs, o.Resync = false, false
+		o.Refs, o.Resync, o.Stages = false, false, false
 		if len(o.Concurrency) > 1 {
 			o.Concurrency = o.Concurrency[len(o.Concurrency)-1:]
 		}
@@ -502,7 +546,9 @@ func Repeat(ctx context.Context, opts Options, rounds int) (*Result, error) {
 		if opts.Logger != nil {
 			opts.Logger.InfoContext(ctx, "bench: round", "round", i+1, "of", rounds)
 		}
-		res, err := Run(ctx, opts)
+		o := opts
+		o.Stages = opts.Stages && i == rounds-1 // profiled once, after the measured rounds
+		res, err := Run(ctx, o)
 		if err != nil {
 			return nil, err
 		}

@@ -40,6 +40,7 @@ func TestRunTinyDump(t *testing.T) {
 		Concurrency: []int{1, 2},
 		Refs:        true,
 		Resync:      true,
+		Stages:      true,
 		Compare:     []string{other},
 	}
 	res, err := Run(ctx, opts)
@@ -48,6 +49,9 @@ func TestRunTinyDump(t *testing.T) {
 	}
 	if res.Dump.Resources != 60 || res.Dump.Packages != 3 || res.Dump.Cached {
 		t.Fatalf("dump = %+v", res.Dump)
+	}
+	if len(res.Stages) != 2 || res.Stages[0].Name != "rsharvest -c 2" || res.Stages[1].Name != RefLimit {
+		t.Errorf("profiled runs %+v, want the pipeline's at -c 2 and the limit's", res.Stages)
 	}
 	want := []string{"rsharvest -c 1", "rsharvest -c 2", RowResync, RowResyncRange, RowResyncCopies, RefDownload, RefLimit, RefNaive, RefPython, other + " -c 2"}
 	if len(res.Rows) != len(want) {

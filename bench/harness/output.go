@@ -49,6 +49,12 @@ func (r *Result) WriteTable(w io.Writer) error {
 			fmtPos(row.VsPython, "%.2f"), fmtPos(row.VsNaive, "%.2f"), fmtPos(row.VsDownload, "%.2f"), fmtPos(row.Speedup, "%.1f"))
 	}
 	fmt.Fprintln(w)
+	names := make([]string, len(r.Stages))
+	stages := make([]Stages, len(r.Stages))
+	for i, st := range r.Stages {
+		names[i], stages[i] = st.Name, st.Seconds
+	}
+	writeStages(w, names, stages)
 	for _, row := range r.Rows {
 		if !row.Skipped && row.Note != "" {
 			fmt.Fprintf(w, "%s: %s\n", row.Name, row.Note)
