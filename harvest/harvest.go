@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
@@ -217,11 +216,10 @@ func (h *Harvester) protocol(ctx context.Context, j Job, client *fetch.Client, l
 	if reg == nil {
 		reg = protocols.All()
 	}
-	if _, ok := reg.Lookup(j.Protocol); !ok && j.Protocol != "auto" {
-		return source.Protocol{}, invalidf("--protocol: want auto, %s", strings.Join(reg.Names(), " or "))
-	}
 	p, err := reg.Choose(ctx, j.Protocol, client, j.Source)
-	if err != nil {
+	if errors.Is(err, source.ErrUnknownProtocol) {
+		return source.Protocol{}, invalidf("--protocol: %v", err)
+	} else if err != nil {
 		return source.Protocol{}, err
 	}
 	if j.Protocol == "auto" {

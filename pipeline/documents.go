@@ -47,16 +47,17 @@ func (r *run) openDocument(ctx context.Context, docURL string) (io.ReadCloser, e
 		done()
 		return nil, err
 	}
-	return spooledDoc{in, done}, nil
+	return readCloser{in, done}, nil
 }
 
-// spooledDoc reads a spooled document; Close removes the spool.
-type spooledDoc struct {
+// readCloser reads r; Close calls close (a spooled document's removes the
+// spool; a package's index entry keeps the package).
+type readCloser struct {
 	io.Reader
 	close func() error
 }
 
-func (s spooledDoc) Close() error { return s.close() }
+func (c readCloser) Close() error { return c.close() }
 
 // fetchDocument downloads the document at docURL into f (empty, at offset
 // 0), as it comes (compressed or not), and returns its Content-Encoding.

@@ -89,19 +89,11 @@ func (r *run) openForPlan(ctx context.Context, j source.Package) (io.ReadCloser,
 		sp.Close()
 		return nil, &source.StageError{Stage: "manifest", Err: err}
 	}
-	return keptIndex{mrc, func() { r.spool.keep(j.URL, sp) }}, nil
-}
-
-// keptIndex reads a package's index entry; Close keeps the package.
-type keptIndex struct {
-	io.ReadCloser
-	keep func()
-}
-
-func (k keptIndex) Close() error {
-	err := k.ReadCloser.Close()
-	k.keep()
-	return err
+	return readCloser{mrc, func() error {
+		err := mrc.Close()
+		r.spool.keep(j.URL, sp)
+		return err
+	}}, nil
 }
 
 // heldWin reports whether the destination holds win, a winning change of

@@ -87,7 +87,11 @@ func (listing) readPackage(ctx context.Context, r *run, j source.Package, out ch
 		}
 		r.log.Debug("manifest copy unreadable; reading the package", "url", j.Contents, "error", err)
 	}
-	sp, ok, err := (*spooled)(nil), false, error(nil)
+	var (
+		sp  *spooled
+		ok  bool
+		err error
+	)
 	if !r.opts.DisableRangeResync {
 		sp, ok, err = r.readByRange(ctx, j)
 	}

@@ -56,13 +56,13 @@ var _ Sink = (*retrying)(nil)
 
 func (r *retrying) Put(ctx context.Context, res *Resource, body io.Reader) error {
 	seeker, rewinds := body.(io.Seeker)
+	if !rewinds {
+		return classify(r.Sink.Put(ctx, res, body)) // once: it cannot be read again
+	}
 	tb := &trackedBody{r: body}
 	tries := 0
 	return r.do(ctx, res.URI, func() error {
 		if tries++; tries > 1 {
-			if !rewinds {
-				return retry.Stop(tb.last)
-			}
 			if _, err := seeker.Seek(0, io.SeekStart); err != nil {
 				return retry.Stop(err)
 			}
@@ -72,7 +72,6 @@ func (r *retrying) Put(ctx context.Context, res *Resource, body io.Reader) error
 		if err != nil && tb.failed {
 			return retry.Stop(err) // the body's failure, not the sink's
 		}
-		tb.last = err
 		return err
 	})
 }
@@ -101,7 +100,6 @@ func classify(err error) error {
 type trackedBody struct {
 	r      io.Reader
 	failed bool
-	last   error
 }
 
 func (t *trackedBody) Read(p []byte) (int, error) {

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,6 +71,10 @@ type Services struct {
 	ScratchDir string
 }
 
+// ErrUnknownProtocol is wrapped by Registry.Choose's error for a name no
+// protocol has.
+var ErrUnknownProtocol = errors.New("no such protocol")
+
 // Registry lists the protocols a harvester knows, in the order --protocol
 // auto probes them.
 type Registry []Protocol
@@ -121,7 +126,7 @@ func (reg Registry) Choose(ctx context.Context, name string, c *fetch.Client, ur
 	if name != "auto" {
 		p, ok := reg.Lookup(name)
 		if !ok {
-			return Protocol{}, fmt.Errorf("no protocol %q: want auto, %s", name, strings.Join(reg.Names(), ", "))
+			return Protocol{}, fmt.Errorf("%w %q: want auto, %s", ErrUnknownProtocol, name, strings.Join(reg.Names(), ", "))
 		}
 		return p, nil
 	}

@@ -35,7 +35,7 @@ func TestRegistry(t *testing.T) {
 		errHas string
 	}{
 		{"by name", reg(probe(true, nil)), "fallback", "fallback", ""},
-		{"unknown name", reg(), "gopher", "", `no protocol "gopher"`},
+		{"unknown name", reg(), "gopher", "", `no such protocol "gopher"`},
 		{"auto, first probe that answers", reg(probe(false, nil), probe(true, nil), probe(true, nil)), "auto", "b", ""},
 		{"auto, a failing probe is not an answer", reg(probe(true, errors.New("refused")), probe(true, nil)), "auto", "b", ""},
 		{"auto, no probe answers: the fallback", reg(probe(false, nil)), "auto", "fallback", ""},

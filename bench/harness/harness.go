@@ -319,15 +319,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 // records their CPU by stage.
 func (r *Result) profile(ctx context.Context, opts Options, url string, d Dump) error {
 	c := opts.Concurrency[len(opts.Concurrency)-1]
-	runs := []struct {
+	type run struct {
 		name string
 		fn   func() error
-	}{{fmt.Sprintf("rsharvest -c %d", c), func() error { _, err := runPipeline(ctx, opts, url, c, d, nil); return err }}}
+	}
+	runs := []run{{fmt.Sprintf("rsharvest -c %d", c), func() error { _, err := runPipeline(ctx, opts, url, c, d, nil); return err }}}
 	if opts.Refs {
-		runs = append(runs, struct {
-			name string
-			fn   func() error
-		}{RefLimit, func() error { _, err := necessaryWork(ctx, url, opts.WorkDir, d); return err }})
+		runs = append(runs, run{RefLimit, func() error { _, err := necessaryWork(ctx, url, opts.WorkDir, d); return err }})
 	}
 	for _, run := range runs {
 		st, err := profileStages(run.fn)

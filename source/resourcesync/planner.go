@@ -33,11 +33,6 @@ func WellKnownURL(site string) (string, error) {
 	return u.Scheme + "://" + u.Host + "/.well-known/resourcesync", nil
 }
 
-// ErrNoCapability is wrapped by the error of a run whose capability list
-// offers none of the documents the run needs (no Change Dump or Change List
-// for an incremental run, say).
-var ErrNoCapability = source.ErrNotOffered
-
 // Plan plans task (see source.Planner): it walks from task.Source to the
 // task's documents — Resource Dumps (Resource Lists where no dump exists)
 // for a baseline, Change Dumps (Change Lists) for an incremental task. A
@@ -463,7 +458,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 			}
 			w.setsSeen++
 			werr := w.child(ctx, here, e, e.Loc)
-			if werr == nil || ctx.Err() != nil || w.stop != nil || errclass.IsFatal(werr) || errors.Is(werr, ErrNoCapability) {
+			if werr == nil || ctx.Err() != nil || w.stop != nil || errclass.IsFatal(werr) || errors.Is(werr, source.ErrNotOffered) {
 				return werr
 			}
 			// One broken resource set does not stop the others: it is
@@ -500,9 +495,9 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 			}
 		}
 		if w.list != "" {
-			return errclass.Permanentf("%s: %w: neither a %s nor a %s", docURL, ErrNoCapability, capName(w.want), capName(w.list))
+			return errclass.Permanentf("%s: %w: neither a %s nor a %s", docURL, source.ErrNotOffered, capName(w.want), capName(w.list))
 		}
-		return errclass.Permanentf("%s: %w: no %s", docURL, ErrNoCapability, capName(w.want))
+		return errclass.Permanentf("%s: %w: no %s", docURL, source.ErrNotOffered, capName(w.want))
 	case manifest.ResourceList:
 		if w.list != manifest.ResourceList {
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
