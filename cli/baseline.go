@@ -55,6 +55,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.DurationVar(&f.StallTimeout, "stall-timeout", d.StallTimeout, "fail (and resume) a download that receives no bytes for this long")
 	fl.BoolVar(&f.RequireHash, "require-hash", false, "refuse resources that give no md5, sha-1, sha-256 or sha-512 (by default they are delivered after their length and CRC-32 checks, and counted as unverified)")
 	fl.BoolVar(&f.AllowPrivateAddresses, "allow-private-addresses", false, "let the URLs a source lists (resources, mirrors, redirects) lead to loopback, link-local, private or cloud metadata addresses; by default only a source served from such an address may list addresses of its kind")
+	fl.StringVar(&f.Verify, "verify", d.Verify, "which digests of those an entry lists are checked: strongest (sha-512, else sha-256, else sha-1, else md5; with the length and CRC-32) or all")
 	fl.BoolVar(&f.AllowMissingHash, "allow-missing-hash", false, "no effect, kept for compatibility: resources without a hash are accepted by default (see --require-hash)")
 	_ = fl.MarkDeprecated("allow-missing-hash", "resources without a hash are accepted by default; --require-hash refuses them")
 	fl.StringArrayVar(&f.Sets, "set", nil, "sync only this resource set: its capability list's URL, file or directory name (default: every set); OAI-PMH: a setSpec, repeatable (each set its own resource set, harvested in parallel)")

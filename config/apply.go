@@ -28,6 +28,7 @@ type Targets struct {
 	WaitLock         *time.Duration // wait-lock
 	AllowMissingHash *bool          // allow-missing-hash
 	RequireHash      *bool          // require-hash
+	Verify           *string        // verify
 	AllowPrivate     *bool          // allow-private-addresses
 	Prefer           *string        // prefer
 	Sets             *[]string      // set
@@ -66,6 +67,7 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setString(t.LogLevel, f.LogLevel, "log-level", flagSet)
 	setString(t.LogFormat, f.LogFormat, "log-format", flagSet)
 	setString(t.Prefer, f.Prefer, "prefer", flagSet)
+	setString(t.Verify, f.Verify, "verify", flagSet)
 	setString(t.Protocol, f.Protocol, "protocol", flagSet)
 	setString(t.MetadataPrefix, f.MetadataPrefix, "metadata-prefix", flagSet)
 	setPtr(t.Concurrency, f.Concurrency, "concurrency", flagSet)

@@ -20,6 +20,7 @@
 //	stall_timeout: 30s                    # a Go duration, or a number of seconds
 //	wait_lock: 10m                        # a Go duration, or a number of seconds
 //	require_hash: false
+//	verify: strongest                     # strongest, all: the digests of an entry checked
 //	allow_private_addresses: false        # resources may lead to loopback, private, metadata addresses
 //	allow_missing_hash: false             # accepted, no effect
 //	range_parts: 1                        # at least 1
@@ -112,6 +113,9 @@ type File struct {
 	// RequireHash refuses resources that give no md5, sha-1, sha-256 or
 	// sha-512 (--require-hash).
 	RequireHash *bool `yaml:"require_hash,omitempty"`
+	// Verify is "strongest" or "all": which of the digests an entry lists
+	// are checked (--verify).
+	Verify string `yaml:"verify,omitempty"`
 	// AllowPrivateAddresses lifts the address rule: resources, mirrors
 	// and redirects may lead to loopback, link-local, private or cloud
 	// metadata addresses (--allow-private-addresses).

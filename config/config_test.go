@@ -44,6 +44,7 @@ stall_timeout: 2m
 wait_lock: 90
 allow_missing_hash: true
 require_hash: true
+verify: all
 allow_private_addresses: true
 progress: log
 log_level: debug
@@ -81,6 +82,7 @@ log_format: json
 			WaitLock:              ptr(Duration(90 * time.Second)),
 			AllowMissingHash:      ptr(true),
 			RequireHash:           ptr(true),
+			Verify:                "all",
 			AllowPrivateAddresses: ptr(true),
 			Progress:              "log",
 			LogLevel:              "debug",
@@ -154,6 +156,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"datetime without zone", "from: 2024-01-01T10:00\n", 1, 7, `invalid W3C datetime`},
 		{"from after until", "from: 2024-03-01\nuntil: 2024-02-01\n", 2, 8, `until 2024-02-01 is before from 2024-03-01 (line 1)`},
 		{"bad progress", "progress: fancy\n", 1, 11, `progress: want one of auto, bars, log, none`},
+		{"bad verify", "verify: some\n", 1, 9, `verify: want one of strongest, all`},
 		{"bad log level", "log_level: loud\n", 1, 12, `log_level: want one of debug`},
 		{"empty sinks list", "sinks: []\n", 1, 8, `empty list`},
 		{"empty sink spec", "sinks: ['']\n", 1, 9, `empty sink spec`},

@@ -42,6 +42,7 @@ type raw struct {
 	WaitLock          yaml.Node `yaml:"wait_lock"`
 	AllowMissingHash  yaml.Node `yaml:"allow_missing_hash"`
 	RequireHash       yaml.Node `yaml:"require_hash"`
+	Verify            yaml.Node `yaml:"verify"`
 	AllowPrivate      yaml.Node `yaml:"allow_private_addresses"`
 	Progress          yaml.Node `yaml:"progress"`
 	LogLevel          yaml.Node `yaml:"log_level"`
@@ -203,6 +204,8 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 		d.f.AllowMissingHash, err = d.boolean(key, v)
 	case "require_hash":
 		d.f.RequireHash, err = d.boolean(key, v)
+	case "verify":
+		d.f.Verify, err = d.oneOf(key, v, "strongest", "all")
 	case "allow_private_addresses":
 		d.f.AllowPrivateAddresses, err = d.boolean(key, v)
 	case "progress":

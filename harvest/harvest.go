@@ -201,6 +201,7 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		ListConcurrency: listConcurrency,
 		SpoolDir:        j.SpoolDir,
 		RequireHash:     j.RequireHash,
+		VerifyAll:       j.Verify == "all",
 		Set:             set,
 		MaxDocumentSize: j.MaxDocumentSize,
 		Logger:          log,

@@ -73,6 +73,10 @@ type Job struct {
 	StallTimeout time.Duration
 	// RequireHash refuses resources that give no hash.
 	RequireHash bool
+	// Verify is which digests of those an entry lists are checked:
+	// "strongest" (the default: sha-512, else sha-256, else sha-1, else
+	// md5) or "all".
+	Verify string
 	// AllowMissingHash is accepted for compatibility; it does nothing.
 	AllowMissingHash bool
 	// AllowPrivateAddresses lifts the address rule (fetch.AddressPolicy).
@@ -100,6 +104,7 @@ func DefaultJob() Job {
 		Retries:         5,
 		StallTimeout:    30 * time.Second,
 		Prefer:          "dump",
+		Verify:          "strongest",
 		Protocol:        "auto",
 		MetadataPrefix:  oaipmh.DefaultMetadataPrefix,
 		RangeParts:      1,
@@ -114,7 +119,7 @@ func (j *Job) Targets() config.Targets {
 	return config.Targets{
 		Source: &j.Source, SpoolDir: &j.SpoolDir, From: &j.From, Until: &j.Until, Sinks: &j.Sinks, Headers: &j.Headers,
 		Concurrency: &j.Concurrency, Workers: &j.Workers, Retries: &j.Retries, RangeParts: &j.RangeParts, MaxDocumentSize: &j.MaxDocumentSize,
-		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash,
+		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify,
 		AllowPrivate: &j.AllowPrivateAddresses, Prefer: &j.Prefer, Sets: &j.Sets, Protocol: &j.Protocol, MetadataPrefix: &j.MetadataPrefix,
 	}
 }
@@ -165,6 +170,9 @@ func (j *Job) Validate() error {
 	}
 	if j.Prefer != "dump" && j.Prefer != "list" {
 		return invalidf("--prefer: want dump or list")
+	}
+	if j.Verify != "strongest" && j.Verify != "all" {
+		return invalidf("--verify: want strongest or all")
 	}
 	if j.Protocol == "" {
 		return invalidf("--protocol must not be empty")

@@ -143,7 +143,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 				extraIn[uri] = append(extraIn[uri], s)
 				return inv.MarkHeld(ctx, uri, s.name)
 			}
-			if err := verifyHeld(ctx, s.Sink.(sink.Inventory), uri, l); err != nil {
+			if err := verifyHeld(ctx, s.Sink.(sink.Inventory), uri, r.checked(fixity.Expect{Length: l.Length, Hashes: l.Hashes})); err != nil {
 				if !errors.Is(err, fixity.ErrMismatch) {
 					return fmt.Errorf("audit: reading %s from %s: %w", uri, s.name, err)
 				}
@@ -197,14 +197,15 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 	return ar, nil
 }
 
-// verifyHeld reads a held body and checks it against the source's listing.
-func verifyHeld(ctx context.Context, inv sink.Inventory, uri string, l state.Listed) error {
+// verifyHeld reads a held body and checks it against want, the source's
+// listing.
+func verifyHeld(ctx context.Context, inv sink.Inventory, uri string, want fixity.Expect) error {
 	rc, err := inv.Get(ctx, uri)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	vr := fixity.NewReader(rc, fixity.Expect{Length: l.Length, Hashes: l.Hashes}, fixity.Compute{})
+	vr := fixity.NewReader(rc, want, fixity.Compute{})
 	_, err = io.Copy(io.Discard, vr)
 	return err
 }

@@ -378,7 +378,7 @@ func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sour
 // write slots), and opened again for each retry of the sink's (see
 // sink.WithRetry).
 func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, error) {
-	b := &entryBody{ctx: ctx, open: f, want: want}
+	b := &entryBody{ctx: ctx, open: f, want: r.checked(want)}
 	if err := b.reopen(); err != nil {
 		return 0, err
 	}
@@ -390,6 +390,15 @@ func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryO
 		return 0, errclass.Fatalf("sink returned before reading the whole body: a sink bug; nothing unverified may be committed")
 	}
 	return b.vr.N(), nil
+}
+
+// checked is what an entry's bytes are verified against: want, with only
+// its strongest digest unless Options.VerifyAll.
+func (r *run) checked(want fixity.Expect) fixity.Expect {
+	if !r.opts.VerifyAll {
+		want.Hashes = want.Hashes.Strongest()
+	}
+	return want
 }
 
 // entryBody is an entry's bytes as a sink reads them, verified as they are

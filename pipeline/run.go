@@ -109,6 +109,13 @@ type Options struct {
 	// unverified (runreport.Report.Resources.Unverified; the state records the check
 	// it passed in state.Resource.Verified).
 	RequireHash bool
+	// VerifyAll checks every digest an entry lists. By default only the
+	// strongest is checked (fixity.Hashes.Strongest: sha-512, else
+	// sha-256, else sha-1, else md5), with the length and, inside a
+	// package, the CRC-32: a weaker digest beside a stronger one adds no
+	// integrity, only hashing time. The state records the digests the
+	// entry lists either way.
+	VerifyAll bool
 	// DisableRangeResync always downloads whole packages. By default, on a
 	// re-sync, a package whose server honours Range is read in place and
 	// only its new or changed entries are fetched (see readPackage).

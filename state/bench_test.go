@@ -79,3 +79,30 @@ func BenchmarkLookup(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
 }
+
+// BenchmarkCommitBaseline measures Commit of batches shaped as a
+// baseline's: 500 new resources, each with its change record and its
+// deliveries cleared (every sink took it); it reports µs per resource.
+func BenchmarkCommitBaseline(b *testing.B) {
+	const batch = 500
+	ctx := context.Background()
+	s, _ := openTemp(b)
+	run := mustRun(b, s)
+	rs := benchResources(b, "commit", batch, run)
+	n := 0
+	for b.Loop() {
+		bt := Batch{Resources: rs}
+		for i := range rs {
+			rs[i].URI = fmt.Sprintf("http://example.com/commit/resource/%010d", n)
+			n++
+			r := &rs[i]
+			bt.Changes = append(bt.Changes, ChangeRecord{URI: r.URI, Change: ChangeCreated, Datetime: r.ChangeTime, RunID: run,
+				Package: r.Package, Source: r.Source, Length: r.Length, Hashes: r.Hashes, Type: r.Type})
+			bt.Delivered = append(bt.Delivered, Key{Source: r.Source, URI: r.URI})
+		}
+		if err := s.Commit(ctx, bt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(n), "µs/resource")
+}
