@@ -35,8 +35,9 @@ var pythonJob string
 
 // PythonJob returns bench/pyjob.py: the job of rsharvest's baseline
 // written plainly in Python, one process per package (download, inflate,
-// check md5, sha-256 and length against the manifest, write each file).
-// Run as python3 -c SCRIPT BASE_URL OUT_DIR PACKAGE_NAME...; it prints the
+// check the length and the strongest digest, or every digest, against the
+// manifest, write each file). Run as python3 -c SCRIPT VERIFY BASE_URL
+// OUT_DIR PACKAGE_NAME..., VERIFY "strongest" or "all"; it prints the
 // number of entries written.
 func PythonJob() string { return pythonJob }
 

@@ -29,6 +29,7 @@ type benchFlags struct {
 	compare     []string
 	resync      bool
 	stages      bool
+	verifyAll   bool
 	sweep       []int
 	rounds      int
 }
@@ -66,6 +67,7 @@ func (a *app) benchCommand() *cobra.Command {
 	fl.BoolVar(&f.refs, "refs", true, "also run the reference points (download only, necessary-work limit, naive curl/unzip, the Python job)")
 	fl.StringArrayVar(&f.compare, "compare", nil, "also run this other rsharvest binary's baseline against the same server (repeatable): an older build, a build without libdeflate")
 	fl.BoolVar(&f.stages, "stages", true, "after the measured runs, profile one more run of the pipeline (at the last concurrency) and of the necessary-work limit, and print their CPU by stage")
+	fl.BoolVar(&f.verifyAll, "verify-all", true, "also run the job with every digest an entry lists checked (--verify all) at the last concurrency, with the necessary-work limit and the Python job checking the same; the other rows check the strongest digest, as rsharvest does by default")
 	fl.BoolVar(&f.resync, "resync", true, "after the last run, re-sync the unchanged dump: with package skip, by Range, and with manifest copies")
 	return c
 }
@@ -110,6 +112,7 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 		Compare:     f.compare,
 		Resync:      f.resync,
 		Stages:      f.stages,
+		VerifyAll:   f.verifyAll,
 		Pipeline:    a.benchPipeline(log, f.rangeParts),
 		Logger:      log,
 	}, f.rounds, f.sweep)
@@ -128,6 +131,9 @@ func (a *app) benchPipeline(log *slog.Logger, rangeParts int) harness.OptionsFun
 	return func(ctx context.Context, p harness.RunParams) (pipeline.Options, func(context.Context) error, error) {
 		f := syncFlags{Job: harvest.DefaultJob(), state: p.StatePath, progress: "none", command: "rsharvest bench"}
 		f.Source, f.Sinks, f.Concurrency, f.SpoolDir, f.RangeParts = p.Source, []string{"fs:" + p.SinkDir}, p.Concurrency, p.SpoolDir, rangeParts
+		if p.VerifyAll {
+			f.Verify = "all"
+		}
 		return a.pipelineOptions(ctx, f, log)
 	}
 }

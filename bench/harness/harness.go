@@ -45,6 +45,9 @@ type RunParams struct {
 	SpoolDir string
 	// Concurrency is the number of packages in flight.
 	Concurrency int
+	// VerifyAll checks every digest an entry lists (--verify all), not
+	// only its strongest (pipeline.Options.VerifyAll).
+	VerifyAll bool
 }
 
 // OptionsFunc builds the pipeline's options for one run, and a function
@@ -82,6 +85,13 @@ type Options struct {
 	// Resync re-syncs the unchanged dump after the last pipeline run, in
 	// each way a re-sync can skip work (see the Row* names).
 	Resync bool
+	// VerifyAll adds the job as it is with --verify all, every digest an
+	// entry lists checked: the pipeline at the last of Concurrency and,
+	// with Refs, the necessary-work limit and the Python job doing the
+	// same checks, each a row of its own (Row.VerifyAll) whose ratios are
+	// between them. The other rows check, as rsharvest does by default,
+	// each entry's strongest digest.
+	VerifyAll bool
 	// Stages runs the pipeline (at the last of Concurrency) and, with
 	// Refs, the necessary-work limit once more each under the CPU
 	// profiler, for their CPU by stage (Result.Stages).
@@ -136,6 +146,10 @@ type Row struct {
 	// Speedup is, for a re-sync row, the first sync's time over the
 	// re-sync's.
 	Speedup float64 `json:"speedup,omitempty"`
+	// VerifyAll says the row checked every digest an entry lists, not
+	// only its strongest (Options.VerifyAll); its ratios are to the
+	// references that did the same.
+	VerifyAll bool `json:"verify_all,omitempty"`
 	// Skipped tells a reference that could not run; Note says why.
 	Skipped bool   `json:"skipped,omitempty"`
 	Note    string `json:"note,omitempty"`
@@ -184,10 +198,16 @@ type StageRow struct {
 // Names of the reference rows.
 const (
 	RefLimit    = "necessary-work limit"
-	RefNaive    = "naive curl+unzip+md5sum+sha256sum"
+	RefNaive    = "naive curl+unzip+sha256sum"
 	RefPython   = "python job, one process per package"
 	RefDownload = "download only"
+	// The references checking every digest (Options.VerifyAll).
+	RefLimitAll  = RefLimit + ", every digest"
+	RefPythonAll = RefPython + ", every digest"
 )
+
+// everyDigest is the suffix of the name of a row that checks every digest.
+const everyDigest = " --verify all"
 
 // Run generates (or reuses) the dump, serves it on 127.0.0.1, runs the
 // pipeline at every concurrency and then the reference points.
@@ -263,28 +283,47 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 				return err
 			}
 		}
-		row, err := runPipeline(ctx, opts, srv.URL, c, dump, after)
+		row, err := runPipeline(ctx, opts, srv.URL, c, false, dump, after)
 		if err != nil {
 			return nil, err
 		}
 		// The re-sync rows follow their first run.
 		res.Rows = slices.Insert(res.Rows, len(res.Rows)-countKind(res.Rows, KindResync), row)
 	}
+	if opts.VerifyAll {
+		c := opts.Concurrency[len(opts.Concurrency)-1]
+		log.InfoContext(ctx, "bench: pipeline run, every digest", "concurrency", c)
+		row, err := runPipeline(ctx, opts, srv.URL, c, true, dump, nil)
+		if err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, row)
+	}
 	if opts.Refs {
-		refs := []struct {
+		type ref struct {
 			name string
 			fn   func(context.Context, string, Dump) (Row, error)
-		}{
+		}
+		limit := func(all bool) func(context.Context, string, Dump) (Row, error) {
+			return func(ctx context.Context, url string, d Dump) (Row, error) {
+				return necessaryWork(ctx, url, opts.WorkDir, all, d)
+			}
+		}
+		python := func(all bool) func(context.Context, string, Dump) (Row, error) {
+			return func(ctx context.Context, url string, d Dump) (Row, error) {
+				return pythonJob(ctx, url, opts.WorkDir, all, d)
+			}
+		}
+		refs := []ref{
 			{RefDownload, func(ctx context.Context, url string, d Dump) (Row, error) {
 				return downloadOnly(ctx, url, opts.Concurrency[len(opts.Concurrency)-1], d)
 			}},
-			{RefLimit, func(ctx context.Context, url string, d Dump) (Row, error) {
-				return necessaryWork(ctx, url, opts.WorkDir, d)
-			}},
+			{RefLimit, limit(false)},
 			{RefNaive, func(ctx context.Context, url string, d Dump) (Row, error) { return naive(ctx, url, opts.WorkDir, d) }},
-			{RefPython, func(ctx context.Context, url string, d Dump) (Row, error) {
-				return pythonJob(ctx, url, opts.WorkDir, d)
-			}},
+			{RefPython, python(false)},
+		}
+		if opts.VerifyAll {
+			refs = append(refs, ref{RefLimitAll, limit(true)}, ref{RefPythonAll, python(true)})
 		}
 		for _, r := range refs {
 			log.InfoContext(ctx, "bench: reference", "name", r.name)
@@ -292,7 +331,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			if err != nil {
 				return nil, fmt.Errorf("harness: %s: %w", r.name, err)
 			}
-			row.Name, row.Kind = r.name, KindReference
+			row.Name, row.Kind, row.VerifyAll = r.name, KindReference, r.name == RefLimitAll || r.name == RefPythonAll
 			res.Rows = append(res.Rows, row)
 		}
 	}
@@ -323,9 +362,9 @@ func (r *Result) profile(ctx context.Context, opts Options, url string, d Dump) 
 		name string
 		fn   func() error
 	}
-	runs := []run{{fmt.Sprintf("rsharvest -c %d", c), func() error { _, err := runPipeline(ctx, opts, url, c, d, nil); return err }}}
+	runs := []run{{fmt.Sprintf("rsharvest -c %d", c), func() error { _, err := runPipeline(ctx, opts, url, c, false, d, nil); return err }}}
 	if opts.Refs {
-		runs = append(runs, run{RefLimit, func() error { _, err := necessaryWork(ctx, url, opts.WorkDir, d); return err }})
+		runs = append(runs, run{RefLimit, func() error { _, err := necessaryWork(ctx, url, opts.WorkDir, false, d); return err }})
 	}
 	for _, run := range runs {
 		st, err := profileStages(run.fn)
@@ -356,7 +395,11 @@ func (r *Result) fillRatios() {
 		if r.Dump.PayloadBytes > 0 {
 			row.CPUPerGB = row.CPUSeconds / (float64(r.Dump.PayloadBytes) / 1e9)
 		}
-		if l, ok := ref[RefLimit]; ok {
+		limit, python := RefLimit, RefPython
+		if row.VerifyAll {
+			limit, python = RefLimitAll, RefPythonAll
+		}
+		if l, ok := ref[limit]; ok {
 			row.Ratio = row.MBps / l.MBps
 		}
 		if row.Kind != KindRun && row.Kind != KindCompare {
@@ -365,10 +408,10 @@ func (r *Result) fillRatios() {
 		if dl, ok := ref[RefDownload]; ok {
 			row.VsDownload = row.Seconds / dl.Seconds
 		}
-		if p, ok := ref[RefPython]; ok {
+		if p, ok := ref[python]; ok {
 			row.VsPython = p.Seconds / row.Seconds
 		}
-		if n, ok := ref[RefNaive]; ok {
+		if n, ok := ref[RefNaive]; ok && !row.VerifyAll {
 			row.VsNaive = n.Seconds / row.Seconds
 		}
 	}
@@ -418,6 +461,7 @@ func DefaultOptions(ctx context.Context, p RunParams) (pipeline.Options, func(co
 			Store:       store,
 			Client:      fetch.New(fetch.Options{UserAgent: "rsharvest-bench"}),
 			Concurrency: p.Concurrency,
+			VerifyAll:   p.VerifyAll,
 			Workers:     runtime.NumCPU(),
 			SpoolDir:    p.SpoolDir,
 		}, func(ctx context.Context) error {
@@ -447,7 +491,7 @@ func selfUsage() usage {
 // runPipeline runs one baseline into a fresh directory and measures it;
 // after, when set, runs with that run's parameters and row before the
 // directory is removed.
-func runPipeline(ctx context.Context, opts Options, url string, c int, d Dump, after func(RunParams, Row) error) (Row, error) {
+func runPipeline(ctx context.Context, opts Options, url string, c int, all bool, d Dump, after func(RunParams, Row) error) (Row, error) {
 	dir, err := os.MkdirTemp(opts.WorkDir, fmt.Sprintf("run-c%d-", c))
 	if err != nil {
 		return Row{}, fmt.Errorf("harness: %w", err)
@@ -463,6 +507,7 @@ func runPipeline(ctx context.Context, opts Options, url string, c int, d Dump, a
 		StatePath:   filepath.Join(dir, "state.db"),
 		SpoolDir:    spool,
 		Concurrency: c,
+		VerifyAll:   all,
 	}
 	row, err := measureRun(ctx, opts, p, d, nil, func(rep *runreport.Report) error {
 		if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(d.Resources) {
@@ -473,7 +518,10 @@ func runPipeline(ctx context.Context, opts Options, url string, c int, d Dump, a
 	if err != nil {
 		return Row{}, fmt.Errorf("harness: run at concurrency %d: %w", c, err)
 	}
-	row.Name, row.Kind, row.Concurrency = fmt.Sprintf("rsharvest -c %d", c), KindRun, c
+	row.Name, row.Kind, row.Concurrency, row.VerifyAll = fmt.Sprintf("rsharvest -c %d", c), KindRun, c, all
+	if all {
+		row.Name += everyDigest
+	}
 	if after != nil {
 		if err := after(p, row); err != nil {
 			return Row{}, err
@@ -504,7 +552,7 @@ func Sweep(ctx context.Context, opts Options, resources []int) (*Result, error) 
 	for _, n := range resources {
 		o := opts
 		o.Gen.Resources = n
-		o.Refs, o.Resync, o.Stages = false, false, false
+		o.Refs, o.Resync, o.Stages, o.VerifyAll = false, false, false, false
 		if len(o.Concurrency) > 1 {
 			o.Concurrency = o.Concurrency[len(o.Concurrency)-1:]
 		}

@@ -41,6 +41,7 @@ func TestRunTinyDump(t *testing.T) {
 		Refs:        true,
 		Resync:      true,
 		Stages:      true,
+		VerifyAll:   true,
 		Compare:     []string{other},
 	}
 	res, err := Run(ctx, opts)
@@ -53,7 +54,8 @@ func TestRunTinyDump(t *testing.T) {
 	if len(res.Stages) != 2 || res.Stages[0].Name != "rsharvest -c 2" || res.Stages[1].Name != RefLimit {
 		t.Errorf("profiled runs %+v, want the pipeline's at -c 2 and the limit's", res.Stages)
 	}
-	want := []string{"rsharvest -c 1", "rsharvest -c 2", RowResync, RowResyncRange, RowResyncCopies, RefDownload, RefLimit, RefNaive, RefPython, other + " -c 2"}
+	want := []string{"rsharvest -c 1", "rsharvest -c 2", RowResync, RowResyncRange, RowResyncCopies, "rsharvest -c 2 --verify all",
+		RefDownload, RefLimit, RefNaive, RefPython, RefLimitAll, RefPythonAll, other + " -c 2"}
 	if len(res.Rows) != len(want) {
 		t.Fatalf("got %d rows, want %d: %+v", len(res.Rows), len(want), res.Rows)
 	}
@@ -81,8 +83,11 @@ func TestRunTinyDump(t *testing.T) {
 		if row.Seconds <= 0 || row.MBps <= 0 || row.ResPerSec <= 0 || row.CPUSeconds <= 0 || row.CPUPerGB <= 0 || row.PeakRSSMB <= 0 || row.Ratio <= 0 {
 			t.Errorf("row %+v has a figure that is not positive", row)
 		}
-		if (row.Kind == KindRun || row.Kind == KindCompare) && (row.VsPython <= 0 || row.VsNaive <= 0) {
+		if (row.Kind == KindRun || row.Kind == KindCompare) && (row.VsPython <= 0 || (row.VsNaive <= 0) != row.VerifyAll) {
 			t.Errorf("run %+v: no ratio to the Python job or the naive pipeline", row)
+		}
+		if row.VerifyAll != strings.HasSuffix(row.Name, "every digest") && row.VerifyAll != strings.HasSuffix(row.Name, "--verify all") {
+			t.Errorf("row %s: verify_all %v", row.Name, row.VerifyAll)
 		}
 		if (row.Kind == KindRun || row.Name == RefNaive) && row.DownloadedMB <= 0 {
 			t.Errorf("row %s downloaded nothing", row.Name)
@@ -121,7 +126,7 @@ func TestRunTinyDump(t *testing.T) {
 	}
 
 	// The second time the dump comes from the cache.
-	opts.Concurrency, opts.Refs, opts.Resync, opts.Compare = []int{1}, false, false, nil
+	opts.Concurrency, opts.Refs, opts.Resync, opts.VerifyAll, opts.Compare = []int{1}, false, false, false, nil
 	res2, err := Run(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

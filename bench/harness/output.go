@@ -99,7 +99,7 @@ func (r *Result) WriteSVG(w io.Writer) error {
 	}
 	var runs []Row
 	for _, row := range rows {
-		if row.Kind == KindRun {
+		if row.Kind == KindRun && !row.VerifyAll { // the line is throughput against concurrency, as by default
 			runs = append(runs, row)
 		}
 	}
