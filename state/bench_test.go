@@ -81,28 +81,35 @@ func BenchmarkLookup(b *testing.B) {
 }
 
 // BenchmarkCommitBaseline measures Commit of batches shaped as a
-// baseline's: 500 new resources, each with its change record and its
-// deliveries cleared (every sink took it); it reports µs per resource.
+// baseline's: 500 new resources, each with its change record, for one sink
+// (the default job's) and for several (each resource's deliveries
+// cleared); it reports µs per resource.
 func BenchmarkCommitBaseline(b *testing.B) {
-	const batch = 500
-	ctx := context.Background()
-	s, _ := openTemp(b)
-	run := mustRun(b, s)
-	rs := benchResources(b, "commit", batch, run)
-	n := 0
-	for b.Loop() {
-		bt := Batch{Resources: rs}
-		for i := range rs {
-			rs[i].URI = fmt.Sprintf("http://example.com/commit/resource/%010d", n)
-			n++
-			r := &rs[i]
-			bt.Changes = append(bt.Changes, ChangeRecord{URI: r.URI, Change: ChangeCreated, Datetime: r.ChangeTime, RunID: run,
-				Package: r.Package, Source: r.Source, Length: r.Length, Hashes: r.Hashes, Type: r.Type})
-			bt.Delivered = append(bt.Delivered, Key{Source: r.Source, URI: r.URI})
-		}
-		if err := s.Commit(ctx, bt); err != nil {
-			b.Fatal(err)
-		}
+	for _, sinks := range []int{1, 2} {
+		b.Run(fmt.Sprintf("sinks=%d", sinks), func(b *testing.B) {
+			const batch = 500
+			ctx := context.Background()
+			s, _ := openTemp(b)
+			run := mustRun(b, s)
+			rs := benchResources(b, "commit", batch, run)
+			n := 0
+			for b.Loop() {
+				bt := Batch{Resources: rs}
+				for i := range rs {
+					rs[i].URI = fmt.Sprintf("http://example.com/commit/resource/%010d", n)
+					n++
+					r := &rs[i]
+					bt.Changes = append(bt.Changes, ChangeRecord{URI: r.URI, Change: ChangeCreated, Datetime: r.ChangeTime, RunID: run,
+						Package: r.Package, Source: r.Source, Length: r.Length, Hashes: r.Hashes, Type: r.Type})
+					if sinks > 1 {
+						bt.Delivered = append(bt.Delivered, Key{Source: r.Source, URI: r.URI})
+					}
+				}
+				if err := s.Commit(ctx, bt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(n), "µs/resource")
+		})
 	}
-	b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(n), "µs/resource")
 }

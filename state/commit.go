@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rsharvest/rsharvest/fixity"
@@ -239,20 +240,104 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 	return nil
 }
 
-func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) error {
-	if len(b.Resources) > 0 {
-		st := tx.StmtContext(ctx, s.upsertResource)
-		defer st.Close()
-		for i := range b.Resources {
-			r := &b.Resources[i]
-			args, err := resourceArgs(r, now)
-			if err == nil {
-				_, err = st.ExecContext(ctx, args...)
-			}
-			if err != nil {
-				return fmt.Errorf("resource %d (%q): %w", i, r.URI, err)
-			}
+// rowsPerInsert is how many rows one statement of Commit inserts: the
+// driver's work per statement (binding, stepping, resetting) is paid once
+// for them all.
+const rowsPerInsert = 50
+
+// multiInsert is an insert statement prepared twice: for one row, and for
+// rowsPerInsert rows.
+type multiInsert struct {
+	one, many *sql.Stmt
+}
+
+// insertRows inserts n rows through st within tx, rowsPerInsert at a time
+// and the rest one by one; args gives row i's arguments, or an error that
+// stops the insert. A failure of the database names the rows it was
+// inserting.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, st multiInsert, n int, args func(i int) ([]any, error)) error {
+	if n == 0 {
+		return nil
+	}
+	var one, many *sql.Stmt
+	var batch []any
+	for i := 0; i < n; {
+		k := 1
+		if n-i >= rowsPerInsert {
+			k = rowsPerInsert
 		}
+		batch = batch[:0]
+		for j := i; j < i+k; j++ {
+			a, err := args(j)
+			if err != nil {
+				return err
+			}
+			batch = append(batch, a...)
+		}
+		var stmt *sql.Stmt
+		if k == 1 {
+			if one == nil {
+				one = tx.StmtContext(ctx, st.one)
+				defer one.Close()
+			}
+			stmt = one
+		} else {
+			if many == nil {
+				many = tx.StmtContext(ctx, st.many)
+				defer many.Close()
+			}
+			stmt = many
+		}
+		if _, err := stmt.ExecContext(ctx, batch...); err != nil {
+			return fmt.Errorf("rows %d to %d: %w", i, i+k-1, err)
+		}
+		i += k
+	}
+	return nil
+}
+
+// clearDeliveries clears the deliveries of the resources every sink now
+// holds. Deliveries are rare (a sink failed while another took a
+// version), so it first asks whether there are any.
+func clearDeliveries(ctx context.Context, tx *sql.Tx, keys []Key) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	var some bool
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM deliveries)").Scan(&some); err != nil || !some {
+		return err
+	}
+	st, err := tx.PrepareContext(ctx, "DELETE FROM deliveries WHERE source = ? AND uri = ?")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, k := range keys {
+		if _, err := st.ExecContext(ctx, k.Source, k.URI); err != nil {
+			return fmt.Errorf("delivered %q: %w", k.URI, err)
+		}
+	}
+	return nil
+}
+
+// placeholders returns n groups "(?, …)", each of a placeholder per
+// column of cols (a comma-separated list), separated by commas.
+func placeholders(cols string, n int) string {
+	row := "(" + strings.Repeat("?, ", strings.Count(cols, ",")) + "?)"
+	return strings.Repeat(row+", ", n-1) + row
+}
+
+func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) error {
+	err := s.insertRows(ctx, tx, s.upsertResource, len(b.Resources), func(i int) ([]any, error) {
+		r := &b.Resources[i]
+		args, err := resourceArgs(r, now)
+		if err != nil {
+			return nil, fmt.Errorf("resource %d (%q): %w", i, r.URI, err)
+		}
+		return args, nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(b.Failures) > 0 {
 		st := tx.StmtContext(ctx, s.insertFailure)
@@ -273,18 +358,17 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 		if err != nil {
 			return err
 		}
-		st := tx.StmtContext(ctx, s.insertChange)
-		defer st.Close()
-		for i := range b.Changes {
+		err = s.insertRows(ctx, tx, s.insertChange, len(b.Changes), func(i int) ([]any, error) {
 			c := &b.Changes[i]
 			c.Recorded = time.UnixMicro(base + int64(i)).UTC()
 			args, err := changeArgs(c)
-			if err == nil {
-				_, err = st.ExecContext(ctx, args...)
-			}
 			if err != nil {
-				return fmt.Errorf("change %d (%q): %w", i, c.URI, err)
+				return nil, fmt.Errorf("change %d (%q): %w", i, c.URI, err)
 			}
+			return args, nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	for i := range b.Deliveries {
@@ -300,10 +384,8 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 			return fmt.Errorf("delivery %d (%q, %q): %w", i, d.URI, d.Sink, err)
 		}
 	}
-	for _, k := range b.Delivered {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE source = ? AND uri = ?", k.Source, k.URI); err != nil {
-			return fmt.Errorf("delivered %q: %w", k.URI, err)
-		}
+	if err := clearDeliveries(ctx, tx, b.Delivered); err != nil {
+		return err
 	}
 	for i := range b.Documents {
 		if err := recordChangeDocument(ctx, tx, b.Documents[i], now); err != nil {
@@ -411,8 +493,10 @@ func (s *Store) Failures(ctx context.Context, runID int64) ([]Failure, error) {
 	return out, nil
 }
 
-const insertChangeSQL = `INSERT INTO changes (uri, change, datetime, run_id, package, source, recorded, length, md5, sha1, sha256, hash_other, type)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// insertChanges returns the insert of n change records in one statement.
+func insertChanges(n int) string {
+	return "INSERT INTO changes (" + changeCols + ") VALUES " + placeholders(changeCols, n)
+}
 
 // The columns of a change record, in the order scanChange reads them.
 const changeCols = `uri, change, datetime, run_id, package, source, recorded, length, md5, sha1, sha256, hash_other, type`

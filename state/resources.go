@@ -111,8 +111,10 @@ const resourceCols = `uri, source, resource_set, length, md5, sha1, sha256, hash
 
 const selectResource = "SELECT " + resourceCols + " FROM resources"
 
-const upsertResourceSQL = "INSERT INTO resources (" + resourceCols + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+// upsertResources returns the upsert of n resources in one statement (in
+// order: a later row for the same key wins).
+func upsertResources(n int) string {
+	return "INSERT INTO resources (" + resourceCols + ") VALUES " + placeholders(resourceCols, n) + `
 ON CONFLICT (source, uri) DO UPDATE SET
 	resource_set = excluded.resource_set, length = excluded.length,
 	md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, hash_other = excluded.hash_other,
@@ -120,6 +122,7 @@ ON CONFLICT (source, uri) DO UPDATE SET
 	package = excluded.package, outcome = excluded.outcome, deleted = excluded.deleted,
 	run_id = excluded.run_id, updated = excluded.updated, etag = excluded.etag,
 	last_modified = excluded.last_modified, links = excluded.links, verified = excluded.verified, version = excluded.version`
+}
 
 // resourceArgs validates r and gives the upsert's arguments. A zero Updated
 // becomes now.

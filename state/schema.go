@@ -309,6 +309,10 @@ CREATE INDEX changes_recorded ON changes (recorded);
 CREATE INDEX changes_source ON changes (source, recorded);
 CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
 `,
+		// 17: no query reads the change log by URI alone (a resource's
+		// changes are read by source and URI, changes_source_uri): the
+		// index of migration 1 only cost every change's commit.
+		`DROP INDEX changes_uri;`,
 	}
 }
 

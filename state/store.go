@@ -75,11 +75,11 @@ type Store struct {
 	w    *sql.DB // one connection: every write, serialised
 	r    *sql.DB // read-only connections: lookups, lists, walks
 
-	getResource      *sql.Stmt // on r
-	upsertResource   *sql.Stmt // on w
-	insertFailure    *sql.Stmt // on w
-	insertChange     *sql.Stmt // on w
-	upsertCheckpoint *sql.Stmt // on w
+	getResource      *sql.Stmt   // on r
+	upsertResource   multiInsert // on w
+	insertFailure    *sql.Stmt   // on w
+	insertChange     multiInsert // on w
+	upsertCheckpoint *sql.Stmt   // on w
 
 	lock *FileLock // held by OpenExclusive's store until Close
 
@@ -248,9 +248,11 @@ func (s *Store) prepare(ctx context.Context) error {
 		query string
 	}{
 		{s.r, &s.getResource, selectResource + " WHERE source = ? AND uri = ?"},
-		{s.w, &s.upsertResource, upsertResourceSQL},
+		{s.w, &s.upsertResource.one, upsertResources(1)},
+		{s.w, &s.upsertResource.many, upsertResources(rowsPerInsert)},
 		{s.w, &s.insertFailure, insertFailureSQL},
-		{s.w, &s.insertChange, insertChangeSQL},
+		{s.w, &s.insertChange.one, insertChanges(1)},
+		{s.w, &s.insertChange.many, insertChanges(rowsPerInsert)},
 		{s.w, &s.upsertCheckpoint, upsertCheckpointSQL},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.query)
@@ -279,7 +281,8 @@ func (s *Store) Close() error {
 
 func (s *Store) closeAll() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.getResource, s.upsertResource, s.insertFailure, s.insertChange, s.upsertCheckpoint} {
+	for _, st := range []*sql.Stmt{s.getResource, s.upsertResource.one, s.upsertResource.many, s.insertFailure,
+		s.insertChange.one, s.insertChange.many, s.upsertCheckpoint} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
