@@ -35,7 +35,9 @@ var stageOrder = []string{StageReceive, StageSpool, StageInflate, StageHash, Sta
 
 // stageRules name a sample's stage from the functions on its stack: the
 // first rule one of whose patterns a frame contains wins, so the kernels
-// (inflating, hashing, parsing, SQLite) come before what calls them.
+// (inflating, hashing, parsing, SQLite) come before what calls them, and
+// reading a package's bytes (the spool, or the limit's buffer) before the
+// sink whose copy asks for them.
 var stageRules = []struct {
 	stage    string
 	patterns []string
@@ -45,9 +47,9 @@ var stageRules = []struct {
 	{StageHash, []string{"crypto/md5", "crypto/sha1", "crypto/sha256", "crypto/sha512", "crypto/internal/fips140/sha", "hash/crc32"}},
 	{StageManifest, []string{"encoding/xml", "rsharvest/manifest"}},
 	{StageState, []string{"modernc.org/sqlite", "modernc.org/libc", "rsharvest/state"}},
-	{StageWrite, []string{"rsharvest/sink/", "harness.writeEntry"}},
 	{StageReceive, []string{"net.(*conn).Read", "net/http.(*persistConn)", "net/http.(*body)", "crypto/tls"}},
-	{StageSpool, []string{"os.(*File).Write", "os.(*File).ReadAt", "os.(*File).Read", "rsharvest/unzip"}},
+	{StageSpool, []string{"os.(*File).ReadAt", "os.(*File).Read", "rsharvest/unzip", "rsharvest/fetch"}},
+	{StageWrite, []string{"rsharvest/sink/", "harness.writeEntry"}},
 	{StageGC, []string{"runtime.gcBgMarkWorker", "runtime.gcDrain", "runtime.bgsweep", "runtime.bgscavenge"}},
 }
 

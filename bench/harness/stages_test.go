@@ -17,6 +17,7 @@ func TestStageOf(t *testing.T) {
 		{[]string{"syscall.Syscall", "os.(*File).Write", "github.com/rsharvest/rsharvest/sink/fs.(*FS).Put"}, StageWrite},
 		{[]string{"syscall.Syscall", "internal/poll.(*FD).Read", "net.(*conn).Read", "net/http.(*persistConn).Read"}, StageReceive},
 		{[]string{"syscall.Syscall", "os.(*File).Write", "io.Copy", "github.com/rsharvest/rsharvest/fetch.(*Client).Download"}, StageSpool},
+		{[]string{"syscall.Syscall", "os.(*File).ReadAt", "github.com/rsharvest/rsharvest/unzip.(*fastReader).Read", "io.CopyBuffer", "github.com/rsharvest/rsharvest/sink/fs.(*FS).Put"}, StageSpool},
 		{[]string{"syscall.Syscall", "os.(*File).ReadAt", "net/http.(*conn).serve"}, StageServer},
 		{[]string{"runtime.scanobject", "runtime.gcDrain", "runtime.gcBgMarkWorker"}, StageGC},
 		{[]string{"runtime.mapassign", "github.com/rsharvest/rsharvest/pipeline.(*run).add"}, StageOther},
