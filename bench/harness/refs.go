@@ -206,7 +206,10 @@ func writeEntry(f *unzip.File, path string, hs ...hash.Hash) error {
 	for _, h := range hs {
 		ws = append(ws, h)
 	}
-	if _, err := io.Copy(io.MultiWriter(ws...), rc); err != nil {
+	// Through a buffer, as the fs sink copies: the entry's reader does not
+	// write to the file itself (its WriteTo), so that the profile of
+	// --stages tells reading the package from writing the file.
+	if _, err := io.Copy(io.MultiWriter(ws...), struct{ io.Reader }{rc}); err != nil {
 		out.Close()
 		return fmt.Errorf("%s: %w", f.Name, err)
 	}
