@@ -195,6 +195,9 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error
 // add adds one result to what is pending.
 func (r *run) add(p *pending, res result) {
 	b, t := &p.b, &p.t
+	if r.fresh != nil && res.resource.URI != "" {
+		r.fresh.add(res.resource.URI)
+	}
 	if res.ep != nil {
 		p.eps = append(p.eps, res.ep)
 	}

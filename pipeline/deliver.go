@@ -284,15 +284,19 @@ type holding struct {
 func (r *run) holding(ctx context.Context, uri string, changeTime time.Time, want fixity.Expect, version string) (holding, error) {
 	var h holding
 	var err error
-	if h.prev, h.had, err = r.opts.Store.Resource(ctx, r.opts.SourceKey, uri); err != nil {
-		return h, err
-	}
-	h.superseded = h.had && !h.prev.ChangeTime.IsZero() && h.prev.ChangeTime.After(changeTime)
-	if len(r.sinks) > 1 {
-		if h.deliveries, err = r.opts.Store.Deliveries(ctx, r.opts.SourceKey, uri); err != nil {
+	// Unless nothing was recorded of the source before this run, nor of
+	// uri by it (fresh): then the state holds no record to read.
+	if r.fresh == nil || r.fresh.mayHold(uri) {
+		if h.prev, h.had, err = r.opts.Store.Resource(ctx, r.opts.SourceKey, uri); err != nil {
 			return h, err
 		}
+		if len(r.sinks) > 1 {
+			if h.deliveries, err = r.opts.Store.Deliveries(ctx, r.opts.SourceKey, uri); err != nil {
+				return h, err
+			}
+		}
 	}
+	h.superseded = h.had && !h.prev.ChangeTime.IsZero() && h.prev.ChangeTime.After(changeTime)
 	h.already = map[string]bool{}
 	for _, s := range r.sinks {
 		holder, has := h.prev, h.had

@@ -236,6 +236,10 @@ type run struct {
 	// where reading packages by Range can pay (see readPackage). Decided once,
 	// so that a first sync never turns to Range as its own outcomes commit.
 	resync bool
+	// fresh, when the state held no record of the source (tombstones
+	// included) when the run began, holds the URIs the commit stage has
+	// received since: holding asks the state only about those.
+	fresh *freshFilter
 
 	// onFinish, when set, runs after a run without fatal error, before the
 	// run is closed in the state store (checkpoints).
@@ -304,6 +308,15 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		return err
 	}
 	r.resync = held > 0
+	if !r.resync {
+		all, err := r.opts.Store.CountResources(ctx, r.opts.SourceKey, true)
+		if err != nil {
+			return err
+		}
+		if all == 0 {
+			r.fresh = newFreshFilter()
+		}
+	}
 	return nil
 }
 
