@@ -133,3 +133,29 @@ func FuzzParseDatetimeLenient(f *testing.F) {
 		}
 	})
 }
+
+// TestFormatDatetime: whole seconds have no fraction, whole microseconds
+// (the state's stamps) exactly six digits, finer times nine; each reads
+// back as itself.
+func TestFormatDatetime(t *testing.T) {
+	base := time.Date(2026, 11, 26, 8, 28, 24, 0, time.UTC)
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{base, "2026-11-26T08:28:24Z"},
+		{base.Add(500 * time.Millisecond), "2026-11-26T08:28:24.500000Z"},
+		{base.Add(682677 * time.Microsecond), "2026-11-26T08:28:24.682677Z"},
+		{base.Add(time.Microsecond), "2026-11-26T08:28:24.000001Z"},
+		{base.Add(682677085 * time.Nanosecond), "2026-11-26T08:28:24.682677085Z"},
+		{base.Add(10 * time.Nanosecond).In(time.FixedZone("x", 3600)), "2026-11-26T08:28:24.000000010Z"},
+	} {
+		got := FormatDatetime(tc.t)
+		if got != tc.want {
+			t.Errorf("FormatDatetime(%s) = %s, want %s", tc.t, got, tc.want)
+		}
+		if back, err := ParseDatetime(got); err != nil || !back.Equal(tc.t) {
+			t.Errorf("%s reads back as %s (%v)", got, back, err)
+		}
+	}
+}

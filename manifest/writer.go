@@ -104,10 +104,21 @@ func (w *Writer) Close() error {
 	return w.bw.Flush()
 }
 
-// FormatDatetime renders t as a W3C Datetime in UTC with the precision
-// needed (seconds, or fractional seconds when t has them).
+// FormatDatetime renders t as a W3C Datetime in UTC, exactly (it reads
+// back as t): whole seconds without a fraction, a time of whole
+// microseconds — every stamp the state records — with exactly six
+// fraction digits, any other with nine. Times of one resolution are thus
+// written with a fixed number of digits, and compare as strings as they
+// do as times.
 func FormatDatetime(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.999999999Z07:00")
+	t = t.UTC()
+	switch ns := t.Nanosecond(); {
+	case ns == 0:
+		return t.Format("2006-01-02T15:04:05Z07:00")
+	case ns%1000 == 0:
+		return t.Format("2006-01-02T15:04:05.000000Z07:00")
+	}
+	return t.Format("2006-01-02T15:04:05.000000000Z07:00")
 }
 
 func (w *Writer) str(s string) {
