@@ -620,6 +620,17 @@ func checkCommitted(t *testing.T, ctx context.Context, st *state.Store, rep *run
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every version a change produced has its last modification, as its
+	// source gave it or when it was fetched; a deletion has none.
+	changes, err := st.Changes(ctx, rep.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range changes {
+		if c.Lastmod.IsZero() != (c.Change == state.ChangeDeleted) {
+			t.Errorf("change %s of %s: lastmod %v", c.Change, c.URI, c.Lastmod)
+		}
+	}
 	got := [5]int64{rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unverified, rep.Bytes.Written, int64(len(rep.Failures)) + rep.FailuresTruncated}
 	want := [5]int64{written, deleted, unverified, bytes, int64(len(fs))}
 	if got != want {

@@ -255,9 +255,12 @@ func (r *run) add(p *pending, res result) {
 	if res.change != "" && (res.outcome == outWritten || res.outcome == outDeleted) {
 		rc := &res.resource
 		c := state.ChangeRecord{URI: rc.URI, Change: res.change, Datetime: rc.ChangeTime, RunID: r.runID, Package: rc.Package,
-			Source: rc.Source, Length: rc.Length, Hashes: rc.Hashes, Type: rc.Type}
+			Source: rc.Source, Length: rc.Length, Hashes: rc.Hashes, Type: rc.Type, Lastmod: rc.Lastmod}
+		if c.Lastmod.IsZero() {
+			c.Lastmod = now // when it was fetched: its source gave no time
+		}
 		if res.outcome == outDeleted {
-			c.Length, c.Hashes, c.Type = -1, fixity.Hashes{}, ""
+			c.Length, c.Hashes, c.Type, c.Lastmod = -1, fixity.Hashes{}, "", time.Time{}
 		}
 		b.Changes = append(b.Changes, c)
 	}

@@ -60,6 +60,10 @@ type ChangeRecord struct {
 	Length int64
 	Hashes fixity.Hashes
 	Type   string
+	// Lastmod is the last modification of the version the change produced,
+	// as its source gave it, else when it was fetched; zero for a deletion
+	// and for changes recorded before it was kept.
+	Lastmod time.Time
 	// Recorded is when the destination recorded the change. Commit sets
 	// it, whatever the caller gave: a stamp of whole microseconds, unique
 	// within the store and strictly increasing in commit order (across
@@ -499,7 +503,7 @@ func insertChanges(n int) string {
 }
 
 // The columns of a change record, in the order scanChange reads them.
-const changeCols = `uri, change, datetime, run_id, package, source, recorded, length, md5, sha1, sha256, hash_other, type`
+const changeCols = `uri, change, datetime, run_id, package, source, recorded, length, md5, sha1, sha256, hash_other, type, lastmod`
 
 func changeArgs(c *ChangeRecord) ([]any, error) {
 	switch {
@@ -514,8 +518,12 @@ func changeArgs(c *ChangeRecord) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("datetime: %w", err)
 	}
+	lm, err := encodeTime(c.Lastmod)
+	if err != nil {
+		return nil, fmt.Errorf("lastmod: %w", err)
+	}
 	return []any{c.URI, c.Change, dt, nullID(c.RunID), c.Package, c.Source, stamp(c.Recorded), c.Length,
-		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type}, nil
+		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type, lm}, nil
 }
 
 // nextStamp returns the stamp (microseconds since the Unix epoch) of a
@@ -541,16 +549,19 @@ func nextStamp(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
 func scanChange(sc scanner, more ...any) (ChangeRecord, error) {
 	var (
 		c                        ChangeRecord
-		dt                       sql.NullString
+		dt, lastmod              sql.NullString
 		rec, runID               sql.NullInt64
 		md5, sha1, sha256, other sql.NullString
 	)
-	if err := sc.Scan(append([]any{&c.URI, &c.Change, &dt, &runID, &c.Package, &c.Source, &rec, &c.Length, &md5, &sha1, &sha256, &other, &c.Type}, more...)...); err != nil {
+	if err := sc.Scan(append([]any{&c.URI, &c.Change, &dt, &runID, &c.Package, &c.Source, &rec, &c.Length, &md5, &sha1, &sha256, &other, &c.Type, &lastmod}, more...)...); err != nil {
 		return ChangeRecord{}, err
 	}
 	c.RunID = runID.Int64
 	var err error
 	if c.Datetime, err = decodeTime("datetime", dt); err != nil {
+		return ChangeRecord{}, err
+	}
+	if c.Lastmod, err = decodeTime("lastmod", lastmod); err != nil {
 		return ChangeRecord{}, err
 	}
 	c.Recorded = decodeStamp(rec)

@@ -313,6 +313,9 @@ CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
 		// changes are read by source and URI, changes_source_uri): the
 		// index of migration 1 only cost every change's commit.
 		`DROP INDEX changes_uri;`,
+		// 18: the last modification of the version a change produced (see
+		// ChangeRecord.Lastmod): a republished Change List's lastmod.
+		`ALTER TABLE changes ADD COLUMN lastmod TEXT;`,
 	}
 }
 

@@ -245,7 +245,7 @@ func fullBatch(run int64) state.Batch {
 			{RunID: run, Stage: "list", Error: "timeout", At: at(3)},
 		},
 		Changes: []state.ChangeRecord{
-			{URI: "r1", Change: state.ChangeCreated, Datetime: at(2), RunID: run, Package: "p.zip", Source: srcA, Length: 5, Hashes: hashes(), Type: "text/plain"},
+			{URI: "r1", Change: state.ChangeCreated, Datetime: at(2), RunID: run, Package: "p.zip", Source: srcA, Length: 5, Hashes: hashes(), Type: "text/plain", Lastmod: at(1)},
 			{URI: "r2", Change: state.ChangeDeleted, Datetime: at(2), RunID: run, Source: srcA, Length: -1},
 		},
 		Deliveries: []state.Delivery{
