@@ -306,19 +306,31 @@ func (p *publisher) index(rel string, md manifest.Metadata, capURL string, n int
 }
 
 // changeEntry is a change's entry in a Change List, with the copy of what
-// it wrote.
+// it wrote while that copy is still its bytes: a change a later change of
+// its resource superseded links no copy (the copy held is the later
+// version's).
 func (p *publisher) changeEntry(c *state.ChangeRecord) manifest.Entry {
 	e := changeMeta(c)
-	if c.Change != state.ChangeDeleted {
+	if c.Change != state.ChangeDeleted && !c.Superseded {
 		p.addCopy(&e, c.URI, c.Length)
 	}
 	return e
 }
 
-// changeMeta is a change as an entry: its time is when the destination
-// recorded it, which is when the published Source changed.
+// changeMeta is a change as an entry: its datetime is when the
+// destination recorded it, which is when the published Source changed; its
+// lastmod the last modification of the version it produced (as the origin
+// gave it, else when it was fetched), or for a deletion and a change
+// recorded before that was kept, when the change happened at the origin,
+// else its datetime.
 func changeMeta(c *state.ChangeRecord) manifest.Entry {
-	e := manifest.Entry{Loc: c.URI, Lastmod: c.Recorded, Metadata: manifest.NewMetadata()}
+	lastmod := c.Lastmod
+	for _, t := range []time.Time{c.Datetime, c.Recorded} {
+		if lastmod.IsZero() {
+			lastmod = t
+		}
+	}
+	e := manifest.Entry{Loc: c.URI, Lastmod: lastmod, Metadata: manifest.NewMetadata()}
 	e.Metadata.Change, e.Metadata.Datetime = manifest.Change(c.Change), c.Recorded
 	if c.Change != state.ChangeDeleted {
 		e.Metadata.Hashes, e.Metadata.Length, e.Metadata.Type = c.Hashes, c.Length, c.Type
@@ -333,7 +345,7 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 	period := p.o.ChangePeriod
 	pg := p.newPager()
 	var last time.Time
-	if err := v.Changes(ctx, src, false, func(c state.ChangeRecord) error {
+	if err := v.Changes(ctx, src, p.o.Copies, func(c state.ChangeRecord) error {
 		e := p.changeEntry(&c)
 		per := c.Recorded.UTC().Truncate(period)
 		pg.add(entryBound(&e), per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
@@ -364,7 +376,7 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 		}
 		return pw.start(p.g, pageRel(k), header(k))
 	}
-	walk := func(fn func(state.ChangeRecord) error) error { return v.Changes(ctx, src, false, fn) }
+	walk := func(fn func(state.ChangeRecord) error) error { return v.Changes(ctx, src, p.o.Copies, fn) }
 	if err := writePages(walk, pg, &pw, open, p.changeEntry, &p.res.Changes); err != nil {
 		return "", err
 	}
