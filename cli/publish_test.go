@@ -170,13 +170,29 @@ func TestRepublishRoundTrip(t *testing.T) {
 	}
 	refuse.Store(true)
 	harvest(pubSrv.URL+"/.well-known/resourcesync", stateB, mirrorB)
-	if d := diffSums(mirrorSums(t, mirrorB, uris), truth0); d != "" {
+	// The republished locs are URIs (RFC 3987's mapping of the origin's
+	// raw spaces and non-ASCII): what the origin names u, a consumer of the
+	// republished source holds as manifest.ToURI(u).
+	urisB := make([]string, len(uris))
+	for i, u := range uris {
+		urisB[i] = manifest.ToURI(u)
+	}
+	if d := diffSums(mirrorSums(t, mirrorB, urisB), asURIs(truth0)); d != "" {
 		t.Fatalf("the harvest of the republished source differs from the source:%s", d)
+	}
+	if !slices.ContainsFunc(uris, func(u string) bool { return manifest.ToURI(u) != u }) {
+		t.Fatal("the source has no name that is not a URI as written")
+	}
+	// Harvested again: every resource is the same one, held, not fetched.
+	code, stdout, errOut := run(t, "sync", "--source", pubSrv.URL+"/.well-known/resourcesync", "--sink", "fs:"+mirrorB, "--state", stateB,
+		"--progress", "none", "--log-level", "warn")
+	if code != 0 || !regexp.MustCompile(`resources:\s+0 written, 0 deleted`).MatchString(stdout) {
+		t.Fatalf("the republished source harvested again: exit %d:\n%s%s", code, stdout, errOut)
 	}
 	// The same from the republished Resource Dump: several packages, each
 	// checked against the dump's length and hash.
 	mirrorC := filepath.Join(work, "c")
-	code, stdout, errOut := run(t, "baseline", "--source", pubSrv.URL+"/.well-known/resourcesync", "--sink", "fs:"+mirrorC,
+	code, stdout, errOut = run(t, "baseline", "--source", pubSrv.URL+"/.well-known/resourcesync", "--sink", "fs:"+mirrorC,
 		"--state", filepath.Join(work, "c.db"), "--progress", "none", "--log-level", "warn")
 	if code != 0 {
 		t.Fatalf("baseline of the republished dump: exit %d: %s", code, errOut)
@@ -184,7 +200,7 @@ func TestRepublishRoundTrip(t *testing.T) {
 	if !regexp.MustCompile(`packages:\s+([2-9]|\d\d+) total`).MatchString(stdout) {
 		t.Errorf("the baseline did not read the republished dump's packages:\n%s", stdout)
 	}
-	if d := diffSums(mirrorSums(t, mirrorC, uris), truth0); d != "" {
+	if d := diffSums(mirrorSums(t, mirrorC, urisB), asURIs(truth0)); d != "" {
 		t.Fatalf("the harvest of the republished dump differs from the source:%s", d)
 	}
 
@@ -206,7 +222,7 @@ func TestRepublishRoundTrip(t *testing.T) {
 	t.Logf("%d resources, then %d changes republished and applied", len(truth0), len(applied))
 	refuse.Store(true)
 	harvest(pubSrv.URL+"/.well-known/resourcesync", stateB, mirrorB)
-	if d := diffSums(mirrorSums(t, mirrorB, uris), truthSums(t, opts, 1)); d != "" {
+	if d := diffSums(mirrorSums(t, mirrorB, urisB), asURIs(truthSums(t, opts, 1))); d != "" {
 		t.Fatalf("after the incremental harvest of the republished source:%s", d)
 	}
 	// The same through the republished Change Dump.
@@ -218,9 +234,19 @@ func TestRepublishRoundTrip(t *testing.T) {
 	if !strings.Contains(stdout, "incremental of") || !regexp.MustCompile(`packages:\s+[1-9]`).MatchString(stdout) {
 		t.Errorf("the sync did not read the republished change dump's packages:\n%s", stdout)
 	}
-	if d := diffSums(mirrorSums(t, mirrorC, uris), truthSums(t, opts, 1)); d != "" {
+	if d := diffSums(mirrorSums(t, mirrorC, urisB), asURIs(truthSums(t, opts, 1))); d != "" {
 		t.Fatalf("after the incremental harvest of the republished change dump:%s", d)
 	}
+}
+
+// asURIs keys m by the URI of each key (manifest.ToURI): as a consumer of
+// the republished source names the resources.
+func asURIs(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for u, v := range m {
+		out[manifest.ToURI(u)] = v
+	}
+	return out
 }
 
 func mustFS(t *testing.T, dir string) *fs.FS {

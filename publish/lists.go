@@ -195,13 +195,13 @@ func (p *publisher) resourceEntry(r *state.Resource) manifest.Entry {
 // resourceMeta is what the state says of a resource, as an entry (also a
 // dump manifest's, which names no copy).
 func resourceMeta(r *state.Resource) manifest.Entry {
-	e := manifest.Entry{Loc: r.URI, Lastmod: r.Lastmod, Metadata: manifest.NewMetadata()}
+	e := manifest.Entry{Loc: manifest.ToURI(r.URI), Lastmod: r.Lastmod, Metadata: manifest.NewMetadata()}
 	if e.Lastmod.IsZero() {
 		e.Lastmod = r.ChangeTime
 	}
 	e.Metadata.Hashes, e.Metadata.Length, e.Metadata.Type = r.Hashes, r.Length, r.Type
 	for _, l := range r.Links {
-		ln := manifest.NewLink(l.Rel, l.Href)
+		ln := manifest.NewLink(l.Rel, manifest.ToURI(l.Href))
 		ln.Type = l.Type
 		e.Links = append(e.Links, ln)
 	}
@@ -330,7 +330,7 @@ func changeMeta(c *state.ChangeRecord) manifest.Entry {
 			lastmod = t
 		}
 	}
-	e := manifest.Entry{Loc: c.URI, Lastmod: lastmod, Metadata: manifest.NewMetadata()}
+	e := manifest.Entry{Loc: manifest.ToURI(c.URI), Lastmod: lastmod, Metadata: manifest.NewMetadata()}
 	e.Metadata.Change, e.Metadata.Datetime = manifest.Change(c.Change), c.Recorded
 	if c.Change != state.ChangeDeleted {
 		e.Metadata.Hashes, e.Metadata.Length, e.Metadata.Type = c.Hashes, c.Length, c.Type

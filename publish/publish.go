@@ -186,7 +186,7 @@ func (p *publisher) publish(ctx context.Context, v View) error {
 		e := manifest.Entry{Loc: capURL, Metadata: manifest.NewMetadata()}
 		e.Metadata.Capability = manifest.CapabilityList
 		if isHTTP(src) {
-			e.Links = append(e.Links, manifest.NewLink("describedby", src))
+			e.Links = append(e.Links, manifest.NewLink("describedby", manifest.ToURI(src)))
 		}
 		if err := w.Write(&e); err != nil {
 			return err
@@ -230,7 +230,7 @@ func (p *publisher) set(ctx context.Context, v View, src string) (string, error)
 	md.Capability = manifest.CapabilityList
 	links := []manifest.Link{manifest.NewLink("up", p.url(WellKnown))}
 	if isHTTP(src) {
-		links = append(links, manifest.NewLink("describedby", src))
+		links = append(links, manifest.NewLink("describedby", manifest.ToURI(src)))
 	}
 	w, err := manifest.NewWriter(d, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: links})
 	if err != nil {

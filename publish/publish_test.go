@@ -150,6 +150,23 @@ func readDoc(t *testing.T, cur, url string, o Options) (manifest.Header, []manif
 		}
 		es = append(es, *e)
 	}
+	// Every loc and href is a URI as written (RFC 3986).
+	isURI := func(s string) bool { return s != "" && manifest.ToURI(s) == s }
+	for _, l := range r.Header().Links {
+		if !isURI(l.Href) {
+			t.Errorf("%s: header link %q is not a URI", url, l.Href)
+		}
+	}
+	for _, e := range es {
+		if !isURI(e.Loc) {
+			t.Errorf("%s: loc %q is not a URI", url, e.Loc)
+		}
+		for _, l := range e.Links {
+			if !isURI(l.Href) {
+				t.Errorf("%s: %s's %s link %q is not a URI", url, e.Loc, l.Rel, l.Href)
+			}
+		}
+	}
 	if len(es) > o.MaxEntries {
 		t.Errorf("%s: %d entries, over %d", url, len(es), o.MaxEntries)
 	}
@@ -486,4 +503,53 @@ func snapshot(t *testing.T, out string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestPublishURIs: locs and hrefs that are not URIs as the origin wrote
+// them (spaces, non-ASCII, characters a URI may not hold, a lone "%") are
+// published as URIs by RFC 3987's mapping; escapes the origin wrote stay.
+func TestPublishURIs(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	src := "http://a.example/rs"
+	raw := []string{
+		src + "/odd/sub dir/café über.txt",
+		src + "/odd/{braces}|pipe^caret`tick\"quote\".txt",
+		src + "/odd/100%.txt",
+		src + "/odd/already%20escaped%C3%A9.txt",
+		src + "/odd/query?a=1&b=two words",
+		src + "/odd/" + strings.Repeat("ü", 200) + ".txt",
+	}
+	var b state.Batch
+	for _, u := range raw {
+		b.Resources = append(b.Resources, state.Resource{URI: u, Source: src, Length: 3, Hashes: sum("one"), Type: "text/plain",
+			Outcome: state.OutcomeWritten, RunID: f.run, Links: []state.Link{{Rel: "describedby", Href: "http://a.example/meta data/" + "é.xml"}}})
+		b.Changes = append(b.Changes, state.ChangeRecord{URI: u, Source: src, Change: state.ChangeCreated, Length: 3, Hashes: sum("one"), RunID: f.run})
+	}
+	if err := f.st.Commit(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	o := testOptions(out)
+	o.MaxEntries = 100
+	if _, err := Publish(ctx, FromState(f.st), o); err != nil {
+		t.Fatal(err)
+	}
+	set := readSource(t, out, o).sets[src] // every loc and href checked a URI
+	if set == nil || len(set.resources) != len(raw) || len(set.changes) != len(raw) {
+		t.Fatalf("published %+v", set)
+	}
+	for _, u := range raw {
+		e, ok := set.resources[manifest.ToURI(u)]
+		if !ok {
+			t.Errorf("%q is not listed as %q", u, manifest.ToURI(u))
+			continue
+		}
+		if l, ok := e.Link("describedby"); !ok || l.Href != "http://a.example/meta%20data/%C3%A9.xml" {
+			t.Errorf("%s: describedby %+v", e.Loc, l)
+		}
+	}
+	if _, ok := set.resources[src+"/odd/already%20escaped%C3%A9.txt"]; !ok {
+		t.Errorf("an escape the origin wrote was not kept")
+	}
 }
