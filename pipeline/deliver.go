@@ -361,10 +361,16 @@ func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sour
 	var err error
 	for i, src := range sources {
 		var n int64
-		n, err = r.put(ctx, s, res, src, want)
+		var sha256 []byte
+		n, sha256, err = r.put(ctx, s, res, src, want)
 		if err == nil {
 			if h, ok := src.(*httpEntry); ok {
 				rec.ETag, rec.LastModified = h.etag, h.lastModified
+			}
+			if rec.Hashes.SHA256 == nil {
+				// rsharvest's own digest of what it wrote, kept and
+				// republished beside those the source gave.
+				rec.Hashes.SHA256 = sha256
 			}
 			return n, nil
 		}
@@ -377,23 +383,24 @@ func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sour
 }
 
 // put streams one entry into one sink through a verifying reader, so the
-// sink commits only bytes that matched what was listed. The entry is
-// opened first (for a GET, its latency is paid here, outside the sink's
-// write slots), and opened again for each retry of the sink's (see
+// sink commits only bytes that matched what was listed, and returns their
+// length and sha-256 (computed whether or not the entry lists one). The
+// entry is opened first (for a GET, its latency is paid here, outside the
+// sink's write slots), and opened again for each retry of the sink's (see
 // sink.WithRetry).
-func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, error) {
+func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, []byte, error) {
 	b := &entryBody{ctx: ctx, open: f, want: r.checked(want)}
 	if err := b.reopen(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer b.Close()
 	if err := s.Put(ctx, res, b); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if !b.vr.Verified() {
-		return 0, errclass.Fatalf("sink returned before reading the whole body: a sink bug; nothing unverified may be committed")
+		return 0, nil, errclass.Fatalf("sink returned before reading the whole body: a sink bug; nothing unverified may be committed")
 	}
-	return b.vr.N(), nil
+	return b.vr.N(), b.vr.Sum().SHA256, nil
 }
 
 // checked is what an entry's bytes are verified against: want, with only
@@ -433,7 +440,7 @@ func (b *entryBody) reopen() error {
 	if err != nil {
 		return err
 	}
-	b.rc, b.vr = rc, fixity.NewReader(rc, b.want, fixity.Compute{})
+	b.rc, b.vr = rc, fixity.NewReader(rc, b.want, fixity.Compute{SHA256: true})
 	return nil
 }
 

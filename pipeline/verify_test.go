@@ -1,10 +1,14 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"strings"
 	"testing"
 
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
@@ -71,5 +75,40 @@ func TestVerifyStrongest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOwnDigest: the sha-256 of every body written is computed as it is
+// written and kept in the state beside the digests the source gave — for a
+// resource the source gave no hash, and one it gave only md5 — while the
+// report still counts the resource the source left unverified.
+func TestOwnDigest(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	noHash := listEntry(t, "r/none.txt", "no hash given")
+	noHash.Metadata.Hashes = fixity.Hashes{}
+	md5Only := listEntry(t, "r/md5.txt", "md5 only")
+	md5Only.Metadata.Hashes.SHA256 = nil
+	listSource(t, dir, map[string]string{"r/none.txt": "no hash given", "r/md5.txt": "md5 only"},
+		[]*manifest.Entry{noHash, md5Only}, nil)
+	srv, err := bench.Serve(ctx, dir, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := newHarness(t)
+	rep := h.baseline(ctx, srv.URL+"capabilitylist.xml", nil)
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != 2 || rep.Resources.Unverified != 1 {
+		t.Fatalf("%s", rep.Summary())
+	}
+	for path, body := range map[string]string{"r/none.txt": "no hash given", "r/md5.txt": "md5 only"} {
+		r, ok, err := recordOf(ctx, h.store, srv.URL+path)
+		want := sha256.Sum256([]byte(body))
+		if err != nil || !ok || !bytes.Equal(r.Hashes.SHA256, want[:]) {
+			t.Errorf("%s recorded %+v (%v): want its own sha-256", path, r.Hashes, err)
+		}
+		if path == "r/md5.txt" && r.Hashes.MD5 == nil {
+			t.Errorf("%s: the md5 the source gave is not kept", path)
+		}
 	}
 }
