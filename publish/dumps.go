@@ -15,7 +15,6 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
-	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -256,7 +255,7 @@ func (b *packageBuilder) add(ctx context.Context, p *publisher, uri string, e *m
 		return fmt.Errorf("publish: dump: the held copy of %s: %w", uri, err)
 	}
 	defer body.Close()
-	path := "/" + fs.Encode(uri)
+	path := "/" + EntryName(uri)
 	fw, err := b.zw.CreateHeader(&zip.FileHeader{Name: path[1:], Method: zip.Deflate, Modified: e.Lastmod})
 	if err != nil {
 		return errclass.Fatalf("publish: %w", err)

@@ -307,14 +307,14 @@ func TestHoldings(t *testing.T) {
 			}
 			var want []string
 			for _, r := range wantRes {
-				want = append(want, asXML(r.URI))
+				want = append(want, manifest.ToURI(r.URI))
 			}
 			if got := locs(t, filepath.Join(out, publish.Current, "sets", "*", "resourcelist.xml")); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("the Resource List names\n%q\nwant\n%q", got, want)
 			}
 			want = want[:0]
 			for _, c := range wantChanges {
-				want = append(want, asXML(c.URI))
+				want = append(want, manifest.ToURI(c.URI))
 			}
 			if got := locs(t, filepath.Join(out, publish.Current, "sets", "*", "changelist-[0-9]*.xml")); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("the Change Lists name\n%q\nwant\n%q", got, want)
@@ -322,10 +322,6 @@ func TestHoldings(t *testing.T) {
 		})
 	}
 }
-
-// asXML is uri as an XML document holds it: each byte that is not UTF-8
-// replaced by U+FFFD.
-func asXML(uri string) string { return string([]rune(uri)) }
 
 func sameResource(a, b state.Resource) bool { return fmt.Sprintf("%+v", a) == fmt.Sprintf("%+v", b) }
 
