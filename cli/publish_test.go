@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	iofs "io/fs"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -161,6 +163,7 @@ func TestRepublishRoundTrip(t *testing.T) {
 		}
 	}
 	republish()
+	extractDumps(t, out)
 
 	truth0 := truthSums(t, opts, 0)
 	uris := slices.Collect(maps.Keys(truthSums(t, opts, 1)))
@@ -236,6 +239,37 @@ func TestRepublishRoundTrip(t *testing.T) {
 	}
 	if d := diffSums(mirrorSums(t, mirrorC, urisB), asURIs(truthSums(t, opts, 1))); d != "" {
 		t.Fatalf("after the incremental harvest of the republished change dump:%s", d)
+	}
+}
+
+// extractDumps extracts every package of the published dumps under out
+// with Info-ZIP's unzip, which refuses names it cannot write, and checks
+// that every entry a package's manifest names is there.
+func extractDumps(t *testing.T, out string) {
+	t.Helper()
+	if _, err := exec.LookPath("unzip"); err != nil {
+		t.Fatal("unzip (Info-ZIP) is needed: apt-get install unzip")
+	}
+	pkgs, _ := filepath.Glob(filepath.Join(out, publish.Current, "sets", "*", "*", "*.zip"))
+	more, _ := filepath.Glob(filepath.Join(out, publish.Current, "sets", "*", "*.zip"))
+	pkgs = append(pkgs, more...)
+	if len(pkgs) == 0 {
+		t.Fatal("no dump package published")
+	}
+	for _, pkg := range pkgs {
+		dir := t.TempDir()
+		if b, err := exec.Command("unzip", "-q", "-o", pkg, "-d", dir).CombinedOutput(); err != nil {
+			t.Fatalf("unzip %s: %v\n%s", pkg, err, b)
+		}
+		man, err := os.ReadFile(filepath.Join(dir, "manifest.xml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`path="/([^"]+)"`).FindAllStringSubmatch(string(man), -1) {
+			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(html.UnescapeString(m[1])))); err != nil {
+				t.Errorf("%s: entry %s not extracted: %v", filepath.Base(pkg), m[1], err)
+			}
+		}
 	}
 }
 
