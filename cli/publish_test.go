@@ -164,6 +164,22 @@ func TestRepublishRoundTrip(t *testing.T) {
 	}
 	republish()
 	extractDumps(t, out)
+	// The republished Capability List is described by the origin's Source
+	// Description, as the harvest discovered it from the site's URL.
+	caps, _ := filepath.Glob(filepath.Join(out, publish.Current, "sets", "*", "capabilitylist.xml"))
+	for _, c := range caps {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `rel="describedby" href="` + origin.URL + `.well-known/resourcesync"`
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s does not link %s:\n%s", c, want, b)
+		}
+	}
+	if len(caps) == 0 {
+		t.Fatal("no capability list published")
+	}
 
 	truth0 := truthSums(t, opts, 0)
 	uris := slices.Collect(maps.Keys(truthSums(t, opts, 1)))

@@ -636,7 +636,8 @@ func (r *run) setBaselineCheckpoints(ctx context.Context, rep *runreport.Report)
 		if _, held := r.holdOf(c.ResourceSet); held {
 			continue // part of this set's snapshot is still missing
 		}
-		cp := state.Checkpoint{Source: r.opts.SourceKey, CapabilityList: c.ResourceSet, Next: c.Next, Baseline: c.Next, RunID: r.runID, Updated: now}
+		cp := state.Checkpoint{Source: r.opts.SourceKey, CapabilityList: c.ResourceSet, Next: c.Next, Baseline: c.Next, RunID: r.runID, Updated: now,
+			DescribedBy: c.DescribedBy}
 		if err := r.opts.Store.SetCheckpoint(ctx, cp); err != nil {
 			return err
 		}

@@ -25,6 +25,10 @@ type View interface {
 	// Sources lists the sources held, in order. Each becomes a resource
 	// set of the published Source.
 	Sources(ctx context.Context) ([]string, error)
+	// DescribedBy is the source's own description as the harvest
+	// discovered it (its Source Description, else its Capability List),
+	// or "" when none is known.
+	DescribedBy(ctx context.Context, source string) (string, error)
 	// CountResources counts the resources of source the destination holds
 	// (no tombstones).
 	CountResources(ctx context.Context, source string) (int64, error)
@@ -58,6 +62,10 @@ var _ View = stateView{}
 func (s stateView) At(ctx context.Context) (time.Time, error) { return s.v.LastRecorded(ctx) }
 
 func (s stateView) Sources(ctx context.Context) ([]string, error) { return s.v.Sources(ctx) }
+
+func (s stateView) DescribedBy(ctx context.Context, source string) (string, error) {
+	return s.v.DescribedBy(ctx, source)
+}
 
 func (s stateView) CountResources(ctx context.Context, source string) (int64, error) {
 	return s.v.CountResources(ctx, state.ResourceQuery{Source: source, Held: true})

@@ -185,8 +185,12 @@ func (p *publisher) publish(ctx context.Context, v View) error {
 		}
 		e := manifest.Entry{Loc: capURL, Metadata: manifest.NewMetadata()}
 		e.Metadata.Capability = manifest.CapabilityList
-		if isHTTP(src) {
-			e.Links = append(e.Links, manifest.NewLink("describedby", manifest.ToURI(src)))
+		described, err := v.DescribedBy(ctx, src)
+		if err != nil {
+			return err
+		}
+		if described != "" {
+			e.Links = append(e.Links, manifest.NewLink("describedby", manifest.ToURI(described)))
 		}
 		if err := w.Write(&e); err != nil {
 			return err
@@ -229,8 +233,13 @@ func (p *publisher) set(ctx context.Context, v View, src string) (string, error)
 	md := manifest.NewMetadata()
 	md.Capability = manifest.CapabilityList
 	links := []manifest.Link{manifest.NewLink("up", p.url(WellKnown))}
-	if isHTTP(src) {
-		links = append(links, manifest.NewLink("describedby", manifest.ToURI(src)))
+	described, err := v.DescribedBy(ctx, src)
+	if err != nil {
+		return "", err
+	}
+	if described != "" {
+		// The origin's own description, as the harvest discovered it.
+		links = append(links, manifest.NewLink("describedby", manifest.ToURI(described)))
 	}
 	w, err := manifest.NewWriter(d, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: links})
 	if err != nil {
@@ -278,11 +287,6 @@ func slug(src string) string {
 	}
 	sum := sha256.Sum256([]byte(src))
 	return strings.TrimRight(b.String(), "-") + "-" + hex.EncodeToString(sum[:4])
-}
-
-func isHTTP(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // ParsePeriod reads a change period: a Go duration (12h, 90m) or a number

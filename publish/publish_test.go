@@ -64,6 +64,17 @@ func (f *fixture) put(src string, from, n int, change, body string) {
 	if err := f.st.Commit(context.Background(), b); err != nil {
 		f.t.Fatal(err)
 	}
+	f.described(src, src)
+}
+
+// described records that src's resource sets were found from the
+// document at url (its checkpoint's DescribedBy), as a harvest does.
+func (f *fixture) described(src, url string) {
+	f.t.Helper()
+	err := f.st.SetCheckpoint(context.Background(), state.Checkpoint{Source: src, CapabilityList: src, Next: time.Now(), DescribedBy: url})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 func (f *fixture) del(src string, i int) {
@@ -526,18 +537,33 @@ func TestPublishURIs(t *testing.T) {
 			Outcome: state.OutcomeWritten, RunID: f.run, Links: []state.Link{{Rel: "describedby", Href: "http://a.example/meta data/" + "é.xml"}}})
 		b.Changes = append(b.Changes, state.ChangeRecord{URI: u, Source: src, Change: state.ChangeCreated, Length: 3, Hashes: sum("one"), RunID: f.run})
 	}
+	// A second source whose harvest recorded no description of its own.
+	b.Resources = append(b.Resources, state.Resource{URI: "oai:b.example:1", Source: "http://b.example/oai", Length: 3, Hashes: sum("one"),
+		Outcome: state.OutcomeWritten, RunID: f.run})
 	if err := f.st.Commit(ctx, b); err != nil {
 		t.Fatal(err)
 	}
+	f.described(src, src)
 	out := t.TempDir()
 	o := testOptions(out)
 	o.MaxEntries = 100
 	if _, err := Publish(ctx, FromState(f.st), o); err != nil {
 		t.Fatal(err)
 	}
-	set := readSource(t, out, o).sets[src] // every loc and href checked a URI
+	pub := readSource(t, out, o) // every loc and href checked a URI
+	set := pub.sets[src]
 	if set == nil || len(set.resources) != len(raw) || len(set.changes) != len(raw) {
 		t.Fatalf("published %+v", set)
+	}
+	// The set without a description recorded links none (readSource
+	// names it by its Capability List then).
+	if len(pub.sets) != 2 {
+		t.Errorf("%d sets published, want 2", len(pub.sets))
+	}
+	for name := range pub.sets {
+		if name != src && !strings.HasPrefix(name, testBase+"/sets/") {
+			t.Errorf("a set is described by %q, which no harvest recorded", name)
+		}
 	}
 	for _, u := range raw {
 		e, ok := set.resources[manifest.ToURI(u)]

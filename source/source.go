@@ -226,6 +226,10 @@ type Checkpoint struct {
 	Baseline time.Time
 	// Open says a change document of the set is still open (it grows).
 	Open bool
+	// DescribedBy is the source's own description the set was found
+	// from, as discovered (a ResourceSync Source Description, else the
+	// set's Capability List), or "" when it has none.
+	DescribedBy string
 }
 
 // Intersects reports whether [from, until] meets [lo, hi], both inclusive;

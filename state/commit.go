@@ -96,6 +96,9 @@ type Checkpoint struct {
 	// Updated is when it was set; Commit fills a zero value with the
 	// current time.
 	Updated time.Time
+	// DescribedBy is the source's own description the set was found from
+	// (source.Checkpoint.DescribedBy), or "".
+	DescribedBy string
 }
 
 // Batch is what the pipeline's commit stage records at once.
@@ -595,11 +598,11 @@ func (s *Store) Changes(ctx context.Context, runID int64) ([]ChangeRecord, error
 	return out, nil
 }
 
-const upsertCheckpointSQL = `INSERT INTO checkpoints (source, capability_list, next, baseline, open, run_id, updated)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+const upsertCheckpointSQL = `INSERT INTO checkpoints (source, capability_list, next, baseline, open, run_id, updated, described_by)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, capability_list) DO UPDATE SET
 	next = excluded.next, baseline = excluded.baseline, open = excluded.open,
-	run_id = excluded.run_id, updated = excluded.updated`
+	run_id = excluded.run_id, updated = excluded.updated, described_by = excluded.described_by`
 
 func checkpointArgs(c *Checkpoint, now time.Time) ([]any, error) {
 	if c.Source == "" {
@@ -613,7 +616,7 @@ func checkpointArgs(c *Checkpoint, now time.Time) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{c.Source, c.CapabilityList, ts[0], ts[1], boolInt(c.Open), nullID(c.RunID), ts[2]}, nil
+	return []any{c.Source, c.CapabilityList, ts[0], ts[1], boolInt(c.Open), nullID(c.RunID), ts[2], c.DescribedBy}, nil
 }
 
 // Checkpoint returns the checkpoint of (source, capList), and false when
@@ -626,8 +629,8 @@ func (s *Store) Checkpoint(ctx context.Context, source, capList string) (Checkpo
 		runID               sql.NullInt64
 	)
 	err := s.r.QueryRowContext(ctx,
-		"SELECT source, capability_list, next, baseline, open, run_id, updated FROM checkpoints WHERE source = ? AND capability_list = ?",
-		source, capList).Scan(&c.Source, &c.CapabilityList, &next, &baseline, &open, &runID, &upd)
+		"SELECT source, capability_list, next, baseline, open, run_id, updated, described_by FROM checkpoints WHERE source = ? AND capability_list = ?",
+		source, capList).Scan(&c.Source, &c.CapabilityList, &next, &baseline, &open, &runID, &upd, &c.DescribedBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Checkpoint{}, false, nil
 	}

@@ -316,6 +316,10 @@ CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
 		// 18: the last modification of the version a change produced (see
 		// ChangeRecord.Lastmod): a republished Change List's lastmod.
 		`ALTER TABLE changes ADD COLUMN lastmod TEXT;`,
+		// 19: the source's own description a resource set was found from
+		// (see Checkpoint.DescribedBy): a republished Capability List's
+		// describedby.
+		`ALTER TABLE checkpoints ADD COLUMN described_by TEXT NOT NULL DEFAULT '';`,
 	}
 }
 

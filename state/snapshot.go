@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -43,6 +44,19 @@ func (v *Snapshot) LastRecorded(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fatal("last recorded", err)
 	}
 	return decodeStamp(last), nil
+}
+
+// DescribedBy returns the source's own description its resource sets were
+// found from (Checkpoint.DescribedBy: the one most recently recorded), or
+// "" when none is recorded.
+func (v *Snapshot) DescribedBy(ctx context.Context, source string) (string, error) {
+	var d string
+	err := v.tx.QueryRowContext(ctx, `SELECT described_by FROM checkpoints WHERE source = ? AND described_by <> ''
+		ORDER BY updated DESC, capability_list LIMIT 1`, source).Scan(&d)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", fatal("described by", err)
+	}
+	return d, nil
 }
 
 // Sources returns, in order, every source the store holds resources or

@@ -190,6 +190,12 @@ func (v *view) At(ctx context.Context) (time.Time, error) {
 	return v.st.Newest.Add(time.Duration(v.st.NewestCount - 1)), nil
 }
 
+// DescribedBy returns "": the es sink's documents do not say what the
+// source's own description is.
+func (v *view) DescribedBy(ctx context.Context, source string) (string, error) {
+	return "", v.check(ctx, "", true)
+}
+
 // Sources returns the one source of the indexes.
 func (v *view) Sources(ctx context.Context) ([]string, error) {
 	if err := v.check(ctx, "", true); err != nil {

@@ -88,6 +88,7 @@ func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	}
 	cps := make([]source.Checkpoint, 0, len(w.sets))
 	for _, cp := range w.sets {
+		cp.DescribedBy = w.describedBy
 		cps = append(cps, *cp)
 	}
 	slices.SortFunc(cps, func(a, b source.Checkpoint) int { return strings.Compare(a.ResourceSet, b.ResourceSet) })
@@ -180,6 +181,9 @@ type walk struct {
 	want, list manifest.Capability
 	// sets are the checkpoints of the resource sets met, by set.
 	sets map[string]*source.Checkpoint
+	// describedBy is the Source Description or Capability List the walk
+	// started from, once read (source.Checkpoint.DescribedBy).
+	describedBy string
 	// pending are the change packages (and Change Lists) of an
 	// incremental task met in range, in the walk's order, for
 	// planChanges.
@@ -434,6 +438,9 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 	w.started = true
 	defer closeDoc()
 	h := rd.Header()
+	if c := h.Metadata.Capability; here.depth == 0 && (c == manifest.Description || c == manifest.CapabilityList) {
+		w.describedBy = docURL // where the walk starts, as discovered
+	}
 	if w.survey != nil && here.depth > 0 {
 		return w.surveyed(ctx, rd, here)
 	}

@@ -497,7 +497,7 @@ func testCheckpoints[S Snapshot](t *testing.T, h Harness[S]) {
 	if ok, err := st.HasCheckpoint(ctx, srcA); err != nil || ok {
 		t.Errorf("HasCheckpoint before any = %v, %v", ok, err)
 	}
-	want := state.Checkpoint{Source: srcA, CapabilityList: setA, Next: at(1), Baseline: at(2), Open: true, RunID: run, Updated: at(3)}
+	want := state.Checkpoint{Source: srcA, CapabilityList: setA, Next: at(1), Baseline: at(2), Open: true, RunID: run, Updated: at(3), DescribedBy: "http://a.example/.well-known/resourcesync"}
 	must(t, st.SetCheckpoint(ctx, want))
 	if got, ok, err := st.Checkpoint(ctx, srcA, setA); err != nil || !ok || !reflect.DeepEqual(got, want) {
 		t.Errorf("Checkpoint = %+v, %v, %v; want %+v", got, ok, err, want)

@@ -1,0 +1,47 @@
+package resourcesync_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/source/resourcesync"
+	"github.com/rsharvest/rsharvest/source/sourcetest"
+)
+
+// TestPlannerDescribedBy: every checkpoint names the source's own
+// description the walk started from — the Source Description, else the
+// Capability List — and none when the walk started at a dump.
+func TestPlannerDescribedBy(t *testing.T) {
+	s := plannerSite(t)
+	base := s.URL
+	c := fetch.New(fetch.Options{Retries: -1, BackoffInitial: time.Millisecond, Timeout: 5 * time.Second})
+	p := &resourcesync.Planner{
+		Open:   func(ctx context.Context, u string) (io.ReadCloser, error) { return c.Open(ctx, u) },
+		Client: c,
+		Log:    slog.New(slog.DiscardHandler),
+	}
+	for _, tc := range []struct{ start, want string }{
+		{base + "/desc.xml", base + "/desc.xml"},
+		{base + "/s3/capabilitylist.xml", base + "/s3/capabilitylist.xml"},
+		{base + "/s3/resourcedump.xml", ""},
+	} {
+		cps, err := p.Plan(t.Context(), source.Task{Source: tc.start, Mode: source.Baseline}, sourcetest.Holdings{},
+			func(context.Context, source.Unit) error { return nil })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.start, err)
+		}
+		if len(cps) == 0 {
+			t.Fatalf("%s: no checkpoint", tc.start)
+		}
+		for _, cp := range cps {
+			if cp.DescribedBy != tc.want {
+				t.Errorf("from %s: set %s described by %q, want %q", tc.start, cp.ResourceSet, cp.DescribedBy, tc.want)
+			}
+		}
+	}
+}
