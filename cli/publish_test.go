@@ -27,6 +27,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/publish"
+	"github.com/rsharvest/rsharvest/publish/schematest"
 	"github.com/rsharvest/rsharvest/sink/es/zinctest"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/sink/s3/s3test"
@@ -164,6 +165,7 @@ func TestRepublishRoundTrip(t *testing.T) {
 	}
 	republish()
 	extractDumps(t, out)
+	schematest.Validate(t, filepath.Join(out, publish.Current))
 	// The republished Capability List is described by the origin's Source
 	// Description, as the harvest discovered it from the site's URL.
 	caps, _ := filepath.Glob(filepath.Join(out, publish.Current, "sets", "*", "capabilitylist.xml"))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/publish/schematest"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -311,6 +312,7 @@ func TestPublish(t *testing.T) {
 	}
 	o.MaxEntries, o.MaxBytes = 5, 16<<10
 	src := readSource(t, out, o)
+	schematest.Validate(t, filepath.Join(out, Current))
 	if len(src.sets) != 2 || res.Sets != 2 || res.Resources != 14 || res.Changes != 16 {
 		t.Fatalf("published %+v, read %d sets", res, len(src.sets))
 	}
@@ -551,6 +553,7 @@ func TestPublishURIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := readSource(t, out, o) // every loc and href checked a URI
+	schematest.Validate(t, filepath.Join(out, Current))
 	set := pub.sets[src]
 	if set == nil || len(set.resources) != len(raw) || len(set.changes) != len(raw) {
 		t.Fatalf("published %+v", set)

@@ -48,6 +48,7 @@ var allowed = []struct {
 	{"internal/httpserve", nil},
 	{"status", []string{"internal/httpserve", "site", "state", "runreport"}},
 	{"publish/holdingstest", []string{"publish", "state"}},
+	{"publish/schematest", nil},
 	{"publish/publisher", []string{"internal/httpserve", "publish", "publish/fromes", "sink", "state"}},
 	{"publish/fromes", []string{"publish", "sink", "sink/es", "state", "errclass", "fixity", "internal/retry"}},
 	{"publish", []string{"errclass", "fixity", "internal/flock", "manifest", "sink", "sink/fs", "state"}},
