@@ -106,6 +106,7 @@ type source struct {
 
 type set struct {
 	resources map[string]manifest.Entry
+	at        time.Time // the Resource List's
 	changes   []manifest.Entry
 	open      int // open change lists
 }
@@ -228,6 +229,7 @@ func readSource(t *testing.T, out string, o Options) *source {
 						t.Errorf("resource list without at/completed")
 					}
 					s.resources[e.Loc] = e
+					s.at = h.Metadata.At
 				}, nil)
 			case manifest.ChangeList:
 				src.docs += readList(t, cur, e.Loc, c.Loc, o, manifest.ChangeList, func(h manifest.Header, e manifest.Entry) {
@@ -580,5 +582,79 @@ func TestPublishURIs(t *testing.T) {
 	}
 	if _, ok := set.resources[src+"/odd/already%20escaped%C3%A9.txt"]; !ok {
 		t.Errorf("an escape the origin wrote was not kept")
+	}
+}
+
+// TestDestinationFromLists: a destination written here — not rsharvest —
+// baselines from a published Resource List, then applies, in order, the
+// entries of a later publication's Change Lists whose datetime is after
+// that list's at; it ends holding exactly what rsharvest holds, for
+// creates, updates (one resource twice) and deletes (one just created),
+// with many changes recorded within one millisecond (a commit stamps its
+// changes a microsecond apart).
+func TestDestinationFromLists(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	src := "http://a.example/rs"
+	f.put(src, 0, 10, state.ChangeCreated, "v1")
+	out := t.TempDir()
+	o := testOptions(out)
+	o.MaxEntries, o.MaxBytes = 1000, 1<<20
+	if _, err := Publish(ctx, FromState(f.st), o); err != nil {
+		t.Fatal(err)
+	}
+	first := readSource(t, out, o).sets[src]
+	held := map[string]string{} // the destination: loc → hashes
+	for loc, e := range first.resources {
+		held[loc] = e.Metadata.Hashes.String()
+	}
+
+	f.put(src, 3, 2, state.ChangeUpdated, "v2")
+	f.del(src, 5)
+	f.put(src, 10, 4, state.ChangeCreated, "v1")
+	f.put(src, 3, 1, state.ChangeUpdated, "v3")
+	f.del(src, 12)
+	if _, err := Publish(ctx, FromState(f.st), o); err != nil {
+		t.Fatal(err)
+	}
+	second := readSource(t, out, o).sets[src]
+	applied, sameMilli := 0, 0
+	var prev time.Time
+	for _, c := range second.changes {
+		dt := c.Metadata.Datetime
+		if !dt.After(first.at) {
+			continue
+		}
+		if !prev.IsZero() && dt.Truncate(time.Millisecond).Equal(prev.Truncate(time.Millisecond)) {
+			sameMilli++
+		}
+		prev = dt
+		applied++
+		switch c.Metadata.Change {
+		case manifest.Created, manifest.Updated:
+			held[c.Loc] = c.Metadata.Hashes.String()
+		case manifest.Deleted:
+			delete(held, c.Loc)
+		}
+	}
+	if applied != 9 || sameMilli == 0 {
+		t.Errorf("applied %d changes after %s (want 9), %d in the millisecond of the one before (want some)", applied, first.at, sameMilli)
+	}
+	want := map[string]string{}
+	if err := f.st.WalkResources(ctx, src, func(r state.Resource) error {
+		if !r.Deleted {
+			want[manifest.ToURI(r.URI)] = r.Hashes.String()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != len(want) || len(want) != 12 {
+		t.Errorf("the destination holds %d resources, rsharvest %d (want 12)", len(held), len(want))
+	}
+	for loc, h := range want {
+		if held[loc] != h {
+			t.Errorf("%s: the destination holds %q, rsharvest %q", loc, held[loc], h)
+		}
 	}
 }
