@@ -642,3 +642,67 @@ func checkCommitted(t *testing.T, ctx context.Context, st *state.Store, rep *run
 func planned(p source.Planner) source.Protocol {
 	return source.Protocol{Name: "test", New: func(source.Settings, source.Services) (source.Planner, error) { return p, nil }}
 }
+
+// TestFillFromHeldCopy: a sink that failed to take a resource is filled at
+// the next run from the copy another sink holds, verified as any source
+// is, with no request to the origin for it; a held copy that does not
+// match is passed over for the origin.
+func TestFillFromHeldCopy(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	srv := serve(t, src)
+	gen := bench.GenOptions{Dir: src, Base: srv.URL, Resources: 40, Packages: 2, Seed: 12, MeanSize: 1 << 10, WriteResources: true}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	bench.Truth(ctx, gen, func(uri string, _ io.Reader) error { uris = append(uris, uri); return nil })
+	h := newHarness(t)
+	victim, spoilt := uris[3], uris[9]
+	a, b := h.flaky("a"), h.flaky("b")
+	b.fail[victim], b.fail[spoilt] = true, true
+	run := func() *runreport.Report {
+		opts := h.options(srv.URL)
+		opts.Sinks = []sink.Sink{a, b}
+		opts.SinkNames = []string{"fs:a", "fs:b"}
+		opts.SinkBackoff = time.Millisecond
+		opts.Settings.PreferList = true // each resource its own GET
+		rep, err := pipeline.Baseline(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rep := run(); rep.Resources.Failed != 2 {
+		t.Fatalf("first run: %s", rep.Summary())
+	}
+	// a's copy of spoilt is damaged: it no longer matches the listing.
+	if err := a.FS.Put(ctx, sinkResource(spoilt, "not the bytes listed"), strings.NewReader("not the bytes listed")); err != nil {
+		t.Fatal(err)
+	}
+	b.fail[victim], b.fail[spoilt] = false, false
+	path := func(uri string) string { return "/" + strings.TrimPrefix(uri, srv.URL) }
+	before := map[string]int{victim: srv.Handler.Requests(path(victim)), spoilt: srv.Handler.Requests(path(spoilt))}
+	rep := run()
+	if rep.Status != runreport.StatusOK || rep.Resources.Written != 2 {
+		t.Fatalf("second run: %s", rep.Summary())
+	}
+	if n := srv.Handler.Requests(path(victim)) - before[victim]; n != 0 {
+		t.Errorf("the origin was asked %d times for %s, which sink a holds", n, victim)
+	}
+	if n := srv.Handler.Requests(path(spoilt)) - before[spoilt]; n != 1 {
+		t.Errorf("the origin was asked %d times for %s, whose held copy does not match; want 1", n, spoilt)
+	}
+	truth := map[string][]byte{}
+	for _, u := range []string{victim, spoilt} {
+		rc, err := b.Get(ctx, u)
+		if err != nil {
+			t.Fatalf("sink b lacks %s: %v", u, err)
+		}
+		truth[u], _ = io.ReadAll(rc)
+		rc.Close()
+		if string(truth[u]) == "not the bytes listed" {
+			t.Errorf("sink b took the damaged copy of %s", u)
+		}
+	}
+}

@@ -217,6 +217,7 @@ func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h 
 		res.Links = append(res.Links, sink.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
 	}
 	var took []state.Delivery
+	sources = r.withHeldCopy(h, e.URI, sources)
 	for _, s := range r.sinks {
 		if h.already[s.name] {
 			continue
@@ -247,6 +248,44 @@ func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h 
 	rec.Outcome = state.OutcomeWritten
 	rec.Verified = verifiedBy(want, j.stream != nil || j.arch != nil)
 	return result{outcome: outWritten, resource: rec, hadRecord: h.had, change: appliedChange(e.Change, h.had, prev), delivered: len(r.sinks) > 1}
+}
+
+// withHeldCopy puts first, before the network sources of uri's bytes, the
+// copy a sink that already holds this version keeps (a sink.Inventory:
+// fs, s3, es with its bodies): a sink that lacks the version — one that
+// failed in an earlier run — is filled from what the destination holds,
+// not from the origin. The copy is verified against the entry as any
+// source is; when it does not match or cannot be read, the origin's
+// sources follow. Bytes from a package being read are not replaced: the
+// package is at hand.
+func (r *run) withHeldCopy(h holding, uri string, sources []entryOpener) []entryOpener {
+	if len(sources) == 0 {
+		return sources
+	}
+	if _, network := sources[0].(*httpEntry); !network {
+		return sources
+	}
+	for _, s := range r.sinks {
+		if inv, ok := s.Sink.(sink.Inventory); ok && h.already[s.name] {
+			return append([]entryOpener{heldCopy{inv: inv, uri: uri, sink: s.name}}, sources...)
+		}
+	}
+	return sources
+}
+
+// heldCopy opens the copy of a resource a sink holds.
+type heldCopy struct {
+	inv  sink.Inventory
+	uri  string
+	sink string
+}
+
+func (c heldCopy) Open(ctx context.Context) (io.ReadCloser, error) {
+	rc, err := c.inv.Get(ctx, c.uri)
+	if err != nil {
+		return nil, fmt.Errorf("the copy %s holds: %w", c.sink, err)
+	}
+	return rc, nil
 }
 
 // appliedChange is the change a write makes to the destination: the one
@@ -376,6 +415,10 @@ func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sour
 		}
 		if errclass.IsFatal(err) || errors.Is(err, fetch.ErrNotModified) || ctx.Err() != nil || i == len(sources)-1 {
 			break
+		}
+		if c, held := src.(heldCopy); held {
+			r.log.Warn("the held copy failed; fetching from the source", "uri", res.URI, "copy", c.sink, "error", err)
+			continue
 		}
 		r.log.Warn("location failed; trying a mirror", "uri", res.URI, "error", err, "mirror", sources[i+1])
 	}
