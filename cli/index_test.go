@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/sink/es/zinctest"
+)
+
+// TestIndexFromHeldCopies: a site harvested from an OAI-PMH repository into
+// an fs mirror and a search index (ZincSearch, started here); the index is
+// dropped, and "rsharvest index --site" rebuilds it from the mirror's
+// copies with no request to the repository: every document is back with
+// its Dublin Core fields.
+func TestIndexFromHeldCopies(t *testing.T) {
+	z, err := zinctest.Start("cli")
+	if err != nil {
+		t.Fatalf("ZincSearch: %v", err)
+	}
+	defer z.Stop()
+	name := z.NewIndex()
+	index := strings.Replace(z.URL, "http://", "http://"+zinctest.User+":"+zinctest.Password+"@", 1) + "/" + name
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 30, PageSize: 10})
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		repo.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	if code, out, stderr := run(t, "sites", "add", "corpus", "--source", srv.URL+"/oai", "--protocol", "oai-pmh",
+		"--sink", "fs:"+filepath.Join(dir, "mirror"), "--sink", "es:"+index, "--every", "1d", "--state", db); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "run", "corpus", "--state", db, "--log-level", "warn"); code != ExitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out, stderr)
+	}
+	live := 0
+	for _, rec := range repo.Records() {
+		if !rec.Deleted {
+			live++
+		}
+	}
+	before := esTitles(t, z, name, live)
+
+	req, _ := http.NewRequest(http.MethodDelete, strings.TrimSuffix(z.URL, "/es")+"/api/index/"+name, nil)
+	req.SetBasicAuth(zinctest.User, zinctest.Password)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("dropping the index: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	asked := requests.Load()
+	code, out, stderr := run(t, "index", "--site", "corpus", "--state", db)
+	if code != ExitOK || !strings.Contains(out, fmt.Sprintf("%d held, %d written, 0 missing", live, live)) {
+		t.Fatalf("index: exit %d\n%s%s", code, out, stderr)
+	}
+	if n := requests.Load() - asked; n != 0 {
+		t.Errorf("the index was rebuilt with %d requests to the repository", n)
+	}
+	after := esTitles(t, z, name, live)
+	for id, title := range before {
+		if after[id] != title {
+			t.Errorf("%s: dc_title %q after the rebuild, %q before", id, after[id], title)
+		}
+	}
+}
+
+// esTitles waits (ZincSearch shows writes a moment after it takes them)
+// until the index holds want resource documents, each with a dc_title,
+// and returns the titles by URI.
+func esTitles(t *testing.T, z *zinctest.Server, index string, want int) map[string]string {
+	t.Helper()
+	var titles map[string]string
+	for range 100 {
+		body, _ := json.Marshal(map[string]any{"query": map[string]any{"match_all": map[string]any{}}, "size": 1000})
+		req, _ := http.NewRequest(http.MethodPost, z.URL+"/"+index+"/_search", bytes.NewReader(body))
+		req.SetBasicAuth(zinctest.User, zinctest.Password)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sr struct {
+			Hits struct {
+				Hits []struct {
+					Source map[string]any `json:"_source"`
+				} `json:"hits"`
+			} `json:"hits"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&sr)
+		resp.Body.Close()
+		titles = map[string]string{}
+		if err == nil {
+			for _, h := range sr.Hits.Hits {
+				if uri, ok := h.Source["uri"].(string); ok && h.Source["dc_title"] != nil {
+					titles[uri] = fmt.Sprint(h.Source["dc_title"])
+				}
+			}
+		}
+		if len(titles) == want {
+			return titles
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("index %s: %d documents with a dc_title, want %d", index, len(titles), want)
+	return nil
+}
