@@ -29,6 +29,9 @@ type View interface {
 	// discovered it (its Source Description, else its Capability List),
 	// or "" when none is known.
 	DescribedBy(ctx context.Context, source string) (string, error)
+	// SiteOf is the registry site that harvests source, or "" when none
+	// is known: the name its resource set is published under.
+	SiteOf(ctx context.Context, source string) (string, error)
 	// CountResources counts the resources of source the destination holds
 	// (no tombstones).
 	CountResources(ctx context.Context, source string) (int64, error)
@@ -62,6 +65,10 @@ var _ View = stateView{}
 func (s stateView) At(ctx context.Context) (time.Time, error) { return s.v.LastRecorded(ctx) }
 
 func (s stateView) Sources(ctx context.Context) ([]string, error) { return s.v.Sources(ctx) }
+
+func (s stateView) SiteOf(ctx context.Context, source string) (string, error) {
+	return s.v.SiteOf(ctx, source)
+}
 
 func (s stateView) DescribedBy(ctx context.Context, source string) (string, error) {
 	return s.v.DescribedBy(ctx, source)

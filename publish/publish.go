@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -178,8 +179,12 @@ func (p *publisher) publish(ctx context.Context, v View) error {
 	if err != nil {
 		return err
 	}
+	dirs, err := setDirs(ctx, v, srcs)
+	if err != nil {
+		return err
+	}
 	for _, src := range srcs {
-		capURL, err := p.set(ctx, v, src)
+		capURL, err := p.set(ctx, v, src, dirs[src])
 		if err != nil {
 			return err
 		}
@@ -205,8 +210,7 @@ func (p *publisher) publish(ctx context.Context, v View) error {
 }
 
 // set writes a source's documents and returns its Capability List's URL.
-func (p *publisher) set(ctx context.Context, v View, src string) (string, error) {
-	dir := "sets/" + slug(src)
+func (p *publisher) set(ctx context.Context, v View, src, dir string) (string, error) {
 	capURL := p.url(dir + "/capabilitylist.xml")
 	rl, err := p.resourceList(ctx, v, src, dir, capURL)
 	if err != nil {
@@ -266,6 +270,58 @@ func (p *publisher) set(ctx context.Context, v View, src string) (string, error)
 
 // slug names a source's directory: readable, and unique by a digest of the
 // source.
+// setDirs names the directory of each source's resource set: sets/ and the
+// registry site that harvests it (its readable form), or, for a source no
+// site harvests and for sources that claim the same site, a readable form
+// of the source with a digest of it (slug).
+func setDirs(ctx context.Context, v View, srcs []string) (map[string]string, error) {
+	sites := map[string]string{}
+	claims := map[string]int{}
+	for _, src := range srcs {
+		s, err := v.SiteOf(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		if s != "" {
+			sites[src] = s
+			claims[siteDir(s)]++
+		}
+	}
+	dirs := map[string]string{}
+	for _, src := range srcs {
+		if s, ok := sites[src]; ok && claims[siteDir(s)] == 1 {
+			dirs[src] = "sets/" + siteDir(s)
+			continue
+		}
+		dirs[src] = "sets/" + slug(src)
+	}
+	return dirs, nil
+}
+
+// siteDir is a site's name as a directory: its lower-case letters,
+// digits, "-", "_" and "." kept, any other character (and a leading ".")
+// as "-". One that ends as a slug does ("-" and 8 hex digits) gets a "_"
+// after, which no slug ends in, so a site's directory is never a source's.
+func siteDir(name string) string {
+	var b strings.Builder
+	for i, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_', r == '.' && i > 0:
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	d := b.String()
+	if slugEnd.MatchString(d) {
+		d += "_"
+	}
+	return d
+}
+
+// slugEnd is how every slug ends.
+var slugEnd = regexp.MustCompile(`-[0-9a-f]{8}$`)
+
 func slug(src string) string {
 	s := src
 	if i := strings.Index(s, "://"); i >= 0 {

@@ -658,3 +658,42 @@ func TestDestinationFromLists(t *testing.T) {
 		}
 	}
 }
+
+// TestSetNames: a source's resource set is published under the name of the
+// registry site that harvests it; a source no site harvests, and sources
+// that claim one site, under a readable form of the source with a digest.
+func TestSetNames(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	for _, s := range []struct{ src, site string }{
+		{"http://a.example/rs", "Corpus A"},
+		{"http://b.example/rs", "twin"}, {"http://c.example/rs", "twin"},
+		{"http://d.example/rs", "d-0badcafe"},
+		{"http://e.example/rs", ""},
+	} {
+		if _, err := f.st.BeginRun(ctx, state.Run{Mode: "baseline", Source: s.src, Site: s.site}); err != nil {
+			t.Fatal(err)
+		}
+		f.put(s.src, 0, 1, state.ChangeCreated, "one")
+	}
+	out := t.TempDir()
+	o := testOptions(out)
+	if _, err := Publish(ctx, FromState(f.st), o); err != nil {
+		t.Fatal(err)
+	}
+	pub := readSource(t, out, o)
+	want := map[string]string{
+		"http://a.example/rs": "sets/corpus-a/", "http://d.example/rs": "sets/d-0badcafe_/",
+		"http://b.example/rs": "sets/b-example-rs-", "http://c.example/rs": "sets/c-example-rs-", "http://e.example/rs": "sets/e-example-rs-",
+	}
+	_, caps := readDoc(t, filepath.Join(out, Current), o.BaseURL+"/"+WellKnown, o)
+	for _, c := range caps {
+		l, _ := c.Link("describedby")
+		if w, ok := want[l.Href]; !ok || !strings.HasPrefix(c.Loc, o.BaseURL+"/"+w) {
+			t.Errorf("the set of %s is published at %s, want under %s", l.Href, c.Loc, w)
+		}
+	}
+	if len(pub.sets) != len(want) {
+		t.Errorf("%d sets published, want %d", len(pub.sets), len(want))
+	}
+}

@@ -59,6 +59,17 @@ func (v *Snapshot) DescribedBy(ctx context.Context, source string) (string, erro
 	return d, nil
 }
 
+// SiteOf returns the registry site whose harvests last recorded source
+// (the site of its latest run that had one), or "" when no site's did.
+func (v *Snapshot) SiteOf(ctx context.Context, source string) (string, error) {
+	var s string
+	err := v.tx.QueryRowContext(ctx, "SELECT site FROM runs WHERE source = ? AND site <> '' ORDER BY id DESC LIMIT 1", source).Scan(&s)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", fatal("site of", err)
+	}
+	return s, nil
+}
+
 // Sources returns, in order, every source the store holds resources or
 // changes of.
 func (v *Snapshot) Sources(ctx context.Context) ([]string, error) {

@@ -190,6 +190,11 @@ func (v *view) At(ctx context.Context) (time.Time, error) {
 	return v.st.Newest.Add(time.Duration(v.st.NewestCount - 1)), nil
 }
 
+// SiteOf returns "": the es sink's documents do not name the site.
+func (v *view) SiteOf(ctx context.Context, source string) (string, error) {
+	return "", v.check(ctx, "", true)
+}
+
 // DescribedBy returns "": the es sink's documents do not say what the
 // source's own description is.
 func (v *view) DescribedBy(ctx context.Context, source string) (string, error) {
