@@ -81,7 +81,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 				if _, err := pub.Run(ctx); err != nil {
 					return err
 				}
-				stopPub, err := pf.serve(ctx, a, log)
+				stopPub, err := pf.serve(ctx, a, log, st)
 				if err != nil {
 					return err
 				}

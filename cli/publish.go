@@ -15,6 +15,7 @@ import (
 	"github.com/rsharvest/rsharvest/publish/publisher"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/state"
 )
 
 // publishFlags are the settings of a publication, shared by "publish",
@@ -37,8 +38,8 @@ func (f *publishFlags) register(c *cobra.Command, withState bool) {
 	fl.StringVar(&f.out, p+"out", "", "output directory: generations of documents, the published one linked as DIR/current")
 	fl.StringVar(&f.baseURL, p+"base-url", "", "absolute http(s) URL at which DIR/current is served")
 	fl.StringVar(&f.period, p+"change-period", "1d", "span of one Change List: 1d, 1w, 12h, …")
-	fl.BoolVar(&f.copies, p+"copies", false, `link each resource to its held copy under BASE-URL/files/ (rel="duplicate"), served by publish serve --`+p+`copies-from`)
-	fl.StringVar(&f.copiesFrom, p+"copies-from", "", "the sink holding the bodies (fs:DIR or s3://…): what --"+p+"dumps packs, and what the server serves under BASE-URL/files/")
+	fl.BoolVar(&f.copies, p+"copies", false, `link each resource to its held copy under BASE-URL/sets/SET/files/ (rel="duplicate"), served by publish serve`)
+	fl.StringVar(&f.copiesFrom, p+"copies-from", "", "the sink holding the bodies (fs:DIR or s3://…): what --"+p+"dumps packs, and, for serving, the one sink all copies are read from (default: each copy from the sinks of the registry site that harvests its set)")
 	fl.BoolVar(&f.dumps, p+"dumps", false, "also write a Resource Dump of each set: ZIP packages of the bodies in --"+p+"copies-from, manifest.xml first")
 	fl.StringVar(&f.dumpSize, p+"dump-size", "1GiB", "most body bytes in one dump package (e.g. 500MB, 1GiB)")
 }
@@ -73,9 +74,6 @@ func (f *publishFlags) options(log *slog.Logger) (publish.Options, error) {
 	if err != nil {
 		return publish.Options{}, usagef("%schange-period: %v", p, err)
 	}
-	if f.copies && f.listen != "" && f.copiesFrom == "" {
-		return publish.Options{}, usagef("%scopies needs %scopies-from to serve them", p, p)
-	}
 	if f.dumps && f.copiesFrom == "" {
 		return publish.Options{}, usagef("%sdumps needs %scopies-from: the sink holding the bodies", p, p)
 	}
@@ -92,7 +90,7 @@ func (f *publishFlags) options(log *slog.Logger) (publish.Options, error) {
 
 // serve serves the publication on f.listen until ctx ends; stop ends it
 // sooner. Without --listen it serves nothing.
-func (f *publishFlags) serve(ctx context.Context, a *app, log *slog.Logger) (stop func(context.Context) error, err error) {
+func (f *publishFlags) serve(ctx context.Context, a *app, log *slog.Logger, st *state.Store) (stop func(context.Context) error, err error) {
 	none := func(context.Context) error { return nil }
 	if f.listen == "" {
 		return none, nil
@@ -102,7 +100,14 @@ func (f *publishFlags) serve(ctx context.Context, a *app, log *slog.Logger) (sto
 	if err != nil {
 		return nil, err
 	}
-	srv.Copies = inv
+	if inv != nil {
+		srv.Copies = inv
+	} else if st != nil {
+		// No one sink named: each copy from the sinks of the site
+		// that harvests its source.
+		sc := &publisher.SiteCopies{Store: st, Sinks: Sinks()}
+		srv.Copies, closeCopies = sc, sc.Close
+	}
 	stopHTTP, addr, err := publisher.Serve(ctx, srv, f.listen)
 	if err != nil {
 		closeCopies(ctx)
@@ -204,8 +209,9 @@ func (a *app) publishServeCommand() *cobra.Command {
 		Short: "Serve the published Source over HTTP (ETag, Last-Modified, conditional requests, Range), regenerating it on a schedule",
 		Long: `Serves DIR/current at --base-url's path on --listen: every document with ETag and Last-Modified
 (unchanged documents keep both across generations), conditional requests and Range; the Source
-Description also at /.well-known/resourcesync; with --copies-from, the held copy of each resource at
-BASE-URL/files/… (the rel="duplicate" links of "publish --copies"). With --every (a schedule: "every 1h",
+Description also at /.well-known/resourcesync; the held copy of each resource at BASE-URL/sets/SET/files/… (the
+rel="duplicate" links of "publish --copies"): from the sink --copies-from names, else from the sinks of the
+registry site (in --state) that harvests the resource's source. With --every (a schedule: "every 1h",
 "every 1d" or a cron expression) it publishes from --state at start and then on the schedule. It runs
 until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (daemon --publish-out).`,
 		Args: cobra.NoArgs,
@@ -241,7 +247,18 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 					return err
 				}
 			}
-			stop, err := f.serve(ctx, a, log)
+			// Without --copies-from, the copies come from each site's own
+			// sinks, which the state's registry names.
+			var st *state.Store
+			if f.copiesFrom == "" && f.fromES == "" {
+				if _, err := os.Stat(f.stateFile); err == nil {
+					if st, err = state.Open(ctx, f.stateFile); err != nil {
+						return err
+					}
+					defer st.Close()
+				}
+			}
+			stop, err := f.serve(ctx, a, log, st)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -723,5 +724,57 @@ func TestPublishFromES(t *testing.T) {
 	code, _, errOut := run(t, "publish", "--from-es", index+"-nothing", "--out", filepath.Join(dir, "pub2"), "--base-url", base)
 	if code == 0 || !strings.Contains(errOut, "-nothing") {
 		t.Errorf("publish from an index the es sink did not write: exit %d: %s", code, errOut)
+	}
+}
+
+// TestServeSiteCopies: two registry sites, each harvested into a mirror of
+// its own, republished with copy links; publish serve, given no
+// --copies-from, serves every copy from the sinks of the site that
+// harvests it. Each set is published under its site's name.
+func TestServeSiteCopies(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	for i, name := range []string{"alpha", "beta"} {
+		origin := generatedSource(t, bench.GenOptions{Resources: 12, Packages: 1, Seed: int64(20 + i), MeanSize: 1 << 10, NoOddNames: true}, bench.ServeOptions{})
+		if code, out, stderr := run(t, "sites", "add", name, "--source", origin.URL, "--sink", "fs:"+filepath.Join(dir, name), "--every", "1d", "--state", db); code != ExitOK {
+			t.Fatalf("sites add %s: exit %d\n%s%s", name, code, out, stderr)
+		}
+	}
+	if code, out, stderr := run(t, "run", "alpha", "beta", "--state", db, "--log-level", "warn"); code != ExitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out, stderr)
+	}
+	out := filepath.Join(dir, "pub")
+	addr := freeAddr(t)
+	base := "http://" + addr + "/pub"
+	if code, so, errOut := run(t, "publish", "--state", db, "--out", out, "--base-url", base, "--copies"); code != 0 {
+		t.Fatalf("publish: exit %d: %s%s", code, so, errOut)
+	}
+	for _, name := range []string{"alpha", "beta"} {
+		if _, err := os.Stat(filepath.Join(out, publish.Current, "sets", name, "capabilitylist.xml")); err != nil {
+			t.Errorf("site %s's set is not published under its name: %v", name, err)
+		}
+	}
+	startPublishServe(t, "--out", out, "--base-url", base, "--listen", addr, "--state", db)
+	copies := 0
+	publishedDocs(t, out, "resourcelist", func(_ manifest.Header, e *manifest.Entry) {
+		l, ok := e.Link("duplicate")
+		if !ok {
+			t.Errorf("%s links no copy", e.Loc)
+			return
+		}
+		resp, err := http.Get(l.Href)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		sum := sha256.Sum256(body)
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(sum[:], e.Metadata.Hashes.SHA256) {
+			t.Errorf("copy of %s: %s, %d bytes that do not match", e.Loc, resp.Status, len(body))
+		}
+		copies++
+	})
+	if copies != 24 {
+		t.Errorf("%d copies served, want 24", copies)
 	}
 }

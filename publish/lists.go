@@ -213,14 +213,15 @@ func (p *publisher) addCopy(e *manifest.Entry, uri string, length int64) {
 	if !p.o.Copies {
 		return
 	}
-	l := manifest.NewLink("duplicate", p.url(CopyPath(uri)))
+	l := manifest.NewLink("duplicate", p.url(p.dir+"/"+CopyPath(uri)))
 	l.Hashes, l.Length, l.Type = e.Metadata.Hashes, length, e.Metadata.Type
 	e.Links = append(e.Links, l)
 }
 
-// CopyPath is the path, under the base URL, of the held copy of uri: the
-// fs sink's path of uri (fs.Encode), each element escaped for a URL. A web
-// server serving an fs sink's directory at BaseURL/files serves the copies.
+// CopyPath is the path, under its set's directory (BaseURL/sets/NAME), of
+// the held copy of uri: FilesPath and the fs sink's path of uri
+// (fs.Encode), each element escaped for a URL. A web server serving a
+// site's fs sink directory at BaseURL/sets/NAME/files serves its copies.
 func CopyPath(uri string) string {
 	parts := strings.Split(fs.Encode(uri), "/")
 	for i, s := range parts {

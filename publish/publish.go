@@ -43,8 +43,10 @@ const (
 // WellKnown is the path of the Source Description (spec §8).
 const WellKnown = ".well-known/resourcesync"
 
-// FilesPath is where a held copy of a resource is served under the base
-// URL: FilesPath + "/" + the fs sink's path of its URI (fs.Encode).
+// FilesPath is where a held copy of a resource is served under its set's
+// directory (sets/NAME/ under the base URL): FilesPath + "/" + the fs
+// sink's path of its URI (fs.Encode). A set's directory says whose copy it
+// is when two sources list the same URI.
 const FilesPath = "files"
 
 // Options says what to publish and where.
@@ -149,6 +151,9 @@ type publisher struct {
 	res Result
 	// at is the time the lists are current to; now the view's time.
 	at, now time.Time
+	// dir is the directory of the set being written (its copies are
+	// linked under it).
+	dir string
 }
 
 func (p *publisher) url(rel string) string { return p.o.BaseURL + "/" + rel }
@@ -211,6 +216,7 @@ func (p *publisher) publish(ctx context.Context, v View) error {
 
 // set writes a source's documents and returns its Capability List's URL.
 func (p *publisher) set(ctx context.Context, v View, src, dir string) (string, error) {
+	p.dir = dir
 	capURL := p.url(dir + "/capabilitylist.xml")
 	rl, err := p.resourceList(ctx, v, src, dir, capURL)
 	if err != nil {
@@ -270,6 +276,16 @@ func (p *publisher) set(ctx context.Context, v View, src, dir string) (string, e
 
 // slug names a source's directory: readable, and unique by a digest of the
 // source.
+// SetDirs names the directory of each source's resource set in what v
+// holds, as Publish does (by source).
+func SetDirs(ctx context.Context, v View) (map[string]string, error) {
+	srcs, err := v.Sources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return setDirs(ctx, v, srcs)
+}
+
 // setDirs names the directory of each source's resource set: sets/ and the
 // registry site that harvests it (its readable form), or, for a source no
 // site harvests and for sources that claim the same site, a readable form

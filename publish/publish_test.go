@@ -329,7 +329,11 @@ func TestPublish(t *testing.T) {
 	if e.Metadata.Length != 3 || e.Metadata.Type != "text/plain" || !e.Metadata.Hashes.Equal(sum("one")) {
 		t.Errorf("entry %+v lost its length, type or hash", e)
 	}
-	if l, ok := e.Link("duplicate"); !ok || l.Href != testBase+"/"+CopyPath(e.Loc) || !l.Hashes.Equal(sum("one")) {
+	// The copy lies under its set's directory, as its Capability List.
+	l, ok := e.Link("duplicate")
+	setDir := strings.TrimSuffix(strings.TrimPrefix(l.Href, testBase+"/"), "/"+CopyPath(e.Loc))
+	if !ok || !strings.HasPrefix(setDir, "sets/") || strings.Contains(strings.TrimPrefix(setDir, "sets/"), "/") ||
+		l.Href != testBase+"/"+setDir+"/"+CopyPath(e.Loc) || !l.Hashes.Equal(sum("one")) {
 		t.Errorf("entry's duplicate link %+v", l)
 	}
 	last := a.changes[len(a.changes)-1]

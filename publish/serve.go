@@ -20,19 +20,38 @@ import (
 	"github.com/rsharvest/rsharvest/sink/fs"
 )
 
+// Copies gives back held bodies by URI; a sink.Inventory does.
+type Copies interface {
+	// Get opens the held body of uri; an error satisfying
+	// errors.Is(err, fs.ErrNotExist) when there is none.
+	Get(ctx context.Context, uri string) (io.ReadCloser, error)
+}
+
+// SetCopies are Copies that also give back a body by the resource set it
+// is published in (its directory, "sets/NAME"), which tells two sources'
+// copies of one URI apart.
+type SetCopies interface {
+	Copies
+	GetIn(ctx context.Context, setDir, uri string) (io.ReadCloser, error)
+}
+
+var _ Copies = sink.Inventory(nil)
+
 // Server serves a published Source over HTTP: the documents of the
 // published generation (Out/current), with ETag, Last-Modified, conditional
 // requests and Range; the Source Description at /.well-known/resourcesync;
 // and, when Copies is set, the held copy of each resource at
-// BaseURL/files/… (see CopyPath), read from the sink that holds it.
+// BaseURL/sets/NAME/files/… (see CopyPath; BaseURL/files/… too, as
+// earlier versions linked them), read from the sink that holds it.
 type Server struct {
 	// Out is the publication's output directory.
 	Out string
 	// BaseURL is the URL the documents are published at: its path is
 	// the prefix the server answers under.
 	BaseURL string
-	// Copies holds the bodies (an fs or s3 sink), or nil.
-	Copies sink.Inventory
+	// Copies gives back the bodies (an fs or s3 sink, or each site's own
+	// sinks: publisher.SiteCopies), or nil.
+	Copies Copies
 	// Log receives one line per failed request (nil: discarded).
 	Log *slog.Logger
 }
@@ -66,7 +85,11 @@ func (s *Server) Handler() (http.Handler, error) {
 			return
 		}
 		if c, ok := strings.CutPrefix(rel, FilesPath+"/"); ok && s.Copies != nil {
-			s.serveCopy(w, r, c, log)
+			s.serveCopy(w, r, "", c, log)
+			return
+		}
+		if set, c, ok := setCopy(rel); ok && s.Copies != nil {
+			s.serveCopy(w, r, set, c, log)
 			return
 		}
 		s.serveDoc(w, r, rel, log)
@@ -113,8 +136,23 @@ func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request, rel string, lo
 
 func etag(size int64, mod time.Time) string { return fmt.Sprintf(`"%x-%x"`, size, mod.UnixNano()) }
 
-// serveCopy serves the held copy of the resource whose path is rel.
-func (s *Server) serveCopy(w http.ResponseWriter, r *http.Request, rel string, log *slog.Logger) {
+// setCopy splits the path of a copy under a set's directory,
+// "sets/NAME/files/PATH", into the set's directory and PATH.
+func setCopy(rel string) (set, path string, ok bool) {
+	rest, ok := strings.CutPrefix(rel, "sets/")
+	if !ok {
+		return "", "", false
+	}
+	name, path, ok := strings.Cut(rest, "/"+FilesPath+"/")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", "", false
+	}
+	return "sets/" + name, path, true
+}
+
+// serveCopy serves the held copy of the resource whose path is rel, of
+// the set whose directory is set ("": any).
+func (s *Server) serveCopy(w http.ResponseWriter, r *http.Request, set, rel string, log *slog.Logger) {
 	uri, err := fs.Decode(rel)
 	if err != nil {
 		http.NotFound(w, r)
@@ -122,7 +160,12 @@ func (s *Server) serveCopy(w http.ResponseWriter, r *http.Request, rel string, l
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
 	defer cancel()
-	body, err := s.Copies.Get(ctx, uri)
+	var body io.ReadCloser
+	if sc, ok := s.Copies.(SetCopies); ok && set != "" {
+		body, err = sc.GetIn(ctx, set, uri)
+	} else {
+		body, err = s.Copies.Get(ctx, uri)
+	}
 	if err != nil {
 		if errors.Is(err, iofs.ErrNotExist) {
 			http.NotFound(w, r)

@@ -49,7 +49,7 @@ var allowed = []struct {
 	{"status", []string{"internal/httpserve", "site", "state", "runreport"}},
 	{"publish/holdingstest", []string{"publish", "state"}},
 	{"publish/schematest", nil},
-	{"publish/publisher", []string{"internal/httpserve", "publish", "publish/fromes", "sink", "state"}},
+	{"publish/publisher", []string{"internal/httpserve", "publish", "publish/fromes", "sink", "site", "state"}},
 	{"publish/fromes", []string{"publish", "sink", "sink/es", "state", "errclass", "fixity", "internal/retry"}},
 	{"publish", []string{"errclass", "fixity", "internal/flock", "manifest", "sink", "sink/fs", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "sink", "source", "state", "unzip", "runreport"}},
