@@ -167,8 +167,9 @@ func (a *app) publishCommand() *cobra.Command {
 (DIR/current/.well-known/resourcesync), a Capability List per source harvested, its Resource List
 (an index with pages past 50,000 entries or 50 MB a document) and its Change Lists, one per
 --change-period, closed ones with until and the current one open, under a Change List Index. Each
-entry keeps the resource's own URI as its loc (an OAI-PMH identifier too); with --copies it also
-links to the copy rsharvest holds (rel="duplicate"), which "publish serve --copies-from" serves.
+entry's loc is the resource's own URI (an OAI-PMH identifier too), written as an RFC 3986 URI; with
+--copies it also links to the copy rsharvest holds (rel="duplicate"), which "publish serve" serves. Each
+source's set is named after the registry site that harvests it.
 
 Each run writes a new generation and moves DIR/current to it in one rename, so a reader never sees
 a half-written set; a document whose bytes did not change is kept (hard-linked), not rewritten.
