@@ -117,3 +117,48 @@ func esTitles(t *testing.T, z *zinctest.Server, index string, want int) map[stri
 	t.Fatalf("index %s: %d documents with a dc_title, want %d", index, len(titles), want)
 	return nil
 }
+
+// TestSinkAddedLater: a sink added to a site after its first harvest is
+// filled at the next harvest from the copies the site's first sink holds:
+// the source is asked for no package, and the new sink ends holding what
+// the first does.
+func TestSinkAddedLater(t *testing.T) {
+	origin := generatedSource(t, bench.GenOptions{Resources: 30, Packages: 2, Seed: 31, MeanSize: 1 << 10, NoOddNames: true}, bench.ServeOptions{})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	first, second := filepath.Join(dir, "first"), filepath.Join(dir, "second")
+	if code, out, stderr := run(t, "sites", "add", "corpus", "--source", origin.URL, "--sink", "fs:"+first, "--every", "1d", "--state", db); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "run", "corpus", "--state", db, "--log-level", "warn"); code != ExitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "sites", "edit", "corpus", "--sink", "fs:"+first, "--sink", "fs:"+second, "--state", db); code != ExitOK {
+		t.Fatalf("sites edit: exit %d\n%s%s", code, out, stderr)
+	}
+	packages := func() int {
+		n := 0
+		for p, k := range origin.Handler.Stats().ByPath {
+			if strings.HasSuffix(p, ".zip") {
+				n += k
+			}
+		}
+		return n
+	}
+	before := packages()
+	if code, out, stderr := run(t, "run", "corpus", "--state", db, "--log-level", "warn"); code != ExitOK {
+		t.Fatalf("second run: exit %d\n%s%s", code, out, stderr)
+	}
+	if n := packages() - before; n != 0 {
+		t.Errorf("the second harvest downloaded %d packages to fill the sink added", n)
+	}
+	a, b := heldBodies(t, first), heldBodies(t, second)
+	if len(a) != 30 || len(b) != len(a) {
+		t.Fatalf("the first sink holds %d resources, the one added %d; want 30 each", len(a), len(b))
+	}
+	for uri, body := range a {
+		if b[uri] != body {
+			t.Errorf("%s differs in the sink added", uri)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
@@ -114,16 +115,58 @@ func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.Au
 // Site harvests registry site s as Run in mode Sync does, with the site's
 // settings over the defaults; spoolDir, when not empty, is where its
 // packages are unpacked.
+//
+// A sink added to the site since its last harvest is then filled with
+// what the site held before, from the copies its other sinks keep (Index),
+// not from the source; what it still lacks is logged.
 func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*runreport.Report, error) {
 	j := SiteJob(s)
 	if spoolDir != "" {
 		j.SpoolDir = spoolDir
 	}
+	added, err := h.addedSinks(ctx, s, j)
+	if err != nil {
+		return nil, err
+	}
 	rep, err := h.Run(ctx, Sync, j)
 	if IsInvalid(err) {
 		err = &InvalidError{fmt.Errorf("site %s: %w", s.Name, err)}
 	}
-	return rep, err
+	if err != nil || len(added) == 0 || rep == nil || rep.Status == runreport.StatusFailed {
+		return rep, err
+	}
+	ir, ierr := h.Index(ctx, j, added)
+	switch {
+	case ierr != nil:
+		h.log().Warn("the sinks added to the site could not be filled from the copies held", "site", s.Name, "sinks", RedactSpecs(added), "error", ierr)
+	default:
+		h.log().Info("sinks added to the site filled from the copies held", "site", s.Name, "sinks", RedactSpecs(added),
+			"written", ir.Written, "missing", ir.Missing)
+	}
+	return rep, nil
+}
+
+// addedSinks returns the sinks of j that the site's last harvest did not
+// write to (none when it has no harvest whose report names its sinks).
+func (h *Harvester) addedSinks(ctx context.Context, s *site.Site, j Job) ([]string, error) {
+	if s.LastRunID == 0 {
+		return nil, nil
+	}
+	last, err := h.Store.Run(ctx, s.LastRunID)
+	if err != nil {
+		return nil, err
+	}
+	prev, ok := runreport.Read(last.Report)
+	if !ok || len(prev.Sinks) == 0 {
+		return nil, nil
+	}
+	var added []string
+	for i, name := range RedactSpecs(j.Sinks) {
+		if !slices.Contains(prev.Sinks, name) {
+			added = append(added, j.Sinks[i])
+		}
+	}
+	return added, nil
 }
 
 // SiteJob is the job of registry site s: its settings over the defaults.

@@ -303,6 +303,9 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		return err
 	}
 	r.runID, rep.RunID = id, id
+	for _, s := range r.sinks {
+		rep.Sinks = append(rep.Sinks, s.name)
+	}
 	held, err := r.opts.Store.CountResources(ctx, r.opts.SourceKey, false)
 	if err != nil {
 		return err

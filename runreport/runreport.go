@@ -42,6 +42,9 @@ type Report struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	Status   string    `json:"status"`
+	// Sinks are the sinks the run wrote to, as the state names them
+	// (credentials redacted), in the job's order.
+	Sinks []string `json:"sinks,omitempty"`
 	// At is the snapshot time of what a baseline read.
 	At *time.Time `json:"at,omitempty"`
 	// From and Until are an incremental run's explicit range, if given.
