@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/sink/es/zinctest"
+	"github.com/rsharvest/rsharvest/sink/solr/solrtest"
 )
 
 // TestIndexFromHeldCopies: a site harvested from an OAI-PMH repository into
@@ -73,6 +74,25 @@ func TestIndexFromHeldCopies(t *testing.T) {
 	for id, title := range before {
 		if after[id] != title {
 			t.Errorf("%s: dc_title %q after the rebuild, %q before", id, after[id], title)
+		}
+	}
+
+	// A Solr core (the fake), empty as a dropped one, filled the same way.
+	core := solrtest.New(t, solrtest.Options{})
+	code, out, stderr = run(t, "index", "--site", "corpus", "--sink", "solr:"+core.URL(), "--state", db)
+	if code != ExitOK || !strings.Contains(out, fmt.Sprintf("%d written, 0 missing", live)) {
+		t.Fatalf("index into solr: exit %d\n%s%s", code, out, stderr)
+	}
+	if n := requests.Load() - asked; n != 0 {
+		t.Errorf("the core was filled with %d requests to the repository", n)
+	}
+	ids := core.VisibleIDs()
+	if len(ids) != live {
+		t.Errorf("the core holds %d documents, want %d", len(ids), live)
+	}
+	for _, id := range ids {
+		if doc, _ := core.Visible(id); doc["dc_title"] == nil {
+			t.Errorf("solr document %s has no dc_title: %v", id, doc)
 		}
 	}
 }
