@@ -15,6 +15,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/sink/es/zinctest"
 	"github.com/rsharvest/rsharvest/sink/solr/solrtest"
+	"github.com/rsharvest/rsharvest/state"
 )
 
 // TestIndexFromHeldCopies: a site harvested from an OAI-PMH repository into
@@ -53,6 +54,22 @@ func TestIndexFromHeldCopies(t *testing.T) {
 		}
 	}
 	before := esTitles(t, z, name, live)
+	// OAI-PMH gives no digest: rsharvest keeps its own sha-256 of each.
+	st, err := state.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashed := 0
+	err = st.WalkResources(t.Context(), srv.URL+"/oai", func(r state.Resource) error {
+		if !r.Deleted && len(r.Hashes.SHA256) == 32 {
+			hashed++
+		}
+		return nil
+	})
+	st.Close()
+	if err != nil || hashed != live {
+		t.Errorf("%d of %d records have rsharvest's sha-256 (%v)", hashed, live, err)
+	}
 
 	req, _ := http.NewRequest(http.MethodDelete, strings.TrimSuffix(z.URL, "/es")+"/api/index/"+name, nil)
 	req.SetBasicAuth(zinctest.User, zinctest.Password)
