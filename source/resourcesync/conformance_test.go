@@ -79,20 +79,23 @@ func plannerSite(t *testing.T) *site {
 	return s
 }
 
+// testPlanner is a planner reading documents without retries.
+func testPlanner() *resourcesync.Planner {
+	c := fetch.New(fetch.Options{Retries: -1, BackoffInitial: time.Millisecond, Timeout: 5 * time.Second})
+	return &resourcesync.Planner{
+		Open:   func(ctx context.Context, u string) (io.ReadCloser, error) { return c.Open(ctx, u) },
+		Client: c,
+		Log:    slog.New(slog.DiscardHandler),
+	}
+}
+
 // TestPlannerConformance runs the planner conformance suite on the
 // ResourceSync planner: baselines from dumps and lists, one resource set,
 // incremental tasks from checkpoints and from an explicit range.
 func TestPlannerConformance(t *testing.T) {
 	s := plannerSite(t)
 	base := s.URL
-	c := fetch.New(fetch.Options{Retries: -1, BackoffInitial: time.Millisecond, Timeout: 5 * time.Second})
-	p := &resourcesync.Planner{
-		Open: func(ctx context.Context, u string) (io.ReadCloser, error) {
-			return c.Open(ctx, u)
-		},
-		Client: c,
-		Log:    slog.New(slog.DiscardHandler),
-	}
+	p := testPlanner()
 	day := func(m time.Month, d int) time.Time { return time.Date(2024, m, d, 0, 0, 0, 0, time.UTC) }
 	s1, s2 := base+"/s1/capabilitylist.xml", base+"/s2/capabilitylist.xml"
 	held := sourcetest.Holdings{

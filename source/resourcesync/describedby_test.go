@@ -2,14 +2,9 @@ package resourcesync_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/source"
-	"github.com/rsharvest/rsharvest/source/resourcesync"
 	"github.com/rsharvest/rsharvest/source/sourcetest"
 )
 
@@ -19,12 +14,7 @@ import (
 func TestPlannerDescribedBy(t *testing.T) {
 	s := plannerSite(t)
 	base := s.URL
-	c := fetch.New(fetch.Options{Retries: -1, BackoffInitial: time.Millisecond, Timeout: 5 * time.Second})
-	p := &resourcesync.Planner{
-		Open:   func(ctx context.Context, u string) (io.ReadCloser, error) { return c.Open(ctx, u) },
-		Client: c,
-		Log:    slog.New(slog.DiscardHandler),
-	}
+	p := testPlanner()
 	for _, tc := range []struct{ start, want string }{
 		{base + "/desc.xml", base + "/desc.xml"},
 		{base + "/s3/capabilitylist.xml", base + "/s3/capabilitylist.xml"},
