@@ -104,6 +104,9 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	if h.all {
 		rec.Outcome = "unchanged"
 		rec.ETag, rec.LastModified = h.prev.ETag, h.prev.LastModified
+		if rec.Hashes.SHA256 == nil {
+			rec.Hashes.SHA256 = h.prev.Hashes.SHA256 // rsharvest's own, kept
+		}
 		return result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(h.deliveries) > 0}
 	}
 	return r.deliverAll(ctx, j, rec, h, sources, want)

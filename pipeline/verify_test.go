@@ -111,4 +111,15 @@ func TestOwnDigest(t *testing.T) {
 			t.Errorf("%s: the md5 the source gave is not kept", path)
 		}
 	}
+	// Synced again, unchanged: the digests stay.
+	rep = h.baseline(ctx, srv.URL+"capabilitylist.xml", nil)
+	if rep.Resources.Written != 0 {
+		t.Fatalf("second run: %s", rep.Summary())
+	}
+	for path, body := range map[string]string{"r/none.txt": "no hash given", "r/md5.txt": "md5 only"} {
+		r, _, _ := recordOf(ctx, h.store, srv.URL+path)
+		if want := sha256.Sum256([]byte(body)); !bytes.Equal(r.Hashes.SHA256, want[:]) {
+			t.Errorf("%s: its sha-256 is not kept by a run that found it unchanged: %+v", path, r.Hashes)
+		}
+	}
 }
