@@ -320,6 +320,9 @@ CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
 		// (see Checkpoint.DescribedBy): a republished Capability List's
 		// describedby.
 		`ALTER TABLE checkpoints ADD COLUMN described_by TEXT NOT NULL DEFAULT '';`,
+		// 20: a source's runs, newest first, without reading every run
+		// (Snapshot.SiteOf, once per source a publication names).
+		`CREATE INDEX runs_source ON runs (source, id);`,
 	}
 }
 
