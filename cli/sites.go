@@ -195,7 +195,16 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, func(s
 					s.Sets = def.Sets
 				}
 				if changed("sink") {
-					s.Sinks = def.Sinks
+					// A mirror is where the command said, whatever
+					// directory a later run starts in.
+					wd, err := os.Getwd()
+					if err != nil {
+						return err
+					}
+					s.Sinks = nil
+					for _, spec := range def.Sinks {
+						s.Sinks = append(s.Sinks, config.JoinSink(spec, wd))
+					}
 				}
 				if changed("header") {
 					h, err := parseHeaders(headers)
@@ -221,9 +230,12 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, func(s
 					return err
 				}
 				if changed("next") {
-					t, err := manifest.ParseDatetime(next)
-					if err != nil {
-						return usagef("--next: %v", err)
+					t := time.Now().UTC() // "now", as sites list prints it
+					if next != "now" {
+						var err error
+						if t, err = manifest.ParseDatetime(next); err != nil {
+							return usagef("--next: %v (or now)", err)
+						}
 					}
 					ns.Next = t
 				}
@@ -249,7 +261,7 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, func(s
 	fl.StringVar(&cron, "cron", "", `harvest at the times of a cron expression ("0 3 * * *", "@daily")`)
 	fl.StringVar(&def.Contact, "contact", "", "the e-mail address the site's reports go to")
 	fl.StringVar(&def.Notify, "notify", "", "when the contact hears of a harvest: always, on_error, on_change (default always)")
-	fl.StringVar(&next, "next", "", "the next harvest, a W3C datetime (default: derived from the last harvest and the schedule)")
+	fl.StringVar(&next, "next", "", "the next harvest: now, or a W3C datetime (default: derived from the last harvest and the schedule)")
 	return c
 }
 

@@ -89,3 +89,38 @@ func TestSites(t *testing.T) {
 		}
 	}
 }
+
+// TestSitesAddRelativeSink: a relative fs: sink given to "sites add" is
+// recorded absolute, against the directory the command ran in, so that
+// cron (which starts in $HOME) writes into the same mirror.
+func TestSitesAddRelativeSink(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	db := filepath.Join(dir, "state.db")
+	if code, out, stderr := run(t, "sites", "add", "a", "--source", "http://127.0.0.1:1/a", "--sink", "fs:mirror", "--every", "1d", "--state", db); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	t.Chdir(t.TempDir())
+	code, out, stderr := run(t, "sites", "show", "a", "--state", db)
+	if want := "fs:" + filepath.Join(dir, "mirror"); code != ExitOK || !strings.Contains(out, want) {
+		t.Fatalf("sites show: exit %d, want %s in:\n%s%s", code, want, out, stderr)
+	}
+}
+
+// TestSitesNextNow: "sites edit --next now" makes a site due at once (its
+// next harvest no longer in 2100); it was refused as no W3C datetime.
+func TestSitesNextNow(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	if code, out, stderr := run(t, "sites", "add", "a", "--source", "http://127.0.0.1:1/a", "--sink", "fs:"+filepath.Join(dir, "m"), "--every", "1d",
+		"--next", "2100-01-01T00:00:00Z", "--state", db); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "sites", "edit", "a", "--next", "now", "--state", db); code != ExitOK {
+		t.Fatalf("sites edit --next now: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := run(t, "sites", "list", "--state", db)
+	if code != ExitOK || strings.Contains(out, "2100") {
+		t.Fatalf("sites list: exit %d:\n%s%s", code, out, stderr)
+	}
+}

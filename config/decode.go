@@ -304,19 +304,25 @@ func (d *decoder) sinkSpec(key string, v *yaml.Node) (string, error) {
 	if s == "" {
 		return "", d.errorf(v, "%s: empty sink spec", key)
 	}
+	return JoinSink(s, d.base), nil
+}
+
+// JoinSink returns the sink spec s with the relative directory of an fs:
+// sink joined to base (any ?options kept); other specs unchanged.
+func JoinSink(s, base string) string {
 	dir, ok := strings.CutPrefix(s, "fs:")
 	if !ok {
-		return s, nil
+		return s
 	}
 	dir, query, hasQuery := strings.Cut(dir, "?")
 	if dir == "" || filepath.IsAbs(dir) {
-		return s, nil
+		return s
 	}
-	out := "fs:" + filepath.Join(d.base, dir)
+	out := "fs:" + filepath.Join(base, dir)
 	if hasQuery {
 		out += "?" + query
 	}
-	return out, nil
+	return out
 }
 
 // period checks that from is not after until.

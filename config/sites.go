@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
+	"path/filepath"
 	"regexp"
 	"slices"
 
@@ -78,7 +79,7 @@ func (s *Site) Errorf(key, format string, a ...any) error {
 // DecodeSites strictly decodes a registry file from r: a mapping whose one
 // key, sites, lists the sites, each a mapping (see Site). name is the
 // file's path, as for Decode (errors name it; relative fs: paths are
-// resolved against its directory). Besides what Decode refuses, a site
+// resolved against its directory, and made absolute). Besides what Decode refuses, a site
 // without a name, source, sinks or schedule, a bad name, contact or
 // notify, and a name given twice are *Errors naming the line and the
 // site.
@@ -88,6 +89,12 @@ func DecodeSites(r io.Reader, name string) ([]Site, error) {
 		return nil, err
 	}
 	d := newDecoder(name)
+	// A site's mirror is where its file says, whatever directory a later
+	// run starts in: relative fs: paths are made absolute.
+	base, err := filepath.Abs(d.base)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	root := resolve(doc.Content[0])
 	if isNull(root) {
 		return nil, nil
@@ -108,7 +115,7 @@ func DecodeSites(r io.Reader, name string) ([]Site, error) {
 	var out []Site
 	first := map[string]int{}
 	for _, item := range list.Content {
-		s, err := decodeSite(resolve(item), name)
+		s, err := decodeSite(resolve(item), name, base)
 		if err != nil {
 			return nil, err
 		}
@@ -130,12 +137,14 @@ func DecodeSite(data []byte, name string) (*Site, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, fmt.Errorf("%s: empty", name)
 	}
-	return decodeSite(resolve(doc.Content[0]), name)
+	return decodeSite(resolve(doc.Content[0]), name, filepath.Dir(name))
 }
 
-// decodeSite checks one site's mapping n.
-func decodeSite(n *yaml.Node, name string) (*Site, error) {
+// decodeSite checks one site's mapping n; relative fs: paths are joined to
+// base.
+func decodeSite(n *yaml.Node, name, base string) (*Site, error) {
 	d := newDecoder(name)
+	d.base = base
 	if n.Kind != yaml.MappingNode {
 		return nil, d.errorf(n, "a site: want a mapping of keys to values, not %s", describe(n))
 	}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -96,5 +98,21 @@ func TestDecodeSitesErrors(t *testing.T) {
 				t.Errorf("error %v, want it to hold %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSitesSinksAbsolute: a registry file's relative fs: sink is made
+// absolute against the file's directory, whatever directory it was named
+// from, so that a later run from elsewhere writes into the same mirror.
+func TestSitesSinksAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	sites, err := DecodeSites(strings.NewReader("sites:\n  - name: a\n    source: http://a.example/\n    sinks: [fs:mirror, 'fs:m2?fsync=true', s3://b]\n    schedule: every 1d\n"), "sites.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fs:" + filepath.Join(dir, "mirror"), "fs:" + filepath.Join(dir, "m2") + "?fsync=true", "s3://b"}
+	if got := sites[0].Sinks; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("sinks %q, want %q", got, want)
 	}
 }
