@@ -262,3 +262,25 @@ func TestBaselineProducers(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageErrors: a source that is not an http(s) URL, and two sinks in
+// one --sink, are usage errors (exit 2) before anything is harvested.
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no scheme", []string{"--source", "127.0.0.1:18431", "--sink", "fs:" + dir}, "want an http(s) URL, such as http://127.0.0.1:18431"},
+		{"a typo'd scheme", []string{"--source", "htp://example.org/", "--sink", "fs:" + dir}, "want an http(s) URL"},
+		{"two sinks in one", []string{"--source", "http://127.0.0.1:1/", "--sink", "fs:./m,s3://x"}, "names two sinks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := run(t, append([]string{"baseline", "--state", filepath.Join(dir, "s.db"), "--progress", "none"}, tc.args...)...)
+			if code != ExitUsage || !strings.Contains(stderr, tc.want) || strings.Contains(out, "resources:") {
+				t.Errorf("exit %d, want %d with %q:\n%s%s", code, ExitUsage, tc.want, out, stderr)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/oaipmh"
 )
@@ -153,8 +155,21 @@ func (j *Job) Validate() error {
 	if j.Source == "" {
 		return invalidf("--source is required")
 	}
+	if u, err := url.Parse(j.Source); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !strings.Contains(j.Source, "://") {
+			return invalidf("--source %q: want an http(s) URL, such as http://%s", j.Source, j.Source)
+		}
+		return invalidf("--source %q: want an http(s) URL", j.Source)
+	}
 	if len(j.Sinks) == 0 {
 		return invalidf("at least one --sink is required (e.g. --sink fs:./mirror)")
+	}
+	for _, spec := range j.Sinks {
+		for _, other := range []string{",fs:", ",s3://", ",es:", ",solr:"} {
+			if strings.Contains(spec, other) {
+				return invalidf("--sink %q names two sinks: give --sink once for each", sink.Redact(spec))
+			}
+		}
 	}
 	if j.Concurrency < 1 || j.Workers < 1 {
 		return invalidf("--concurrency and --workers must be at least 1")
