@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -282,5 +283,22 @@ func TestUsageErrors(t *testing.T) {
 				t.Errorf("exit %d, want %d with %q:\n%s%s", code, ExitUsage, tc.want, out, stderr)
 			}
 		})
+	}
+}
+
+// TestUnreachableSource: a source whose host refuses connections fails the
+// run at its first request — no retry, no discovery of other URLs of the
+// same host — with one line that says so.
+func TestUnreachableSource(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/"
+	ln.Close()
+	dir := t.TempDir()
+	code, out, stderr := run(t, "baseline", "--source", url, "--sink", "fs:"+filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"), "--progress", "none")
+	if code != ExitSource || strings.Count(stderr, "cannot be reached") != 1 || strings.Contains(stderr, "retry") || strings.Contains(stderr, "robots.txt") {
+		t.Fatalf("exit %d, want %d and one line saying the host cannot be reached:\n%s%s", code, ExitSource, out, stderr)
 	}
 }

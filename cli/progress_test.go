@@ -1,22 +1,22 @@
 package cli
 
 import (
-	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestRetryLoggedInLogMode: in log mode each retry of a refusing source is
-// a warning as it happens, naming the URL once; the run's error is printed
-// once, on standard error, and not again in the summary.
+// TestRetryLoggedInLogMode: in log mode each retry of an unavailable source
+// (503) is a warning as it happens, naming the URL once; the run's error is
+// printed once, on standard error, and not again in the summary.
 func TestRetryLoggedInLogMode(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := "http://" + ln.Addr().String() + "/capabilitylist.xml"
-	ln.Close()
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	src := down.URL + "/capabilitylist.xml"
 	dir := t.TempDir()
 	code, out, stderr := run(t, "baseline", "--source", src, "--sink", "fs:"+filepath.Join(dir, "m"),
 		"--state", filepath.Join(dir, "s.db"), "--progress", "log", "--retries", "2")
@@ -36,11 +36,11 @@ func TestRetryLoggedInLogMode(t *testing.T) {
 		t.Errorf("%d retry warnings, want 2:\n%s", len(warnings), stderr)
 	}
 	for i, w := range warnings {
-		if strings.Count(w, src) != 1 || !strings.Contains(w, "connection refused") || !strings.Contains(w, "attempt="+string(rune('2'+i))+" of=3") {
+		if strings.Count(w, src) != 1 || !strings.Contains(w, "503") || !strings.Contains(w, "attempt="+string(rune('2'+i))+" of=3") {
 			t.Errorf("warning %q", w)
 		}
 	}
-	if len(finals) != 1 || strings.Count(finals[0], src) != 1 || strings.Contains(out, "connection refused") {
+	if len(finals) != 1 || strings.Count(finals[0], src) != 1 || strings.Contains(out, "503") {
 		t.Errorf("the error is not printed once, naming the source once:\nstdout:\n%s\nstderr:\n%s", out, stderr)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -88,17 +89,22 @@ func checkNotGarbled(t *testing.T, lines []string) {
 	}
 }
 
-// TestTerminalRefusedSource: against a source that refuses connections,
-// the screen says at once, on a status line under the progress line, what
-// is being retried and why; the final error appears once and names the
-// source once.
-func TestTerminalRefusedSource(t *testing.T) {
+// TestTerminalUnavailableSource: against a source that answers 503, the
+// screen says at once, on a status line under the progress line, what is
+// being retried and why; the final error appears once and names the source
+// once. (A source that refuses connections is not retried:
+// TestUnreachableSource.)
+func TestTerminalUnavailableSource(t *testing.T) {
 	bin := crashBuildBinary(t)
 	work := t.TempDir()
-	src := "http://127.0.0.1:9/capabilitylist.xml"
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	src := down.URL + "/capabilitylist.xml"
 	s := newScreen(t, bin, "baseline", "--source", src, "--sink", "fs:"+filepath.Join(work, "m"),
 		"--state", filepath.Join(work, "s.db"), "--progress", "bars", "--retries", "3")
-	retry := regexp.MustCompile(`^retrying ` + regexp.QuoteMeta(src) + `: dial tcp 127\.0\.0\.1:9: connect: connection refused \(attempt [2-4] of 4, next in [0-9.]+m?s\)$`)
+	retry := regexp.MustCompile(`^retrying ` + regexp.QuoteMeta(src) + `: HTTP 503 Service Unavailable \(attempt [2-4] of 4, next in [0-9.]+m?s\)$`)
 	lines := s.waitFor(retry)
 	checkNotGarbled(t, lines)
 	for i, l := range lines {
@@ -119,8 +125,8 @@ func TestTerminalRefusedSource(t *testing.T) {
 			final = append(final, l)
 		}
 	}
-	if len(final) != 1 || !strings.Contains(final[0], "connection refused") {
-		t.Fatalf("want one final error saying connection refused:\n%s", screenText)
+	if len(final) != 1 || !strings.Contains(final[0], "503") {
+		t.Fatalf("want one final error saying 503:\n%s", screenText)
 	}
 	if n := strings.Count(final[0], src); n != 1 {
 		t.Errorf("the final error names the source %d times: %q", n, final[0])

@@ -438,6 +438,8 @@ func (b *Body) doError(actx context.Context, err error) error {
 	switch {
 	case errors.Is(context.Cause(actx), errHeaderTimeout):
 		return errclass.Retryablef("GET %s: no response within %v: %w", where, b.c.opts.Timeout, errHeaderTimeout)
+	case isUnreachable(err):
+		return errclass.Permanentf("GET %s: %w (%w)", where, ErrUnreachable, err)
 	case errclass.Of(err) == errclass.Permanent, isCertError(err):
 		return errclass.Permanentf("GET %s: %w", where, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -22,10 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -393,6 +395,19 @@ func statusError(resp *http.Response, now time.Time) error {
 
 // isCertError reports whether err is a TLS certificate verification
 // failure, which retrying will not fix.
+// ErrUnreachable is wrapped, in a permanent error, by the error of a
+// request whose host cannot be reached at all: the connection refused, or
+// a name the DNS says does not exist. No retry within a run mends that (a
+// temporary DNS failure is retried), and no other URL of the host is
+// worth trying.
+var ErrUnreachable = errors.New("the host cannot be reached")
+
+// isUnreachable reports whether err is one ErrUnreachable stands for.
+func isUnreachable(err error) bool {
+	var de *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &de) && de.IsNotFound)
+}
+
 func isCertError(err error) bool {
 	var cve *tls.CertificateVerificationError
 	var ua x509.UnknownAuthorityError

@@ -245,7 +245,10 @@ func TestOpenTransportErrors(t *testing.T) {
 		class    errclass.Class
 		requests int64
 	}{
-		{"connection refused", refused, errclass.Retryable, 4},
+		// Refused: the host cannot be reached, which no retry mends
+		// (ErrUnreachable; a name the DNS does not know is too, untested
+		// here: the tests ask no DNS server).
+		{"connection refused", refused, errclass.Permanent, 1},
 		{"untrusted certificate", tlsSrv.URL, errclass.Permanent, 1},
 		{"not http", "ftp://127.0.0.1/x", errclass.Permanent, 0},
 		{"relative", "/x", errclass.Permanent, 0},
@@ -260,6 +263,9 @@ func TestOpenTransportErrors(t *testing.T) {
 			}
 			if got := c.Stats().Requests; got != tt.requests {
 				t.Errorf("requests = %d, want %d", got, tt.requests)
+			}
+			if unreachable := errors.Is(err, ErrUnreachable); unreachable != (tt.url == refused) {
+				t.Errorf("err = %v: wraps ErrUnreachable %v", err, unreachable)
 			}
 		})
 	}

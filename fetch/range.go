@@ -336,6 +336,8 @@ func (c *Client) send(ctx context.Context, rawURL string, set func(http.Header))
 		switch {
 		case errors.Is(cause, errHeaderTimeout):
 			return nil, nil, nil, errclass.Retryablef("GET %s: no response within %v: %w", rawURL, c.opts.Timeout, errHeaderTimeout)
+		case isUnreachable(err):
+			return nil, nil, nil, errclass.Permanentf("GET %s: %w (%w)", rawURL, ErrUnreachable, err)
 		case errclass.Of(err) == errclass.Permanent, isCertError(err):
 			return nil, nil, nil, errclass.Permanentf("GET %s: %w", rawURL, err)
 		}

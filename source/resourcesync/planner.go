@@ -108,9 +108,9 @@ func (w *walk) start(ctx context.Context, src string) (string, error) {
 		start = wk
 	}
 	err := w.walk(ctx, start, "", top(start))
-	if err == nil || w.started || ctx.Err() != nil || errclass.IsFatal(err) ||
+	if err == nil || w.started || ctx.Err() != nil || errclass.IsFatal(err) || errors.Is(err, fetch.ErrUnreachable) ||
 		!(bare || errors.Is(err, manifest.ErrNotResourceSync)) {
-		return start, err
+		return start, err // discovery would ask the same host again
 	}
 	start, how, derr := locate(ctx, w.Client, src, Options{MaxDocumentSize: w.MaxDocumentSize, Logger: w.Log})
 	if derr != nil {
