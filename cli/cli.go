@@ -32,6 +32,7 @@ import (
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/progress"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/es"
 	"github.com/rsharvest/rsharvest/sink/fs"
@@ -91,8 +92,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return app.code
 	}
+	code := exitCode(ctx, err)
+	if code == ExitInterrupted {
+		fmt.Fprintln(stderr, "rsharvest: interrupted:", runreport.Resume)
+		return code
+	}
 	fmt.Fprintln(stderr, "rsharvest:", err)
-	return exitCode(ctx, err)
+	return code
 }
 
 // exitCode maps an error to the documented exit codes.

@@ -14,6 +14,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
@@ -186,7 +187,8 @@ func TestRetry(t *testing.T) {
 		want   string // "nil", "retryable", "as is"
 	}{
 		{"ok", runreport.StatusOK, nil, "nil"},
-		{"source down", runreport.StatusFailed, unreadable(errclass.Retryablef("connection refused")), "retryable"},
+		{"source down", runreport.StatusFailed, unreadable(errclass.Retryablef("HTTP 503")), "retryable"},
+		{"host unreachable", runreport.StatusFailed, unreadable(errclass.Permanentf("GET http://x/: %w (connection refused)", fetch.ErrUnreachable)), "retryable"},
 		{"source wrong", runreport.StatusFailed, unreadable(errclass.Permanentf("not a ResourceSync document")), "as is"},
 		{"partial", runreport.StatusPartial, errors.New("site x: harvest partial"), "nil"},
 		{"failed", runreport.StatusFailed, errors.New("disk full"), "as is"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/report"
@@ -160,12 +161,13 @@ func Status(ctx context.Context, rep *runreport.Report, err error) string {
 
 // Retry is the daemon's policy for a site harvest that ended with status
 // (see Status) and err: a source that could not be read for a temporary
-// reason is retried (a retryable error: River's backoff); a harvest that
-// ended partial is recorded and waits for its next time (nil); any other
-// error stands.
+// reason, or whose host could not be reached (fetch.ErrUnreachable: one
+// run fails at once, but the host may come back), is retried (a retryable
+// error: River's backoff); a harvest that ended partial is recorded and
+// waits for its next time (nil); any other error stands.
 func Retry(status string, err error) error {
 	var se *pipeline.SourceError
-	if errors.As(err, &se) && !errclass.IsPermanent(se.Err) {
+	if errors.As(err, &se) && (!errclass.IsPermanent(se.Err) || errors.Is(se.Err, fetch.ErrUnreachable)) {
 		return errclass.NewRetryable(err) // the source may come back
 	}
 	if err != nil && status == runreport.StatusPartial {

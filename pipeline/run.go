@@ -601,6 +601,9 @@ func (r *run) finish(ctx context.Context, rep *runreport.Report, runErr error) (
 		}
 	}
 	switch {
+	case runErr != nil && (ctx.Err() != nil || errors.Is(runErr, context.Canceled)):
+		rep.Status = runreport.StatusInterrupted
+		rep.Error = "interrupted: " + runreport.Resume
 	case runErr != nil:
 		rep.Status = runreport.StatusFailed
 		rep.Error = runErr.Error()

@@ -90,7 +90,14 @@ const (
 	StatusOK      = "ok"      // every resource synced
 	StatusPartial = "partial" // the run finished, some items failed
 	StatusFailed  = "failed"  // a fatal error ended the run
+	// StatusInterrupted: the run was stopped (an interrupt, the daemon
+	// stopping) before it ended; what it committed stays, and running it
+	// again resumes.
+	StatusInterrupted = "interrupted"
 )
+
+// Resume is what to do after an interrupted run.
+const Resume = "run the same command again to resume"
 
 // WriteJSON writes the report as indented JSON.
 func (rep *Report) WriteJSON(w io.Writer) error {
