@@ -16,8 +16,8 @@ func (a *app) auditCommand() *cobra.Command {
 	var asJSON, repair bool
 	c := &cobra.Command{
 		Use:   "audit",
+		Args:  noSourceArgs,
 		Short: "Compare what the sinks hold with the source's current Resource List (or dump manifests): missing, extra and mismatched resources",
-		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := a.applyConfig(c, &f); err != nil {
 				return err

@@ -42,8 +42,8 @@ type syncFlags struct {
 func (f *syncFlags) register(c *cobra.Command) {
 	d := harvest.DefaultJob()
 	fl := c.Flags()
-	fl.StringVar(&f.Source, "source", "", "source URL: a Source Description, Capability List, Resource Dump (Index), or a site URL")
-	fl.StringArrayVar(&f.Sinks, "sink", nil, "where resources go, e.g. fs:DIR (repeatable)")
+	fl.StringVar(&f.Source, "source", "", "source URL: a ResourceSync Source Description, Capability List, Resource Dump (Index) or site URL, or an OAI-PMH repository's base URL")
+	fl.StringArrayVar(&f.Sinks, "sink", nil, "where resources go (repeatable): fs:DIR, s3://BUCKET/PREFIX?endpoint=HOST:PORT, es:http://HOST:PORT[/es]/INDEX, solr:http://HOST:PORT/solr/CORE")
 	fl.StringVar(&f.state, "state", "rsharvest.db", "state store file (SQLite)")
 	fl.StringVar(&f.report, "report", "", "write the run's report as JSON to this file")
 	fl.IntVar(&f.Concurrency, "concurrency", d.Concurrency, "packages downloaded and unpacked at once; with lists, resource requests in flight (default 16 then)")
@@ -124,7 +124,7 @@ func (a *app) syncCommand(mode harvest.Mode, short string) *cobra.Command {
 	c := &cobra.Command{
 		Use:   string(mode),
 		Short: short,
-		Args:  cobra.NoArgs,
+		Args:  noSourceArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := a.applyConfig(c, &f); err != nil {
 				return err

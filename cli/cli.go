@@ -160,14 +160,43 @@ func (a *app) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.display().Writer(), opts))
 }
 
+// noSourceArgs refuses arguments, as cobra.NoArgs, and says how to give a
+// URL as the source: the usual slip is "rsharvest sync http://…".
+func noSourceArgs(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if strings.Contains(args[0], "://") {
+		cmd := c.Name()
+		if !c.HasParent() {
+			cmd = "sync"
+		}
+		return usagef("%s takes no arguments: give the source with --source, as in: rsharvest %s --source %s --sink fs:DIR", c.CommandPath(), cmd, args[0])
+	}
+	if !c.HasParent() {
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			return usagef("unknown command %q: did you mean %s?", args[0], strings.Join(s, " or "))
+		}
+		return usagef("unknown command %q (see rsharvest --help)", args[0])
+	}
+	return usagef("%s takes no arguments, got %q", c.CommandPath(), args[0])
+}
+
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "rsharvest",
-		Short:         "A fast, verifying ResourceSync Destination",
-		Long:          "rsharvest copies a ResourceSync Source's resources in bulk from its Resource Dumps into sinks,\nverifying every byte against the published hashes, and skips what it already holds.",
+		Use:   "rsharvest",
+		Short: "A fast, verifying ResourceSync Destination",
+		Long: "rsharvest keeps copies of sources' resources in sync: ResourceSync Sources (in bulk from their Resource and\n" +
+			"Change Dumps, else their Resource and Change Lists) and OAI-PMH repositories (ListRecords), into sinks (a filesystem\n" +
+			"mirror, S3, Elasticsearch-style indexes, Solr), verifying every byte against the published digests, and skips what\n" +
+			"it already holds. Sites on a schedule: \"rsharvest sites\", \"rsharvest run --due\" from cron, or \"rsharvest daemon\".",
 		Version:       Version() + " (inflater " + unzip.Inflater() + ")",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          noSourceArgs,
+		RunE:          func(c *cobra.Command, _ []string) error { return c.Help() },
+		// A misspelt command is suggested (noSourceArgs).
+		SuggestionsMinimumDistance: 2,
 	}
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")

@@ -347,3 +347,37 @@ func TestInterruptedRun(t *testing.T) {
 		t.Errorf("log: exit %d:\n%s", code, logOut)
 	}
 }
+
+// TestHelpNamesEverything: the root help and --source name OAI-PMH beside
+// ResourceSync, and --sink every kind of sink.
+func TestHelpNamesEverything(t *testing.T) {
+	_, root, _ := run(t, "--help")
+	_, baseline, _ := run(t, "baseline", "--help")
+	for _, want := range []struct{ in, text string }{
+		{root, "OAI-PMH"}, {root, "ResourceSync"},
+		{baseline, "OAI-PMH repository's base URL"},
+		{baseline, "fs:DIR"}, {baseline, "s3://"}, {baseline, "es:http://"}, {baseline, "solr:http://"},
+	} {
+		if !strings.Contains(want.in, want.text) {
+			t.Errorf("help lacks %q", want.text)
+		}
+	}
+}
+
+// TestPositionalSource: a URL given as an argument is a usage error that
+// says to give it with --source; a misspelt command is suggested.
+func TestPositionalSource(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sync", "http://example.org/"}, "rsharvest sync --source http://example.org/ --sink fs:DIR"},
+		{[]string{"http://example.org/"}, "rsharvest sync --source http://example.org/"},
+		{[]string{"basline"}, `did you mean baseline?`},
+	} {
+		code, _, stderr := run(t, tc.args...)
+		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, want %d with %q:\n%s", tc.args, code, ExitUsage, tc.want, stderr)
+		}
+	}
+}
