@@ -71,8 +71,8 @@ func (f *syncFlags) register(c *cobra.Command) {
 
 // registerRange adds --from and --until (incremental and sync).
 func (f *syncFlags) registerRange(c *cobra.Command) {
-	c.Flags().StringVar(&f.From, "from", "", "start of the range, W3C datetime, inclusive (default: the checkpoint)")
-	c.Flags().StringVar(&f.Until, "until", "", "end of the range, W3C datetime, inclusive (default: now)")
+	c.Flags().StringVar(&f.From, "from", "", "start of the range, inclusive: a W3C datetime, or a duration back from now (24h) (default: the checkpoint)")
+	c.Flags().StringVar(&f.Until, "until", "", "end of the range, inclusive: a W3C datetime, or a duration back from now (default: now)")
 }
 
 func (f *syncFlags) validate() error {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/harvestlog"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -27,12 +27,9 @@ state's runs and failures themselves: there is no second copy.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var from time.Time
 			if since != "" {
-				if d, err := time.ParseDuration(since); err == nil {
-					from = time.Now().Add(-d)
-				} else if t, err := manifest.ParseDatetime(since); err == nil {
-					from = t
-				} else {
-					return usagef("--since %q: want a W3C datetime or a duration (24h)", since)
+				var err error
+				if from, err = harvest.ParseWhen(since, time.Now()); err != nil {
+					return usagef("--since %v", err)
 				}
 			}
 			st, err := state.Open(c.Context(), stateFile)

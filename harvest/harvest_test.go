@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/config"
@@ -201,5 +202,27 @@ func TestRetry(t *testing.T) {
 				t.Errorf("Retry = %v (%s), want %s", got, errclass.Of(got), tc.want)
 			}
 		})
+	}
+}
+
+// TestParseWhen: a time on the command line is a W3C datetime or a
+// duration back from now, as --from and log --since take it.
+func TestParseWhen(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+		ok   bool
+	}{
+		{"24h", now.Add(-24 * time.Hour), true},
+		{"90m", now.Add(-90 * time.Minute), true},
+		{"2026-11-01", time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), true},
+		{"2026-11-01T10:00:00Z", time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC), true},
+		{"yesterday", time.Time{}, false},
+	} {
+		got, err := harvest.ParseWhen(tc.in, now)
+		if (err == nil) != tc.ok || !got.Equal(tc.want) {
+			t.Errorf("ParseWhen(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
 	}
 }

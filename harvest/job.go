@@ -98,6 +98,19 @@ type Job struct {
 	MaxDocumentSize int64
 }
 
+// ParseWhen reads a time as the command line gives one: a W3C datetime,
+// or a duration back from now (24h, 90m).
+func ParseWhen(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d).UTC(), nil
+	}
+	t, err := manifest.ParseDatetime(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q: want a W3C datetime or a duration back from now (24h)", s)
+	}
+	return t, nil
+}
+
 // DefaultJob returns a job with every setting at its default.
 func DefaultJob() Job {
 	return Job{
@@ -209,13 +222,14 @@ func (j *Job) Validate() error {
 func (j *Job) Range() (pipeline.Range, error) {
 	var rng pipeline.Range
 	var err error
+	now := time.Now()
 	if j.From != "" {
-		if rng.From, err = manifest.ParseDatetime(j.From); err != nil {
+		if rng.From, err = ParseWhen(j.From, now); err != nil {
 			return rng, invalidf("--from: %v", err)
 		}
 	}
 	if j.Until != "" {
-		if rng.Until, err = manifest.ParseDatetime(j.Until); err != nil {
+		if rng.Until, err = ParseWhen(j.Until, now); err != nil {
 			return rng, invalidf("--until: %v", err)
 		}
 	}
