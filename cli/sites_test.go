@@ -124,3 +124,13 @@ func TestSitesNextNow(t *testing.T) {
 		t.Fatalf("sites list: exit %d:\n%s%s", code, out, stderr)
 	}
 }
+
+// TestSitesAddNoSchedule: a site added without a schedule is refused with
+// a message that names the flags that give one.
+func TestSitesAddNoSchedule(t *testing.T) {
+	dir := t.TempDir()
+	code, out, stderr := run(t, "sites", "add", "a", "--source", "http://127.0.0.1:1/a", "--sink", "fs:"+filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"))
+	if code != ExitUsage || !strings.Contains(stderr, "--every 1d or --cron") {
+		t.Fatalf("exit %d, want %d naming --every and --cron:\n%s%s", code, ExitUsage, out, stderr)
+	}
+}

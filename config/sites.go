@@ -186,7 +186,7 @@ func decodeSite(n *yaml.Node, name, base string) (*Site, error) {
 	case len(s.Sinks) == 0:
 		return nil, s.Errorf("name", "no sinks")
 	case s.Schedule == "":
-		return nil, s.Errorf("name", "no schedule (every 1d, every 2w, every 1mo, or a cron expression)")
+		return nil, s.Errorf("name", "no schedule: give schedule: every 1d (2w, 1mo, 12h) or a cron expression; on the command line --every 1d or --cron EXPR")
 	}
 	if s.Contact != "" {
 		if a, err := mail.ParseAddress(s.Contact); err != nil || a.Name != "" {
