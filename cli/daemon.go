@@ -108,7 +108,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
-	fl.StringVar(&listen, "listen", "127.0.0.1:8474", `serve the status page, /metrics and /healthz here ("": not at all); the page needs $RSHARVEST_STATUS_TOKEN (a bearer token) or $RSHARVEST_STATUS_USER and $RSHARVEST_STATUS_PASSWORD, and is not served without them`)
+	fl.StringVar(&listen, "listen", "127.0.0.1:8474", `serve the status page, /metrics and /healthz here ("": not at all); the page and /metrics need $RSHARVEST_STATUS_TOKEN (a bearer token) or $RSHARVEST_STATUS_USER and $RSHARVEST_STATUS_PASSWORD, and without them only /healthz answers`)
 	fl.StringVar(&jobsDB, "jobs-db", "", `keep the jobs in this PostgreSQL database (postgres://user@host:port/db; the password from $PGPASSWORD or ~/.pgpass) instead of the state file`)
 	fl.StringVar(&jobsSchema, "jobs-schema", "rsharvest", "with --jobs-db: the schema of this registry's jobs (made when absent)")
 	rf.register(c)
@@ -124,12 +124,13 @@ func serveStatus(ctx context.Context, st *state.Store, listen string, log *slog.
 	if listen == "" {
 		return func() {}, nil
 	}
-	stop, addr, err := status.Serve(ctx, listen, status.Options{Store: st, Token: os.Getenv("RSHARVEST_STATUS_TOKEN"),
-		User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")})
+	opts := status.Options{Store: st, Token: os.Getenv("RSHARVEST_STATUS_TOKEN"),
+		User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")}
+	if !opts.HasAuth() {
+		log.Warn("only /healthz is served: set RSHARVEST_STATUS_TOKEN, or RSHARVEST_STATUS_USER and RSHARVEST_STATUS_PASSWORD, for the status page and /metrics")
+	}
+	stop, addr, err := status.Serve(ctx, listen, opts)
 	switch {
-	case errors.Is(err, status.ErrNoAuth):
-		log.Warn("the status page is not served: set RSHARVEST_STATUS_TOKEN, or RSHARVEST_STATUS_USER and RSHARVEST_STATUS_PASSWORD")
-		return func() {}, nil
 	case errors.As(err, new(*httpserve.ListenError)):
 		return nil, usagef("--listen %v", err)
 	case err != nil:

@@ -38,13 +38,24 @@ type Options struct {
 	Loc *time.Location
 }
 
-// ErrNoAuth is returned by Handler when no credentials are configured.
-var ErrNoAuth = errors.New("status: no credentials configured (a token, or a user and password): the status page is not served without them")
+// HasAuth reports whether opts configure credentials: without them only
+// /healthz is served.
+func (opts Options) HasAuth() bool {
+	return opts.Token != "" || (opts.User != "" && opts.Password != "")
+}
 
-// Handler returns the status page's handler.
+// Handler returns the status page's handler. /healthz answers "ok"
+// without credentials (a liveness probe needs no secret) and says nothing
+// else; without credentials configured every other page answers 403.
 func Handler(opts Options) (http.Handler, error) {
-	if opts.Token == "" && (opts.User == "" || opts.Password == "") {
-		return nil, ErrNoAuth
+	health := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }
+	if !opts.HasAuth() {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", health)
+		mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "the status page is not served: no credentials are configured", http.StatusForbidden)
+		})
+		return mux, nil
 	}
 	if opts.Loc == nil {
 		opts.Loc = time.Local
@@ -53,7 +64,7 @@ func Handler(opts Options) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&collector{p: p})
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", health)
 	mux.Handle("GET /metrics", p.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /{$}", p.auth(http.HandlerFunc(p.sites)))
 	mux.Handle("GET /site/{name}", p.auth(http.HandlerFunc(p.site)))
@@ -286,8 +297,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // Serve serves the status page of opts (see Handler) on listen until stop
 // is called, and gives the address it listens on. Without credentials it
-// serves nothing and returns ErrNoAuth; a failure to listen is an
-// *httpserve.ListenError.
+// serves /healthz alone; a failure to listen is an *httpserve.ListenError.
 func Serve(ctx context.Context, listen string, opts Options) (stop func(), addr string, err error) {
 	h, err := Handler(opts)
 	if err != nil {

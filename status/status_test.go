@@ -64,10 +64,19 @@ func fixture(t *testing.T) *state.Store {
 }
 
 // TestAuthAndMetrics: every page but /healthz needs the token or the user
-// and password; the metrics count the harvests.
+// and password; without credentials configured, /healthz alone answers
+// (a liveness probe needs no secret); the metrics count the harvests.
 func TestAuthAndMetrics(t *testing.T) {
-	if _, err := status.Handler(status.Options{Store: fixture(t)}); err == nil {
-		t.Fatal("a handler without credentials")
+	bare, err := status.Handler(status.Options{Store: fixture(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/": 403, "/metrics": 403, "/site/x": 403} {
+		rec := httptest.NewRecorder()
+		bare.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != want || (want == 200 && rec.Body.String() != "ok\n") {
+			t.Errorf("without credentials, GET %s: %d %q, want %d", path, rec.Code, rec.Body.String(), want)
+		}
 	}
 	h, err := status.Handler(status.Options{Store: fixture(t), Token: "t0k3n", User: "admin", Password: "pw"})
 	if err != nil {
