@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rsharvest/rsharvest/internal/httpserve"
@@ -62,7 +63,7 @@ func Handler(opts Options) (http.Handler, error) {
 	}
 	p := &pages{opts: opts}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{p: p})
+	reg.MustRegister(&collector{p: p}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", health)
 	mux.Handle("GET /metrics", p.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
@@ -249,10 +250,12 @@ var (
 	descBytes     = prometheus.NewDesc("rsharvest_site_bytes_written_total", "Bytes the harvests of a site wrote.", []string{"site"}, nil)
 	descDuration  = prometheus.NewDesc("rsharvest_site_last_run_duration_seconds", "How long the last harvest of a site took.", []string{"site"}, nil)
 	descNext      = prometheus.NewDesc("rsharvest_site_next_harvest_timestamp_seconds", "When the next harvest of a site is due (Unix time; 0: now).", []string{"site"}, nil)
+	descSuccess   = prometheus.NewDesc("rsharvest_site_last_success_timestamp_seconds", "When the last harvest of a site that ended ok ended (Unix time; absent: never).", []string{"site"}, nil)
+	descRunning   = prometheus.NewDesc("rsharvest_site_running", "Whether a harvest of a site is running (1) or not (0).", []string{"site"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext} {
+	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext, descSuccess, descRunning} {
 		ch <- d
 	}
 }
@@ -272,8 +275,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		byStatus := map[string]float64{}
 		var written, deleted, unchanged, failed, bytes float64
+		var success time.Time
+		running := 0.0
 		for _, r := range runs {
 			byStatus[r.Status]++
+			if r.Status == runreport.StatusOK && r.Finished.After(success) {
+				success = r.Finished
+			}
+			if r.Status == state.StatusRunning {
+				running = 1
+			}
 			rv := newRunView(r)
 			written, deleted, unchanged, failed, bytes = written+float64(rv.Written), deleted+float64(rv.Deleted), unchanged+float64(rv.Unchanged), failed+float64(rv.Failed), bytes+float64(rv.Bytes)
 		}
@@ -284,6 +295,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descResources, prometheus.CounterValue, n, v.Name, outcome)
 		}
 		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, bytes, v.Name)
+		ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, running, v.Name)
+		if !success.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descSuccess, prometheus.GaugeValue, float64(success.Unix()), v.Name)
+		}
 		if r := v.LastRun; r != nil && !r.Finished.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descDuration, prometheus.GaugeValue, r.Finished.Sub(r.Started).Seconds(), v.Name)
 		}
