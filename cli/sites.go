@@ -19,6 +19,7 @@ import (
 	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/source/protocols"
 	"github.com/rsharvest/rsharvest/state"
@@ -171,12 +172,14 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, func(s
 			ctx := c.Context()
 			return registry(ctx, func(reg site.Registry) error {
 				s := config.Site{Name: args[0]}
+				retry := false // a failed or interrupted site, edited: due now
 				if verb == "edit" {
 					old, err := reg.Site(ctx, args[0])
 					if err != nil {
 						return noSite(err)
 					}
 					s = old.Site
+					retry = old.LastStatus == runreport.StatusFailed || old.LastStatus == state.StatusInterrupted
 				} else if _, err := reg.Site(ctx, args[0]); err == nil {
 					return usagef("sites add: site %q exists (sites edit changes it)", args[0])
 				}
@@ -228,6 +231,9 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, func(s
 				ns, err := harvest.NewSite(s, "sites "+verb)
 				if err != nil {
 					return err
+				}
+				if retry && !changed("next") {
+					ns.Next = time.Now().UTC()
 				}
 				if changed("next") {
 					t := time.Now().UTC() // "now", as sites list prints it

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSites: the registry from the command line — add, edit, list, show,
@@ -132,5 +135,34 @@ func TestSitesAddNoSchedule(t *testing.T) {
 	code, out, stderr := run(t, "sites", "add", "a", "--source", "http://127.0.0.1:1/a", "--sink", "fs:"+filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"))
 	if code != ExitUsage || !strings.Contains(stderr, "--every 1d or --cron") {
 		t.Fatalf("exit %d, want %d naming --every and --cron:\n%s%s", code, ExitUsage, out, stderr)
+	}
+}
+
+// TestSitesEditFailedDueNow: a site whose harvest failed (a typo'd
+// source), once edited, is due at once rather than at its next period.
+func TestSitesEditFailedDueNow(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/"
+	ln.Close()
+	if code, out, stderr := run(t, "sites", "add", "a", "--source", down, "--sink", "fs:"+filepath.Join(dir, "m"), "--every", "1mo", "--state", db); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, _, _ := run(t, "run", "a", "--state", db); code == ExitOK {
+		t.Fatal("a harvest of an unreachable source succeeded")
+	}
+	if code, out, stderr := run(t, "sites", "edit", "a", "--every", "1w", "--state", db); code != ExitOK {
+		t.Fatalf("sites edit: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := run(t, "sites", "show", "a", "--json", "--state", db)
+	var v struct {
+		Next time.Time `json:"next_harvest"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); code != ExitOK || err != nil || v.Next.After(time.Now()) {
+		t.Fatalf("sites show: exit %d, next %v (%v):\n%s%s", code, v.Next, err, out, stderr)
 	}
 }

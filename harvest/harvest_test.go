@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -224,5 +225,52 @@ func TestParseWhen(t *testing.T) {
 		if (err == nil) != tc.ok || !got.Equal(tc.want) {
 			t.Errorf("ParseWhen(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestFailedSiteDueSoon: a site whose harvest failed is due again after a
+// short backoff, doubled by each failure in a row and never past its
+// period, not a whole period later; a harvest that succeeds ends it.
+func TestFailedSiteDueSoon(t *testing.T) {
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/"
+	ln.Close()
+	sites, err := config.DecodeSites(strings.NewReader(`sites:
+  - name: down
+    source: `+down+`
+    sinks: [fs:`+filepath.Join(t.TempDir(), "m")+`]
+    schedule: every 12h
+`), "sites.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	reg := site.Registry{Store: st}
+	if _, err := reg.Apply(ctx, sites); err != nil {
+		t.Fatal(err)
+	}
+	h := &harvest.Harvester{Store: st, Sinks: sink.Registry{"fs": fs.Open}, Log: slog.New(slog.DiscardHandler)}
+	for i, want := range []time.Duration{5 * time.Minute, 10 * time.Minute, 20 * time.Minute} {
+		s, err := reg.Site(ctx, "down")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now().UTC()
+		if _, err := h.One(ctx, s, "", nil, nil); err == nil {
+			t.Fatalf("harvest %d of an unreachable source succeeded", i+1)
+		}
+		s, _ = reg.Site(ctx, "down")
+		if s.LastStatus != runreport.StatusFailed || s.Next.Before(before.Add(want)) || s.Next.After(time.Now().Add(want)) {
+			t.Errorf("after failure %d: status %s, next %v; want failed, due %v later", i+1, s.LastStatus, s.Next, want)
+		}
+	}
+	s, _ := reg.Site(ctx, "down")
+	last := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if got := s.RetryAfter(last, 12, time.UTC); !got.Equal(last.Add(12 * time.Hour)) {
+		t.Errorf("after 12 failures: due %v, want the period (12h) after %v", got, last)
 	}
 }

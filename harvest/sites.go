@@ -127,6 +127,9 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 		runID = rep.RunID
 	}
 	rerr := h.Store.SiteHarvested(context.WithoutCancel(ctx), s.Name, started, status, runID)
+	if rerr == nil && (status == runreport.StatusFailed || status == state.StatusInterrupted) {
+		rerr = h.retrySoon(context.WithoutCancel(ctx), s, started)
+	}
 	if done != nil {
 		done(s, rep, err, rerr)
 	}
@@ -145,6 +148,25 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 		return r, fmt.Errorf("site %s: harvest %s", s.Name, status)
 	}
 	return r, nil
+}
+
+// retrySoon makes site s, whose harvest begun at started failed or was
+// interrupted, due again after a backoff that grows with the failed or
+// interrupted harvests in a row (site.Site.RetryAfter), rather than at its
+// next period.
+func (h *Harvester) retrySoon(ctx context.Context, s *site.Site, started time.Time) error {
+	runs, err := h.Store.RunsSince(ctx, time.Time{}, s.Name)
+	if err != nil {
+		return err
+	}
+	failures := 0
+	for i := len(runs) - 1; i >= 0; i-- {
+		if st := runs[i].Status; st != runreport.StatusFailed && st != state.StatusInterrupted {
+			break
+		}
+		failures++
+	}
+	return h.Store.SetSiteNext(ctx, s.Name, s.RetryAfter(started, max(failures, 1), time.Local))
 }
 
 // Status is a site harvest's status: its run's (failed when the run did

@@ -53,6 +53,22 @@ func (s *Site) NextHarvest(loc *time.Location) time.Time {
 	return s.When.Next(s.Last, loc)
 }
 
+// FirstRetry is how long after a harvest that failed or was interrupted a
+// site is due again; each consecutive one doubles it, up to its period.
+const FirstRetry = 5 * time.Minute
+
+// RetryAfter is when s is due again after its harvest begun at last ended
+// failed or interrupted, the failures-th such harvest in a row: FirstRetry
+// later, doubled for each earlier one, but never later than its schedule
+// would have it.
+func (s *Site) RetryAfter(last time.Time, failures int, loc *time.Location) time.Time {
+	wait, period := FirstRetry, s.When.Next(last, loc).Sub(last)
+	for i := 1; i < failures && wait < period; i++ {
+		wait *= 2
+	}
+	return last.Add(min(wait, period))
+}
+
 // Due reports whether s is due at now.
 func (s *Site) Due(now time.Time, loc *time.Location) bool {
 	return !s.NextHarvest(loc).After(now)
