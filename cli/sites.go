@@ -19,7 +19,6 @@ import (
 	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/manifest"
-	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/source/protocols"
 	"github.com/rsharvest/rsharvest/state"
@@ -172,14 +171,13 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, func(s
 			ctx := c.Context()
 			return registry(ctx, func(reg site.Registry) error {
 				s := config.Site{Name: args[0]}
-				retry := false // a failed or interrupted site, edited: due now
+				edited := false // an edited site is due now (unless --next)
 				if verb == "edit" {
 					old, err := reg.Site(ctx, args[0])
 					if err != nil {
 						return noSite(err)
 					}
-					s = old.Site
-					retry = old.LastStatus == runreport.StatusFailed || old.LastStatus == state.StatusInterrupted
+					s, edited = old.Site, true
 				} else if _, err := reg.Site(ctx, args[0]); err == nil {
 					return usagef("sites add: site %q exists (sites edit changes it)", args[0])
 				}
@@ -232,7 +230,7 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, func(s
 				if err != nil {
 					return err
 				}
-				if retry && !changed("next") {
+				if edited && !changed("next") {
 					ns.Next = time.Now().UTC()
 				}
 				if changed("next") {

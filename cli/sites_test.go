@@ -139,7 +139,7 @@ func TestSitesAddNoSchedule(t *testing.T) {
 }
 
 // TestSitesEditFailedDueNow: a site whose harvest failed (a typo'd
-// source), once edited, is due at once rather than at its next period.
+// source), once edited, is due at once rather than at its next retry.
 func TestSitesEditFailedDueNow(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state.db")
