@@ -303,6 +303,7 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		return err
 	}
 	r.runID, rep.RunID = id, id
+	rep.Protocol = r.opts.Protocol.Name
 	for _, s := range r.sinks {
 		rep.Sinks = append(rep.Sinks, s.name)
 	}

@@ -42,6 +42,9 @@ type Report struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	Status   string    `json:"status"`
+	// Protocol is the source's protocol (source.Protocol's name), when
+	// known.
+	Protocol string `json:"protocol,omitempty"`
 	// Sinks are the sinks the run wrote to, as the state names them
 	// (credentials redacted), in the job's order.
 	Sinks []string `json:"sinks,omitempty"`
@@ -140,7 +143,11 @@ func (rep *Report) Summary() string {
 	}
 	s += fmt.Sprintf("  resources: %d written, %d deleted, %d unchanged, %d failed, %d skipped\n",
 		rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed, rep.Resources.Skipped)
-	if rep.Resources.Unverified > 0 {
+	switch {
+	case rep.Resources.Unverified > 0 && rep.Protocol == "oai-pmh":
+		// The protocol gives no digest: nothing to refuse, nothing to fix.
+		s += fmt.Sprintf("  unverified: %d records (OAI-PMH gives no digest; rsharvest keeps its own sha-256 of each)\n", rep.Resources.Unverified)
+	case rep.Resources.Unverified > 0:
 		s += fmt.Sprintf("  unverified: %d of the written resources gave no hash (checked by their length only, and CRC-32 inside a package; --require-hash refuses them)\n", rep.Resources.Unverified)
 	}
 	s += fmt.Sprintf("  bytes:     %d downloaded, %d written (%.1f MB/s)\n", rep.Bytes.Downloaded, rep.Bytes.Written, mbps)

@@ -44,3 +44,19 @@ func TestReport(t *testing.T) {
 		t.Errorf("a run that read no package shows packages:\n%s", sum)
 	}
 }
+
+// TestSummaryUnverified: the summary's advice to --require-hash is given
+// only where a source could give digests; OAI-PMH records never do.
+func TestSummaryUnverified(t *testing.T) {
+	for _, tc := range []struct {
+		protocol string
+		advice   bool
+	}{{"oai-pmh", false}, {"resourcesync", true}, {"", true}} {
+		rep := &runreport.Report{Mode: "baseline", Source: "http://x/", Status: runreport.StatusOK, Protocol: tc.protocol}
+		rep.Resources.Written, rep.Resources.Unverified = 10, 10
+		s := rep.Summary()
+		if !strings.Contains(s, "unverified: 10") || strings.Contains(s, "--require-hash") != tc.advice {
+			t.Errorf("protocol %q: summary\n%s", tc.protocol, s)
+		}
+	}
+}
