@@ -44,7 +44,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl := c.Flags()
 	fl.StringVar(&f.Source, "source", "", "source URL: a ResourceSync Source Description, Capability List, Resource Dump (Index) or site URL, or an OAI-PMH repository's base URL")
 	fl.StringArrayVar(&f.Sinks, "sink", nil, "where resources go (repeatable): fs:DIR, s3://BUCKET/PREFIX?endpoint=HOST:PORT, es:http://HOST:PORT[/es]/INDEX, solr:http://HOST:PORT/solr/CORE")
-	fl.StringVar(&f.state, "state", "rsharvest.db", "state store file (SQLite)")
+	fl.StringVar(&f.state, "state", defaultStateFile(), stateHelp)
 	fl.StringVar(&f.report, "report", "", "write the run's report as JSON to this file")
 	fl.IntVar(&f.Concurrency, "concurrency", d.Concurrency, "packages downloaded and unpacked at once; with lists, resource requests in flight (default 16 then)")
 	fl.IntVar(&f.Workers, "workers", d.Workers, "entries verified and delivered in parallel")
@@ -226,6 +226,9 @@ func runStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store,
 // run holding it; a run interrupted while it waits is not a usage error.
 func openState(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, error) {
 	command := cmp.Or(f.command, "rsharvest")
+	if err := prepareStateFile(f.state); err != nil {
+		return nil, err
+	}
 	store, err := state.OpenExclusive(ctx, f.state, command, 0)
 	if errors.Is(err, state.ErrLocked) && f.waitLock > 0 {
 		log.Info("waiting for the state file", "why", err, "wait-lock", f.waitLock)

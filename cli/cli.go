@@ -38,6 +38,7 @@ import (
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/sink/s3"
 	"github.com/rsharvest/rsharvest/sink/solr"
+	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
@@ -106,7 +107,7 @@ func exitCode(ctx context.Context, err error) int {
 	var ue usageError
 	var se *pipeline.SourceError
 	switch {
-	case errors.As(err, &ue), harvest.IsInvalid(err):
+	case errors.As(err, &ue), harvest.IsInvalid(err), errors.Is(err, state.ErrNotStateFile):
 		return ExitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return ExitInterrupted

@@ -103,7 +103,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&stateFile, "state", "rsharvest.db", "state store file (SQLite): the registry, the jobs, and what the harvests hold")
+	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
 	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
 	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")

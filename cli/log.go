@@ -7,7 +7,6 @@ import (
 
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/harvestlog"
-	"github.com/rsharvest/rsharvest/state"
 )
 
 // logCommand returns the "log" command: the harvest log.
@@ -32,7 +31,7 @@ state's runs and failures themselves: there is no second copy.`,
 					return usagef("--since %v", err)
 				}
 			}
-			st, err := state.Open(c.Context(), stateFile)
+			st, err := openStateToRead(c.Context(), stateFile)
 			if err != nil {
 				return err
 			}
@@ -51,7 +50,7 @@ state's runs and failures themselves: there is no second copy.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&stateFile, "state", "rsharvest.db", "state store file (SQLite)")
+	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
 	fl.StringVar(&siteName, "site", "", "only this site's harvests")
 	fl.StringVar(&since, "since", "", "only from this time on: a W3C datetime, or a duration back from now (24h)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")

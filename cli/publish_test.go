@@ -571,7 +571,7 @@ func TestPublishBadInput(t *testing.T) {
 		want       string
 	}{
 		{"newer program's state", newer, "http://127.0.0.1:1/pub", ExitFatal, "newer than this program"},
-		{"not a state file", notState, "http://127.0.0.1:1/pub", ExitFatal, "not an rsharvest state store"},
+		{"not a state file", notState, "http://127.0.0.1:1/pub", ExitUsage, "not an rsharvest state store"}, // issue 30: exit 2 for every command
 		{"no state file", filepath.Join(dir, "absent.db"), "http://127.0.0.1:1/pub", ExitUsage, "--state"},
 		{"relative base URL", good, "/pub", ExitUsage, "absolute http(s) URL"},
 		{"base URL without scheme", good, "127.0.0.1/pub", ExitUsage, "absolute http(s) URL"},

@@ -73,7 +73,7 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&stateFile, "state", "rsharvest.db", "state store file (SQLite): the registry and what the harvests hold")
+	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
 	fl.BoolVar(&due, "due", false, "harvest every site whose next harvest has come")
 	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another run to release the state file (0: fail at once)")

@@ -73,12 +73,13 @@ func TestRunDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range sites {
-		want := "ok"
+		want, next := "ok", s.When.Next(s.Last, nil)
 		if s.Name == "broken" {
-			want = "failed"
+			// Due again soon, not a period later (issue 30).
+			want, next = "failed", s.RetryAfter(s.Last, 1, nil)
 		}
-		if s.LastStatus != want || s.Last.IsZero() || !s.NextHarvest(nil).Equal(s.When.Next(s.Last, nil)) {
-			t.Errorf("site %s: last %v (%s), next %v; want status %s", s.Name, s.Last, s.LastStatus, s.NextHarvest(nil), want)
+		if s.LastStatus != want || s.Last.IsZero() || !s.NextHarvest(nil).Equal(next) {
+			t.Errorf("site %s: last %v (%s), next %v; want status %s, next %v", s.Name, s.Last, s.LastStatus, s.NextHarvest(nil), want, next)
 		}
 	}
 	if code, out, stderr := run(t, "run", "--due", "--state", db); code != ExitOK || !strings.Contains(out, "no site is due") {

@@ -39,10 +39,11 @@ such as "0 3 * * *"), a contact e-mail and a notification policy (always, on_err
 sites, each with the keys of a config file that belong to a harvest, and name, schedule, contact,
 notify): sites not in the file are removed, and applying the same file twice changes nothing.`,
 	}
-	c.PersistentFlags().StringVar(&stateFile, "state", "rsharvest.db", "state store file (SQLite)")
-	// registry runs fn on the registry of --state.
-	registry := func(ctx context.Context, fn func(site.Registry) error) error {
-		st, err := state.Open(ctx, stateFile)
+	c.PersistentFlags().StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	// registry runs fn on the registry of --state; reading never creates
+	// a state file.
+	registry := func(ctx context.Context, write bool, fn func(site.Registry) error) error {
+		st, err := a.siteState(ctx, stateFile, write)
 		if err != nil {
 			return err
 		}
@@ -56,7 +57,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var sites []*site.Site
-			if err := registry(c.Context(), func(reg site.Registry) (err error) { sites, err = reg.Sites(c.Context()); return err }); err != nil {
+			if err := registry(c.Context(), false, func(reg site.Registry) (err error) { sites, err = reg.Sites(c.Context()); return err }); err != nil {
 				return err
 			}
 			views := make([]harvest.SiteView, 0, len(sites))
@@ -82,7 +83,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 		Args:  exactArgs("sites show", "NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			var s *site.Site
-			if err := registry(c.Context(), func(reg site.Registry) (err error) { s, err = reg.Site(c.Context(), args[0]); return err }); err != nil {
+			if err := registry(c.Context(), false, func(reg site.Registry) (err error) { s, err = reg.Site(c.Context(), args[0]); return err }); err != nil {
 				return noSite(err)
 			}
 			v := harvest.ViewOf(s, time.Local)
@@ -103,7 +104,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 		Short: "Remove a site from the registry (what its harvests hold stays in the state and the sinks)",
 		Args:  exactArgs("sites remove", "NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := registry(c.Context(), func(reg site.Registry) error { return reg.Remove(c.Context(), args[0]) }); err != nil {
+			if err := registry(c.Context(), true, func(reg site.Registry) error { return reg.Remove(c.Context(), args[0]) }); err != nil {
 				return noSite(err)
 			}
 			fmt.Fprintf(a.stdout, "removed %s\n", args[0])
@@ -133,7 +134,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 				}
 			}
 			var ch site.Changes
-			if err := registry(c.Context(), func(reg site.Registry) (err error) { ch, err = reg.Apply(c.Context(), sites); return err }); err != nil {
+			if err := registry(c.Context(), true, func(reg site.Registry) (err error) { ch, err = reg.Apply(c.Context(), sites); return err }); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "%d added, %d changed, %d removed, %d unchanged\n", len(ch.Added), len(ch.Changed), len(ch.Removed), len(ch.Unchanged))
@@ -155,7 +156,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 // siteEditCommand returns "sites add" or "sites edit": a site defined by
 // flags, checked as a registry file's site is. edit changes only what its
 // flags give.
-func (a *app) siteEditCommand(verb string, registry func(context.Context, func(site.Registry) error) error) *cobra.Command {
+func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, func(site.Registry) error) error) *cobra.Command {
 	var (
 		def     config.Site
 		headers []string
@@ -169,7 +170,7 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, func(s
 		Short: map[string]string{"add": "Add a site", "edit": "Change a site: only what the flags give"}[verb],
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
-			return registry(ctx, func(reg site.Registry) error {
+			return registry(ctx, true, func(reg site.Registry) error {
 				s := config.Site{Name: args[0]}
 				edited := false // an edited site is due now (unless --next)
 				if verb == "edit" {

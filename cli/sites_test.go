@@ -45,7 +45,7 @@ func TestSites(t *testing.T) {
 		want []string // in the output, in order
 		not  []string
 	}{
-		{[]string{"sites", "list"}, ExitOK, []string{"NAME"}, []string{"a  "}},
+		{[]string{"sites", "list"}, ExitUsage, []string{"no state file at"}, nil}, // reading never creates a state
 		{[]string{"sites", "apply", good}, ExitOK, []string{"2 added, 0 changed, 0 removed, 0 unchanged", "added a", "added b"}, nil},
 		{[]string{"sites", "apply", good}, ExitOK, []string{"0 added, 0 changed, 0 removed, 2 unchanged"}, []string{"added a"}},
 		{[]string{"sites", "list"}, ExitOK, []string{"a", "every 1d", "now", "http://127.0.0.1:1/oai", "b", "0 3 * * *"}, nil},
@@ -164,5 +164,37 @@ func TestSitesEditFailedDueNow(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &v); code != ExitOK || err != nil || v.Next.After(time.Now()) {
 		t.Fatalf("sites show: exit %d, next %v (%v):\n%s%s", code, v.Next, err, out, stderr)
+	}
+}
+
+// TestStateFileLocation: without --state the state lives where
+// $RSHARVEST_STATE says (else in the user's state directory); a command
+// that only reads never creates one, and says where it looked; a file that
+// is no state store is a usage error for every command.
+func TestStateFileLocation(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("RSHARVEST_STATE", filepath.Join(dir, "env.db"))
+	for _, args := range [][]string{{"log"}, {"sites", "list"}, {"sites", "show", "a"}} {
+		code, _, stderr := run(t, args...)
+		if code != ExitUsage || !strings.Contains(stderr, "no state file at "+filepath.Join(dir, "env.db")) {
+			t.Errorf("%q without a state: exit %d, want %d saying where it looked:\n%s", args, code, ExitUsage, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "env.db")); err == nil {
+		t.Fatal("a command that only reads created the state")
+	}
+	if code, out, stderr := run(t, "sites", "add", "a", "--source", "http://127.0.0.1:1/a", "--sink", "fs:"+filepath.Join(dir, "m"), "--every", "1d"); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, _ := run(t, "sites", "list"); code != ExitOK || !strings.Contains(out, "http://127.0.0.1:1/a") {
+		t.Errorf("sites list from $RSHARVEST_STATE: exit %d\n%s", code, out)
+	}
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("not a database, only a text file that happens to be long enough to look like one"), 0o644)
+	for _, args := range [][]string{{"log", "--state", text}, {"sites", "list", "--state", text},
+		{"baseline", "--state", text, "--source", "http://127.0.0.1:1/", "--sink", "fs:" + filepath.Join(dir, "m")}} {
+		if code, _, stderr := run(t, args...); code != ExitUsage {
+			t.Errorf("%q: exit %d, want %d:\n%s", args, code, ExitUsage, stderr)
+		}
 	}
 }

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// stateHelp is the help of every command's --state.
+const stateHelp = "state store file (SQLite): the registry and what the harvests hold (default: $RSHARVEST_STATE, else $XDG_STATE_HOME/rsharvest/rsharvest.db, else ~/.local/state/rsharvest/rsharvest.db)"
+
+// defaultStateFile is where the state lives when --state is not given:
+// $RSHARVEST_STATE, else the user's state directory
+// ($XDG_STATE_HOME/rsharvest, else ~/.local/state/rsharvest), so that cron,
+// a shell in any directory and the daemon all find the same state.
+func defaultStateFile() string {
+	if f := os.Getenv("RSHARVEST_STATE"); f != "" {
+		return f
+	}
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "rsharvest.db"
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "rsharvest", "rsharvest.db")
+}
+
+// prepareStateFile makes the directory of a state file that is about to
+// be created, when the file is the default one (a directory named on the
+// command line must exist: a typo there is the user's to see).
+func prepareStateFile(file string) error {
+	if _, err := os.Stat(file); err == nil || file != defaultStateFile() {
+		return nil
+	}
+	return os.MkdirAll(filepath.Dir(file), 0o700)
+}
+
+// siteState opens the state file of a registry command: to read only (a
+// missing file a usage error) or to write (created where it is missing).
+func (a *app) siteState(ctx context.Context, file string, write bool) (*state.Store, error) {
+	if !write {
+		return openStateToRead(ctx, file)
+	}
+	if err := prepareStateFile(file); err != nil {
+		return nil, err
+	}
+	st, err := state.Open(ctx, file)
+	if errors.Is(err, state.ErrNotStateFile) {
+		return nil, usageError{err}
+	}
+	return st, err
+}
+
+// openStateToRead opens the state file of a command that only reads it:
+// a missing file is a usage error, never created, and so is a file that
+// is not a state store.
+func openStateToRead(ctx context.Context, file string) (*state.Store, error) {
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+		return nil, usagef("no state file at %s: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
+	}
+	st, err := state.Open(ctx, file)
+	if errors.Is(err, state.ErrNotStateFile) {
+		return nil, usageError{err}
+	}
+	return st, err
+}
