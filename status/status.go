@@ -121,6 +121,9 @@ type siteView struct {
 	*site.Site
 	Next    time.Time
 	LastRun *runView
+	// Running is a harvest of the site under way, begun since its last
+	// one (nil: none).
+	Running *state.Run
 }
 
 func (p *pages) siteViews(ctx context.Context) ([]siteView, error) {
@@ -131,6 +134,15 @@ func (p *pages) siteViews(ctx context.Context) ([]siteView, error) {
 	out := make([]siteView, 0, len(sites))
 	for _, s := range sites {
 		v := siteView{Site: s, Next: s.NextHarvest(p.opts.Loc)}
+		runs, err := p.opts.Store.RunsSince(ctx, s.Last, s.Name)
+		if err != nil {
+			return nil, err
+		}
+		for i := range runs {
+			if runs[i].Status == state.StatusRunning {
+				v.Running = &runs[i]
+			}
+		}
 		if s.LastRunID > 0 {
 			if r, err := p.opts.Store.Run(ctx, s.LastRunID); err == nil {
 				rv := newRunView(r)
@@ -219,14 +231,14 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 		}
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
-}).Parse(`{{define "head"}}<!doctype html><html lang="en"><head><meta charset="utf-8"><title>rsharvest{{if .}} – {{.}}{{end}}</title>
+}).Parse(`{{define "head"}}<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="15"><title>rsharvest{{if .}} – {{.}}{{end}}</title>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}
-.ok{color:#060}.partial{color:#a60}.failed,.interrupted,.error{color:#b00}</style></head><body>
+.ok{color:#060}.running{color:#036}.partial{color:#a60}.failed,.interrupted,.error{color:#b00}</style></head><body>
 <nav><a href="/">sites</a></nav>{{end}}
 {{define "sites"}}{{template "head" ""}}<h1>Sites</h1>
 <table id="sites"><tr><th>site</th><th>schedule</th><th>last harvest</th><th>status</th><th>written</th><th>deleted</th><th>failed</th><th>next harvest</th></tr>
 {{range .Sites}}<tr class="site" data-site="{{.Name}}"><td><a href="/site/{{.Name}}">{{.Name}}</a></td><td>{{.When}}</td><td>{{ago .Last}}</td>
-<td class="{{.LastStatus}}">{{if .LastStatus}}{{.LastStatus}}{{else}}-{{end}}{{with .LastRun}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}{{end}}</td>
+{{if .Running}}<td class="running">running since {{ago .Running.Started}}</td>{{else}}<td class="{{.LastStatus}}">{{if .LastStatus}}{{.LastStatus}}{{else}}-{{end}}{{with .LastRun}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}{{end}}</td>{{end}}
 <td>{{with .LastRun}}{{.Written}}{{end}}</td><td>{{with .LastRun}}{{.Deleted}}{{end}}</td><td>{{with .LastRun}}{{.Failed}}{{end}}</td><td>{{when .Next}}</td></tr>
 {{end}}</table></body></html>{{end}}
 {{define "site"}}{{template "head" .Site.Name}}<h1>{{.Site.Name}}</h1><p>{{.Site.Source}} · {{.Site.When}} · next harvest {{when .Site.Next}}</p>

@@ -200,3 +200,33 @@ func TestPageInBrowser(t *testing.T) {
 		t.Errorf("the run's detail log: %q", detail)
 	}
 }
+
+// TestRunningHarvest: a harvest under way shows on the page as running
+// (not as the last one's status), in /metrics too, and the page refreshes
+// itself.
+func TestRunningHarvest(t *testing.T) {
+	st := fixture(t)
+	if _, err := st.BeginRun(context.Background(), state.Run{Mode: "incremental", Source: "http://good.example/", Site: "good", Started: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := status.Handler(status.Options{Store: st, Token: "t0k3n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) string {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer t0k3n")
+		h.ServeHTTP(rec, req)
+		return rec.Body.String()
+	}
+	page := get("/")
+	row := page[strings.Index(page, `data-site="good"`):]
+	row = row[:strings.Index(row, "</tr>")]
+	if !strings.Contains(row, "running since") || !strings.Contains(page, `http-equiv="refresh"`) {
+		t.Errorf("the page does not show good's harvest running, or does not refresh:\n%s", page)
+	}
+	if m := get("/metrics"); !strings.Contains(m, `rsharvest_site_running{site="good"} 1`) || !strings.Contains(m, `rsharvest_site_running{site="bad"} 0`) {
+		t.Errorf("metrics:\n%s", m)
+	}
+}
