@@ -188,7 +188,7 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 		RescueStuckJobsAfter: 7 * 24 * time.Hour, // this daemon's own are rescued at start
 		MaxAttempts:          opts.MaxAttempts,
 		FetchPollInterval:    min(time.Second, opts.Tick),
-		Logger:               log.With("component", "river"),
+		Logger:               riverLog(log),
 	})
 	if err != nil {
 		return errclass.Fatalf("daemon: %w", err)
@@ -268,7 +268,7 @@ func (d *daemon[TTx]) harvest(ctx context.Context, job *river.Job[harvestArgs]) 
 
 // migrate brings River's tables up to date.
 func migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema string, log *slog.Logger) error {
-	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: log.With("component", "river"), Schema: schema})
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: riverLog(log), Schema: schema})
 	if err != nil {
 		return errclass.Fatalf("daemon: job tables: %w", err)
 	}
