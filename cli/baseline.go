@@ -166,7 +166,11 @@ func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*run
 	}
 	defer closeStore()
 	counts := &pipeline.Counts{}
-	stopProgress := a.display().Start(ctx, f.progress, counts, log)
+	shown := f.progress
+	if a.quiet {
+		shown = "none"
+	}
+	stopProgress := a.display().Start(ctx, shown, counts, log)
 	h := a.harvester(store, f.store != nil, log)
 	h.Counts = counts
 	rep, runErr := h.Run(ctx, mode, f.Job)

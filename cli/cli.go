@@ -130,9 +130,11 @@ func exitCode(ctx context.Context, err error) int {
 type app struct {
 	stdout, stderr io.Writer
 	logLevel       string
-	logFormat      string
-	cpuProfile     string
-	code           int
+	// quiet: only warnings and errors are logged, and no progress shown.
+	quiet      bool
+	logFormat  string
+	cpuProfile string
+	code       int
 	// shown is the progress display on stderr, which the log shares (see
 	// display).
 	shown *progress.Display
@@ -153,6 +155,9 @@ func (a *app) logger() *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
 		lvl = slog.LevelInfo
+	}
+	if a.quiet {
+		lvl = max(lvl, slog.LevelWarn)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if a.logFormat == "json" {
@@ -200,6 +205,7 @@ func (a *app) rootCommand() *cobra.Command {
 		SuggestionsMinimumDistance: 2,
 	}
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.PersistentFlags().BoolVarP(&a.quiet, "quiet", "q", false, "only warnings and errors: no info log records, no progress display (the summary is still printed)")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the command to this file")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {

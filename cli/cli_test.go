@@ -381,3 +381,14 @@ func TestPositionalSource(t *testing.T) {
 		}
 	}
 }
+
+// TestQuiet: -q logs no info records and shows no progress; the summary is
+// still printed.
+func TestQuiet(t *testing.T) {
+	origin := generatedSource(t, bench.GenOptions{Resources: 10, Packages: 1, Seed: 7, MeanSize: 1 << 10, NoOddNames: true}, bench.ServeOptions{})
+	dir := t.TempDir()
+	code, out, stderr := run(t, "sync", "-q", "--source", origin.URL, "--sink", "fs:"+filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"), "--progress", "log")
+	if code != ExitOK || stderr != "" || !strings.Contains(out, "10 written") {
+		t.Fatalf("exit %d, want a summary and nothing on stderr:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+}
