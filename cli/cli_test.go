@@ -392,3 +392,30 @@ func TestQuiet(t *testing.T) {
 		t.Fatalf("exit %d, want a summary and nothing on stderr:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 }
+
+// TestLs: ls lists what the state holds of a source or a site — length,
+// sha-256, lastmod, URI — as text or a JSON array.
+func TestLs(t *testing.T) {
+	origin := generatedSource(t, bench.GenOptions{Resources: 12, Packages: 1, Seed: 9, MeanSize: 1 << 10, NoOddNames: true}, bench.ServeOptions{})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "s.db")
+	if code, out, stderr := run(t, "sites", "add", "c", "--source", origin.URL, "--sink", "fs:"+filepath.Join(dir, "m"), "--every", "1d", "--state", db); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "run", "c", "--state", db, "-q"); code != ExitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := run(t, "ls", "--site", "c", "--state", db)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != ExitOK || len(lines) != 12 || len(strings.Fields(lines[0])) != 4 {
+		t.Fatalf("ls: exit %d, %d lines:\n%s%s", code, len(lines), out, stderr)
+	}
+	code, out, stderr = run(t, "ls", "--source", origin.URL, "--json", "--state", db)
+	var es []struct {
+		URI    string `json:"uri"`
+		Length int64  `json:"length"`
+		SHA256 string `json:"sha256"`
+	}
+	if err := json.Unmarshal([]byte(out), &es); code != ExitOK || err != nil || len(es) != 12 || len(es[0].SHA256) != 64 || es[0].Length <= 0 {
+		t.Fatalf("ls --json: exit %d, %v:\n%s%s", code, err, out, stderr)
+	}
+}
