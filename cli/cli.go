@@ -225,6 +225,6 @@ func (a *app) rootCommand() *cobra.Command {
 		return nil
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.indexCommand(), a.lsCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.publishCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
+	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.indexCommand(), a.lsCommand(), a.catCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.publishCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
 	return root
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -417,5 +419,13 @@ func TestLs(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &es); code != ExitOK || err != nil || len(es) != 12 || len(es[0].SHA256) != 64 || es[0].Length <= 0 {
 		t.Fatalf("ls --json: exit %d, %v:\n%s%s", code, err, out, stderr)
+	}
+	// cat gives back what ls lists.
+	code, body, stderr := run(t, "cat", es[0].URI, "--site", "c", "--state", db)
+	if sum := sha256.Sum256([]byte(body)); code != ExitOK || hex.EncodeToString(sum[:]) != es[0].SHA256 {
+		t.Fatalf("cat %s: exit %d, %d bytes that do not match:\n%s", es[0].URI, code, len(body), stderr)
+	}
+	if code, _, stderr := run(t, "cat", "http://nowhere.example/x", "--sink", "fs:"+filepath.Join(dir, "m")); code != ExitPartial || !strings.Contains(stderr, "no sink holds") {
+		t.Errorf("cat of a URI not held: exit %d:\n%s", code, stderr)
 	}
 }
