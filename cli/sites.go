@@ -149,7 +149,28 @@ notify): sites not in the file are removed, and applying the same file twice cha
 			return nil
 		},
 	}
-	c.AddCommand(a.siteEditCommand("add", registry), a.siteEditCommand("edit", registry), remove, list, show, apply)
+	pauseResume := func(verb string, paused bool) *cobra.Command {
+		return &cobra.Command{
+			Use:   verb + " NAME",
+			Short: map[bool]string{true: "Pause a site: never due until resumed (it can still be run by name)", false: "Resume a paused site: due again by its schedule"}[paused],
+			Args:  exactArgs("sites "+verb, "NAME"),
+			RunE: func(c *cobra.Command, args []string) error {
+				err := registry(c.Context(), true, func(reg site.Registry) error {
+					if paused {
+						return reg.Pause(c.Context(), args[0])
+					}
+					return reg.Resume(c.Context(), args[0])
+				})
+				if err != nil {
+					return noSite(err)
+				}
+				fmt.Fprintf(a.stdout, "%sd %s\n", verb, args[0])
+				return nil
+			},
+		}
+	}
+	c.AddCommand(a.siteEditCommand("add", registry), a.siteEditCommand("edit", registry), remove, list, show, apply,
+		pauseResume("pause", true), pauseResume("resume", false))
 	return c
 }
 

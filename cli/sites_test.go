@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
 )
 
 // TestSites: the registry from the command line — add, edit, list, show,
@@ -196,5 +198,37 @@ func TestStateFileLocation(t *testing.T) {
 		if code, _, stderr := run(t, args...); code != ExitUsage {
 			t.Errorf("%q: exit %d, want %d:\n%s", args, code, ExitUsage, stderr)
 		}
+	}
+}
+
+// TestSitesPause: a paused site is never due (run --due passes it over,
+// sites list says paused) until resumed; it can still be run by name.
+func TestSitesPause(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	origin := generatedSource(t, bench.GenOptions{Resources: 5, Packages: 1, Seed: 4, MeanSize: 1 << 10, NoOddNames: true}, bench.ServeOptions{})
+	if code, out, stderr := run(t, "sites", "add", "p", "--source", origin.URL, "--sink", "fs:"+filepath.Join(dir, "m"), "--every", "1d", "--state", db); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, _ := run(t, "sites", "pause", "p", "--state", db); code != ExitOK || !strings.Contains(out, "paused p") {
+		t.Fatalf("sites pause: exit %d\n%s", code, out)
+	}
+	if code, out, _ := run(t, "run", "--due", "--state", db); code != ExitOK || !strings.Contains(out, "no site is due") {
+		t.Errorf("run --due with the only site paused: exit %d\n%s", code, out)
+	}
+	if _, out, _ := run(t, "sites", "list", "--state", db); !strings.Contains(out, "paused") {
+		t.Errorf("sites list does not say paused:\n%s", out)
+	}
+	if code, out, stderr := run(t, "run", "p", "--state", db, "-q"); code != ExitOK {
+		t.Errorf("run p while paused: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, _, _ := run(t, "sites", "resume", "p", "--state", db); code != ExitOK {
+		t.Fatal("sites resume failed")
+	}
+	if _, out, _ := run(t, "sites", "list", "--state", db); strings.Contains(out, "paused") {
+		t.Errorf("sites list still says paused:\n%s", out)
+	}
+	if code, _, stderr := run(t, "sites", "pause", "nope", "--state", db); code != ExitUsage {
+		t.Errorf("pausing an unknown site: exit %d\n%s", code, stderr)
 	}
 }

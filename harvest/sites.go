@@ -360,8 +360,9 @@ type SiteView struct {
 	LastHarvest string `json:"last_harvest,omitempty"`
 	LastStatus  string `json:"last_status,omitempty"`
 	LastRunID   int64  `json:"last_run_id,omitempty"`
-	// NextHarvest is "now" when the site is due.
+	// NextHarvest is "now" when the site is due, "paused" while it is.
 	NextHarvest string `json:"next_harvest"`
+	Paused      bool   `json:"paused,omitempty"`
 }
 
 // ViewOf is s as it is shown, its schedule read in loc.
@@ -373,7 +374,11 @@ func ViewOf(s *site.Site, loc *time.Location) SiteView {
 		}
 		return t.UTC().Format(time.RFC3339)
 	}
+	next := cmp.Or(stamp(s.NextHarvest(loc)), "now")
+	if s.Paused {
+		next = "paused"
+	}
 	return SiteView{Name: d.Name, Schedule: d.Schedule, Source: d.Source, Protocol: d.Protocol, MetadataPrefix: d.MetadataPrefix, Sets: d.Sets,
 		Sinks: d.Sinks, Contact: d.Contact, Notify: d.Notify, LastHarvest: stamp(s.Last), LastStatus: s.LastStatus, LastRunID: s.LastRunID,
-		NextHarvest: cmp.Or(stamp(s.NextHarvest(loc)), "now")}
+		NextHarvest: next, Paused: s.Paused}
 }

@@ -28,6 +28,9 @@ type Site struct {
 	Last       time.Time
 	LastStatus string
 	LastRunID  int64
+	// Paused says the site is never due until resumed (Registry.Pause);
+	// it can still be harvested by name.
+	Paused bool
 }
 
 // New checks the schedule of a site's definition; its error names the
@@ -69,9 +72,9 @@ func (s *Site) RetryAfter(last time.Time, failures int, loc *time.Location) time
 	return last.Add(min(wait, period))
 }
 
-// Due reports whether s is due at now.
+// Due reports whether s is due at now: never while it is paused.
 func (s *Site) Due(now time.Time, loc *time.Location) bool {
-	return !s.NextHarvest(loc).After(now)
+	return !s.Paused && !s.NextHarvest(loc).After(now)
 }
 
 // Store is the site registry as the state keeps it: the part of the state
@@ -83,6 +86,7 @@ type Store interface {
 	PutSite(ctx context.Context, s state.Site) error
 	RemoveSite(ctx context.Context, name string) error
 	SetSiteNext(ctx context.Context, name string, next time.Time) error
+	SetSitePaused(ctx context.Context, name string, paused bool) error
 }
 
 var _ Store = (*state.Store)(nil)
@@ -129,8 +133,19 @@ func fromRow(row state.Site) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Next, s.Last, s.LastStatus, s.LastRunID = row.Next, row.Last, row.LastStatus, row.LastRunID
+	s.Next, s.Last, s.LastStatus, s.LastRunID, s.Paused = row.Next, row.Last, row.LastStatus, row.LastRunID, row.Paused
 	return s, nil
+}
+
+// Pause makes site name never due until Resume; it can still be
+// harvested by name.
+func (r Registry) Pause(ctx context.Context, name string) error {
+	return r.Store.SetSitePaused(ctx, name, true)
+}
+
+// Resume makes a paused site name due again by its schedule.
+func (r Registry) Resume(ctx context.Context, name string) error {
+	return r.Store.SetSitePaused(ctx, name, false)
 }
 
 // definition is s's definition as the state keeps it.

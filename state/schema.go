@@ -323,6 +323,8 @@ CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
 		// 20: a source's runs, newest first, without reading every run
 		// (Snapshot.SiteOf, once per source a publication names).
 		`CREATE INDEX runs_source ON runs (source, id);`,
+		// 21: sites paused (see SetSitePaused).
+		`ALTER TABLE sites ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;`,
 	}
 }
 

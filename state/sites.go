@@ -23,6 +23,8 @@ type Site struct {
 	Last       time.Time
 	LastStatus string
 	LastRunID  int64
+	// Paused says the site is never due until resumed (SetSitePaused).
+	Paused bool
 	// Updated is when the row last changed (Sites fills it).
 	Updated time.Time
 }
@@ -43,6 +45,11 @@ func (s *Store) PutSite(ctx context.Context, site Site) error {
 		return fatal("put site", err)
 	}
 	return nil
+}
+
+// SetSitePaused pauses (never due) or resumes site name.
+func (s *Store) SetSitePaused(ctx context.Context, name string, paused bool) error {
+	return s.updateSite(ctx, name, "paused = ?", boolInt(paused))
 }
 
 // SetSiteNext sets (zero: clears) the explicit next harvest of site name.
@@ -108,7 +115,7 @@ func (s *Store) Site(ctx context.Context, name string) (Site, error) {
 func (s *Store) Sites(ctx context.Context) ([]Site, error) { return s.sites(ctx, "") }
 
 func (s *Store) sites(ctx context.Context, where string, args ...any) ([]Site, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT name, definition, next, last, last_status, last_run_id, updated FROM sites "+where+" ORDER BY name", args...)
+	rows, err := s.r.QueryContext(ctx, "SELECT name, definition, next, last, last_status, last_run_id, updated, paused FROM sites "+where+" ORDER BY name", args...)
 	if err != nil {
 		return nil, fatal("sites", err)
 	}
@@ -119,11 +126,12 @@ func (s *Store) sites(ctx context.Context, where string, args ...any) ([]Site, e
 			st              Site
 			next, last, upd sql.NullString
 			runID           sql.NullInt64
+			paused          int
 		)
-		if err := rows.Scan(&st.Name, &st.Definition, &next, &last, &st.LastStatus, &runID, &upd); err != nil {
+		if err := rows.Scan(&st.Name, &st.Definition, &next, &last, &st.LastStatus, &runID, &upd, &paused); err != nil {
 			return nil, fatal("sites", err)
 		}
-		st.LastRunID = runID.Int64
+		st.LastRunID, st.Paused = runID.Int64, paused != 0
 		for _, f := range []struct {
 			col string
 			v   sql.NullString

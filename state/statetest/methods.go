@@ -791,6 +791,14 @@ func testSites[S Snapshot](t *testing.T, h Harness[S]) {
 	if err != nil || !reflect.DeepEqual(a, want) {
 		t.Errorf("after SiteHarvested, Site = %+v, %v; want %+v (next cleared)", a, err, want)
 	}
+	must(t, st.SetSitePaused(ctx, "a", true))
+	if a, err := st.Site(ctx, "a"); err != nil || !a.Paused {
+		t.Errorf("after SetSitePaused(true), Site = %+v, %v", a, err)
+	}
+	must(t, st.SetSitePaused(ctx, "a", false))
+	if err := st.SetSitePaused(ctx, "nope", true); !errors.Is(err, state.ErrNoSite) {
+		t.Errorf("SetSitePaused(unknown site) = %v, want ErrNoSite", err)
+	}
 	must(t, st.SetSiteNext(ctx, "a", at(3)))
 	must(t, st.SetSiteNext(ctx, "a", time.Time{})) // clears
 	must(t, st.PutSite(ctx, state.Site{Name: "a", Definition: "url: a2"}))

@@ -88,6 +88,7 @@ type Store[S Snapshot] interface {
 	// The site registry.
 	PutSite(ctx context.Context, site state.Site) error
 	SetSiteNext(ctx context.Context, name string, next time.Time) error
+	SetSitePaused(ctx context.Context, name string, paused bool) error
 	SiteHarvested(ctx context.Context, name string, last time.Time, status string, runID int64) error
 	RemoveSite(ctx context.Context, name string) error
 	Site(ctx context.Context, name string) (state.Site, error)
