@@ -69,5 +69,6 @@ func (a *app) catCommand() *cobra.Command {
 	fl.StringVar(&siteName, "site", "", "read from the sinks of this registry site")
 	fl.StringArrayVar(&sinks, "sink", nil, "read from this sink (repeatable)")
 	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	_ = c.RegisterFlagCompletionFunc("site", completeSites(&stateFile))
 	return c
 }

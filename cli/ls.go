@@ -92,6 +92,7 @@ func (a *app) lsCommand() *cobra.Command {
 	fl.StringVar(&siteName, "site", "", "the registry site whose resources are listed")
 	fl.StringVar(&source, "source", "", "the source (its URL, as harvested) whose resources are listed")
 	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	_ = c.RegisterFlagCompletionFunc("site", completeSites(&stateFile))
 	fl.BoolVar(&asJSON, "json", false, "print a JSON array of {uri, length, sha256, lastmod}")
 	return c
 }

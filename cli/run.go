@@ -28,8 +28,9 @@ func (a *app) runCommand() *cobra.Command {
 		rf          reportFlags
 	)
 	c := &cobra.Command{
-		Use:   "run [SITE…]",
-		Short: "Harvest the named sites of the registry now, or every site that is due (--due), several at once",
+		Use:               "run [SITE…]",
+		ValidArgsFunction: completeSites(&stateFile),
+		Short:             "Harvest the named sites of the registry now, or every site that is due (--due), several at once",
 		Long: `Harvests sites of the registry (see "rsharvest sites"): the named ones now, or with --due every site
 whose next harvest has come. Each site is synced as "rsharvest sync" would (a baseline the first time, then
 incremental), --sites-concurrency at a time, each on its own; a site that fails does not stop the others.

@@ -78,9 +78,10 @@ notify): sites not in the file are removed, and applying the same file twice cha
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	var showJSON bool
 	show := &cobra.Command{
-		Use:   "show NAME",
-		Short: "Show a site: its definition (as a registry file holds it) and where its harvests stand",
-		Args:  exactArgs("sites show", "NAME"),
+		Use:               "show NAME",
+		ValidArgsFunction: completeSites(&stateFile),
+		Short:             "Show a site: its definition (as a registry file holds it) and where its harvests stand",
+		Args:              exactArgs("sites show", "NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			var s *site.Site
 			if err := registry(c.Context(), false, func(reg site.Registry) (err error) { s, err = reg.Site(c.Context(), args[0]); return err }); err != nil {
@@ -100,9 +101,10 @@ notify): sites not in the file are removed, and applying the same file twice cha
 	}
 	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
 	remove := &cobra.Command{
-		Use:   "remove NAME",
-		Short: "Remove a site from the registry (what its harvests hold stays in the state and the sinks)",
-		Args:  exactArgs("sites remove", "NAME"),
+		Use:               "remove NAME",
+		ValidArgsFunction: completeSites(&stateFile),
+		Short:             "Remove a site from the registry (what its harvests hold stays in the state and the sinks)",
+		Args:              exactArgs("sites remove", "NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := registry(c.Context(), true, func(reg site.Registry) error { return reg.Remove(c.Context(), args[0]) }); err != nil {
 				return noSite(err)
@@ -151,9 +153,10 @@ notify): sites not in the file are removed, and applying the same file twice cha
 	}
 	pauseResume := func(verb string, paused bool) *cobra.Command {
 		return &cobra.Command{
-			Use:   verb + " NAME",
-			Short: map[bool]string{true: "Pause a site: never due until resumed (it can still be run by name)", false: "Resume a paused site: due again by its schedule"}[paused],
-			Args:  exactArgs("sites "+verb, "NAME"),
+			Use:               verb + " NAME",
+			ValidArgsFunction: completeSites(&stateFile),
+			Short:             map[bool]string{true: "Pause a site: never due until resumed (it can still be run by name)", false: "Resume a paused site: due again by its schedule"}[paused],
+			Args:              exactArgs("sites "+verb, "NAME"),
 			RunE: func(c *cobra.Command, args []string) error {
 				err := registry(c.Context(), true, func(reg site.Registry) error {
 					if paused {
@@ -169,7 +172,9 @@ notify): sites not in the file are removed, and applying the same file twice cha
 			},
 		}
 	}
-	c.AddCommand(a.siteEditCommand("add", registry), a.siteEditCommand("edit", registry), remove, list, show, apply,
+	edit := a.siteEditCommand("edit", registry)
+	edit.ValidArgsFunction = completeSites(&stateFile)
+	c.AddCommand(a.siteEditCommand("add", registry), edit, remove, list, show, apply,
 		pauseResume("pause", true), pauseResume("resume", false))
 	return c
 }

@@ -232,3 +232,21 @@ func TestSitesPause(t *testing.T) {
 		t.Errorf("pausing an unknown site: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestCompleteSiteNames: the shell completion of a site name lists the
+// registry's sites that begin with what was typed.
+func TestCompleteSiteNames(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	for _, name := range []string{"alpha", "alps", "beta"} {
+		if code, out, stderr := run(t, "sites", "add", name, "--source", "http://127.0.0.1:1/"+name, "--sink", "fs:"+filepath.Join(dir, name), "--every", "1d", "--state", db); code != ExitOK {
+			t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+		}
+	}
+	for _, args := range [][]string{{"sites", "show", "--state", db, "al"}, {"run", "--state", db, "al"}, {"ls", "--state", db, "--site", "al"}} {
+		code, out, stderr := run(t, append([]string{"__complete"}, args...)...)
+		if code != ExitOK || !strings.Contains(out, "alpha\n") || !strings.Contains(out, "alps\n") || strings.Contains(out, "beta") {
+			t.Errorf("completion of %q: exit %d:\n%s%s", args, code, out, stderr)
+		}
+	}
+}

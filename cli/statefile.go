@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/rsharvest/rsharvest/state"
+	"github.com/spf13/cobra"
 )
 
 // stateHelp is the help of every command's --state.
@@ -70,4 +73,28 @@ func openStateToRead(ctx context.Context, file string) (*state.Store, error) {
 		return nil, usageError{err}
 	}
 	return st, err
+}
+
+// completeSites completes the name of a registry site of the state file
+// *file (as --state gives it when the completion runs): shell completion
+// of site names.
+func completeSites(file *string) cobra.CompletionFunc {
+	return func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		st, err := openStateToRead(c.Context(), *file)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer st.Close()
+		sites, err := st.Sites(c.Context())
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, s := range sites {
+			if strings.HasPrefix(s.Name, toComplete) && !slices.Contains(args, s.Name) {
+				out = append(out, s.Name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }
