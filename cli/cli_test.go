@@ -278,6 +278,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no scheme", []string{"--source", "127.0.0.1:18431", "--sink", "fs:" + dir}, "want an http(s) URL, such as http://127.0.0.1:18431"},
 		{"a typo'd scheme", []string{"--source", "htp://example.org/", "--sink", "fs:" + dir}, "want an http(s) URL"},
 		{"two sinks in one", []string{"--source", "http://127.0.0.1:1/", "--sink", "fs:./m,s3://x"}, "names two sinks"},
+		{"a bandwidth that is none", []string{"--source", "http://127.0.0.1:1/", "--sink", "fs:" + dir, "--bwlimit", "fast"}, "--bwlimit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, stderr := run(t, append([]string{"baseline", "--state", filepath.Join(dir, "s.db"), "--progress", "none"}, tc.args...)...)
@@ -427,5 +428,26 @@ func TestLs(t *testing.T) {
 	}
 	if code, _, stderr := run(t, "cat", "http://nowhere.example/x", "--sink", "fs:"+filepath.Join(dir, "m")); code != ExitPartial || !strings.Contains(stderr, "no sink holds") {
 		t.Errorf("cat of a URI not held: exit %d:\n%s", code, stderr)
+	}
+}
+
+// TestBwLimit: --bwlimit caps what a harvest receives: every byte arrives,
+// and the report counts the waits the cap imposed.
+func TestBwLimit(t *testing.T) {
+	origin := generatedSource(t, bench.GenOptions{Resources: 20, Packages: 1, Seed: 8, MeanSize: 8 << 10, NoOddNames: true}, bench.ServeOptions{})
+	dir := t.TempDir()
+	rp := filepath.Join(dir, "r.json")
+	code, out, stderr := run(t, "sync", "-q", "--bwlimit", "256k", "--source", origin.URL, "--sink", "fs:"+filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"), "--report", rp)
+	if code != ExitOK || !strings.Contains(out, "20 written") {
+		t.Fatalf("exit %d:\n%s%s", code, out, stderr)
+	}
+	b, _ := os.ReadFile(rp)
+	var rep struct {
+		Fetch struct {
+			Throttled int64 `json:"throttled"`
+		} `json:"fetch"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Fetch.Throttled == 0 {
+		t.Errorf("the report counts no wait the cap imposed (%v):\n%s", err, b)
 	}
 }

@@ -572,6 +572,9 @@ func (b *Body) readAttempt(p []byte) (int, error) {
 		a.watchdog.Stop()
 		if n > 0 {
 			b.c.bytes.Add(int64(n))
+			if terr := b.c.throttle(b.bctx, n); terr != nil {
+				return 0, terr
+			}
 		}
 		if a.skip > 0 {
 			a.skip -= int64(n)

@@ -22,8 +22,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,6 +72,9 @@ type Options struct {
 	Rate float64
 	// Burst is the token bucket size. Default max(1, int(Rate)).
 	Burst int
+	// Bandwidth caps the body bytes received per second, all requests
+	// together (--bwlimit); <= 0 means unlimited.
+	Bandwidth float64
 	// Retries is the number of consecutive failed attempts tolerated after
 	// the first one before giving up. Zero means DefaultRetries; a
 	// negative value means no retries at all. The counter restarts after an
@@ -147,6 +152,8 @@ type Stats struct {
 	Restarts int64
 	// BytesDownloaded counts body bytes received, discarded ones included.
 	BytesDownloaded int64
+	// Throttled counts the waits the bandwidth limit imposed.
+	Throttled int64
 }
 
 // Client is an HTTP client for documents, packages and resources. It is safe
@@ -163,8 +170,10 @@ type Client struct {
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
+	// bw caps the body bytes per second (Options.Bandwidth), or nil.
+	bw *rate.Limiter
 
-	requests, retried, resumes, restarts, bytes atomic.Int64
+	requests, retried, resumes, restarts, bytes, throttled atomic.Int64
 }
 
 // New returns a Client configured by opts (see Options for the defaults).
@@ -214,8 +223,33 @@ func New(opts Options) *Client {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	if opts.Bandwidth > 0 {
+		c.bw = rate.NewLimiter(rate.Limit(opts.Bandwidth), max(int(opts.Bandwidth/4), bandwidthBurst))
+	}
 	c.hc = &http.Client{Transport: opts.Transport, CheckRedirect: c.checkRedirect}
 	return c
+}
+
+// bandwidthBurst is the least burst of the bandwidth limit: a read of a
+// body takes at most this many bytes' worth at once.
+const bandwidthBurst = 64 << 10
+
+// throttle waits, when a bandwidth limit is set, until n more body bytes
+// may have been received, or until ctx is done.
+func (c *Client) throttle(ctx context.Context, n int) error {
+	for c.bw != nil && n > 0 {
+		k := min(n, c.bw.Burst())
+		r := c.bw.ReserveN(time.Now(), k)
+		if d := r.Delay(); d > 0 {
+			c.throttled.Add(1)
+			if err := c.sleep(ctx, d); err != nil {
+				r.Cancel()
+				return err
+			}
+		}
+		n -= k
+	}
+	return nil
 }
 
 // budget maps a configured count to an effective one: 0 is the default,
@@ -238,6 +272,7 @@ func (c *Client) Stats() Stats {
 		Resumes:         c.resumes.Load(),
 		Restarts:        c.restarts.Load(),
 		BytesDownloaded: c.bytes.Load(),
+		Throttled:       c.throttled.Load(),
 	}
 }
 
@@ -414,4 +449,33 @@ func isCertError(err error) bool {
 	var he x509.HostnameError
 	var ci x509.CertificateInvalidError
 	return errors.As(err, &cve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
+}
+
+// ParseBandwidth reads a bandwidth as --bwlimit takes it: bytes per second,
+// with an optional unit — k, M, G (powers of 1024, as rclone reads them;
+// KiB, MiB, GiB too) or kB, MB, GB (powers of 1000) — and an optional
+// "/s" ("10M", "500k", "2.5MB/s"). "" and "0" are no limit (0).
+func ParseBandwidth(s string) (float64, error) {
+	t := strings.TrimSuffix(strings.TrimSpace(s), "/s")
+	if t == "" {
+		return 0, nil
+	}
+	mult := 1.0
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+		{"k", 1 << 10}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+	} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSuffix(t, u.suffix), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("bandwidth %q: want bytes per second, such as 10M or 2.5MB/s", s)
+	}
+	return v * mult, nil
 }

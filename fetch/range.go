@@ -358,6 +358,9 @@ func (c *Client) readFull(actx context.Context, cancel context.CancelCauseFunc, 
 		k, err := body.Read(p[n:])
 		n += k
 		c.bytes.Add(int64(k))
+		if terr := c.throttle(actx, k); terr != nil {
+			return n, terr
+		}
 		if n == len(p) {
 			break
 		}

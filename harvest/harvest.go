@@ -198,10 +198,12 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 	if err != nil {
 		return pipeline.Options{}, nil, &InvalidError{err}
 	}
+	bw, _ := fetch.ParseBandwidth(j.BwLimit) // checked by Validate
 	client := fetch.New(fetch.Options{
 		UserAgent:    h.UserAgent,
 		Header:       headers,
 		Rate:         j.Rate,
+		Bandwidth:    bw,
 		Retries:      FetchRetries(j.Retries),
 		StallTimeout: j.StallTimeout,
 		Logger:       log,

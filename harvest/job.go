@@ -67,6 +67,10 @@ type Job struct {
 	// retries of a failed request.
 	Rate    float64
 	Retries int
+	// BwLimit caps the bytes per second received from the source, all
+	// requests together (--bwlimit: "10M", "500k", "2.5MB/s"; "": no cap;
+	// fetch.ParseBandwidth).
+	BwLimit string
 	// Headers are extra request headers, each "Name: value".
 	Headers []string
 	// SpoolDir is where packages are unpacked ("": the system's).
@@ -198,6 +202,9 @@ func (j *Job) Validate() error {
 	}
 	if j.Prefer != "dump" && j.Prefer != "list" {
 		return invalidf("--prefer: want dump or list")
+	}
+	if _, err := fetch.ParseBandwidth(j.BwLimit); err != nil {
+		return invalidf("--bwlimit: %v", err)
 	}
 	if j.Verify != "strongest" && j.Verify != "all" {
 		return invalidf("--verify: want strongest or all")

@@ -592,7 +592,7 @@ func (r *run) finish(ctx context.Context, rep *runreport.Report, runErr error) (
 	rep.Finished = time.Now().UTC()
 	r.rec.fill(rep, r.counts)
 	st := r.opts.Client.Stats()
-	rep.Fetch = runreport.FetchStats{Requests: st.Requests, Retries: st.Retries, Resumes: st.Resumes, Restarts: st.Restarts}
+	rep.Fetch = runreport.FetchStats{Requests: st.Requests, Retries: st.Retries, Resumes: st.Resumes, Restarts: st.Restarts, Throttled: st.Throttled}
 	if rep.Mode == "baseline" {
 		for _, cp := range r.checkpoints {
 			if !cp.Next.IsZero() && (rep.At == nil || cp.Next.Before(*rep.At)) {

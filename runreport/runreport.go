@@ -86,6 +86,8 @@ type FetchStats struct {
 	Retries  int64 `json:"retries"`
 	Resumes  int64 `json:"resumes"`
 	Restarts int64 `json:"restarts"`
+	// Throttled counts the waits --bwlimit imposed.
+	Throttled int64 `json:"throttled,omitempty"`
 }
 
 // Run statuses.
