@@ -70,21 +70,13 @@ func TestSite(t *testing.T) {
 	ctx := context.Background()
 	srv, gen := source(t)
 	mirror := filepath.Join(t.TempDir(), "mirror")
-	sites, err := config.DecodeSites(strings.NewReader(`sites:
+	st, reg := registry(t, `sites:
   - name: demo
     source: `+srv.URL+`
     sinks: [fs:`+mirror+`]
     schedule: every 1d
     concurrency: 2
-`), "sites.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := openStore(t)
-	reg := site.Registry{Store: st}
-	if _, err := reg.Apply(ctx, sites); err != nil {
-		t.Fatal(err)
-	}
+`)
 	s, err := reg.Site(ctx, "demo")
 	if err != nil {
 		t.Fatal(err)
@@ -239,20 +231,12 @@ func TestFailedSiteDueSoon(t *testing.T) {
 	}
 	down := "http://" + ln.Addr().String() + "/"
 	ln.Close()
-	sites, err := config.DecodeSites(strings.NewReader(`sites:
+	st, reg := registry(t, `sites:
   - name: down
     source: `+down+`
     sinks: [fs:`+filepath.Join(t.TempDir(), "m")+`]
     schedule: every 12h
-`), "sites.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := openStore(t)
-	reg := site.Registry{Store: st}
-	if _, err := reg.Apply(ctx, sites); err != nil {
-		t.Fatal(err)
-	}
+`)
 	h := &harvest.Harvester{Store: st, Sinks: sink.Registry{"fs": fs.Open}, Log: slog.New(slog.DiscardHandler)}
 	for i, want := range []time.Duration{5 * time.Minute, 10 * time.Minute, 20 * time.Minute} {
 		s, err := reg.Site(ctx, "down")
@@ -273,4 +257,19 @@ func TestFailedSiteDueSoon(t *testing.T) {
 	if got := s.RetryAfter(last, 12, time.UTC); !got.Equal(last.Add(12 * time.Hour)) {
 		t.Errorf("after 12 failures: due %v, want the period (12h) after %v", got, last)
 	}
+}
+
+// registry is a fresh state store holding the sites of a registry file.
+func registry(t *testing.T, file string) (*state.Store, site.Registry) {
+	t.Helper()
+	sites, err := config.DecodeSites(strings.NewReader(file), "sites.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	reg := site.Registry{Store: st}
+	if _, err := reg.Apply(context.Background(), sites); err != nil {
+		t.Fatal(err)
+	}
+	return st, reg
 }
