@@ -25,6 +25,6 @@ func (a *app) applyConfig(c *cobra.Command, f *syncFlags) error {
 // log settings.
 func (a *app) targets(f *syncFlags) config.Targets {
 	t := f.Job.Targets()
-	t.State, t.Report, t.Progress, t.WaitLock, t.LogLevel, t.LogFormat = &f.state, &f.report, &f.progress, &f.waitLock, &a.logLevel, &a.logFormat
+	t.State, t.Report, t.Progress, t.WaitLock, t.LogLevel, t.LogFormat, t.Quiet = &f.state, &f.report, &f.progress, &f.waitLock, &a.logLevel, &a.logFormat, &a.quiet
 	return t
 }

@@ -36,6 +36,8 @@ type Targets struct {
 	MetadataPrefix   *string        // metadata-prefix
 	Progress         *string        // progress
 	LogLevel         *string        // log-level
+	Quiet            *bool          // quiet
+	BwLimit          *string        // bwlimit
 	LogFormat        *string        // log-format
 }
 
@@ -65,6 +67,8 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setString(t.SpoolDir, f.SpoolDir, "spool-dir", flagSet)
 	setString(t.Progress, f.Progress, "progress", flagSet)
 	setString(t.LogLevel, f.LogLevel, "log-level", flagSet)
+	setString(t.BwLimit, f.BwLimit, "bwlimit", flagSet)
+	setPtr(t.Quiet, f.Quiet, "quiet", flagSet)
 	setString(t.LogFormat, f.LogFormat, "log-format", flagSet)
 	setString(t.Prefer, f.Prefer, "prefer", flagSet)
 	setString(t.Verify, f.Verify, "verify", flagSet)

@@ -21,6 +21,8 @@
 //	wait_lock: 10m                        # a Go duration, or a number of seconds
 //	require_hash: false
 //	verify: strongest                     # strongest, all: the digests of an entry checked
+//	bwlimit: 10M                          # bytes per second received, all requests (10M, 500k, 2.5MB/s)
+//	quiet: false                          # only warnings and errors, no progress
 //	allow_private_addresses: false        # resources may lead to loopback, private, metadata addresses
 //	allow_missing_hash: false             # accepted, no effect
 //	range_parts: 1                        # at least 1
@@ -136,6 +138,11 @@ type File struct {
 	MetadataPrefix string `yaml:"metadata_prefix,omitempty"`
 	// LogLevel is the log level: debug, info, warn or error.
 	LogLevel string `yaml:"log_level,omitempty"`
+	// Quiet logs only warnings and errors and shows no progress (-q).
+	Quiet *bool `yaml:"quiet,omitempty"`
+	// BwLimit caps the bytes per second received (--bwlimit: 10M, 500k,
+	// 2.5MB/s).
+	BwLimit string `yaml:"bwlimit,omitempty"`
 	// LogFormat is the log format: text or json.
 	LogFormat string `yaml:"log_format,omitempty"`
 }

@@ -46,6 +46,8 @@ type raw struct {
 	AllowPrivate      yaml.Node `yaml:"allow_private_addresses"`
 	Progress          yaml.Node `yaml:"progress"`
 	LogLevel          yaml.Node `yaml:"log_level"`
+	Quiet             yaml.Node `yaml:"quiet"`
+	BwLimit           yaml.Node `yaml:"bwlimit"`
 	LogFormat         yaml.Node `yaml:"log_format"`
 	Prefer            yaml.Node `yaml:"prefer"`
 	Set               yaml.Node `yaml:"set"`
@@ -212,6 +214,10 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 		d.f.Progress, err = d.oneOf(key, v, "auto", "bars", "log", "none")
 	case "log_level":
 		d.f.LogLevel, err = d.oneOf(key, v, "debug", "info", "warn", "error")
+	case "quiet":
+		d.f.Quiet, err = d.boolean(key, v)
+	case "bwlimit":
+		d.f.BwLimit, err = d.str(key, v)
 	case "log_format":
 		d.f.LogFormat, err = d.oneOf(key, v, "text", "json")
 	case "prefer":

@@ -138,7 +138,7 @@ func (j *Job) Targets() config.Targets {
 	return config.Targets{
 		Source: &j.Source, SpoolDir: &j.SpoolDir, From: &j.From, Until: &j.Until, Sinks: &j.Sinks, Headers: &j.Headers,
 		Concurrency: &j.Concurrency, Workers: &j.Workers, Retries: &j.Retries, RangeParts: &j.RangeParts, MaxDocumentSize: &j.MaxDocumentSize,
-		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify,
+		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit,
 		AllowPrivate: &j.AllowPrivateAddresses, Prefer: &j.Prefer, Sets: &j.Sets, Protocol: &j.Protocol, MetadataPrefix: &j.MetadataPrefix,
 	}
 }

@@ -53,7 +53,7 @@ var allowed = []struct {
 	{"publish/fromes", []string{"publish", "sink", "sink/es", "state", "errclass", "fixity", "internal/retry"}},
 	{"publish", []string{"errclass", "fixity", "internal/flock", "manifest", "sink", "sink/fs", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "sink", "source", "state", "unzip", "runreport"}},
-	{"harvest", []string{"config", "daemon", "errclass", "fetch", "harvestlog", "manifest", "pipeline", "report", "sink", "site", "source", "source/oaipmh", "source/protocols", "state", "runreport"}},
+	{"harvest", []string{"config", "daemon", "errclass", "fetch", "fixity", "harvestlog", "manifest", "pipeline", "report", "sink", "site", "source", "source/oaipmh", "source/protocols", "state", "runreport"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "source", "source/resourcesync", "state", "unzip", "errclass", "fixity", "manifest", "runreport"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},
 	{"harvestlog", []string{"state", "runreport"}},
