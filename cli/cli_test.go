@@ -356,6 +356,10 @@ func TestInterruptedRun(t *testing.T) {
 func TestHelpNamesEverything(t *testing.T) {
 	_, root, _ := run(t, "--help")
 	_, baseline, _ := run(t, "baseline", "--help")
+	_, oai, _ := run(t, "--help")
+	if !strings.Contains(oai, "one record (record)") {
+		t.Errorf("the root help's line for oai leaves out record:\n%s", oai)
+	}
 	for _, want := range []struct{ in, text string }{
 		{root, "OAI-PMH"}, {root, "ResourceSync"},
 		{baseline, "OAI-PMH repository's base URL"},

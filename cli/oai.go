@@ -28,7 +28,7 @@ func (a *app) oaiCommand() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "oai",
-		Short: "Ask an OAI-PMH repository what it is (identify), which metadata formats it offers (formats) and its sets (sets)",
+		Short: "Ask an OAI-PMH repository what it is (identify), which metadata formats it offers (formats), its sets (sets) and one record (record)",
 	}
 	// sub is one subcommand: use names its arguments after the base URL;
 	// what ask returns is printed as JSON or as its text form.

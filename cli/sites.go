@@ -184,11 +184,14 @@ notify): sites not in the file are removed, and applying the same file twice cha
 // flags give.
 func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, func(site.Registry) error) error) *cobra.Command {
 	var (
-		def     config.Site
-		headers []string
-		every   string
-		cron    string
-		next    string
+		def         config.Site
+		headers     []string
+		every       string
+		cron        string
+		next        string
+		rate        float64
+		concurrency int
+		requireHash bool
 	)
 	c := &cobra.Command{
 		Use:   verb + " NAME",
@@ -221,6 +224,15 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 				}
 				if changed("set") {
 					s.Sets = def.Sets
+				}
+				if changed("rate") {
+					s.Rate = &rate
+				}
+				if changed("concurrency") {
+					s.Concurrency = &concurrency
+				}
+				if changed("require-hash") {
+					s.RequireHash = &requireHash
 				}
 				if changed("sink") {
 					// A mirror is where the command said, whatever
@@ -292,6 +304,9 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 	fl.StringVar(&cron, "cron", "", `harvest at the times of a cron expression ("0 3 * * *", "@daily")`)
 	fl.StringVar(&def.Contact, "contact", "", "the e-mail address the site's reports go to")
 	fl.StringVar(&def.Notify, "notify", "", "when the contact hears of a harvest: always, on_error, on_change (default always)")
+	fl.Float64Var(&rate, "rate", 0, "requests per second per host (0: unlimited)")
+	fl.IntVar(&concurrency, "concurrency", 0, "packages downloaded and unpacked at once (default 4); with lists, resource requests in flight (default 16)")
+	fl.BoolVar(&requireHash, "require-hash", false, "refuse resources that give no md5, sha-1, sha-256 or sha-512")
 	fl.StringVar(&next, "next", "", "the next harvest: now, or a W3C datetime (default: derived from the last harvest and the schedule)")
 	return c
 }

@@ -250,3 +250,23 @@ func TestCompleteSiteNames(t *testing.T) {
 		}
 	}
 }
+
+// TestSitesAddHarvestSettings: sites add and edit take --rate,
+// --concurrency and --require-hash, as a registry file's keys.
+func TestSitesAddHarvestSettings(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	if code, out, stderr := run(t, "sites", "add", "a", "--source", "http://127.0.0.1:1/a", "--sink", "fs:"+filepath.Join(dir, "m"), "--every", "1d",
+		"--rate", "2.5", "--concurrency", "3", "--require-hash", "--state", db); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := run(t, "sites", "show", "a", "--state", db)
+	for _, want := range []string{"rate: 2.5", "concurrency: 3", "require_hash: true"} {
+		if code != ExitOK || !strings.Contains(out, want) {
+			t.Errorf("sites show lacks %q: exit %d\n%s%s", want, code, out, stderr)
+		}
+	}
+	if code, _, stderr := run(t, "sites", "edit", "a", "--concurrency", "0", "--state", db); code != ExitUsage {
+		t.Errorf("a concurrency of 0: exit %d, want %d\n%s", code, ExitUsage, stderr)
+	}
+}
