@@ -47,6 +47,7 @@ func prepareStateFile(file string) error {
 
 // siteState opens the state file of a registry command: to read only (a
 // missing file a usage error) or to write (created where it is missing).
+// A file that is not a state store is a usage error (exitCode).
 func (a *app) siteState(ctx context.Context, file string, write bool) (*state.Store, error) {
 	if !write {
 		return openStateToRead(ctx, file)
@@ -54,25 +55,16 @@ func (a *app) siteState(ctx context.Context, file string, write bool) (*state.St
 	if err := prepareStateFile(file); err != nil {
 		return nil, err
 	}
-	st, err := state.Open(ctx, file)
-	if errors.Is(err, state.ErrNotStateFile) {
-		return nil, usageError{err}
-	}
-	return st, err
+	return state.Open(ctx, file)
 }
 
 // openStateToRead opens the state file of a command that only reads it:
-// a missing file is a usage error, never created, and so is a file that
-// is not a state store.
+// a missing file is a usage error, never created.
 func openStateToRead(ctx context.Context, file string) (*state.Store, error) {
 	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
 		return nil, usagef("no state file at %s: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
 	}
-	st, err := state.Open(ctx, file)
-	if errors.Is(err, state.ErrNotStateFile) {
-		return nil, usageError{err}
-	}
-	return st, err
+	return state.Open(ctx, file)
 }
 
 // completeSites completes the name of a registry site of the state file

@@ -3,10 +3,9 @@ package harness
 import (
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/rsharvest/rsharvest/fetch"
 	"golang.org/x/time/rate"
 )
 
@@ -96,30 +95,13 @@ func (t *throttled) Flush() {
 func (t *throttled) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // ParseRate parses a link rate such as "50MB/s", "1.5GB/s", "800KiB/s" or
-// "1000000" (bytes per second; the "/s" is optional). KB, MB and GB are
-// powers of 1000, KiB, MiB and GiB of 1024. "" and "0" mean unlimited (0).
+// "1000000" (bytes per second; the "/s" is optional), as --bwlimit reads a
+// bandwidth (fetch.ParseBandwidth): KB, MB and GB are powers of 1000, KiB,
+// MiB and GiB of 1024. "" and "0" mean unlimited (0).
 func ParseRate(s string) (float64, error) {
-	t := strings.TrimSuffix(strings.TrimSpace(s), "/s")
-	if t == "" {
-		return 0, nil
+	v, err := fetch.ParseBandwidth(s)
+	if err != nil {
+		return 0, fmt.Errorf("harness: %w", err)
 	}
-	units := []struct {
-		suffix string
-		mult   float64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"kB", 1e3}, {"B", 1},
-	}
-	mult := 1.0
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("harness: rate %q: want e.g. 50MB/s", s)
-	}
-	return v * mult, nil
+	return v, nil
 }
