@@ -139,6 +139,10 @@ type Options struct {
 	SinkBackoff time.Duration
 	// Counts, when set, receives the live counters (for progress display).
 	Counts *Counts
+	// LiveEvery is how often a running run's counts so far are written to
+	// its report in the state (Store.RunProgress), for a status page to
+	// show (default 5 s; negative: never).
+	LiveEvery time.Duration
 	// Logger receives the run's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -179,6 +183,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Counts == nil {
 		o.Counts = &Counts{}
+	}
+	if o.LiveEvery == 0 {
+		o.LiveEvery = 5 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -248,6 +255,9 @@ type run struct {
 	// mode is what the run does with what its plan names: delivering
 	// (a harvest), or an audit's listing (see strategy).
 	mode strategy
+
+	// stopLive stops writing the counts so far to the state (see live).
+	stopLive func()
 }
 
 // boundSink is a sink with a semaphore of its declared concurrency.
@@ -321,7 +331,42 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 			r.fresh = newFreshFilter()
 		}
 	}
+	r.stopLive = r.live(ctx, *rep)
 	return nil
+}
+
+// live writes the run's counts so far to its report in the state every
+// Options.LiveEvery, from a goroutine of its own, until the returned
+// function is called (which waits for it). head is the report as begun.
+func (r *run) live(ctx context.Context, head runreport.Report) (stop func()) {
+	if r.opts.LiveEvery < 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(r.opts.LiveEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rep := head
+			r.rec.fill(&rep, r.counts)
+			rep.Failures, rep.Skips = nil, nil // counts only
+			js, err := json.Marshal(rep)
+			if err == nil {
+				err = r.opts.Store.RunProgress(ctx, r.runID, js)
+			}
+			if err != nil && ctx.Err() == nil {
+				r.log.Debug("the counts so far could not be recorded", "error", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // anySet stands for every resource set when a failure's set is unknown.
@@ -589,6 +634,7 @@ func (r *run) send(ctx context.Context, res result) error {
 
 // finish closes the run: status, state, report.
 func (r *run) finish(ctx context.Context, rep *runreport.Report, runErr error) (*runreport.Report, error) {
+	r.stopLive()
 	rep.Finished = time.Now().UTC()
 	r.rec.fill(rep, r.counts)
 	st := r.opts.Client.Stats()

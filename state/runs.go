@@ -92,6 +92,29 @@ func (s *Store) FinishRun(ctx context.Context, id int64, finished time.Time, sta
 	return nil
 }
 
+// RunProgress records report, a JSON report of the counts so far, on run
+// id while it is running (a page shows a harvest's live counts); a run
+// that has finished is left as it is. A run id that does not exist gives
+// an error wrapping ErrNotFound.
+func (s *Store) RunProgress(ctx context.Context, id int64, report []byte) error {
+	rep, err := reportArg(report)
+	if err != nil {
+		return fatal("run progress", err)
+	}
+	res, err := s.w.ExecContext(ctx, "UPDATE runs SET report = ? WHERE id = ? AND status = ?", rep, id, StatusRunning)
+	if err != nil {
+		return fatal("run progress", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fatal("run progress", err)
+	} else if n == 0 {
+		if _, err := s.Run(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func reportArg(report []byte) (any, error) {
 	if report == nil {
 		return nil, nil

@@ -117,7 +117,15 @@ func testRuns[S Snapshot](t *testing.T, h Harness[S]) {
 		t.Errorf("Run(%d) = %+v, %v; want Started now and no report", id2, got, err)
 	}
 
+	must(t, st.RunProgress(ctx, id1, []byte(`{"written":3}`)))
+	if got, err := st.Run(ctx, id1); err != nil || string(got.Report) != `{"written":3}` || got.Status != state.StatusRunning {
+		t.Errorf("Run(%d) after RunProgress = %+v, %v; want the report so far, still running", id1, got, err)
+	}
 	must(t, st.FinishRun(ctx, id1, at(2), "partial", nil))
+	must(t, st.RunProgress(ctx, id1, []byte(`{"written":4}`))) // finished: left alone
+	if got, err := st.Run(ctx, id1); err != nil || got.Report != nil {
+		t.Errorf("RunProgress changed a finished run: %+v, %v", got, err)
+	}
 	must(t, st.FinishRun(ctx, id1, at(3), "ok", []byte(`{"y":2}`))) // again: overwrites
 	want.Finished, want.Status, want.Report = at(3), "ok", []byte(`{"y":2}`)
 	if got, err := st.Run(ctx, id1); err != nil || !reflect.DeepEqual(got, want) {
@@ -129,6 +137,7 @@ func testRuns[S Snapshot](t *testing.T, h Harness[S]) {
 		err  error
 	}{
 		{"FinishRun(unknown)", st.FinishRun(ctx, 9999, at(3), "ok", nil)},
+		{"RunProgress(unknown)", st.RunProgress(ctx, 9999, nil)},
 		{"Run(unknown)", func() error { _, err := st.Run(ctx, 9999); return err }()},
 	} {
 		wantFatal(t, tc.name, tc.err)
@@ -142,6 +151,7 @@ func testRuns[S Snapshot](t *testing.T, h Harness[S]) {
 	}{
 		{"FinishRun(empty status)", st.FinishRun(ctx, id1, at(3), "", nil)},
 		{"FinishRun(bad JSON)", st.FinishRun(ctx, id1, at(3), "failed", []byte("{"))},
+		{"RunProgress(bad JSON)", st.RunProgress(ctx, id1, []byte("{"))},
 		{"FinishRun(year 10000)", st.FinishRun(ctx, id1, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "failed", nil)},
 		{"BeginRun(bad JSON)", func() error { _, err := st.BeginRun(ctx, state.Run{Report: []byte("nope")}); return err }()},
 		{"BeginRun(year -1)", func() error {

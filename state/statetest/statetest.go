@@ -51,6 +51,7 @@ type Store[S Snapshot] interface {
 	// The harvest log.
 	BeginRun(ctx context.Context, r state.Run) (int64, error)
 	FinishRun(ctx context.Context, id int64, finished time.Time, status string, report []byte) error
+	RunProgress(ctx context.Context, id int64, report []byte) error
 	Run(ctx context.Context, id int64) (state.Run, error)
 	Runs(ctx context.Context, limit int) ([]state.Run, error)
 	RunsSince(ctx context.Context, since time.Time, site string) ([]state.Run, error)
