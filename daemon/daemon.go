@@ -82,6 +82,9 @@ type Options struct {
 	Loc *time.Location
 	// Log takes the daemon's log (nil: discarded).
 	Log *slog.Logger
+	// Wake, when set, makes the daemon read the registry for due sites at
+	// once at each receive, as every Tick (an operator's "harvest now").
+	Wake <-chan struct{}
 }
 
 // harvestArgs is a site's harvest job.
@@ -199,7 +202,15 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return errclass.Fatalf("daemon: start: %w", err)
 	}
-	<-ctx.Done()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-opts.Wake:
+			if _, err := client.Insert(ctx, scheduleArgs{}, nil); err != nil && ctx.Err() == nil {
+				log.Warn("the registry could not be read at once; it is at the next tick", "error", err)
+			}
+		}
+	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	if err := client.StopAndCancel(stopCtx); err != nil {

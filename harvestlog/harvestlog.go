@@ -61,6 +61,9 @@ const (
 	HarvestBegun = "harvest begun"
 	HarvestEnded = "harvest ended"
 	Failed       = "failed"
+	// Action is an operator's action on a site (harvest.Action), with who
+	// asked in its message.
+	Action = "action"
 )
 
 // Read reads the harvest log of st since since (zero: all), of site only
