@@ -61,7 +61,21 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 			if err != nil {
 				return err
 			}
-			stopPage, err := serveStatus(ctx, st, listen, log)
+			h, done := a.sitesHarvester(st)
+			// An operator's action on the page wakes the daemon: a
+			// "harvest now" starts at once.
+			wake := make(chan struct{}, 1)
+			act := func(ctx context.Context, ac harvest.Action) error {
+				if err := h.Act(ctx, ac); err != nil {
+					return err
+				}
+				select {
+				case wake <- struct{}{}:
+				default: // a wake is pending already
+				}
+				return nil
+			}
+			stopPage, err := serveStatus(ctx, st, listen, act, log)
 			if err != nil {
 				return err
 			}
@@ -88,9 +102,8 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 				defer stopPub(context.WithoutCancel(ctx))
 			}
 			log.Info("daemon started", "state", stateFile, "tick", tick, "sites-concurrency", concurrency)
-			h, done := a.sitesHarvester(st)
 			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done,
-				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, Tick: tick}}
+				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, Tick: tick, Wake: wake}}
 			if pub != nil {
 				o.Publish = func(ctx context.Context) error { _, err := pub.Run(ctx); return err }
 			}
@@ -108,7 +121,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
-	fl.StringVar(&listen, "listen", "127.0.0.1:8474", `serve the status page, /metrics and /healthz here ("": not at all); the page and /metrics need $RSHARVEST_STATUS_TOKEN (a bearer token) or $RSHARVEST_STATUS_USER and $RSHARVEST_STATUS_PASSWORD, and without them only /healthz answers`)
+	fl.StringVar(&listen, "listen", "127.0.0.1:8474", `serve the status page, /metrics and /healthz here ("": not at all); an operator, who may also act (harvest now, pause, resume, change a schedule), is $RSHARVEST_STATUS_TOKEN (a bearer token) or $RSHARVEST_STATUS_USER and $RSHARVEST_STATUS_PASSWORD; a viewer, who only sees, $RSHARVEST_STATUS_VIEWER_TOKEN or $RSHARVEST_STATUS_VIEWER_USER and $RSHARVEST_STATUS_VIEWER_PASSWORD; without any, only /healthz answers`)
 	fl.StringVar(&jobsDB, "jobs-db", "", `keep the jobs in this PostgreSQL database (postgres://user@host:port/db; the password from $PGPASSWORD or ~/.pgpass) instead of the state file`)
 	fl.StringVar(&jobsSchema, "jobs-schema", "rsharvest", "with --jobs-db: the schema of this registry's jobs (made when absent)")
 	rf.register(c)
@@ -118,14 +131,15 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 }
 
 // serveStatus serves the status page on listen (package status) until
-// the returned function is called. Without credentials it serves nothing
-// and says so.
-func serveStatus(ctx context.Context, st *state.Store, listen string, log *slog.Logger) (func(), error) {
+// the returned function is called, with act doing an operator's actions.
+// Without credentials it serves /healthz alone and says so.
+func serveStatus(ctx context.Context, st *state.Store, listen string, act func(context.Context, harvest.Action) error, log *slog.Logger) (func(), error) {
 	if listen == "" {
 		return func() {}, nil
 	}
-	opts := status.Options{Store: st, Token: os.Getenv("RSHARVEST_STATUS_TOKEN"),
-		User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")}
+	opts := status.Options{Store: st, Act: act,
+		Operator: status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")},
+		Viewer:   status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_VIEWER_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_VIEWER_USER"), Password: os.Getenv("RSHARVEST_STATUS_VIEWER_PASSWORD")}}
 	if !opts.HasAuth() {
 		log.Warn("only /healthz is served: set RSHARVEST_STATUS_TOKEN, or RSHARVEST_STATUS_USER and RSHARVEST_STATUS_PASSWORD, for the status page and /metrics")
 	}

@@ -1,18 +1,23 @@
-// Package status serves what the daemon does, over HTTP (issue 14): a
-// small HTML status page — the sites with their last status, counts and
-// next harvest; a site's recent runs; a run's detail log — behind
-// authentication (a bearer token, or a user and password), the
-// Prometheus metrics of the harvests at /metrics (behind it too), and
-// /healthz. Everything is read from the state store at each request.
+// Package status serves what the daemon does, over HTTP (issues 14, 30):
+// a small HTML status page — the sites with their last status, counts and
+// next harvest, a harvest under way with its counts so far; a site's
+// recent runs and harvest log, with an operator's actions (harvest now,
+// pause, resume, change the schedule); a run's detail log — behind
+// authentication (an operator's or a viewer's bearer token, or user and
+// password), the Prometheus metrics of the harvests at /metrics (behind
+// it too), and /healthz. Everything is read from the state store at each
+// request.
 package status
 
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
+	"crypto/hmac"
+	"crypto/rand"
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -21,33 +26,41 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
 
-// Options configure Handler. A Token, or a User and Password, is
-// required: the page is never served without authentication.
+// Options configure Handler. Operator or Viewer credentials are
+// required: the pages are never served without authentication.
 type Options struct {
 	Store *state.Store
-	// Token is accepted as "Authorization: Bearer TOKEN".
-	Token string
-	// User and Password are accepted as HTTP basic authentication.
-	User, Password string
+	// Operator may see everything and act (Act); Viewer may only see.
+	Operator, Viewer Credentials
+	// Act does what an operator asks of a site (harvest.Harvester.Act,
+	// and the daemon woken); nil: the pages offer no actions.
+	Act func(ctx context.Context, a harvest.Action) error
 	// Loc is the zone schedules are read in (default time.Local).
 	Loc *time.Location
 }
 
 // HasAuth reports whether opts configure credentials: without them only
 // /healthz is served.
-func (opts Options) HasAuth() bool {
-	return opts.Token != "" || (opts.User != "" && opts.Password != "")
-}
+func (opts Options) HasAuth() bool { return opts.Operator.IsSet() || opts.Viewer.IsSet() }
 
 // Handler returns the status page's handler. /healthz answers "ok"
 // without credentials (a liveness probe needs no secret) and says nothing
 // else; without credentials configured every other page answers 403.
+//
+// An operator's POSTs to /site/NAME/ACTION (harvest, pause, resume,
+// schedule) act through opts.Act; they need the CSRF token of the forms
+// served to that operator, and a cross-origin one is refused
+// (http.CrossOriginProtection); a viewer's are refused. Every response
+// forbids framing and scripts (Content-Security-Policy, X-Frame-Options);
+// credentials are compared in constant time, and a client's failed
+// attempts are rate limited.
 func Handler(opts Options) (http.Handler, error) {
 	health := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }
 	if !opts.HasAuth() {
@@ -56,49 +69,40 @@ func Handler(opts Options) (http.Handler, error) {
 		mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "the status page is not served: no credentials are configured", http.StatusForbidden)
 		})
-		return mux, nil
+		return secure(mux), nil
 	}
 	if opts.Loc == nil {
 		opts.Loc = time.Local
 	}
-	p := &pages{opts: opts}
+	p := &pages{opts: opts, secret: make([]byte, 32)}
+	if _, err := rand.Read(p.secret); err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&collector{p: p}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", health)
+	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		_, _ = w.Write([]byte(style))
+	})
 	mux.Handle("GET /metrics", p.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /{$}", p.auth(http.HandlerFunc(p.sites)))
 	mux.Handle("GET /site/{name}", p.auth(http.HandlerFunc(p.site)))
 	mux.Handle("GET /run/{id}", p.auth(http.HandlerFunc(p.run)))
-	return mux, nil
+	mux.Handle("POST /site/{name}/{action}", http.NewCrossOriginProtection().Handler(p.auth(http.HandlerFunc(p.act))))
+	return secure(mux), nil
 }
 
-type pages struct{ opts Options }
-
-// auth refuses a request without the configured credentials.
-func (p *pages) auth(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok := false
-		if p.opts.Token != "" {
-			got := r.Header.Get("Authorization")
-			ok = subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+p.opts.Token)) == 1
-		}
-		if !ok && p.opts.User != "" {
-			u, pw, has := r.BasicAuth()
-			ok = has && subtle.ConstantTimeCompare([]byte(u), []byte(p.opts.User)) == 1 && subtle.ConstantTimeCompare([]byte(pw), []byte(p.opts.Password)) == 1
-		}
-		if !ok {
-			if p.opts.User != "" {
-				w.Header().Set("WWW-Authenticate", `Basic realm="rsharvest"`)
-			}
-			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+type pages struct {
+	opts Options
+	// secret keys the CSRF tokens; made anew for each handler.
+	secret   []byte
+	failures failures
 }
 
-// runView is a run as the pages show it.
+// runView is a run as the pages show it: a running run's counts are
+// those it has recorded so far.
 type runView struct {
 	state.Run
 	Written, Deleted, Unchanged, Failed int64
@@ -122,8 +126,30 @@ type siteView struct {
 	Next    time.Time
 	LastRun *runView
 	// Running is a harvest of the site under way, begun since its last
-	// one (nil: none).
-	Running *state.Run
+	// one, with its counts so far (nil: none).
+	Running *runView
+}
+
+// view returns s as the pages show it.
+func (p *pages) view(ctx context.Context, s *site.Site) (siteView, error) {
+	v := siteView{Site: s, Next: s.NextHarvest(p.opts.Loc)}
+	runs, err := p.opts.Store.RunsSince(ctx, s.Last, s.Name)
+	if err != nil {
+		return v, err
+	}
+	for i := range runs {
+		if runs[i].Status == state.StatusRunning {
+			rv := newRunView(runs[i])
+			v.Running = &rv
+		}
+	}
+	if s.LastRunID > 0 {
+		if r, err := p.opts.Store.Run(ctx, s.LastRunID); err == nil {
+			rv := newRunView(r)
+			v.LastRun = &rv
+		}
+	}
+	return v, nil
 }
 
 func (p *pages) siteViews(ctx context.Context) ([]siteView, error) {
@@ -133,21 +159,9 @@ func (p *pages) siteViews(ctx context.Context) ([]siteView, error) {
 	}
 	out := make([]siteView, 0, len(sites))
 	for _, s := range sites {
-		v := siteView{Site: s, Next: s.NextHarvest(p.opts.Loc)}
-		runs, err := p.opts.Store.RunsSince(ctx, s.Last, s.Name)
+		v, err := p.view(ctx, s)
 		if err != nil {
 			return nil, err
-		}
-		for i := range runs {
-			if runs[i].Status == state.StatusRunning {
-				v.Running = &runs[i]
-			}
-		}
-		if s.LastRunID > 0 {
-			if r, err := p.opts.Store.Run(ctx, s.LastRunID); err == nil {
-				rv := newRunView(r)
-				v.LastRun = &rv
-			}
 		}
 		out = append(out, v)
 	}
@@ -160,8 +174,12 @@ func (p *pages) sites(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	render(w, "sites", map[string]any{"Sites": views, "Now": time.Now()})
+	render(w, "sites", map[string]any{"Sites": views, "Who": who(r)})
 }
+
+// shownEvents is how many of a site's latest harvest log events its page
+// shows.
+const shownEvents = 20
 
 func (p *pages) site(w http.ResponseWriter, r *http.Request) {
 	s, err := site.Registry{Store: p.opts.Store}.Site(r.Context(), r.PathValue("name"))
@@ -169,6 +187,11 @@ func (p *pages) site(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	} else if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	v, err := p.view(r.Context(), s)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -182,7 +205,15 @@ func (p *pages) site(w http.ResponseWriter, r *http.Request) {
 	for _, run := range runs[:min(len(runs), 50)] {
 		views = append(views, newRunView(run))
 	}
-	render(w, "site", map[string]any{"Site": siteView{Site: s, Next: s.NextHarvest(p.opts.Loc)}, "Runs": views})
+	events, err := p.opts.Store.Events(r.Context(), time.Time{}, s.Name)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	slices.Reverse(events)
+	id := who(r)
+	render(w, "site", map[string]any{"Site": v, "Runs": views, "Events": events[:min(len(events), shownEvents)],
+		"Who": id, "CanAct": id.role == roleOperator && p.opts.Act != nil, "CSRF": p.csrfToken(id)})
 }
 
 func (p *pages) run(w http.ResponseWriter, r *http.Request) {
@@ -204,7 +235,43 @@ func (p *pages) run(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	render(w, "run", map[string]any{"Run": newRunView(run), "Failures": fails})
+	render(w, "run", map[string]any{"Run": newRunView(run), "Failures": fails, "Who": who(r)})
+}
+
+// act does an operator's action on a site: POST /site/NAME/ACTION with
+// the form's CSRF token (and, for schedule, the field schedule); then
+// back to the site's page.
+func (p *pages) act(w http.ResponseWriter, r *http.Request) {
+	id := who(r)
+	if id.role != roleOperator {
+		http.Error(w, "a viewer cannot act: an operator's credentials are needed", http.StatusForbidden)
+		return
+	}
+	if p.opts.Act == nil {
+		http.Error(w, "actions are not served here", http.StatusNotFound)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(p.csrfToken(id))) {
+		http.Error(w, "the form's token is missing or wrong: reload the page and try again", http.StatusForbidden)
+		return
+	}
+	name := r.PathValue("name")
+	err := p.opts.Act(r.Context(), harvest.Action{Site: name, Verb: r.PathValue("action"), Schedule: r.PostForm.Get("schedule"), Who: id.String()})
+	switch {
+	case errors.Is(err, state.ErrNoSite):
+		http.NotFound(w, r)
+	case harvest.IsInvalid(err):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	default:
+		http.Redirect(w, r, "/site/"+url.PathEscape(name), http.StatusSeeOther)
+	}
 }
 
 func render(w http.ResponseWriter, name string, data any) {
@@ -218,7 +285,21 @@ func render(w http.ResponseWriter, name string, data any) {
 	_, _ = w.Write(b.Bytes())
 }
 
+// style is the pages' style sheet, served at /style.css (the pages'
+// Content-Security-Policy allows no inline style).
+const style = `body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}
+.ok{color:#060}.running{color:#036}.partial,.paused{color:#a60}.failed,.interrupted,.error{color:#b00}form{display:inline;margin-right:1em}
+header{display:flex;justify-content:space-between}
+`
+
 var pageT = template.Must(template.New("").Funcs(map[string]any{
+	"dict": func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	},
 	"when": func(t time.Time) string {
 		if t.IsZero() {
 			return "now"
@@ -231,22 +312,33 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 		}
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
-}).Parse(`{{define "head"}}<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="15"><title>rsharvest{{if .}} – {{.}}{{end}}</title>
-<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}
-.ok{color:#060}.running{color:#036}.partial{color:#a60}.failed,.interrupted,.error{color:#b00}</style></head><body>
-<nav><a href="/">sites</a></nav>{{end}}
-{{define "sites"}}{{template "head" ""}}<h1>Sites</h1>
+}).Parse(`{{define "head"}}<!doctype html><html lang="en"><head><meta charset="utf-8">{{if .Refresh}}<meta http-equiv="refresh" content="15">{{end}}<title>rsharvest{{if .Title}} – {{.Title}}{{end}}</title>
+<link rel="stylesheet" href="/style.css"></head><body>
+<header><nav><a href="/">sites</a></nav><span id="who">{{.Who}}</span></header>{{end}}
+{{define "running"}}<span class="running">running since {{ago .Started}}: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed</span>{{end}}
+{{define "sites"}}{{template "head" (dict "Title" "" "Refresh" true "Who" .Who)}}<h1>Sites</h1>
 <table id="sites"><tr><th>site</th><th>schedule</th><th>last harvest</th><th>status</th><th>written</th><th>deleted</th><th>failed</th><th>next harvest</th></tr>
 {{range .Sites}}<tr class="site" data-site="{{.Name}}"><td><a href="/site/{{.Name}}">{{.Name}}</a></td><td>{{.When}}</td><td>{{ago .Last}}</td>
-{{if .Running}}<td class="running">running since {{ago .Running.Started}}</td>{{else}}<td class="{{.LastStatus}}">{{if .LastStatus}}{{.LastStatus}}{{else}}-{{end}}{{with .LastRun}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}{{end}}</td>{{end}}
-<td>{{with .LastRun}}{{.Written}}{{end}}</td><td>{{with .LastRun}}{{.Deleted}}{{end}}</td><td>{{with .LastRun}}{{.Failed}}{{end}}</td><td>{{when .Next}}</td></tr>
+{{if .Running}}<td>{{template "running" .Running}}</td>{{else}}<td class="{{.LastStatus}}">{{if .LastStatus}}{{.LastStatus}}{{else}}-{{end}}{{with .LastRun}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}{{end}}</td>{{end}}
+<td>{{with .LastRun}}{{.Written}}{{end}}</td><td>{{with .LastRun}}{{.Deleted}}{{end}}</td><td>{{with .LastRun}}{{.Failed}}{{end}}</td><td>{{if .Paused}}<span class="paused">paused</span>{{else}}{{when .Next}}{{end}}</td></tr>
 {{end}}</table></body></html>{{end}}
-{{define "site"}}{{template "head" .Site.Name}}<h1>{{.Site.Name}}</h1><p>{{.Site.Source}} · {{.Site.When}} · next harvest {{when .Site.Next}}</p>
-<table id="runs"><tr><th>run</th><th>mode</th><th>began</th><th>status</th><th>written</th><th>deleted</th><th>unchanged</th><th>failed</th></tr>
+{{define "site"}}{{template "head" (dict "Title" .Site.Name "Refresh" .Site.Running "Who" .Who)}}<h1>{{.Site.Name}}</h1>
+<p>{{.Site.Source}} · {{.Site.When}} · next harvest <span id="next">{{if .Site.Paused}}<span class="paused">paused</span>{{else}}{{when .Site.Next}}{{end}}</span></p>
+<p id="state">{{with .Site.Running}}{{template "running" .}}{{else}}{{with .Site.LastRun}}last harvest <span class="{{.Status}}">{{.Status}}</span>, {{ago .Finished}}: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed{{else}}never harvested{{end}}{{end}}</p>
+{{if .CanAct}}<section id="actions">
+<form method="post" action="/site/{{.Site.Name}}/harvest"><input type="hidden" name="csrf" value="{{.CSRF}}"><button id="harvest-now">Harvest now</button></form>
+{{if .Site.Paused}}<form method="post" action="/site/{{.Site.Name}}/resume"><input type="hidden" name="csrf" value="{{.CSRF}}"><button id="resume">Resume</button></form>
+{{else}}<form method="post" action="/site/{{.Site.Name}}/pause"><input type="hidden" name="csrf" value="{{.CSRF}}"><button id="pause">Pause</button></form>{{end}}
+<form method="post" action="/site/{{.Site.Name}}/schedule"><input type="hidden" name="csrf" value="{{.CSRF}}"><label>schedule <input id="schedule" name="schedule" value="{{.Site.When}}"></label> <button id="set-schedule">Change</button></form>
+</section>{{end}}
+<h2>Runs</h2><table id="runs"><tr><th>run</th><th>mode</th><th>began</th><th>status</th><th>written</th><th>deleted</th><th>unchanged</th><th>failed</th></tr>
 {{range .Runs}}<tr><td><a href="/run/{{.ID}}">{{.ID}}</a></td><td>{{.Mode}}</td><td>{{ago .Started}}</td><td class="{{.Status}}">{{.Status}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}</td>
 <td>{{.Written}}</td><td>{{.Deleted}}</td><td>{{.Unchanged}}</td><td>{{.Failed}}</td></tr>
+{{end}}</table>
+<h2>Harvest log</h2><table id="events"><tr><th>at</th><th>operation</th><th>what</th></tr>
+{{range .Events}}<tr><td>{{ago .At}}</td><td>{{.Operation}}</td><td>{{.Message}}</td></tr>
 {{end}}</table></body></html>{{end}}
-{{define "run"}}{{template "head" (printf "run %d" .Run.ID)}}<h1>Run {{.Run.ID}}: {{.Run.Mode}} of {{.Run.Source}}</h1>
+{{define "run"}}{{template "head" (dict "Title" (printf "run %d" .Run.ID) "Refresh" (eq .Run.Status "running") "Who" .Who)}}<h1>Run {{.Run.ID}}: {{.Run.Mode}} of {{.Run.Source}}</h1>
 <p class="{{.Run.Status}}">{{.Run.Status}}{{if .Run.Error}}: {{.Run.Error}}{{end}}</p><p>{{.Run.Written}} written, {{.Run.Deleted}} deleted, {{.Run.Unchanged}} unchanged, {{.Run.Failed}} failed</p>
 <h2>Detail log</h2><table id="failures"><tr><th>what</th><th>stage</th><th>kind</th><th>error</th></tr>
 {{range .Failures}}<tr><td>{{.URI}}</td><td>{{.Stage}}</td><td>{{if .Permanent}}permanent{{else}}temporary{{end}}</td><td>{{.Error}}</td></tr>

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/rsharvest/rsharvest/internal/browsertest"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/status"
 )
@@ -78,7 +78,7 @@ func TestAuthAndMetrics(t *testing.T) {
 			t.Errorf("without credentials, GET %s: %d %q, want %d", path, rec.Code, rec.Body.String(), want)
 		}
 	}
-	h, err := status.Handler(status.Options{Store: fixture(t), Token: "t0k3n", User: "admin", Password: "pw"})
+	h, err := status.Handler(status.Options{Store: fixture(t), Operator: status.Credentials{Token: "t0k3n", User: "admin", Password: "pw"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,25 +136,13 @@ func TestAuthAndMetrics(t *testing.T) {
 // with its status, a failed one with its error; its page lists its run, and the run's page its detail
 // log; without credentials the page is refused.
 func TestPageInBrowser(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("no chromium (apt-get install chromium; .ci/run installs it):", err)
-	}
-	h, err := status.Handler(status.Options{Store: fixture(t), User: "admin", Password: "pw"})
+	h, err := status.Handler(status.Options{Store: fixture(t), Operator: status.Credentials{User: "admin", Password: "pw"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true)) // chromedp makes (and removes) a fresh profile directory
-	actx, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+	ctx := browsertest.New(t, "")
 
 	// Without credentials the browser is refused (it gives up at the
 	// server's demand for a password).
@@ -202,14 +190,18 @@ func TestPageInBrowser(t *testing.T) {
 }
 
 // TestRunningHarvest: a harvest under way shows on the page as running
-// (not as the last one's status), in /metrics too, and the page refreshes
-// itself.
+// (not as the last one's status) with its counts so far, in /metrics too,
+// and the page refreshes itself.
 func TestRunningHarvest(t *testing.T) {
 	st := fixture(t)
-	if _, err := st.BeginRun(context.Background(), state.Run{Mode: "incremental", Source: "http://good.example/", Site: "good", Started: time.Now().UTC()}); err != nil {
+	id, err := st.BeginRun(context.Background(), state.Run{Mode: "incremental", Source: "http://good.example/", Site: "good", Started: time.Now().UTC()})
+	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := status.Handler(status.Options{Store: st, Token: "t0k3n"})
+	if err := st.RunProgress(context.Background(), id, []byte(`{"resources":{"written":7,"failed":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	h, err := status.Handler(status.Options{Store: st, Operator: status.Credentials{Token: "t0k3n"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +215,7 @@ func TestRunningHarvest(t *testing.T) {
 	page := get("/")
 	row := page[strings.Index(page, `data-site="good"`):]
 	row = row[:strings.Index(row, "</tr>")]
-	if !strings.Contains(row, "running since") || !strings.Contains(page, `http-equiv="refresh"`) {
+	if !strings.Contains(row, "running since") || !strings.Contains(row, "7 written") || !strings.Contains(row, "1 failed") || !strings.Contains(page, `http-equiv="refresh"`) {
 		t.Errorf("the page does not show good's harvest running, or does not refresh:\n%s", page)
 	}
 	if m := get("/metrics"); !strings.Contains(m, `rsharvest_site_running{site="good"} 1`) || !strings.Contains(m, `rsharvest_site_running{site="bad"} 0`) {
