@@ -356,10 +356,11 @@ var (
 	descNext      = prometheus.NewDesc("rsharvest_site_next_harvest_timestamp_seconds", "When the next harvest of a site is due (Unix time; 0: now).", []string{"site"}, nil)
 	descSuccess   = prometheus.NewDesc("rsharvest_site_last_success_timestamp_seconds", "When the last harvest of a site that ended ok ended (Unix time; absent: never).", []string{"site"}, nil)
 	descRunning   = prometheus.NewDesc("rsharvest_site_running", "Whether a harvest of a site is running (1) or not (0).", []string{"site"}, nil)
+	descLast      = prometheus.NewDesc("rsharvest_site_last_run_resources", "Resources the last harvest of a site wrote, deleted, found unchanged or failed.", []string{"site", "outcome"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext, descSuccess, descRunning} {
+	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext, descSuccess, descRunning, descLast} {
 		ch <- d
 	}
 }
@@ -405,6 +406,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if r := v.LastRun; r != nil && !r.Finished.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descDuration, prometheus.GaugeValue, r.Finished.Sub(r.Started).Seconds(), v.Name)
+			for outcome, n := range map[string]int64{"written": r.Written, "deleted": r.Deleted, "unchanged": r.Unchanged, "failed": r.Failed} {
+				ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, float64(n), v.Name, outcome)
+			}
 		}
 		next := 0.0
 		if !v.Next.IsZero() {

@@ -120,6 +120,7 @@ func TestAuthAndMetrics(t *testing.T) {
 		{"/metrics", token, 200, `rsharvest_site_bytes_written_total{site="good"} 4096`},
 		{"/metrics", token, 200, `rsharvest_site_last_run_duration_seconds{site="bad"} 60`},
 		{"/metrics", token, 200, `rsharvest_site_running{site="good"} 0`},
+		{"/metrics", token, 200, `rsharvest_site_last_run_resources{outcome="deleted",site="good"} 2`},
 		{"/metrics", token, 200, `rsharvest_site_last_success_timestamp_seconds{site="good"} `},
 		{"/metrics", token, 200, "\ngo_goroutines "},
 		{"/metrics", token, 200, "\nprocess_cpu_seconds_total "},
