@@ -70,10 +70,15 @@ func (s *screen) waitFor(re *regexp.Regexp) []string {
 	}
 }
 
-// progressLine is the live display's progress line, whole: a line that
-// another overwrote in part (a \r line redrawn without clearing) does not
-// match it.
-var progressLine = regexp.MustCompile(`^\d+(\.\d+)? (B|KiB|MiB|GiB)( / \d+(\.\d+)? (B|KiB|MiB|GiB), \d+%)?, \d+(\.\d+)? (B|KiB|MiB|GiB)/s(, ETA (-|\d+s|\d+m\d\ds|\d+h\d\dm))?; written \d+, unchanged \d+, failed \d+(, deleted \d+)?(; packages \d+/\d+)?$`)
+// progressLine is the live display's bar (progressbar/v3's), whole: a
+// line that another overwrote in part does not match it. finalLine is
+// the line it gives way to at the end.
+var (
+	progressLine = regexp.MustCompile(`^\s*\d+% \|[█ ]*\| \(\d+/\d+, \d+ resources/(s|min|hr)\) ETA (-|~?(\d+s|\d+m\d\ds|\d+h\d\dm)); ` + countsRE + `$`)
+	finalLine    = regexp.MustCompile(`^resources \d+( of ~?\d+, \d+%(, ETA (-|\d+s|\d+m\d\ds|\d+h\d\dm))?)?; ` + countsRE + `$`)
+)
+
+const countsRE = `written \d+, unchanged \d+, failed \d+(, deleted \d+)?; received \d+(\.\d+)? (B|KiB|MiB|GiB), verified \d+(\.\d+)? (B|KiB|MiB|GiB)(; packages \d+/\d+)?`
 
 // checkNotGarbled fails when a line of the screen holds a fragment of the
 // display after something else, or a display line with text after it.
@@ -81,8 +86,8 @@ func checkNotGarbled(t *testing.T, lines []string) {
 	t.Helper()
 	for _, l := range lines {
 		garbled := (strings.Contains(l, "retrying ") && !strings.HasPrefix(l, "retrying ")) ||
-			(strings.Contains(l, "; written ") && !progressLine.MatchString(l)) ||
-			strings.Count(l, "B/s") > 1
+			((strings.Contains(l, "; written ") || strings.Contains(l, "resources/")) && !progressLine.MatchString(l) && !finalLine.MatchString(l)) ||
+			strings.Count(l, "resources/") > 1
 		if garbled {
 			t.Errorf("garbled line on the screen: %q\n%s", l, strings.Join(lines, "\n"))
 		}
@@ -175,35 +180,37 @@ func (s *slowWriter) Write(p []byte) (int, error) {
 func (s *slowWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // TestTerminalProgress: while a dump whose package lengths are declared
-// comes over a slow link, one progress line shows the bytes done of the
-// total, the percentage, the rate and the time left, and the resources
-// written, unchanged and failed so far; at the end it stays, complete,
-// above the summary.
+// comes over a slow link, one bar shows the resources finished of the
+// total, their rate, the time left, the outcomes so far and the bytes
+// received and verified; at the end a last line, complete, stays above
+// the summary.
 func TestTerminalProgress(t *testing.T) {
 	bin := crashBuildBinary(t)
 	srv := generatedSource(t, bench.GenOptions{Resources: 300, Packages: 3, Seed: 9, MeanSize: 20 << 10, NoOddNames: true}, bench.ServeOptions{Wrap: slowly})
 	work := t.TempDir()
 	s := newScreen(t, bin, "baseline", "--source", srv.URL, "--sink", "fs:"+filepath.Join(work, "m"),
 		"--state", filepath.Join(work, "s.db"), "--progress", "bars", "--concurrency", "1")
-	during := regexp.MustCompile(`^\d+\.\d+ MiB / \d+\.\d+ MiB, \d+%, \d+(\.\d+)? (B|KiB|MiB)/s, ETA \d+s; written \d+, unchanged \d+, failed \d+; packages [0-3]/3$`)
+	during := regexp.MustCompile(`^\s*\d+% \|[█ ]*\| \((\d+)/(\d+), \d+ resources/(s|min|hr)\) ETA ~?\d+s; written \d+, unchanged \d+, failed \d+; received \d+\.\d+ MiB, verified \d+(\.\d+)? (B|KiB|MiB); packages [0-3]/3$`)
 	lines := s.waitFor(during)
 	checkNotGarbled(t, lines)
 	shown := 0
 	for _, l := range lines {
 		if progressLine.MatchString(l) {
 			shown++
+			if m := during.FindStringSubmatch(l); m != nil && m[2] == "300" && m[1] == "300" {
+				t.Errorf("the bar says done before the run is: %q", l)
+			}
 		}
 	}
 	if shown != 1 {
-		t.Errorf("%d progress lines on the screen, want one:\n%s", shown, strings.Join(lines, "\n"))
+		t.Errorf("%d bars on the screen, want one:\n%s", shown, strings.Join(lines, "\n"))
 	}
 
 	lines = s.waitFor(regexp.MustCompile(`^EXIT=`))
 	checkNotGarbled(t, lines)
 	screenText := strings.Join(lines, "\n")
-	end := regexp.MustCompile(`(?m)^(\d+\.\d+ MiB) / (\d+\.\d+ MiB), 100%, .*, ETA 0s; written 300, unchanged 0, failed 0; packages 3/3$`)
-	m := end.FindStringSubmatch(screenText)
-	if !strings.Contains(screenText, "EXIT=0") || !strings.Contains(screenText, "300 written") || m == nil || m[1] != m[2] {
+	end := regexp.MustCompile(`(?m)^resources 300 of 300, 100%, ETA 0s; written 300, unchanged 0, failed 0; received (\d+\.\d+ MiB), verified \d+\.\d+ MiB; packages 3/3$`)
+	if !strings.Contains(screenText, "EXIT=0") || !strings.Contains(screenText, "300 written") || !end.MatchString(screenText) {
 		t.Errorf("the screen at the end:\n%s", screenText)
 	}
 }

@@ -35,13 +35,15 @@ func (g *gateSink) Put(ctx context.Context, r *sink.Resource, body io.Reader) er
 
 // TestLiveCounts: while a run goes, its counts so far are in its report in
 // the state (a status page shows them); its final report replaces them.
+// The run's resources planned (a display's total) are all it finished.
 func TestLiveCounts(t *testing.T) {
 	srv, uris, h := sinkFixture(t, 30, 7)
 	g := &gateSink{flakySink: h.flaky("gated"), open: 10, gate: make(chan struct{})}
 	done := make(chan *runreport.Report, 1)
+	var counts pipeline.Counts
 	go func() {
 		done <- h.baseline(t.Context(), srv.URL+"/resourcedump.xml", func(o *pipeline.Options) {
-			o.Sinks, o.Workers, o.LiveEvery = []sink.Sink{g}, 1, 10*time.Millisecond
+			o.Sinks, o.Workers, o.LiveEvery, o.Counts = []sink.Sink{g}, 1, 10*time.Millisecond, &counts
 		})
 	}()
 	var live runreport.Report
@@ -70,6 +72,10 @@ func TestLiveCounts(t *testing.T) {
 	rep := <-done
 	if rep.Resources.Written != int64(len(uris)) {
 		t.Fatalf("written %d of %d", rep.Resources.Written, len(uris))
+	}
+	// The display's totals: every resource planned, the plan read whole.
+	if counts.Planned.Load() != int64(len(uris)) || !counts.PlanRead.Load() || counts.Done() != int64(len(uris)) {
+		t.Errorf("planned %d, plan read %v, done %d; want %d, true, %[4]d", counts.Planned.Load(), counts.PlanRead.Load(), counts.Done(), len(uris))
 	}
 	run, err := h.store.Run(t.Context(), rep.RunID)
 	if final, ok := runreport.Read(run.Report); err != nil || !ok || final.Status != runreport.StatusOK || final.Resources.Written != int64(len(uris)) {

@@ -323,6 +323,7 @@ func (r *run) readManifest(ctx context.Context, j source.Package, entries source
 			wg.Done()
 			return ctx.Err()
 		case out <- entryJob{pkg: &j, rec: rec, arch: arch, done: wg.Done}:
+			r.counts.Planned.Add(1)
 		}
 	}
 	for uri, w := range want {

@@ -31,6 +31,19 @@ type Counts struct {
 	PackageBytesTotal atomic.Int64
 	PackagesUnsized   atomic.Int64
 	PackageBytesDone  atomic.Int64
+
+	// Planned counts the resources the run has handed to its workers so
+	// far (a list's records, a package's entries as its manifest is read);
+	// PlanRead says every package and list has been read, so Planned is
+	// the run's whole work.
+	Planned  atomic.Int64
+	PlanRead atomic.Bool
+}
+
+// Done is how many resources the run has finished with, whatever the
+// outcome: written, deleted, unchanged, failed or skipped.
+func (c *Counts) Done() int64 {
+	return c.Written.Load() + c.Deleted.Load() + c.Unchanged.Load() + c.Failed.Load() + c.Skipped.Load()
 }
 
 // notePackage counts a package the run will read in the display totals.

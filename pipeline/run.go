@@ -496,6 +496,7 @@ func (r *run) execute(ctx context.Context, task source.Task) error {
 	g.Go(func() error {
 		producers.Wait()
 		close(entries)
+		r.counts.PlanRead.Store(ctx.Err() == nil)
 		return nil
 	})
 	// verify + deliver: entries in parallel, outcomes into results;
@@ -584,6 +585,7 @@ func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Pack
 			case <-ctx.Done():
 				return ctx.Err()
 			case entries <- j:
+				r.counts.Planned.Add(1)
 				return nil
 			}
 		}

@@ -556,6 +556,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 			wg.Done()
 			return ctx.Err()
 		case out <- entryJob{pkg: j, rec: e, stream: se, done: wg.Done}:
+			r.counts.Planned.Add(1)
 		}
 	}
 }

@@ -1,21 +1,26 @@
 // Package progress is the live display of a run's progress
-// (pipeline.Counts): on a terminal, a progress line redrawn in place with,
-// under it, a status line naming what is being retried; elsewhere, a log
-// line every 10 seconds. The display shares standard error with the log
-// (Terminal), so that log records and the display never garble each other.
+// (pipeline.Counts): on a terminal, a bar drawn by
+// github.com/schollz/progressbar/v3 — the resources finished of the run's
+// total and their rate, and a description with the time left at the
+// recent rate, the outcomes and the bytes received and verified — with,
+// under it, a detail
+// row naming what is being retried; elsewhere, a log line every 10
+// seconds. The display shares standard error with the log (Terminal), so
+// that log records and the display never garble each other.
 package progress
 
 import (
+	"cmp"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
+	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/rsharvest/rsharvest/fetch"
@@ -23,19 +28,18 @@ import (
 )
 
 // Terminal is the standard error stream shared by the log and the live
-// display (the progress line and, under it, a status line saying what is
-// being retried): one writer, one lock. The display is redrawn in place at
-// the bottom of the screen, each line cut to the terminal's width so that
-// it never wraps; a log record first erases the display, then the display
-// is drawn again below the record, in one write. So a record never lands
-// in the middle of the line, and no line is left half overwritten. It is
-// safe for concurrent use.
+// display: one writer, one lock. While a bar is shown, a log record first
+// erases it (and its detail row), is written on lines of its own, and the
+// bar is drawn again below it, so that a record never lands in the middle
+// of the bar. It is safe for concurrent use.
 type Terminal struct {
 	mu    sync.Mutex
 	w     io.Writer
-	width func() int // the terminal's columns; 0 when unknown (no cutting)
-	lines []string   // the display, as last set
-	shown int        // display lines on the screen; the cursor ends the last
+	width func() int // the terminal's columns; 0 when unknown
+	// bar is the live display while one is shown; detail its detail row
+	// ("" for none).
+	bar    *progressbar.ProgressBar
+	detail string
 }
 
 // NewTerminal returns the terminal writing to w, measuring its width when
@@ -54,77 +58,35 @@ func NewTerminal(w io.Writer) *Terminal {
 	return t
 }
 
+// erase is what clears the bar and its detail row: back to the start of
+// the bar's line, and the screen cleared from there down.
+const erase = "\r\x1b[J"
+
 // Write writes a log record (or any other text) on lines of its own, above
 // the display.
 func (t *Terminal) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.shown == 0 {
+	if t.bar == nil {
 		return t.w.Write(p)
 	}
-	var b strings.Builder
-	t.erase(&b)
-	b.Write(p)
+	rec := erase + string(p)
 	if len(p) > 0 && p[len(p)-1] != '\n' {
-		b.WriteByte('\n')
+		rec += "\n"
 	}
-	t.draw(&b)
-	if _, err := io.WriteString(t.w, b.String()); err != nil {
+	if _, err := io.WriteString(t.w, rec); err != nil {
 		return 0, err
 	}
+	t.redraw()
 	return len(p), nil
 }
 
-// Show replaces the display by lines.
-func (t *Terminal) Show(lines ...string) { t.replace(lines, false) }
-
-// End replaces the display by lines and leaves them on the screen as
-// ordinary text: what follows is written below them.
-func (t *Terminal) End(lines ...string) { t.replace(lines, true) }
-
-// replace draws lines in place of the display; leave keeps them on the
-// screen as ordinary text.
-func (t *Terminal) replace(lines []string, leave bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var b strings.Builder
-	t.erase(&b)
-	t.lines = lines
-	t.draw(&b)
-	if leave {
-		if t.shown > 0 {
-			b.WriteByte('\n')
-		}
-		t.lines, t.shown = nil, 0
+// redraw draws the bar and its detail row again; t.mu is held.
+func (t *Terminal) redraw() {
+	_ = t.bar.RenderBlank()
+	if t.detail != "" {
+		_ = t.bar.AddDetail(t.detail)
 	}
-	io.WriteString(t.w, b.String())
-}
-
-// erase moves the cursor to the start of the display's first line and
-// clears the screen from there down.
-func (t *Terminal) erase(b *strings.Builder) {
-	if t.shown == 0 {
-		return
-	}
-	b.WriteByte('\r')
-	if t.shown > 1 {
-		fmt.Fprintf(b, "\x1b[%dA", t.shown-1)
-	}
-	b.WriteString("\x1b[J")
-	t.shown = 0
-}
-
-// draw writes the display's lines, each cut to the width, leaving the
-// cursor at the end of the last.
-func (t *Terminal) draw(b *strings.Builder) {
-	w := t.width()
-	for i, l := range t.lines {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(fit(l, w))
-	}
-	t.shown = len(t.lines)
 }
 
 // Display shows runs' progress on a Terminal. Its zero value is not
@@ -153,7 +115,7 @@ func New(stderr io.Writer) *Display {
 func (d *Display) Writer() io.Writer { return d.term }
 
 // OnRetry returns the fetch client's Options.OnRetry: while the live
-// display runs, a retry shows at once on its status line; otherwise it is
+// display runs, a retry shows at once on its detail row; otherwise it is
 // a warning in log.
 func (d *Display) OnRetry(log *slog.Logger) func(fetch.Retry) {
 	return func(r fetch.Retry) {
@@ -198,44 +160,84 @@ func (d *Display) Start(ctx context.Context, mode string, c *pipeline.Counts, lo
 	return func() { cancel(); wg.Wait() }
 }
 
+// barWidth is the width of the bar itself, in columns.
+const barWidth = 20
+
 // showLive draws the live display five times a second, and at once when a
-// retry is noted: the progress line (see stats.String) and, while a
-// request is being retried, a status line under it (see retryLine). When
-// ctx ends, the last progress line stays on the screen.
+// retry is noted: the bar, and under it, while a request is being retried,
+// a detail row (see retryLine). Every line is kept narrower than the
+// terminal, so that it never wraps. When ctx ends, the bar gives way to a
+// last line (stats.String) that stays on the screen.
 func (d *Display) showLive(ctx context.Context, c *pipeline.Counts, b *retryBoard) {
 	t := d.term
+	bar := progressbar.NewOptions64(1,
+		progressbar.OptionSetWriter(t.w),
+		progressbar.OptionSetWidth(barWidth),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("resources"),
+		// The time left is the description's: from the recent rate of
+		// resources finished, and "-" while nothing moves.
+		progressbar.OptionSetPredictTime(false),
+		progressbar.OptionSetElapsedTime(false),
+		progressbar.OptionShowDescriptionAtLineEnd(),
+		progressbar.OptionSetMaxDetailRow(1),
+		progressbar.OptionThrottle(0),
+	)
 	meter := rateMeter{window: 5 * time.Second}
-	progress := func(now time.Time) string {
-		return readStats(c, meter.add(now, doneBytes(c))).String()
-	}
-	redraw := func() {
+	fixed := 0 // the columns of the bar's line but its description
+	update := func() {
 		now := time.Now()
-		lines := []string{progress(now)}
-		if l := b.line(now, t.width()); l != "" {
-			lines = append(lines, l)
+		s := readStats(c, meter.add(now, c.Done()))
+		width := t.width()
+		desc := s.live()
+		if width > 0 {
+			room := width - 1 - cmp.Or(fixed, 80)
+			if room < 8 {
+				room = 1 // nothing
+			}
+			desc = fit(desc, room)
 		}
-		t.Show(lines...)
+		detail := b.line(now, width)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.bar == nil {
+			t.bar = bar
+		}
+		// The total stays above what is done: the bar ends when the run
+		// does, not when its count meets a total still growing.
+		bar.ChangeMax64(max(s.total, s.done+1, 1))
+		_ = bar.Set64(s.done)
+		bar.Describe(desc)
+		fixed = utf8.RuneCountInString(bar.String()) - utf8.RuneCountInString(desc)
+		if detail != t.detail {
+			t.detail = detail
+			_ = bar.AddDetail(detail) // "" clears the row
+		}
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	redraw()
+	update()
 	for {
 		select {
 		case <-ctx.Done():
-			t.End(progress(time.Now()))
+			t.mu.Lock()
+			t.bar, t.detail = nil, ""
+			_, _ = io.WriteString(t.w, erase+readStats(c, 0).String()+"\n")
+			t.mu.Unlock()
 			return
 		case <-tick.C:
-			redraw()
+			update()
 		case <-b.changed:
-			redraw()
+			update()
 		}
 	}
 }
 
 // logProgress logs the run's progress every so often, for a log file.
 func logProgress(ctx context.Context, c *pipeline.Counts, log *slog.Logger, every time.Duration) {
-	meter := rateMeter{window: every}
-	meter.add(time.Now(), doneBytes(c))
+	meter := rateMeter{window: 3 * every}
+	meter.add(time.Now(), c.Done())
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -243,10 +245,12 @@ func logProgress(ctx context.Context, c *pipeline.Counts, log *slog.Logger, ever
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			log.Info("progress", "stats", readStats(c, meter.add(now, doneBytes(c))).String(),
+			s := readStats(c, meter.add(now, c.Done()))
+			log.Info("progress", "stats", s.String(),
+				"resources_done", s.done, "resources_total", s.total, "total_exact", s.exact,
 				"packages_done", c.PackagesDone.Load(), "packages_failed", c.PackagesFailed.Load(), "packages_seen", c.PackagesTotal.Load(),
 				"written", c.Written.Load(), "unchanged", c.Unchanged.Load(), "failed", c.Failed.Load(),
-				"bytes_downloaded", c.BytesDownloaded.Load(), "bytes_written", c.BytesWritten.Load(),
+				"bytes_received", s.received, "bytes_verified", s.verified,
 				"package_bytes_done", c.PackageBytesDone.Load(), "package_bytes_total", c.PackageBytesTotal.Load())
 		}
 	}

@@ -2,7 +2,6 @@ package progress
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -12,66 +11,121 @@ import (
 	"github.com/rsharvest/rsharvest/pipeline"
 )
 
-// stats is what the progress line shows, read from a run's counters at one
-// moment.
+// stats is what the display shows, read from a run's counters at one
+// moment: the work (resources finished of the run's total) and the bytes.
 type stats struct {
-	// done is the package bytes received or skipped as held (for a run
-	// without packages, reading lists, the resource bytes written); total
-	// is what the dump declares, -1 while a package's length is unknown.
+	// done is the resources finished, whatever the outcome; total the
+	// run's resources (see resourceTotal), exact says it is known, not
+	// estimated; 0 while nothing is planned.
 	done, total int64
-	// rate is the recent rate of done, in bytes per second.
-	rate                                float64
+	exact       bool
+	// received is the bytes received (packages as they arrive, or list
+	// responses); verified the bytes inflated, checked and delivered.
+	received, verified                  int64
 	written, unchanged, failed, deleted int64
 	packagesDone, packages              int64
+	// eta is the time left at the recent rate of resources finished
+	// (negative: unknown).
+	eta time.Duration
 }
 
-// readStats reads c; rate comes from the caller's meter (see doneBytes).
+// readStats reads c; rate is the recent rate of resources finished per
+// second, from the caller's meter.
 func readStats(c *pipeline.Counts, rate float64) stats {
 	s := stats{
-		done:         doneBytes(c),
-		total:        -1,
-		rate:         rate,
+		done:         c.Done(),
 		written:      c.Written.Load(),
 		unchanged:    c.Unchanged.Load(),
 		failed:       c.Failed.Load(),
 		deleted:      c.Deleted.Load(),
+		verified:     c.BytesWritten.Load(),
 		packagesDone: c.PackagesDone.Load() + c.PackagesFailed.Load(),
 		packages:     c.PackagesTotal.Load(),
+		eta:          -1,
 	}
-	if t := c.PackageBytesTotal.Load(); t > 0 && c.PackagesUnsized.Load() == 0 {
-		s.total = t
+	s.received = c.BytesDownloaded.Load()
+	if s.packages > 0 {
+		s.received = max(s.received, c.PackageBytesDone.Load())
+	}
+	s.total, s.exact = resourceTotal(c)
+	if s.exact {
+		s.done = min(s.done, s.total)
+	}
+	s.total = max(s.total, s.done)
+	switch {
+	case s.exact && s.done >= s.total:
+		s.eta = 0
+	case rate > 0 && s.total > 0:
+		s.eta = time.Duration(float64(s.total-s.done) / rate * float64(time.Second))
 	}
 	return s
 }
 
-// doneBytes is the byte count the progress line follows: the package
-// bytes received or skipped as held, or, for a run that reads lists (no
-// packages), the resource bytes written.
-func doneBytes(c *pipeline.Counts) int64 {
-	if c.PackagesTotal.Load() > 0 {
-		return c.PackageBytesDone.Load()
+// resourceTotal is the run's resources: those planned, once every package
+// and list is read (exact); before, when the packages' lengths are
+// declared, those planned scaled by the share of the package bytes
+// received (the entries of a package are planned as it arrives), else
+// those planned so far.
+func resourceTotal(c *pipeline.Counts) (n int64, exact bool) {
+	planned := c.Planned.Load()
+	if c.PlanRead.Load() {
+		return planned, true
 	}
-	return c.BytesWritten.Load()
+	total, got := c.PackageBytesTotal.Load(), c.PackageBytesDone.Load()
+	if total > 0 && got > 0 && c.PackagesUnsized.Load() == 0 && got < total {
+		return max(planned, int64(float64(planned)*float64(total)/float64(got))), false
+	}
+	return planned, false
 }
 
-// String renders the line, as rclone's stats line does:
+// String renders the state for a log line and the display's last line:
 //
-//	412.3 MiB / 1.02 GiB, 40%, 88.1 MiB/s, ETA 7s; written 120, unchanged 7, failed 3; packages 3/8
+//	resources 3481 of 20000, 17%, ETA 28s; written 3481, unchanged 0, failed 0; received 651.0 MiB, verified 210.3 MiB; packages 1/4
 //
-// With no total known, bytes and rate only: "412.3 MiB, 88.1 MiB/s; …".
+// An estimated total is "~20000"; with none yet, "resources 0".
 func (s stats) String() string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "resources %d", s.done)
 	if s.total > 0 {
-		pct := min(100, s.done*100/s.total)
-		fmt.Fprintf(&b, "%s / %s, %d%%, %s/s, ETA %s", formatBytes(s.done), formatBytes(s.total), pct,
-			formatBytes(int64(s.rate)), formatETA(s.total-s.done, s.rate))
-	} else {
-		fmt.Fprintf(&b, "%s, %s/s", formatBytes(s.done), formatBytes(int64(s.rate)))
+		approx := "~"
+		if s.exact {
+			approx = ""
+		}
+		fmt.Fprintf(&b, " of %s%d, %d%%", approx, s.total, s.done*100/s.total)
+		if s.eta >= 0 {
+			fmt.Fprintf(&b, ", ETA %s", formatETA(s.eta))
+		}
 	}
-	fmt.Fprintf(&b, "; written %d, unchanged %d, failed %d", s.written, s.unchanged, s.failed)
+	b.WriteString("; ")
+	b.WriteString(s.counts())
+	return b.String()
+}
+
+// live renders the live display's description, the time left (estimated
+// while the total is: "~") and the counts:
+//
+//	ETA 28s; written 3481, unchanged 0, failed 0; received 651.0 MiB, verified 210.3 MiB; packages 1/4
+func (s stats) live() string {
+	eta := "-"
+	if s.eta >= 0 {
+		eta = formatETA(s.eta)
+	}
+	if !s.exact && eta != "-" {
+		eta = "~" + eta
+	}
+	return "ETA " + eta + "; " + s.counts()
+}
+
+// counts renders the outcomes and bytes:
+//
+//	written 3481, unchanged 0, failed 0; received 651.0 MiB, verified 210.3 MiB; packages 1/4
+func (s stats) counts() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "written %d, unchanged %d, failed %d", s.written, s.unchanged, s.failed)
 	if s.deleted > 0 {
 		fmt.Fprintf(&b, ", deleted %d", s.deleted)
 	}
+	fmt.Fprintf(&b, "; received %s, verified %s", formatBytes(s.received), formatBytes(s.verified))
 	if s.packages > 0 {
 		fmt.Fprintf(&b, "; packages %d/%d", s.packagesDone, s.packages)
 	}
@@ -96,20 +150,16 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %s", v, units[i])
 }
 
-// formatETA renders the time left to receive left bytes at rate bytes per
-// second: "0s", "7s", "3m05s", "2h03m", "-" when nothing is moving.
-func formatETA(left int64, rate float64) string {
-	if left <= 0 {
+// formatETA renders a time left: "0s", "7s", "3m05s", "2h03m", "-" when
+// beyond a hundred days.
+func formatETA(d time.Duration) string {
+	switch {
+	case d <= 0:
 		return "0s"
-	}
-	if rate <= 0 {
+	case d > 100*24*time.Hour:
 		return "-"
 	}
-	secs := math.Ceil(float64(left) / rate)
-	if secs > 100*24*3600 {
-		return "-"
-	}
-	d := time.Duration(secs) * time.Second
+	d = d.Round(time.Second)
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))

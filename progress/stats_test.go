@@ -22,19 +22,13 @@ func TestStatsString(t *testing.T) {
 		s    stats
 		want string
 	}{
-		{"known total", stats{done: 412*mib + 300*kib, total: gib + 20*mib, rate: 88*mib + 100*kib, written: 120, unchanged: 7, failed: 3, packagesDone: 3, packages: 8},
-			"412.3 MiB / 1.02 GiB, 39%, 88.1 MiB/s, ETA 8s; written 120, unchanged 7, failed 3; packages 3/8"},
-		{"unknown total", stats{done: 412*mib + 300*kib, total: -1, rate: 88*mib + 100*kib, written: 120, packagesDone: 3, packages: 8},
-			"412.3 MiB, 88.1 MiB/s; written 120, unchanged 0, failed 0; packages 3/8"},
-		{"nothing yet", stats{total: -1}, "0 B, 0 B/s; written 0, unchanged 0, failed 0"},
-		{"not moving", stats{done: 0, total: 10 * mib, packages: 2},
-			"0 B / 10.0 MiB, 0%, 0 B/s, ETA -; written 0, unchanged 0, failed 0; packages 0/2"},
-		{"done", stats{done: 10 * mib, total: 10 * mib, rate: 3 * mib, written: 5, packagesDone: 2, packages: 2},
-			"10.0 MiB / 10.0 MiB, 100%, 3.00 MiB/s, ETA 0s; written 5, unchanged 0, failed 0; packages 2/2"},
-		{"more than declared", stats{done: 11 * mib, total: 10 * mib, rate: mib},
-			"11.0 MiB / 10.0 MiB, 100%, 1.00 MiB/s, ETA 0s; written 0, unchanged 0, failed 0"},
-		{"deletes", stats{done: 900, total: 1000, rate: 10, written: 1, deleted: 2},
-			"900 B / 1000 B, 90%, 10 B/s, ETA 10s; written 1, unchanged 0, failed 0, deleted 2"},
+		{"known total", stats{done: 3481, total: 20000, exact: true, eta: 28 * time.Second, received: 651 * mib, verified: 210*mib + 300*kib, written: 3481, packagesDone: 1, packages: 4},
+			"resources 3481 of 20000, 17%, ETA 28s; written 3481, unchanged 0, failed 0; received 651.0 MiB, verified 210.3 MiB; packages 1/4"},
+		{"estimated total", stats{done: 120, total: 1000, eta: -1, written: 117, failed: 3, received: 5 * mib, packages: 2},
+			"resources 120 of ~1000, 12%; written 117, unchanged 0, failed 3; received 5.00 MiB, verified 0 B; packages 0/2"},
+		{"nothing yet", stats{eta: -1}, "resources 0; written 0, unchanged 0, failed 0; received 0 B, verified 0 B"},
+		{"done", stats{done: 5, total: 5, exact: true, eta: 0, written: 3, unchanged: 1, deleted: 1},
+			"resources 5 of 5, 100%, ETA 0s; written 3, unchanged 1, failed 0, deleted 1; received 0 B, verified 0 B"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,6 +39,10 @@ func TestStatsString(t *testing.T) {
 	}
 }
 
+// TestReadStats: the work is the resources finished of the run's total —
+// exact once every package and list is read; before, scaled from those
+// planned by the share of the declared package bytes received; the bytes
+// are those received and those verified.
 func TestReadStats(t *testing.T) {
 	var c pipeline.Counts
 	c.PackagesTotal.Store(3)
@@ -52,23 +50,31 @@ func TestReadStats(t *testing.T) {
 	c.PackagesFailed.Store(1)
 	c.PackageBytesTotal.Store(3000)
 	c.PackageBytesDone.Store(1500)
+	c.BytesDownloaded.Store(1000)
 	c.BytesWritten.Store(99)
+	c.Planned.Store(40)
 	c.Written.Store(4)
 	c.Unchanged.Store(5)
 	c.Failed.Store(6)
 	c.Deleted.Store(7)
-	want := stats{done: 1500, total: 3000, rate: 2, written: 4, unchanged: 5, failed: 6, deleted: 7, packagesDone: 2, packages: 3}
+	want := stats{done: 22, total: 80, received: 1500, verified: 99, written: 4, unchanged: 5, failed: 6, deleted: 7, packagesDone: 2, packages: 3, eta: 29 * time.Second}
 	if got := readStats(&c, 2); got != want {
 		t.Errorf("readStats = %+v, want %+v", got, want)
 	}
 	c.PackagesUnsized.Store(1) // one package's length is not declared
-	if got := readStats(&c, 2); got.total != -1 {
-		t.Errorf("with an unsized package, total = %d, want -1 (unknown)", got.total)
+	if got := readStats(&c, 2); got.total != 40 || got.exact {
+		t.Errorf("with an unsized package, total = %d (exact %v), want those planned, 40", got.total, got.exact)
+	}
+	c.PlanRead.Store(true)
+	if got := readStats(&c, 0); got.total != 40 || !got.exact || got.eta >= 0 {
+		t.Errorf("every package read: total %d (exact %v), eta %v; want 40, exact, unknown", got.total, got.exact, got.eta)
 	}
 	var lists pipeline.Counts // a run reading lists: no packages
-	lists.BytesWritten.Store(42)
-	if got := readStats(&lists, 0); got.done != 42 || got.total != -1 {
-		t.Errorf("without packages: done %d, total %d; want the bytes written (42), unknown total", got.done, got.total)
+	lists.BytesDownloaded.Store(42)
+	lists.Planned.Store(3)
+	lists.Written.Store(1)
+	if got := readStats(&lists, 0); got.received != 42 || got.total != 3 || got.done != 1 {
+		t.Errorf("without packages: %+v; want received 42, 1 of 3", got)
 	}
 }
 
@@ -88,15 +94,14 @@ func TestFormatBytes(t *testing.T) {
 
 func TestFormatETA(t *testing.T) {
 	for _, tt := range []struct {
-		left int64
-		rate float64
+		d    time.Duration
 		want string
 	}{
-		{0, 0, "0s"}, {-5, 1, "0s"}, {100, 0, "-"}, {100, 100, "1s"}, {101, 100, "2s"},
-		{185, 1, "3m05s"}, {7380, 1, "2h03m"}, {1 << 60, 1, "-"},
+		{0, "0s"}, {-5, "0s"}, {time.Second, "1s"}, {1500 * time.Millisecond, "2s"},
+		{185 * time.Second, "3m05s"}, {7380 * time.Second, "2h03m"}, {101 * 24 * time.Hour, "-"},
 	} {
-		if got := formatETA(tt.left, tt.rate); got != tt.want {
-			t.Errorf("formatETA(%d, %v) = %q, want %q", tt.left, tt.rate, got, tt.want)
+		if got := formatETA(tt.d); got != tt.want {
+			t.Errorf("formatETA(%v) = %q, want %q", tt.d, got, tt.want)
 		}
 	}
 }
