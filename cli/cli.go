@@ -113,6 +113,8 @@ func exitCode(ctx context.Context, err error) int {
 		return ExitInterrupted
 	case errors.As(err, &se):
 		return ExitSource
+	case errors.Is(err, pipeline.ErrTooManyDeletes):
+		return ExitPartial // stopped by --max-delete: nothing deleted
 	case errors.Is(err, pipeline.ErrNoCheckpoint):
 		return ExitUsage
 	case strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown flag"),

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -124,4 +125,33 @@ func countFiles(t *testing.T, dir string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestMaxDeleteCommand: "sync --max-delete" stops a catch-up that would
+// delete more than it allows before it deletes anything, exit 1, saying
+// why; a larger bound lets it through.
+func TestMaxDeleteCommand(t *testing.T) {
+	srv := generatedSource(t, bench.GenOptions{Resources: 120, Packages: 2, Seed: 8, MeanSize: 1 << 10, ChangePackages: 2, ChangesPerPackage: 40, DeleteShare: 0.3}, bench.ServeOptions{})
+	dir := t.TempDir()
+	args := []string{"--source", srv.URL, "--sink", "fs:" + filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"), "--progress", "none"}
+	srv.Handler.Publish(0)
+	if code, out, stderr := run(t, append([]string{"sync"}, args...)...); code != ExitOK {
+		t.Fatalf("first sync: exit %d\n%s%s", code, out, stderr)
+	}
+	held := countFiles(t, filepath.Join(dir, "m"))
+	srv.Handler.Publish(2)
+	code, out, stderr := run(t, append([]string{"sync", "--max-delete", "2"}, args...)...)
+	if code != ExitPartial || !strings.Contains(stderr, "would delete more than --max-delete allows (2: at most 2 of the 120 resources held); nothing was deleted") {
+		t.Fatalf("--max-delete 2: exit %d\n%s%s", code, out, stderr)
+	}
+	if n := countFiles(t, filepath.Join(dir, "m")); n < held {
+		t.Errorf("the mirror holds %d files, %d before: something was deleted", n, held)
+	}
+	if code, _, stderr := run(t, append([]string{"sync", "--max-delete", "x%"}, args...)...); code != ExitUsage || !strings.Contains(stderr, "--max-delete") {
+		t.Errorf("--max-delete x%%: exit %d\n%s", code, stderr)
+	}
+	code, out, stderr = run(t, append([]string{"sync", "--max-delete", "50%"}, args...)...)
+	if code != ExitOK || !regexp.MustCompile(`resources: \d+ written, [1-9]\d* deleted`).MatchString(out) {
+		t.Fatalf("--max-delete 50%%: exit %d\n%s%s", code, out, stderr)
+	}
 }

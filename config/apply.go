@@ -38,6 +38,7 @@ type Targets struct {
 	LogLevel         *string        // log-level
 	Quiet            *bool          // quiet
 	BwLimit          *string        // bwlimit
+	MaxDelete        *string        // max-delete
 	LogFormat        *string        // log-format
 }
 
@@ -68,6 +69,7 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	setString(t.Progress, f.Progress, "progress", flagSet)
 	setString(t.LogLevel, f.LogLevel, "log-level", flagSet)
 	setString(t.BwLimit, f.BwLimit, "bwlimit", flagSet)
+	setString(t.MaxDelete, f.MaxDelete, "max-delete", flagSet)
 	setPtr(t.Quiet, f.Quiet, "quiet", flagSet)
 	setString(t.LogFormat, f.LogFormat, "log-format", flagSet)
 	setString(t.Prefer, f.Prefer, "prefer", flagSet)

@@ -22,6 +22,7 @@
 //	require_hash: false
 //	verify: strongest                     # strongest, all: the digests of an entry checked
 //	bwlimit: 10M                          # bytes per second received, all requests (10M, 500k, 2.5MB/s)
+//	max_delete: 5%                        # a run deleting more (a count, or a share of those held) deletes nothing
 //	quiet: false                          # only warnings and errors, no progress
 //	allow_private_addresses: false        # resources may lead to loopback, private, metadata addresses
 //	allow_missing_hash: false             # accepted, no effect
@@ -143,6 +144,8 @@ type File struct {
 	// BwLimit caps the bytes per second received (--bwlimit: 10M, 500k,
 	// 2.5MB/s).
 	BwLimit string `yaml:"bwlimit,omitempty"`
+	// MaxDelete bounds what one run may delete (--max-delete: 100, 5%).
+	MaxDelete string `yaml:"max_delete,omitempty"`
 	// LogFormat is the log format: text or json.
 	LogFormat string `yaml:"log_format,omitempty"`
 }

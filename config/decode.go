@@ -48,6 +48,7 @@ type raw struct {
 	LogLevel          yaml.Node `yaml:"log_level"`
 	Quiet             yaml.Node `yaml:"quiet"`
 	BwLimit           yaml.Node `yaml:"bwlimit"`
+	MaxDelete         yaml.Node `yaml:"max_delete"`
 	LogFormat         yaml.Node `yaml:"log_format"`
 	Prefer            yaml.Node `yaml:"prefer"`
 	Set               yaml.Node `yaml:"set"`
@@ -218,6 +219,8 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 		d.f.Quiet, err = d.boolean(key, v)
 	case "bwlimit":
 		d.f.BwLimit, err = d.str(key, v)
+	case "max_delete":
+		d.f.MaxDelete, err = d.str(key, v)
 	case "log_format":
 		d.f.LogFormat, err = d.oneOf(key, v, "text", "json")
 	case "prefer":

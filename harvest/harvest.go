@@ -198,7 +198,8 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 	if err != nil {
 		return pipeline.Options{}, nil, &InvalidError{err}
 	}
-	bw, _ := fetch.ParseBandwidth(j.BwLimit) // checked by Validate
+	bw, _ := fetch.ParseBandwidth(j.BwLimit)               // checked by Validate
+	maxDelete, _ := pipeline.ParseDeleteLimit(j.MaxDelete) // checked by Validate
 	client := fetch.New(fetch.Options{
 		UserAgent:    h.UserAgent,
 		Header:       headers,
@@ -247,6 +248,7 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		SpoolDir:        j.SpoolDir,
 		RequireHash:     j.RequireHash,
 		VerifyAll:       j.Verify == "all",
+		MaxDelete:       maxDelete,
 		Set:             set,
 		MaxDocumentSize: j.MaxDocumentSize,
 		Logger:          log,

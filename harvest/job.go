@@ -71,6 +71,11 @@ type Job struct {
 	// requests together (--bwlimit: "10M", "500k", "2.5MB/s"; "": no cap;
 	// fetch.ParseBandwidth).
 	BwLimit string
+	// MaxDelete bounds the resources one run may delete (--max-delete: a
+	// count, "100", or a share of those held, "5%"; "": no bound;
+	// pipeline.ParseDeleteLimit): a run that would delete more stops
+	// before deleting any.
+	MaxDelete string
 	// Headers are extra request headers, each "Name: value".
 	Headers []string
 	// SpoolDir is where packages are unpacked ("": the system's).
@@ -138,7 +143,7 @@ func (j *Job) Targets() config.Targets {
 	return config.Targets{
 		Source: &j.Source, SpoolDir: &j.SpoolDir, From: &j.From, Until: &j.Until, Sinks: &j.Sinks, Headers: &j.Headers,
 		Concurrency: &j.Concurrency, Workers: &j.Workers, Retries: &j.Retries, RangeParts: &j.RangeParts, MaxDocumentSize: &j.MaxDocumentSize,
-		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit,
+		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete,
 		AllowPrivate: &j.AllowPrivateAddresses, Prefer: &j.Prefer, Sets: &j.Sets, Protocol: &j.Protocol, MetadataPrefix: &j.MetadataPrefix,
 	}
 }
@@ -205,6 +210,9 @@ func (j *Job) Validate() error {
 	}
 	if _, err := fetch.ParseBandwidth(j.BwLimit); err != nil {
 		return invalidf("--bwlimit: %v", err)
+	}
+	if _, err := pipeline.ParseDeleteLimit(j.MaxDelete); err != nil {
+		return invalidf("--max-delete: %v", err)
 	}
 	if j.Verify != "strongest" && j.Verify != "all" {
 		return invalidf("--verify: want strongest or all")

@@ -139,6 +139,10 @@ type Options struct {
 	SinkBackoff time.Duration
 	// Counts, when set, receives the live counters (for progress display).
 	Counts *Counts
+	// MaxDelete, when set, bounds the resources the run may delete: its
+	// deletions wait until the plan is read whole, and a run that would
+	// delete more stops before deleting any (ErrTooManyDeletes).
+	MaxDelete DeleteLimit
 	// LiveEvery is how often a running run's counts so far are written to
 	// its report in the state (Store.RunProgress), for a status page to
 	// show (default 5 s; negative: never).
@@ -577,17 +581,37 @@ func (r *run) listConcurrency() int {
 // plan plans task: packages into out, records straight into entries. The
 // checkpoints the plan reaches are kept for the end of the run.
 func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Package, entries chan<- entryJob) error {
+	send := func(ctx context.Context, j entryJob) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case entries <- j:
+			r.counts.Planned.Add(1)
+			return nil
+		}
+	}
+	var guard *deleteGuard
+	if r.opts.MaxDelete.IsSet() {
+		held, err := r.opts.Store.CountResources(ctx, r.opts.SourceKey, false)
+		if err != nil {
+			return err
+		}
+		guard = &deleteGuard{limit: r.opts.MaxDelete.of(held), held: held, spec: r.opts.MaxDelete}
+	}
 	cps, err := r.planTask(ctx, task, func(ctx context.Context, u source.Unit) error {
 		if u.Record != nil {
 			rec := u.Record
 			j := entryJob{pkg: &source.Package{URL: rec.Listed, Dump: rec.Listed, ResourceSet: rec.ResourceSet, List: true}, rec: rec, done: func() {}, ep: r.marks.enter()}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case entries <- j:
-				r.counts.Planned.Add(1)
-				return nil
+			if guard != nil && rec.Change == source.Deleted {
+				would, err := r.wouldDelete(ctx, rec)
+				if err != nil {
+					return err
+				}
+				if would {
+					return guard.hold(j)
+				}
 			}
+			return send(ctx, j)
 		}
 		r.counts.notePackage(u.Package.Expect.Length)
 		select {
@@ -598,7 +622,16 @@ func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Pack
 		}
 	})
 	r.checkpoints = cps
-	return err
+	if err != nil || guard == nil {
+		return err
+	}
+	// The plan is read whole and its deletions are within the limit.
+	for _, j := range guard.waiting {
+		if err := send(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SourceError reports that the source's documents could not be read, so the
