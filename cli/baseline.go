@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +36,8 @@ type syncFlags struct {
 	command  string
 	progress string
 	config   string
+	// dryRun: tell what the run would do, change nothing (--dry-run).
+	dryRun bool
 	// store, when not nil, is a store the caller opened and owns, shared
 	// by the runs of several sites at once (see runCommand); nil: the run
 	// opens --state for itself.
@@ -147,6 +152,7 @@ func (a *app) syncCommand(mode harvest.Mode, short string) *cobra.Command {
 	if mode != modeBaseline {
 		f.registerRange(c)
 	}
+	c.Flags().BoolVar(&f.dryRun, "dry-run", false, "read the plan and print what the run would fetch, write and delete, changing nothing: no resource fetched (packages only where their index is needed), no sink written, the state only read")
 	return c
 }
 
@@ -162,19 +168,26 @@ func codeOf(rep *runreport.Report) int {
 // harvest of the mode with the progress display, then writes the report.
 func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*runreport.Report, error) {
 	log := a.logger()
-	store, closeStore, err := runStore(ctx, f, log)
+	open := runStore
+	if f.dryRun {
+		open = dryRunStore
+	}
+	store, closeStore, err := open(ctx, f, log)
 	if err != nil {
 		return nil, err
 	}
 	defer closeStore()
 	counts := &pipeline.Counts{}
 	shown := f.progress
-	if a.quiet {
-		shown = "none"
+	if a.quiet || (f.dryRun && shown == "auto") {
+		shown = "none" // a dry run's lines go to standard output
 	}
 	stopProgress := a.display().Start(ctx, shown, counts, log)
 	h := a.harvester(store, f.store != nil, log)
 	h.Counts = counts
+	if f.dryRun {
+		f.DryRun, h.Preview = true, a.printPreview()
+	}
 	rep, runErr := h.Run(ctx, mode, f.Job)
 	stopProgress()
 	if rep != nil && f.report != "" {
@@ -222,6 +235,47 @@ func runStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store,
 		return nil, nil, err
 	}
 	return store, func() { store.Close() }, nil
+}
+
+// dryRunStore is the store a dry run reads: --state when it exists (with
+// its lock: no run changes it meanwhile), else an empty one in a
+// temporary directory, removed after, so that a dry run never creates a
+// state file.
+func dryRunStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
+	if f.store != nil {
+		return runStore(ctx, f, log)
+	}
+	if _, err := os.Stat(f.state); err == nil {
+		return runStore(ctx, f, log)
+	}
+	dir, err := os.MkdirTemp("", "rsharvest-dry-run-")
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := state.Open(ctx, filepath.Join(dir, "state.db"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return store, func() { store.Close(); os.RemoveAll(dir) }, nil
+}
+
+// printPreview prints each thing a dry run would do on a line of standard
+// output: "fetch URL (12.3 MiB)", "write URI (2048 bytes)", "delete URI".
+func (a *app) printPreview() func(pipeline.Preview) {
+	var mu sync.Mutex
+	return func(p pipeline.Preview) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case p.Action == pipeline.PreviewDelete:
+			fmt.Fprintf(a.stdout, "would delete %s\n", p.URI)
+		case p.Length < 0:
+			fmt.Fprintf(a.stdout, "would %s %s\n", p.Action, p.URI)
+		default:
+			fmt.Fprintf(a.stdout, "would %s %s (%d bytes)\n", p.Action, p.URI, p.Length)
+		}
+	}
 }
 
 // openState opens the state store for one run, holding its lock until it

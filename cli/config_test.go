@@ -14,7 +14,7 @@ import (
 // '-' (--header's key is headers). Flags that choose what a command prints
 // or does, not how it syncs, have none.
 func TestEveryFlagHasConfigKey(t *testing.T) {
-	noKey := map[string]bool{"config": true, "json": true, "repair": true, "cpuprofile": true, "help": true}
+	noKey := map[string]bool{"config": true, "json": true, "repair": true, "dry-run": true, "cpuprofile": true, "help": true}
 	keyOf := map[string]string{"header": "headers"}
 	root := (&app{}).rootCommand()
 	checked := 0

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -326,5 +327,24 @@ func TestServeOAI(t *testing.T) {
 	var o, e syncBuffer
 	if code := Main(t.Context(), []string{"serve", "--oai", "--oai-quirks", "gremlins"}, &o, &e); code != ExitUsage || !strings.Contains(e.String(), "gremlins") {
 		t.Errorf("serve --oai-quirks gremlins: exit %d, %s", code, e.String())
+	}
+}
+
+// TestOAIFirstBaselineCounts: a first baseline of a repository that
+// reports deleted records deletes nothing (nothing was held), and says
+// so; the bytes downloaded are the pages'.
+func TestOAIFirstBaselineCounts(t *testing.T) {
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 30, PageSize: 10})
+	repo.Advance() // every 7th record deleted
+	srv := httptest.NewServer(repo)
+	defer srv.Close()
+	dir := t.TempDir()
+	code, out, stderr := run(t, "baseline", "--source", srv.URL, "--protocol", "oai-pmh", "--sink", "fs:"+filepath.Join(dir, "m"),
+		"--state", filepath.Join(dir, "s.db"), "--progress", "none")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+	if !regexp.MustCompile(`resources: \d+ written, 0 deleted, [1-9]\d* unchanged`).MatchString(out) || strings.Contains(out, " 0 downloaded") {
+		t.Errorf("the summary:\n%s", out)
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -153,5 +154,45 @@ func TestMaxDeleteCommand(t *testing.T) {
 	code, out, stderr = run(t, append([]string{"sync", "--max-delete", "50%"}, args...)...)
 	if code != ExitOK || !regexp.MustCompile(`resources: \d+ written, [1-9]\d* deleted`).MatchString(out) {
 		t.Fatalf("--max-delete 50%%: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestDryRunCommand: "baseline --dry-run" with no state file prints what
+// it would fetch and write, creates no state file and writes nothing;
+// after a real baseline, "sync --dry-run" of the source's changes prints
+// what it would write and delete, and changes neither the mirror nor the
+// state (the next real sync does the same).
+func TestDryRunCommand(t *testing.T) {
+	srv := generatedSource(t, bench.GenOptions{Resources: 60, Packages: 2, Seed: 4, MeanSize: 1 << 10, ChangePackages: 2, ChangesPerPackage: 20, DeleteShare: 0.3}, bench.ServeOptions{})
+	dir := t.TempDir()
+	db, mirror := filepath.Join(dir, "s.db"), filepath.Join(dir, "m")
+	args := []string{"--source", srv.URL, "--sink", "fs:" + mirror, "--state", db}
+	srv.Handler.Publish(0)
+	code, out, stderr := run(t, append([]string{"baseline", "--dry-run"}, args...)...)
+	if code != ExitOK || strings.Count(out, "would write http") != 60 || strings.Count(out, "would fetch http") != 2 || !strings.Contains(out, "dry run (baseline)") || !strings.Contains(out, "would write 60") {
+		t.Fatalf("baseline --dry-run: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Error("a dry run created the state file")
+	}
+	if n := countFiles(t, mirror); n != 0 {
+		t.Errorf("a dry run wrote %d files", n)
+	}
+	if code, out, stderr := run(t, append([]string{"baseline", "--progress", "none"}, args...)...); code != ExitOK {
+		t.Fatalf("baseline: exit %d\n%s%s", code, out, stderr)
+	}
+	srv.Handler.Publish(2)
+	before := heldBodies(t, mirror)
+	code, out, stderr = run(t, append([]string{"sync", "--dry-run"}, args...)...)
+	deletes := strings.Count(out, "would delete http")
+	if code != ExitOK || deletes == 0 || !strings.Contains(out, "dry run (incremental)") {
+		t.Fatalf("sync --dry-run: exit %d\n%s%s", code, out, stderr)
+	}
+	if after := heldBodies(t, mirror); len(after) != len(before) {
+		t.Errorf("the dry run changed the mirror: %d files, %d before", len(after), len(before))
+	}
+	code, out, stderr = run(t, append([]string{"sync", "--progress", "none"}, args...)...)
+	if code != ExitOK || !strings.Contains(out, fmt.Sprintf(", %d deleted,", deletes)) {
+		t.Errorf("the sync after the dry run (%d deletes said): exit %d\n%s%s", deletes, code, out, stderr)
 	}
 }

@@ -36,6 +36,9 @@ type Harvester struct {
 	OnRetry func(fetch.Retry)
 	// Counts, when set, is updated as the run goes (a progress display).
 	Counts *pipeline.Counts
+	// Preview, when set, is told what a dry run (Job.DryRun) would do; it
+	// may be called from several goroutines at once.
+	Preview func(pipeline.Preview)
 	// Protocols are the protocols a job may name (nil: protocols.All).
 	Protocols source.Registry
 }
@@ -249,6 +252,8 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		RequireHash:     j.RequireHash,
 		VerifyAll:       j.Verify == "all",
 		MaxDelete:       maxDelete,
+		DryRun:          j.DryRun,
+		Preview:         h.Preview,
 		Set:             set,
 		MaxDocumentSize: j.MaxDocumentSize,
 		Logger:          log,

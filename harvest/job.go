@@ -71,6 +71,9 @@ type Job struct {
 	// requests together (--bwlimit: "10M", "500k", "2.5MB/s"; "": no cap;
 	// fetch.ParseBandwidth).
 	BwLimit string
+	// DryRun reads the plan and tells Harvester.Preview what the run
+	// would fetch, write and delete, changing nothing (--dry-run).
+	DryRun bool
 	// MaxDelete bounds the resources one run may delete (--max-delete: a
 	// count, "100", or a share of those held, "5%"; "": no bound;
 	// pipeline.ParseDeleteLimit): a run that would delete more stops

@@ -86,13 +86,13 @@ type pending struct {
 // the resources unchanged with no record of their own, the failed
 // resources, the packages ended, and the failures and skips to list.
 type tally struct {
-	unchanged, failed, pkgsDone, pkgsFailed int64
+	unchanged, deleted, failed, pkgsDone, pkgsFailed int64
 	failures                                []runreport.Failure
 	skips                                   []runreport.Skip
 }
 
 func (t *tally) empty() bool {
-	return t.unchanged == 0 && t.failed == 0 && t.pkgsDone == 0 && t.pkgsFailed == 0 && len(t.failures) == 0 && len(t.skips) == 0
+	return t.unchanged == 0 && t.deleted == 0 && t.failed == 0 && t.pkgsDone == 0 && t.pkgsFailed == 0 && len(t.failures) == 0 && len(t.skips) == 0
 }
 
 // publish adds a committed batch to the run's figures and report: its
@@ -107,13 +107,12 @@ func (r *run) publish(b *state.Batch, t *tally) {
 			if rc.Verified != state.VerifiedHash {
 				c.Unverified.Add(1)
 			}
-		case state.OutcomeDeleted:
-			c.Deleted.Add(1)
 		case state.OutcomeUnchanged:
 			c.Unchanged.Add(1)
 		}
 	}
 	c.Unchanged.Add(t.unchanged)
+	c.Deleted.Add(t.deleted)
 	c.Failed.Add(t.failed)
 	c.Skipped.Add(int64(len(t.skips)))
 	c.PackagesDone.Add(t.pkgsDone)
@@ -263,6 +262,12 @@ func (r *run) add(p *pending, res result) {
 			c.Length, c.Hashes, c.Type, c.Lastmod = -1, fixity.Hashes{}, "", time.Time{}
 		}
 		b.Changes = append(b.Changes, c)
+	}
+	switch {
+	case res.outcome == outDeleted && res.nothingHeld:
+		t.unchanged++
+	case res.outcome == outDeleted:
+		t.deleted++
 	}
 	switch res.outcome {
 	case outSuperseded:

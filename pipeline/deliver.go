@@ -35,12 +35,15 @@ const (
 // figures are counted from results as they commit (see tally), never by
 // the stages that send them.
 type result struct {
-	outcome    outcome
-	resource   state.Resource
-	hadRecord  bool
-	failure    *runreport.Failure
-	changeTime time.Time
-	fatal      error
+	outcome   outcome
+	resource  state.Resource
+	hadRecord bool
+	// nothingHeld marks a delete of what the destination did not hold: it
+	// is recorded, not counted as deleted.
+	nothingHeld bool
+	failure     *runreport.Failure
+	changeTime  time.Time
+	fatal       error
 	// counts says which figure a failure without an outcome adds to.
 	counts counted
 	// held is how many resources of a package not read because the

@@ -156,7 +156,10 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) res
 			return result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.ChangeTime}
 		}
 	}
-	return result{outcome: outDeleted, resource: rec, change: string(source.Deleted)}
+	// A delete of what the destination never held, or holds deleted
+	// already, changes nothing there: it is recorded (so that an older
+	// change cannot bring the resource back) but not counted as deleted.
+	return result{outcome: outDeleted, resource: rec, change: string(source.Deleted), nothingHeld: !had || prev.Deleted}
 }
 
 // deleteFrom deletes uri from one sink, within its concurrency and with

@@ -22,6 +22,7 @@ import (
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/testdata/javazip"
 )
 
@@ -157,6 +158,26 @@ func (h *harness) incremental(ctx context.Context, source string, rng pipeline.R
 	return rep
 }
 
+// holdAsBaseline makes the destination hold uri with body as a baseline
+// of source left it: in the sink, and recorded in the state.
+func (h *harness) holdAsBaseline(ctx context.Context, source, uri, body string) {
+	h.t.Helper()
+	if err := h.sink.Put(ctx, sinkResource(uri, body), strings.NewReader(body)); err != nil {
+		h.t.Fatal(err)
+	}
+	id, err := h.store.BeginRun(ctx, state.Run{Mode: "baseline", Source: source})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	rec := state.Resource{URI: uri, Source: source, Length: int64(len(body)), Hashes: sums([]byte(body)), Outcome: state.OutcomeWritten, RunID: id}
+	if err := h.store.Commit(ctx, state.Batch{Resources: []state.Resource{rec}}); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.store.FinishRun(ctx, id, time.Now(), runreport.StatusOK, nil); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 func res(n int) string { return fmt.Sprintf("http://example.com/res%d", n) }
 
 // TestIncrementalSemantics covers the spec's Example 23 (res7 created then
@@ -205,11 +226,8 @@ func TestIncrementalSemantics(t *testing.T) {
 			srv := serve(t, src)
 			h := newHarness(t)
 			// What a baseline left: res4 and res5.
-			for _, r := range []struct{ uri, body string }{{res(4), "baseline res4"}, {res(5), "baseline res5"}} {
-				if err := h.sink.Put(ctx, sinkResource(r.uri, r.body), strings.NewReader(r.body)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			h.holdAsBaseline(ctx, srv.URL+"changedump.xml", res(4), "baseline res4")
+			h.holdAsBaseline(ctx, srv.URL+"changedump.xml", res(5), "baseline res5")
 			rep := h.incremental(ctx, srv.URL+"changedump.xml", rng)
 			if rep.Status != runreport.StatusOK || rep.Resources.Deleted != 1 {
 				t.Fatalf("%s", rep.Summary())
@@ -314,6 +332,7 @@ func TestIncrementalFetchesOnlyWhatMatters(t *testing.T) {
 			writeChangeDump(t, src, pkgs, contents)
 			srv := serve(t, src)
 			h := newHarness(t)
+			h.holdAsBaseline(context.Background(), srv.URL+"changedump.xml", res(3), "held before") // so that its delete deletes
 			rep := h.incremental(context.Background(), srv.URL+"changedump.xml", rng)
 			if rep.Status != runreport.StatusOK || rep.Resources.Written != 1 || rep.Resources.Deleted != 1 {
 				t.Fatalf("%s", rep.Summary())

@@ -164,6 +164,27 @@ type entryJob struct {
 	ep *epoch
 }
 
+// packageHeld says whether the destination holds every resource of
+// package j it needs (held; n of them, when its manifest copy tells), and
+// for a change package the winners it still needs (want).
+func (r *run) packageHeld(ctx context.Context, j source.Package) (want map[string]*source.Record, held bool, n int64, err error) {
+	switch {
+	case len(j.Wins) > 0:
+		if want, err = r.unheld(ctx, j); err != nil {
+			return nil, false, 0, err
+		}
+		held = len(want) == 0
+	case j.Contents != "":
+		if n, held, err = r.allHeld(ctx, j); err != nil {
+			return nil, false, 0, err
+		}
+		if held {
+			r.log.Debug("package skipped: every resource already held", "package", j.URL, "resources", n)
+		}
+	}
+	return want, held, n, nil
+}
+
 // readPackage reads one package unit and hands the entries to deliver to
 // the workers: every entry, or only the winners (j.Wins) the destination
 // does not hold already. It is the one place that chooses how a package's
@@ -183,23 +204,9 @@ type entryJob struct {
 // ctx ends), then removes the spool file. Failures of the package are
 // recorded; only a cancelled run, or a fatal error, is returned.
 func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entryJob) error {
-	var want map[string]*source.Record
-	held, n := false, int64(0)
-	switch {
-	case len(j.Wins) > 0:
-		var err error
-		if want, err = r.unheld(ctx, j); err != nil {
-			return err
-		}
-		held = len(want) == 0
-	case j.Contents != "":
-		var err error
-		if n, held, err = r.allHeld(ctx, j); err != nil {
-			return err
-		}
-		if held {
-			r.log.Debug("package skipped: every resource already held", "package", j.URL, "resources", n)
-		}
+	want, held, n, err := r.packageHeld(ctx, j)
+	if err != nil {
+		return err
 	}
 	if held {
 		if sp := r.spool.take(j.URL); sp != nil {

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/runreport"
 )
 
@@ -38,6 +39,19 @@ type Counts struct {
 	// the run's whole work.
 	Planned  atomic.Int64
 	PlanRead atomic.Bool
+
+	// client is the run's HTTP client, whose bytes received Received reads.
+	client atomic.Pointer[fetch.Client]
+}
+
+// Received is the body bytes the run has received so far: packages,
+// resources, and the documents and pages that list them.
+func (c *Counts) Received() int64 {
+	n := c.BytesDownloaded.Load()
+	if cl := c.client.Load(); cl != nil {
+		n = max(n, cl.Stats().BytesDownloaded)
+	}
+	return n
 }
 
 // Done is how many resources the run has finished with, whatever the

@@ -139,6 +139,11 @@ type Options struct {
 	SinkBackoff time.Duration
 	// Counts, when set, receives the live counters (for progress display).
 	Counts *Counts
+	// DryRun reads the plan and tells Preview what the run would fetch,
+	// write and delete, changing nothing: no resource is fetched, no sink
+	// written, the state only read (see previewing).
+	DryRun  bool
+	Preview func(Preview)
 	// MaxDelete, when set, bounds the resources the run may delete: its
 	// deletions wait until the plan is read whole, and a run that would
 	// delete more stops before deleting any (ErrTooManyDeletes).
@@ -282,7 +287,12 @@ func (s boundSink) Put(ctx context.Context, res *sink.Resource, body io.Reader) 
 func (s boundSink) Delete(ctx context.Context, uri string) error { return s.io.Delete(ctx, uri) }
 
 func newRun(opts Options) *run {
-	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, mode: delivering{},
+	var mode strategy = delivering{}
+	if opts.DryRun {
+		opts.Store, mode = dryStore{opts.Store}, previewing{}
+	}
+	opts.Counts.client.Store(opts.Client)
+	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, mode: mode,
 		downloads: make(chan struct{}, opts.Concurrency), spool: newSpoolCache(opts.Concurrency + 1)}
 	for i, s := range opts.Sinks {
 		n := opts.Workers
@@ -317,7 +327,7 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		return err
 	}
 	r.runID, rep.RunID = id, id
-	rep.Protocol = r.opts.Protocol.Name
+	rep.Protocol, rep.DryRun = r.opts.Protocol.Name, r.opts.DryRun
 	for _, s := range r.sinks {
 		rep.Sinks = append(rep.Sinks, s.name)
 	}
@@ -674,6 +684,10 @@ func (r *run) finish(ctx context.Context, rep *runreport.Report, runErr error) (
 	r.rec.fill(rep, r.counts)
 	st := r.opts.Client.Stats()
 	rep.Fetch = runreport.FetchStats{Requests: st.Requests, Retries: st.Retries, Resumes: st.Resumes, Restarts: st.Restarts, Throttled: st.Throttled}
+	if rep.Packages.Total == 0 {
+		// No package: what came is the lists, pages and resources.
+		rep.Bytes.Downloaded = max(rep.Bytes.Downloaded, st.BytesDownloaded)
+	}
 	if rep.Mode == "baseline" {
 		for _, cp := range r.checkpoints {
 			if !cp.Next.IsZero() && (rep.At == nil || cp.Next.Before(*rep.At)) {

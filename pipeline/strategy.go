@@ -72,15 +72,21 @@ type listing struct {
 
 var _ strategy = listing{}
 
-// readPackage reads only what package j lists: the copy of its index it
-// links when there is one, else its index entry, by Range where the
-// server allows, else downloaded.
+// readPackage reads only what package j lists (readIndex).
 func (listing) readPackage(ctx context.Context, r *run, j source.Package, out chan<- entryJob) error {
+	return r.readIndex(ctx, j, nil, out)
+}
+
+// readIndex hands the workers the entries package j lists (only the
+// winners in want, when want is not nil), reading only its listing: the
+// copy of its index it links when there is one, else its index entry, by
+// Range where the server allows, else downloaded.
+func (r *run) readIndex(ctx context.Context, j source.Package, want map[string]*source.Record, out chan<- entryJob) error {
 	if j.Contents != "" {
 		entries, closeDoc, err := r.openContents(ctx, j)
 		if err == nil {
 			defer closeDoc()
-			return r.readManifest(ctx, j, entries, nil, nil, nil, out)
+			return r.readManifest(ctx, j, entries, nil, nil, want, out)
 		}
 		if ctx.Err() != nil || errclass.IsFatal(err) {
 			return err
@@ -107,7 +113,7 @@ func (listing) readPackage(ctx context.Context, r *run, j source.Package, out ch
 		return r.packageFailed(ctx, j, j.At, "manifest", err)
 	}
 	defer closeIndex()
-	return r.readManifest(ctx, j, entries, nil, nil, nil, out)
+	return r.readManifest(ctx, j, entries, nil, nil, want, out)
 }
 
 func (listing) handle(_ context.Context, _ *run, j entryJob) result {

@@ -43,10 +43,7 @@ func readStats(c *pipeline.Counts, rate float64) stats {
 		packages:     c.PackagesTotal.Load(),
 		eta:          -1,
 	}
-	s.received = c.BytesDownloaded.Load()
-	if s.packages > 0 {
-		s.received = max(s.received, c.PackageBytesDone.Load())
-	}
+	s.received = c.Received()
 	s.total, s.exact = resourceTotal(c)
 	if s.exact {
 		s.done = min(s.done, s.total)

@@ -57,7 +57,7 @@ func TestReadStats(t *testing.T) {
 	c.Unchanged.Store(5)
 	c.Failed.Store(6)
 	c.Deleted.Store(7)
-	want := stats{done: 22, total: 80, received: 1500, verified: 99, written: 4, unchanged: 5, failed: 6, deleted: 7, packagesDone: 2, packages: 3, eta: 29 * time.Second}
+	want := stats{done: 22, total: 80, received: 1000, verified: 99, written: 4, unchanged: 5, failed: 6, deleted: 7, packagesDone: 2, packages: 3, eta: 29 * time.Second}
 	if got := readStats(&c, 2); got != want {
 		t.Errorf("readStats = %+v, want %+v", got, want)
 	}

@@ -45,6 +45,9 @@ type Report struct {
 	// Protocol is the source's protocol (source.Protocol's name), when
 	// known.
 	Protocol string `json:"protocol,omitempty"`
+	// DryRun says the run changed nothing: its counts are what it would
+	// have written, deleted and found unchanged.
+	DryRun bool `json:"dry_run,omitempty"`
 	// Sinks are the sinks the run wrote to, as the state names them
 	// (credentials redacted), in the job's order.
 	Sinks []string `json:"sinks,omitempty"`
@@ -140,6 +143,14 @@ func (rep *Report) Summary() string {
 		mbps = float64(rep.Bytes.Written) / 1e6 / d.Seconds()
 	}
 	s := fmt.Sprintf("%s of %s: %s in %s\n", rep.Mode, rep.Source, rep.Status, d.Round(time.Millisecond))
+	if rep.DryRun {
+		s = fmt.Sprintf("dry run (%s) of %s: %s in %s; nothing was written or deleted\n", rep.Mode, rep.Source, rep.Status, d.Round(time.Millisecond))
+		s += fmt.Sprintf("  would write %d (%d bytes declared), delete %d; %d unchanged\n", rep.Resources.Written, rep.Bytes.Written, rep.Resources.Deleted, rep.Resources.Unchanged)
+		if rep.Error != "" {
+			s += "  error:     " + rep.Error + "\n"
+		}
+		return s
+	}
 	if rep.Packages.Total > 0 || rep.Packages.Failed > 0 { // lists and OAI-PMH read no package
 		s += fmt.Sprintf("  packages:  %d total, %d done, %d failed\n", rep.Packages.Total, rep.Packages.Done, rep.Packages.Failed)
 	}
