@@ -87,8 +87,8 @@ type pending struct {
 // resources, the packages ended, and the failures and skips to list.
 type tally struct {
 	unchanged, deleted, failed, pkgsDone, pkgsFailed int64
-	failures                                []runreport.Failure
-	skips                                   []runreport.Skip
+	failures                                         []runreport.Failure
+	skips                                            []runreport.Skip
 }
 
 func (t *tally) empty() bool {
