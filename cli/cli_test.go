@@ -306,48 +306,59 @@ func TestUnreachableSource(t *testing.T) {
 	}
 }
 
-// TestInterruptedRun: a run stopped while it downloads is "interrupted"
-// everywhere — its summary, its report, the harvest log — exits 130, and
-// says that running the same command again resumes.
+// TestInterruptedRun: a run stopped while it downloads — a package, or
+// the resources a list names — is "interrupted" everywhere — its summary,
+// its report, the harvest log — exits 130, says that running the same
+// command again resumes, and reports no resource as failed.
 func TestInterruptedRun(t *testing.T) {
-	started := make(chan struct{}, 1)
-	hold := func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if strings.HasSuffix(r.URL.Path, ".zip") {
-				select {
-				case started <- struct{}{}:
-				default:
-				}
-				<-r.Context().Done() // the package never comes
-				return
+	for _, tc := range []struct {
+		name, held string
+		args       []string
+	}{
+		{"a package", ".zip", nil},
+		{"the resources of a list", "/resources/", []string{"--prefer", "list"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := make(chan struct{}, 1)
+			hold := func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if strings.Contains(r.URL.Path, tc.held) {
+						select {
+						case started <- struct{}{}:
+						default:
+						}
+						<-r.Context().Done() // it never comes
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
 			}
-			h.ServeHTTP(w, r)
+			origin := generatedSource(t, bench.GenOptions{Resources: 20, Packages: 1, Seed: 3, MeanSize: 1 << 10, NoOddNames: true, WriteResources: true}, bench.ServeOptions{Wrap: hold})
+			dir := t.TempDir()
+			db, rp := filepath.Join(dir, "s.db"), filepath.Join(dir, "report.json")
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			go func() {
+				select {
+				case <-started:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			var out, errb bytes.Buffer
+			code := Main(ctx, append([]string{"baseline", "--source", origin.URL, "--sink", "fs:" + filepath.Join(dir, "m"), "--state", db, "--progress", "none", "--report", rp}, tc.args...), &out, &errb)
+			if code != ExitInterrupted || !strings.Contains(out.String(), ": interrupted in") || !strings.Contains(errb.String(), "interrupted: run the same command again to resume") ||
+				strings.Contains(errb.String(), "context canceled") || strings.Contains(errb.String(), "resource failed") || !strings.Contains(out.String(), " 0 failed") {
+				t.Fatalf("exit %d, want %d, interrupted and how to resume, no failure:\n%s%s", code, ExitInterrupted, out.String(), errb.String())
+			}
+			b, err := os.ReadFile(rp)
+			if err != nil || !strings.Contains(string(b), `"status": "interrupted"`) {
+				t.Errorf("report: %s (%v)", b, err)
+			}
+			if code, logOut, _ := run(t, "log", "--state", db); code != ExitOK || !strings.Contains(logOut, "run 1: interrupted") || strings.Contains(logOut, ": failed") {
+				t.Errorf("log: exit %d:\n%s", code, logOut)
+			}
 		})
-	}
-	origin := generatedSource(t, bench.GenOptions{Resources: 20, Packages: 1, Seed: 3, MeanSize: 1 << 10, NoOddNames: true}, bench.ServeOptions{Wrap: hold})
-	dir := t.TempDir()
-	db, rp := filepath.Join(dir, "s.db"), filepath.Join(dir, "report.json")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-started:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	var out, errb bytes.Buffer
-	code := Main(ctx, []string{"baseline", "--source", origin.URL, "--sink", "fs:" + filepath.Join(dir, "m"), "--state", db, "--progress", "none", "--report", rp}, &out, &errb)
-	if code != ExitInterrupted || !strings.Contains(out.String(), ": interrupted in") || !strings.Contains(errb.String(), "interrupted: run the same command again to resume") ||
-		strings.Contains(errb.String(), "context canceled") {
-		t.Fatalf("exit %d, want %d, interrupted and how to resume:\n%s%s", code, ExitInterrupted, out.String(), errb.String())
-	}
-	b, err := os.ReadFile(rp)
-	if err != nil || !strings.Contains(string(b), `"status": "interrupted"`) {
-		t.Errorf("report: %s (%v)", b, err)
-	}
-	if code, logOut, _ := run(t, "log", "--state", db); code != ExitOK || !strings.Contains(logOut, "run 1: interrupted") || strings.Contains(logOut, ": failed") {
-		t.Errorf("log: exit %d:\n%s", code, logOut)
 	}
 }
 

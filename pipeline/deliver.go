@@ -142,6 +142,13 @@ func (r *run) entryFailed(j entryJob, rec state.Resource, had bool, stage string
 	if j.stream != nil && j.stream.leave() {
 		return result{} // phase 2 delivers it (stream.go)
 	}
+	if errors.Is(err, context.Canceled) {
+		// The run is interrupted: not a failure of the resource. It holds
+		// its set's checkpoint; the next run delivers it.
+		r.log.Debug("resource interrupted", "uri", e.URI, "stage", stage)
+		r.noteHold(j.pkg.ResourceSet, rec.ChangeTime, j.ep)
+		return result{}
+	}
 	f := runreport.Failure{URI: e.URI, Package: j.pkg.URL, Stage: stage, Error: err.Error(), Permanent: errclass.IsPermanent(err)}
 	r.log.Warn("resource failed", "uri", e.URI, "package", j.pkg.URL, "stage", stage, "error", err)
 	if !f.Permanent {

@@ -41,7 +41,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -121,12 +124,19 @@ func OpenExclusive(ctx context.Context, path, command string, wait time.Duration
 	if path == "" || path == ":memory:" {
 		return nil, errclass.Fatalf("state: open %q: a file path is required", path)
 	}
+	if err := sqliteHeader(path); err != nil {
+		return nil, err // before the lock: no lock file beside what is not a state file
+	}
+	_, statErr := os.Stat(LockPath(path))
 	lock, err := Lock(ctx, path, command, wait)
 	if err != nil {
 		return nil, err
 	}
 	s, err := Open(ctx, path)
 	if err != nil {
+		if errors.Is(err, ErrNotStateFile) && errors.Is(statErr, fs.ErrNotExist) {
+			os.Remove(LockPath(path)) // made for nothing: not left beside it
+		}
 		lock.Unlock()
 		return nil, err
 	}
@@ -230,6 +240,26 @@ func isBusy(err error) bool {
 
 // notStateFile adds ErrNotStateFile to the errors SQLite gives for a file
 // that is not a database or is damaged.
+// sqliteHeader checks that the file at path, when it exists and is not
+// empty, begins as an SQLite database does; its error wraps
+// ErrNotStateFile.
+func sqliteHeader(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // missing (Open makes it) or unreadable (Open says why)
+	}
+	defer f.Close()
+	head := make([]byte, 16)
+	n, err := io.ReadFull(f, head)
+	switch {
+	case n == 0:
+		return nil // empty: Open makes it a state store
+	case err != nil || string(head) != "SQLite format 3\x00":
+		return errclass.NewFatal(fmt.Errorf("state: %s: %w (not an SQLite database)", path, ErrNotStateFile))
+	}
+	return nil
+}
+
 func notStateFile(err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) {

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -220,6 +221,17 @@ func TestOpenRejects(t *testing.T) {
 				after, _ := os.ReadFile(path)
 				if !bytes.Equal(before, after) {
 					t.Error("Open modified the file it rejected")
+				}
+				// Opened for a run, the same, and no lock file left.
+				s, err := OpenExclusive(ctx, path, "test", 0)
+				if err == nil {
+					s.Close()
+				}
+				if !errors.Is(err, tt.want) {
+					t.Errorf("OpenExclusive: %v, want %v", err, tt.want)
+				}
+				if _, err := os.Stat(LockPath(path)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("a lock file is left beside the file rejected: %v", err)
 				}
 			}
 		})
