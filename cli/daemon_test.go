@@ -49,6 +49,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// stopDaemon stops the daemon whose Main runs with cancel's context and
+// says its exit code on done, and wants it to end cleanly.
+func stopDaemon(t *testing.T, cancel context.CancelFunc, done <-chan int, out, errb *syncBuffer) {
+	t.Helper()
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Errorf("daemon: exit %d\n%s%s", code, out.String(), errb.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the daemon did not stop")
+	}
+}
+
 // TestDaemon: the daemon harvests the due sites of the registry (one that
 // cannot be reached does not keep it from the others, and is tried again
 // with backoff), a second daemon on
@@ -124,15 +139,7 @@ func TestDaemon(t *testing.T) {
 	if code, _, stderr := run(t, "daemon", "--state", db); code != ExitUsage || !strings.Contains(stderr, "in use") {
 		t.Errorf("a second daemon: exit %d\n%s", code, stderr)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != ExitOK {
-			t.Errorf("daemon: exit %d\n%s%s", code, out.String(), errb.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the daemon did not stop")
-	}
+	stopDaemon(t, cancel, done, &out, &errb)
 	_, log, _ := run(t, "log", "--state", db)
 	for _, want := range []string{"harvester started  rsharvest daemon", "oai     harvest ended", "harvester stopped"} {
 		if !strings.Contains(log, want) {

@@ -103,15 +103,7 @@ func TestDaemonHarvestNow(t *testing.T) {
 	if !strings.Contains(log, "harvest now, asked by admin (operator)") {
 		t.Errorf("the site's harvest log: %q", log)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != ExitOK {
-			t.Errorf("daemon: exit %d\n%s%s", code, out.String(), errb.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the daemon did not stop")
-	}
+	stopDaemon(t, cancel, done, &out, &errb)
 	if n := countFiles(t, filepath.Join(dir, "oai")); n != 30 {
 		t.Errorf("%d files, want 30", n)
 	}

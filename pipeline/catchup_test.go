@@ -15,17 +15,24 @@ import (
 // source publishes one change package after another, ends equal to the
 // source's later state (what a fresh baseline of it would hold): deletes
 // applied, latest versions kept.
-func TestCatchUpInSteps(t *testing.T) {
-	ctx := context.Background()
-	src := t.TempDir()
-	srv := serve(t, src)
-	// Generated for the server's own URL, so documents, manifest copies and
-	// packages agree on every URI.
-	gen := bench.GenOptions{Dir: src, Base: srv.URL, Resources: 240, Packages: 3, Seed: 21, MeanSize: 2 << 10,
-		ChangePackages: 5, ChangesPerPackage: 40, DeleteShare: 0.15, IndexThreshold: 2}
-	if _, err := bench.Generate(ctx, gen); err != nil {
+// changeSource generates gen — a snapshot and its Change Dump — for the
+// URL of the server it then serves it on, so that documents, manifest
+// copies and packages agree on every URI; nothing is published yet.
+func changeSource(t *testing.T, gen bench.GenOptions) (*bench.Server, bench.GenOptions) {
+	t.Helper()
+	gen.Dir = t.TempDir()
+	srv := serve(t, gen.Dir)
+	gen.Base = srv.URL
+	if _, err := bench.Generate(t.Context(), gen); err != nil {
 		t.Fatal(err)
 	}
+	return srv, gen
+}
+
+func TestCatchUpInSteps(t *testing.T) {
+	ctx := context.Background()
+	srv, gen := changeSource(t, bench.GenOptions{Resources: 240, Packages: 3, Seed: 21, MeanSize: 2 << 10,
+		ChangePackages: 5, ChangesPerPackage: 40, DeleteShare: 0.15, IndexThreshold: 2})
 	h := newHarness(t)
 	srv.Handler.Publish(0)
 	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != runreport.StatusOK {

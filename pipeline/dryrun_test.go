@@ -38,13 +38,8 @@ func (p *previews) sorted(action string) []string {
 // resources) are as before it.
 func TestDryRun(t *testing.T) {
 	ctx := context.Background()
-	src := t.TempDir()
-	srv := serve(t, src)
-	gen := bench.GenOptions{Dir: src, Base: srv.URL, Resources: 80, Packages: 2, Seed: 3, MeanSize: 1 << 10,
-		ChangePackages: 2, ChangesPerPackage: 30, DeleteShare: 0.3}
-	if _, err := bench.Generate(ctx, gen); err != nil {
-		t.Fatal(err)
-	}
+	srv, gen := changeSource(t, bench.GenOptions{Resources: 80, Packages: 2, Seed: 3, MeanSize: 1 << 10,
+		ChangePackages: 2, ChangesPerPackage: 30, DeleteShare: 0.3})
 	h := newHarness(t)
 	srv.Handler.Publish(0)
 	dry := func(incremental bool) (*runreport.Report, *previews) {

@@ -32,13 +32,8 @@ func TestParseDeleteLimit(t *testing.T) {
 // stays within, it deletes them all.
 func TestMaxDelete(t *testing.T) {
 	ctx := context.Background()
-	src := t.TempDir()
-	srv := serve(t, src)
-	gen := bench.GenOptions{Dir: src, Base: srv.URL, Resources: 200, Packages: 2, Seed: 5, MeanSize: 1 << 10,
-		ChangePackages: 2, ChangesPerPackage: 60, DeleteShare: 0.3}
-	if _, err := bench.Generate(ctx, gen); err != nil {
-		t.Fatal(err)
-	}
+	srv, gen := changeSource(t, bench.GenOptions{Resources: 200, Packages: 2, Seed: 5, MeanSize: 1 << 10,
+		ChangePackages: 2, ChangesPerPackage: 60, DeleteShare: 0.3})
 	h := newHarness(t)
 	srv.Handler.Publish(0)
 	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != runreport.StatusOK {
