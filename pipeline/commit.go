@@ -271,7 +271,9 @@ func (r *run) add(p *pending, res result) {
 	}
 	switch res.outcome {
 	case outSuperseded:
-		t.unchanged++
+		if res.skip == nil { // a skip counts as skipped
+			t.unchanged++
+		}
 	case outWritten, outUnchanged, outDeleted:
 		r.book.noteOutcomes(res.resource.Package, 1)
 		res.resource.Updated = now

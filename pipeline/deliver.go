@@ -101,11 +101,20 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	}
 	if h.superseded {
 		// A newer change is already applied (an earlier run covered a
-		// later range): never let an older change overwrite it.
-		return result{outcome: outSuperseded}
+		// later range), or a newer version held: never let an older one
+		// overwrite it.
+		res := result{outcome: outSuperseded}
+		if h.olderVersion {
+			res.skip = &runreport.Skip{Package: j.pkg.URL, Entry: e.URI,
+				Reason: fmt.Sprintf("listed at version %s, older than the version %s held: not applied", e.Version, h.prev.Version)}
+		}
+		return res
 	}
 	if h.all {
 		rec.Outcome = "unchanged"
+		if rec.Length < 0 {
+			rec.Length = h.prev.Length // the record gives none: the length held
+		}
 		rec.ETag, rec.LastModified = h.prev.ETag, h.prev.LastModified
 		if rec.Hashes.SHA256 == nil {
 			rec.Hashes.SHA256 = h.prev.Hashes.SHA256 // rsharvest's own, kept
@@ -323,9 +332,12 @@ type holding struct {
 	prev       state.Resource
 	had        bool
 	superseded bool
-	deliveries []state.Delivery
-	already    map[string]bool
-	all        bool
+	// olderVersion says the version at hand is older than the one held
+	// (source.Protocol.CompareVersions): superseded.
+	olderVersion bool
+	deliveries   []state.Delivery
+	already      map[string]bool
+	all          bool
 }
 
 // holding answers, for every kind of unit, "is this already held?": for
@@ -349,6 +361,9 @@ func (r *run) holding(ctx context.Context, uri string, changeTime time.Time, wan
 		}
 	}
 	h.superseded = h.had && !h.prev.ChangeTime.IsZero() && h.prev.ChangeTime.After(changeTime)
+	if cmp := r.opts.Protocol.CompareVersions; cmp != nil && h.had && !h.prev.Deleted && version != "" && h.prev.Version != "" && cmp(h.prev.Version, version) > 0 {
+		h.superseded, h.olderVersion = true, true
+	}
 	h.already = map[string]bool{}
 	for _, s := range r.sinks {
 		holder, has := h.prev, h.had

@@ -56,6 +56,8 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 			d := u.Document
 			return r.send(ctx, result{ep: r.marks.enter(), document: &state.ChangeDocument{URL: d.URL, Source: r.opts.SourceKey, ResourceSet: d.ResourceSet,
 				Capability: d.Capability, From: d.From, Until: d.Until, Open: d.Until.IsZero(), RunID: r.runID}})
+		case u.Skip != nil:
+			return r.send(ctx, result{ep: r.marks.enter(), skip: &runreport.Skip{Package: u.Skip.Listed, Entry: u.Skip.URI, Reason: u.Skip.Reason}})
 		case u.Mark != nil:
 			r.marks.mark(*u.Mark) // an audit's listing never commits them
 			return nil

@@ -327,7 +327,7 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		return err
 	}
 	r.runID, rep.RunID = id, id
-	rep.Protocol, rep.DryRun = r.opts.Protocol.Name, r.opts.DryRun
+	rep.Protocol, rep.DryRun, rep.NoDigests = r.opts.Protocol.Name, r.opts.DryRun, r.opts.Protocol.NoDigests
 	for _, s := range r.sinks {
 		rep.Sinks = append(rep.Sinks, s.name)
 	}

@@ -5,6 +5,7 @@
 package runreport
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,6 +49,9 @@ type Report struct {
 	// DryRun says the run changed nothing: its counts are what it would
 	// have written, deleted and found unchanged.
 	DryRun bool `json:"dry_run,omitempty"`
+	// NoDigests says the protocol gives no digest to check what it brings
+	// (source.Protocol.NoDigests).
+	NoDigests bool `json:"no_digests,omitempty"`
 	// Sinks are the sinks the run wrote to, as the state names them
 	// (credentials redacted), in the job's order.
 	Sinks []string `json:"sinks,omitempty"`
@@ -157,9 +161,9 @@ func (rep *Report) Summary() string {
 	s += fmt.Sprintf("  resources: %d written, %d deleted, %d unchanged, %d failed, %d skipped\n",
 		rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed, rep.Resources.Skipped)
 	switch {
-	case rep.Resources.Unverified > 0 && rep.Protocol == "oai-pmh":
+	case rep.Resources.Unverified > 0 && rep.NoDigests:
 		// The protocol gives no digest: nothing to refuse, nothing to fix.
-		s += fmt.Sprintf("  unverified: %d records (OAI-PMH gives no digest; rsharvest keeps its own sha-256 of each)\n", rep.Resources.Unverified)
+		s += fmt.Sprintf("  unverified: %d records (%s gives no digest; rsharvest keeps its own sha-256 of each)\n", rep.Resources.Unverified, cmp.Or(rep.Protocol, "the protocol"))
 	case rep.Resources.Unverified > 0:
 		s += fmt.Sprintf("  unverified: %d of the written resources gave no hash (checked by their length only, and CRC-32 inside a package; --require-hash refuses them)\n", rep.Resources.Unverified)
 	}

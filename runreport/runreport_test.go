@@ -46,13 +46,15 @@ func TestReport(t *testing.T) {
 }
 
 // TestSummaryUnverified: the summary's advice to --require-hash is given
-// only where a source could give digests; OAI-PMH records never do.
+// only where a source could give digests; OAI-PMH records and harvest
+// list documents never do (source.Protocol.NoDigests).
 func TestSummaryUnverified(t *testing.T) {
 	for _, tc := range []struct {
-		protocol string
-		advice   bool
-	}{{"oai-pmh", false}, {"resourcesync", true}, {"", true}} {
-		rep := &runreport.Report{Mode: "baseline", Source: "http://x/", Status: runreport.StatusOK, Protocol: tc.protocol}
+		protocol  string
+		noDigests bool
+		advice    bool
+	}{{"oai-pmh", true, false}, {"harvest-list", true, false}, {"resourcesync", false, true}, {"", false, true}} {
+		rep := &runreport.Report{Mode: "baseline", Source: "http://x/", Status: runreport.StatusOK, Protocol: tc.protocol, NoDigests: tc.noDigests}
 		rep.Resources.Written, rep.Resources.Unverified = 10, 10
 		s := rep.Summary()
 		if !strings.Contains(s, "unverified: 10") || strings.Contains(s, "--require-hash") != tc.advice {

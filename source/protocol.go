@@ -33,6 +33,16 @@ type Protocol struct {
 	// run's conditional request only then (a body cut short would stand
 	// for the document on every 304). Nil: every copy is kept.
 	Whole func(r io.Reader) bool
+	// CompareVersions, when set, orders the versions of a resource the
+	// protocol's records carry (Record.Version): negative when a is older
+	// than b, 0 when they are the same version, positive when a is newer.
+	// A record listing an older version than the one held is then not
+	// applied, and reported. Nil: versions are only the same or not.
+	CompareVersions func(a, b string) int
+	// NoDigests says the protocol's records never give a digest: what
+	// they bring is checked by length alone, and --require-hash is no
+	// remedy (the summary says so).
+	NoDigests bool
 }
 
 // Settings are what a job says of its source that a protocol may read.

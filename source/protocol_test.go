@@ -69,8 +69,17 @@ func TestRegistry(t *testing.T) {
 func TestProtocols(t *testing.T) {
 	reg := protocols.All()
 	names := reg.Names()
-	if !slices.Equal(names, []string{"resourcesync", "oai-pmh"}) {
+	// ResourceSync first, then each protocol with a probe; no name twice.
+	if len(names) < 3 || names[0] != "resourcesync" || !slices.Contains(names, "oai-pmh") || !slices.Contains(names, "harvest-list") {
 		t.Fatalf("names %v", names)
+	}
+	if sorted := slices.Compact(slices.Sorted(slices.Values(names))); len(sorted) != len(names) {
+		t.Fatalf("a name twice: %v", names)
+	}
+	for _, p := range reg[1:] {
+		if p.Probe == nil {
+			t.Errorf("%s has no probe: only the fallback may lack one", p.Name)
+		}
 	}
 	for _, p := range reg {
 		if p.Name == "" || p.Help == "" || p.New == nil {
@@ -83,7 +92,7 @@ func TestProtocols(t *testing.T) {
 	if p, _ := reg.Lookup("resourcesync"); p.Probe != nil {
 		t.Error("resourcesync has a probe: auto would have no fallback")
 	}
-	if !strings.Contains(reg.Help(), "oai-pmh (") {
+	if !strings.Contains(reg.Help(), "oai-pmh (") || !strings.Contains(reg.Help(), "harvest-list (") {
 		t.Errorf("help %q", reg.Help())
 	}
 	if p, _ := reg.Lookup("resourcesync"); p.New != nil {

@@ -194,6 +194,16 @@ type Unit struct {
 	// Mark is progress to record once every unit emitted before it has
 	// committed.
 	Mark *Mark
+	// Skip is something listed that the plan leaves out on purpose, and
+	// why (a document listed twice), for the run's report.
+	Skip *Skip
+}
+
+// Skip is what a plan leaves out of what its source lists, and why.
+type Skip struct {
+	// URI is what is left out; Listed the document listing it.
+	URI, Listed string
+	Reason      string
 }
 
 // Mark is a planner's note of how far it got, for a later task to resume

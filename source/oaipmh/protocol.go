@@ -28,5 +28,6 @@ func Protocol() source.Protocol {
 			_, err := (&Planner{Client: c}).Identify(ctx, url)
 			return err == nil, err
 		},
+		NoDigests: true,
 	}
 }

@@ -27,8 +27,9 @@ type Case struct {
 	// Packages and Records are the package URLs and record URIs the plan
 	// must emit, each exactly once, in any order; no other may be emitted.
 	Packages, Records []string
-	// Failures are URIs the plan must emit as failures.
-	Failures []string
+	// Failures are URIs the plan must emit as failures; Skips those it
+	// must emit as left out.
+	Failures, Skips []string
 	// Sets are the resource sets the plan must return a checkpoint for.
 	Sets []string
 	// Checkpoints, when set, are the Next of each set the plan must return.
@@ -125,17 +126,17 @@ func Run(t *testing.T, cases []Case) {
 // and complete; the failures expected are emitted; a plan that marks its
 // progress emits no packages (marks do not wait for them).
 func checkUnits(t *testing.T, c Case, p plan) {
-	var pkgs, recs, fails []string
+	var pkgs, recs, fails, skips []string
 	marks := 0
 	for i, u := range p.units {
 		n := 0
-		for _, set := range []bool{u.Package != nil, u.Record != nil, u.Failure != nil, u.Document != nil, u.Mark != nil} {
+		for _, set := range []bool{u.Package != nil, u.Record != nil, u.Failure != nil, u.Document != nil, u.Mark != nil, u.Skip != nil} {
 			if set {
 				n++
 			}
 		}
 		if n != 1 {
-			t.Errorf("unit %d has %d of Package, Record, Failure, Document, Mark set, want exactly 1", i, n)
+			t.Errorf("unit %d has %d of Package, Record, Failure, Document, Mark, Skip set, want exactly 1", i, n)
 			continue
 		}
 		if u.Mark != nil {
@@ -157,6 +158,11 @@ func checkUnits(t *testing.T, c Case, p plan) {
 			if u.Failure.Err == nil {
 				t.Errorf("failure of %s without an error", u.Failure.URI)
 			}
+		case u.Skip != nil:
+			skips = append(skips, u.Skip.URI)
+			if u.Skip.Reason == "" {
+				t.Errorf("skip of %s without a reason", u.Skip.URI)
+			}
 		}
 	}
 	if marks > 0 && len(pkgs) > 0 {
@@ -167,6 +173,11 @@ func checkUnits(t *testing.T, c Case, p plan) {
 	for _, f := range c.Failures {
 		if !slices.Contains(fails, f) {
 			t.Errorf("no failure emitted for %s (failures: %v)", f, fails)
+		}
+	}
+	for _, s := range c.Skips {
+		if !slices.Contains(skips, s) {
+			t.Errorf("no skip emitted for %s (skips: %v)", s, skips)
 		}
 	}
 }
@@ -342,6 +353,8 @@ func describe(us []source.Unit) []string {
 			out = append(out, "document "+u.Document.URL)
 		case u.Mark != nil:
 			out = append(out, "mark "+u.Mark.ResourceSet+" "+u.Mark.Key)
+		case u.Skip != nil:
+			out = append(out, "skip "+u.Skip.URI)
 		}
 	}
 	return out
