@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -20,12 +21,29 @@ import (
 )
 
 func (a *app) genCommand() *cobra.Command {
-	var o bench.GenOptions
+	var (
+		o  bench.GenOptions
+		hl bench.HarvestListOptions
+		// harvestList: write a harvest list site instead (seed 004).
+		harvestList bool
+	)
 	c := &cobra.Command{
 		Use:   "gen",
-		Short: "Write a deterministic synthetic ResourceSync source (Resource Dump and ZIP packages) to a directory",
+		Short: "Write a deterministic synthetic ResourceSync source (Resource Dump and ZIP packages), or with --harvest-list a site's harvest list and its EML documents, to a directory",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if harvestList {
+				if o.Dir == "" {
+					return usagef("--out is required")
+				}
+				hl.Dir, hl.Base, hl.Seed, hl.Odd = o.Dir, o.Base, uint64(o.Seed), true
+				if err := bench.GenerateHarvestList(c.Context(), hl); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "wrote a harvest list of %d documents (round %d) to %s: serve it and harvest %sharvestlist.xml with --protocol harvest-list\n",
+					cmp.Or(hl.Documents, 20), hl.Round, o.Dir, bench.Placeholder)
+				return nil
+			}
 			if o.Dir == "" || o.Resources < 1 {
 				return usagef("--out and --resources (≥ 1) are required")
 			}
@@ -57,6 +75,9 @@ func (a *app) genCommand() *cobra.Command {
 	fl.Float64Var(&o.DeleteShare, "delete-share", 0, "share of changes that delete a resource (default 0.05)")
 	fl.DurationVar(&o.ChangeInterval, "change-interval", 0, "time each Change Dump package covers (default 1h)")
 	fl.BoolVar(&o.ClosedLast, "closed", false, "close the last Change Dump package (default: the change dump stays open)")
+	fl.BoolVar(&harvestList, "harvest-list", false, "write a site's harvest list (seed 004) and its EML documents instead: several revisions, a docid listed twice, one document not well-formed, one in another namespace, one unreachable, an element without a revision, and from --round 1 one listed at a lower revision")
+	fl.IntVar(&hl.Documents, "documents", 20, "with --harvest-list: documents listed")
+	fl.IntVar(&hl.Round, "round", 0, "with --harvest-list: how far the site has moved on (each round raises every third document's revision)")
 	return c
 }
 

@@ -424,7 +424,7 @@ func TestLs(t *testing.T) {
 		t.Fatalf("run: exit %d\n%s%s", code, out, stderr)
 	}
 	code, out, stderr := run(t, "ls", "--site", "c", "--state", db)
-	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != ExitOK || len(lines) != 12 || len(strings.Fields(lines[0])) != 4 {
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != ExitOK || len(lines) != 12 || len(strings.Fields(lines[0])) != 5 {
 		t.Fatalf("ls: exit %d, %d lines:\n%s%s", code, len(lines), out, stderr)
 	}
 	code, out, stderr = run(t, "ls", "--source", origin.URL, "--json", "--state", db)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -20,6 +21,9 @@ type lsEntry struct {
 	Length  int64     `json:"length"`
 	SHA256  string    `json:"sha256,omitempty"`
 	Lastmod time.Time `json:"lastmod,omitzero"`
+	// Version is the version held, where the protocol names versions (a
+	// harvest list's revision, an OAI-PMH record's datestamp).
+	Version string `json:"version,omitempty"`
 }
 
 // lsCommand lists what the state holds of a site or source.
@@ -28,7 +32,7 @@ func (a *app) lsCommand() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "ls (--site NAME | --source URL)",
-		Short: "List the resources held of a site or source: length, sha-256, lastmod and URI",
+		Short: "List the resources held of a site or source: length, sha-256, lastmod, version (a harvest list's revision; - for none) and URI",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if (siteName == "") == (source == "") {
@@ -58,7 +62,7 @@ func (a *app) lsCommand() *cobra.Command {
 				if r.Deleted || (r.Outcome != state.OutcomeWritten && r.Outcome != state.OutcomeUnchanged) {
 					return nil
 				}
-				e := lsEntry{URI: r.URI, Length: r.Length, SHA256: hex.EncodeToString(r.Hashes.SHA256), Lastmod: r.Lastmod}
+				e := lsEntry{URI: r.URI, Length: r.Length, SHA256: hex.EncodeToString(r.Hashes.SHA256), Lastmod: r.Lastmod, Version: r.Version}
 				if asJSON {
 					if n > 0 {
 						w.WriteString(",")
@@ -77,7 +81,7 @@ func (a *app) lsCommand() *cobra.Command {
 					if sum == "" {
 						sum = "-"
 					}
-					fmt.Fprintf(w, "%10d  %s  %s  %s\n", e.Length, sum, lastmod, e.URI)
+					fmt.Fprintf(w, "%10d  %s  %s  %s  %s\n", e.Length, sum, lastmod, cmp.Or(e.Version, "-"), e.URI)
 				}
 				n++
 				return nil
@@ -93,6 +97,6 @@ func (a *app) lsCommand() *cobra.Command {
 	fl.StringVar(&source, "source", "", "the source (its URL, as harvested) whose resources are listed")
 	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
 	_ = c.RegisterFlagCompletionFunc("site", completeSites(&stateFile))
-	fl.BoolVar(&asJSON, "json", false, "print a JSON array of {uri, length, sha256, lastmod}")
+	fl.BoolVar(&asJSON, "json", false, "print a JSON array of {uri, length, sha256, lastmod, version}")
 	return c
 }

@@ -4,6 +4,7 @@ package protocols
 
 import (
 	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/source/harvestlist"
 	"github.com/rsharvest/rsharvest/source/oaipmh"
 	"github.com/rsharvest/rsharvest/source/resourcesync"
 )
@@ -14,5 +15,6 @@ func All() source.Registry {
 	return source.Registry{
 		resourcesync.Protocol(),
 		oaipmh.Protocol(),
+		harvestlist.Protocol(),
 	}
 }

@@ -1,0 +1,142 @@
+package harvestlist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/source"
+)
+
+// Planner plans a harvest of a harvest list: every document it names, at
+// the highest revision it lists, as a record fetched from its
+// documentURL; the executor skips, without a request, what is held at
+// that revision or a higher one.
+type Planner struct {
+	// OpenDocument reads the list (source.Services.OpenDocument).
+	OpenDocument func(ctx context.Context, url string) (io.ReadCloser, error)
+	// ScratchDir holds the list's copy while it is read twice ("": the
+	// system's).
+	ScratchDir string
+	Log        *slog.Logger
+}
+
+var _ source.Planner = (*Planner)(nil)
+
+// Plan reads the list at task.Source twice from a local copy: first the
+// highest revision of each docid (8 bytes of hash and 8 of revision per
+// document: a list of 100,000 documents holds under 4 MB), then the
+// records, the documents listed twice (reported as skipped: the highest
+// revision wins) and the document elements that cannot be used (failed).
+// A list has no changes to follow: an incremental task reads it whole as
+// a baseline does (what is held is skipped all the same). Its one
+// resource set ("") has a checkpoint with no time to continue from.
+func (p *Planner) Plan(ctx context.Context, task source.Task, _ source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
+	switch task.Mode {
+	case source.Baseline, source.Incremental:
+	default:
+		return nil, errclass.Fatalf("harvestlist: no such task mode %q", task.Mode)
+	}
+	if p.OpenDocument == nil {
+		return nil, errclass.Fatalf("harvestlist: no way to read documents")
+	}
+	copyOf, err := p.copyList(ctx, task.Source)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { copyOf.Close(); os.Remove(copyOf.Name()) }()
+	// Pass 1: the highest revision of each docid.
+	best := map[uint64]int64{}
+	err = Read(copyOf, func(d Document) error {
+		k := key(d.DocID())
+		if r, ok := best[k]; !ok || d.Revision > r {
+			best[k] = d.Revision
+		}
+		return nil
+	}, func(*EntryError) error { return nil })
+	if err != nil {
+		return nil, &source.SourceError{URL: task.Source, Err: err}
+	}
+	if _, err := copyOf.Seek(0, io.SeekStart); err != nil {
+		return nil, errclass.Fatalf("harvestlist: %w", err)
+	}
+	// Pass 2: the records.
+	const emitted = -1 // best's value once the winner is emitted
+	err = Read(copyOf, func(d Document) error {
+		k := key(d.DocID())
+		switch r := best[k]; {
+		case r == emitted || d.Revision < r:
+			winner := "revision " + strconv.FormatInt(r, 10)
+			if r == emitted {
+				winner = "the same revision earlier in the list"
+			}
+			return emit(ctx, source.Unit{Skip: &source.Skip{URI: d.DocID(), Listed: task.Source,
+				Reason: fmt.Sprintf("docid listed twice (line %d, revision %d): %s wins", d.Line, d.Revision, winner)}})
+		}
+		best[k] = emitted
+		return emit(ctx, source.Unit{Record: &source.Record{URI: d.DocID(), Version: strconv.FormatInt(d.Revision, 10),
+			Location: d.URL, Listed: task.Source, Length: -1}})
+	}, func(ee *EntryError) error {
+		uri := ee.DocID
+		if uri == "" {
+			uri = fmt.Sprintf("%s#line%d", task.Source, ee.Line)
+		}
+		return emit(ctx, source.Unit{Failure: &source.Failure{URI: uri, Stage: "list", Listed: task.Source, Err: ee, Resource: true}})
+	})
+	if err != nil {
+		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+			return nil, err
+		}
+		var se *source.SourceError
+		if errors.As(err, &se) || !errclass.IsPermanent(err) {
+			return nil, err
+		}
+		return nil, &source.SourceError{URL: task.Source, Err: err}
+	}
+	// The one resource set, with no point to continue from: the next
+	// harvest reads the list whole again (a zero Next is not recorded).
+	return []source.Checkpoint{{ResourceSet: "", Next: task.From}}, nil
+}
+
+// copyList copies the list at url to a scratch file, to be read twice.
+func (p *Planner) copyList(ctx context.Context, url string) (*os.File, error) {
+	rc, err := p.OpenDocument(ctx, url)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &source.SourceError{URL: url, Err: err}
+	}
+	defer rc.Close()
+	f, err := os.CreateTemp(p.ScratchDir, "harvestlist-*.xml")
+	if err != nil {
+		return nil, errclass.Fatalf("harvestlist: scratch copy: %w", err)
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &source.SourceError{URL: url, Err: err}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, errclass.Fatalf("harvestlist: %w", err)
+	}
+	return f, nil
+}
+
+// key is docid's 64-bit hash, the key of pass 1's map.
+func key(docid string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(docid))
+	return h.Sum64()
+}
