@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -28,9 +29,10 @@ type HarvestListOptions struct {
 	Seed uint64
 	// Odd adds what real lists hold: the first document listed twice (a
 	// lower revision first), one document not well-formed, one whose root
-	// is in another namespace than its documentType, one whose URL answers
-	// 404, one document element without a revision, and from round 1 one
-	// document listed at a lower revision than round 0's.
+	// is in another namespace than its documentType, one without the
+	// title HarvestListSchema requires, one whose URL answers 404, one
+	// document element without a revision, and from round 1 one document
+	// listed at a lower revision than round 0's.
 	Odd bool
 }
 
@@ -40,7 +42,33 @@ const (
 	HarvestListWrongRoot   = 5 // its root is not in its documentType's namespace
 	HarvestListUnreachable = 6 // its URL answers 404
 	HarvestListLower       = 7 // from round 1 listed at revision 0
+	HarvestListNoTitle     = 8 // well-formed, in its namespace, but without the title HarvestListSchema requires
 )
+
+// HarvestListSchema is an XSD the generated documents are valid against,
+// but HarvestListNoTitle's.
+const HarvestListSchema = `<?xml version="1.0"?>
+<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema" targetNamespace="https://eml.ecoinformatics.org/eml-2.2.0" elementFormDefault="unqualified">
+  <xs:element name="eml">
+    <xs:complexType>
+      <xs:sequence>
+        <xs:element name="dataset">
+          <xs:complexType>
+            <xs:sequence>
+              <xs:element name="title" type="xs:string"/>
+              <xs:element name="abstract">
+                <xs:complexType><xs:sequence><xs:element name="para" type="xs:string"/></xs:sequence></xs:complexType>
+              </xs:element>
+            </xs:sequence>
+          </xs:complexType>
+        </xs:element>
+      </xs:sequence>
+      <xs:attribute name="packageId" type="xs:string" use="required"/>
+      <xs:attribute name="system" type="xs:string" use="required"/>
+    </xs:complexType>
+  </xs:element>
+</xs:schema>
+`
 
 // EMLNamespace is the documentType of the generated documents.
 const EMLNamespace = "https://eml.ecoinformatics.org/eml-2.2.0"
@@ -88,6 +116,8 @@ func GenerateHarvestList(_ context.Context, o HarvestListOptions) error {
 				body = strings.Replace(body, "</eml:eml>", "", 1)
 			case o.Odd && i == HarvestListWrongRoot:
 				body = strings.ReplaceAll(body, EMLNamespace, "eml://ecoinformatics.org/eml-2.0.1")
+			case o.Odd && i == HarvestListNoTitle:
+				body = regexp.MustCompile(`\s*<title>[^<]*</title>`).ReplaceAllString(body, "")
 			}
 			if err := os.WriteFile(filepath.Join(o.Dir, "docs", fmt.Sprintf("%d.%d.xml", 100+i, r)), []byte(body), 0o644); err != nil {
 				return err

@@ -34,6 +34,19 @@ func TestHarvestListCommand(t *testing.T) {
 		!regexp.MustCompile(`resources: 11 written, 0 deleted, 0 unchanged, 2 failed, 1 skipped`).MatchString(out) || strings.Contains(out, "--require-hash") {
 		t.Fatalf("sync: exit %d\n%s%s", code, out, stderr)
 	}
+	// Validated (and against a schema): three documents fewer stored.
+	xsd := filepath.Join(dir, "eml.xsd")
+	if err := os.WriteFile(xsd, []byte(bench.HarvestListSchema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = run(t, "baseline", "--source", list, "--protocol", "harvest-list", "--sink", "fs:"+filepath.Join(dir, "valid"), "--state", filepath.Join(dir, "v.db"),
+		"--progress", "none", "--retries", "0", "--schema", bench.EMLNamespace+"="+xsd)
+	if code != ExitPartial || !strings.Contains(out, "resources: 8 written, 0 deleted, 0 unchanged, 5 failed") || !strings.Contains(out, "invalid document") {
+		t.Fatalf("baseline --schema: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, _, stderr := run(t, "baseline", "--source", list, "--sink", "fs:"+filepath.Join(dir, "x"), "--state", filepath.Join(dir, "x.db"), "--schema", "nonsense"); code != ExitUsage || !strings.Contains(stderr, "--schema") {
+		t.Errorf("--schema nonsense: exit %d\n%s", code, stderr)
+	}
 	registry := filepath.Join(dir, "sites.yaml")
 	if err := os.WriteFile(registry, []byte(`sites:
   - {name: eml, source: "`+list+`", protocol: harvest-list, retries: 0, sinks: [fs:eml], schedule: every 1d}

@@ -39,6 +39,8 @@ type Targets struct {
 	Quiet            *bool          // quiet
 	BwLimit          *string        // bwlimit
 	MaxDelete        *string        // max-delete
+	Validate         *bool          // validate
+	Schemas          *[]string      // schema, each "TYPE=FILE.xsd"
 	LogFormat        *string        // log-format
 }
 
@@ -90,6 +92,10 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	}
 	if t.WaitLock != nil && f.WaitLock != nil && !flagSet("wait-lock") {
 		*t.WaitLock = time.Duration(*f.WaitLock)
+	}
+	setPtr(t.Validate, f.Validate, "validate", flagSet)
+	if t.Schemas != nil && len(f.Schemas) > 0 && !flagSet("schema") {
+		*t.Schemas = slices.Clone(f.Schemas)
 	}
 	if t.Sets != nil && len(f.Sets) > 0 && !flagSet("set") {
 		*t.Sets = slices.Clone(f.Sets)

@@ -23,6 +23,8 @@
 //	verify: strongest                     # strongest, all: the digests of an entry checked
 //	bwlimit: 10M                          # bytes per second received, all requests (10M, 500k, 2.5MB/s)
 //	max_delete: 5%                        # a run deleting more (a count, or a share of those held) deletes nothing
+//	validate: false                       # check each document that says its type before storing it
+//	schema: [https://eml.ecoinformatics.org/eml-2.2.0=eml.xsd]   # TYPE=FILE.xsd, validated with xmllint
 //	quiet: false                          # only warnings and errors, no progress
 //	allow_private_addresses: false        # resources may lead to loopback, private, metadata addresses
 //	allow_missing_hash: false             # accepted, no effect
@@ -146,6 +148,10 @@ type File struct {
 	BwLimit string `yaml:"bwlimit,omitempty"`
 	// MaxDelete bounds what one run may delete (--max-delete: 100, 5%).
 	MaxDelete string `yaml:"max_delete,omitempty"`
+	// Validate checks each document before it is stored (--validate);
+	// Schemas are "TYPE=FILE.xsd" to validate a type against (--schema).
+	Validate *bool    `yaml:"validate,omitempty"`
+	Schemas  []string `yaml:"schema,omitempty"`
 	// LogFormat is the log format: text or json.
 	LogFormat string `yaml:"log_format,omitempty"`
 }

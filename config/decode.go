@@ -49,6 +49,8 @@ type raw struct {
 	Quiet             yaml.Node `yaml:"quiet"`
 	BwLimit           yaml.Node `yaml:"bwlimit"`
 	MaxDelete         yaml.Node `yaml:"max_delete"`
+	Validate          yaml.Node `yaml:"validate"`
+	Schema            yaml.Node `yaml:"schema"`
 	LogFormat         yaml.Node `yaml:"log_format"`
 	Prefer            yaml.Node `yaml:"prefer"`
 	Set               yaml.Node `yaml:"set"`
@@ -221,6 +223,10 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 		d.f.BwLimit, err = d.str(key, v)
 	case "max_delete":
 		d.f.MaxDelete, err = d.str(key, v)
+	case "validate":
+		d.f.Validate, err = d.boolean(key, v)
+	case "schema":
+		d.f.Schemas, err = d.schemas(key, v)
 	case "log_format":
 		d.f.LogFormat, err = d.oneOf(key, v, "text", "json")
 	case "prefer":
@@ -374,6 +380,25 @@ func (d *decoder) strs(key string, v *yaml.Node) ([]string, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// schemas reads "TYPE=FILE.xsd" items (one, or a list), resolving a
+// relative FILE.
+func (d *decoder) schemas(key string, v *yaml.Node) ([]string, error) {
+	items, err := d.strs(key, v)
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range items {
+		typ, file, ok := strings.Cut(it, "=")
+		if !ok || typ == "" || file == "" {
+			return nil, d.errorf(v, "%s: want TYPE=FILE.xsd, not %q", key, it)
+		}
+		if !filepath.IsAbs(file) {
+			items[i] = typ + "=" + filepath.Join(d.base, file)
+		}
+	}
+	return items, nil
 }
 
 // path reads a file or directory path, resolving a relative one.

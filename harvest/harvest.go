@@ -203,6 +203,7 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 	}
 	bw, _ := fetch.ParseBandwidth(j.BwLimit)               // checked by Validate
 	maxDelete, _ := pipeline.ParseDeleteLimit(j.MaxDelete) // checked by Validate
+	schemas, _ := j.schemas()                              // checked by Validate
 	client := fetch.New(fetch.Options{
 		UserAgent:    h.UserAgent,
 		Header:       headers,
@@ -253,6 +254,8 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		VerifyAll:       j.Verify == "all",
 		MaxDelete:       maxDelete,
 		DryRun:          j.DryRun,
+		Validate:        j.CheckDocuments || len(schemas) > 0,
+		Schemas:         schemas,
 		Preview:         h.Preview,
 		Set:             set,
 		MaxDocumentSize: j.MaxDocumentSize,

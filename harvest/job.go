@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -71,6 +72,11 @@ type Job struct {
 	// requests together (--bwlimit: "10M", "500k", "2.5MB/s"; "": no cap;
 	// fetch.ParseBandwidth).
 	BwLimit string
+	// CheckDocuments checks each document that says what it must be
+	// before it is stored (--validate, pipeline.Options.Validate); Schemas
+	// are "TYPE=FILE.xsd", the XSD to validate a type against (--schema).
+	CheckDocuments bool
+	Schemas        []string
 	// DryRun reads the plan and tells Harvester.Preview what the run
 	// would fetch, write and delete, changing nothing (--dry-run).
 	DryRun bool
@@ -146,9 +152,29 @@ func (j *Job) Targets() config.Targets {
 	return config.Targets{
 		Source: &j.Source, SpoolDir: &j.SpoolDir, From: &j.From, Until: &j.Until, Sinks: &j.Sinks, Headers: &j.Headers,
 		Concurrency: &j.Concurrency, Workers: &j.Workers, Retries: &j.Retries, RangeParts: &j.RangeParts, MaxDocumentSize: &j.MaxDocumentSize,
-		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete,
+		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete, Validate: &j.CheckDocuments, Schemas: &j.Schemas,
 		AllowPrivate: &j.AllowPrivateAddresses, Prefer: &j.Prefer, Sets: &j.Sets, Protocol: &j.Protocol, MetadataPrefix: &j.MetadataPrefix,
 	}
+}
+
+// schemas reads j.Schemas, each "TYPE=FILE.xsd" naming a readable file,
+// by type.
+func (j *Job) schemas() (map[string]string, error) {
+	if len(j.Schemas) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, s := range j.Schemas {
+		typ, file, ok := strings.Cut(s, "=")
+		if !ok || typ == "" || file == "" {
+			return nil, invalidf("--schema %q: want TYPE=FILE.xsd (TYPE a namespace, public identifier or MIME type)", s)
+		}
+		if _, err := os.Stat(file); err != nil {
+			return nil, invalidf("--schema %s: %v", typ, err)
+		}
+		out[typ] = file
+	}
+	return out, nil
 }
 
 // InvalidError is the error of a job whose settings are wrong (a usage
@@ -216,6 +242,9 @@ func (j *Job) Validate() error {
 	}
 	if _, err := pipeline.ParseDeleteLimit(j.MaxDelete); err != nil {
 		return invalidf("--max-delete: %v", err)
+	}
+	if _, err := j.schemas(); err != nil {
+		return err
 	}
 	if j.Verify != "strongest" && j.Verify != "all" {
 		return invalidf("--verify: want strongest or all")

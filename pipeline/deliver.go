@@ -244,12 +244,15 @@ func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h 
 		if h.already[s.name] {
 			continue
 		}
-		n, err := r.putFrom(ctx, s, res, sources, want, &rec)
+		n, err := r.putFrom(ctx, s, res, sources, want, &rec, e.DocumentType)
 		if errors.Is(err, fetch.ErrNotModified) {
 			rec.Outcome = state.OutcomeUnchanged
 			rec.Length, rec.Hashes = prev.Length, prev.Hashes
 			rec.ETag, rec.LastModified = prev.ETag, prev.LastModified
 			return result{outcome: outUnchanged, resource: rec, hadRecord: true}
+		}
+		if errors.Is(err, ErrInvalid) {
+			return r.entryFailed(j, rec, h.had, "validate", err) // the same bytes for every sink
 		}
 		if err != nil {
 			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 {
@@ -424,12 +427,12 @@ func (h *httpEntry) String() string { return h.url }
 // putFrom puts from the first source that works: a resource's mirrors
 // (rel="duplicate", by pri) are tried in turn when its primary location
 // fails.
-func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sources []entryOpener, want fixity.Expect, rec *state.Resource) (int64, error) {
+func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sources []entryOpener, want fixity.Expect, rec *state.Resource, docType string) (int64, error) {
 	var err error
 	for i, src := range sources {
 		var n int64
 		var sha256 []byte
-		n, sha256, err = r.put(ctx, s, res, src, want)
+		n, sha256, err = r.put(ctx, s, res, src, want, docType)
 		if err == nil {
 			if h, ok := src.(*httpEntry); ok {
 				rec.ETag, rec.LastModified = h.etag, h.lastModified
@@ -459,8 +462,11 @@ func (r *run) putFrom(ctx context.Context, s boundSink, res *sink.Resource, sour
 // entry is opened first (for a GET, its latency is paid here, outside the
 // sink's write slots), and opened again for each retry of the sink's (see
 // sink.WithRetry).
-func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect) (int64, []byte, error) {
+func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryOpener, want fixity.Expect, docType string) (int64, []byte, error) {
 	b := &entryBody{ctx: ctx, open: f, want: r.checked(want)}
+	if r.opts.Validate && docType != "" {
+		b.check = func(ct string) (*docCheck, error) { return r.checkFor(docType, ct) }
+	}
 	if err := b.reopen(); err != nil {
 		return 0, nil, err
 	}
@@ -491,11 +497,26 @@ type entryBody struct {
 	want fixity.Expect
 	rc   io.ReadCloser
 	vr   *fixity.Reader
+	// check, when set, makes the validation of the document as it
+	// streams (given the response's media type); ck is the one running.
+	check func(contentType string) (*docCheck, error)
+	ck    *docCheck
 }
 
 var _ io.ReadSeeker = (*entryBody)(nil)
 
-func (b *entryBody) Read(p []byte) (int, error) { return b.vr.Read(p) }
+func (b *entryBody) Read(p []byte) (int, error) {
+	n, err := b.vr.Read(p)
+	if b.ck != nil {
+		b.ck.write(p[:n])
+		if err == io.EOF {
+			if verr := b.ck.finish(b.ctx); verr != nil {
+				return n, verr // the sink aborts: nothing of it is stored
+			}
+		}
+	}
+	return n, err
+}
 
 // Seek opens the entry again; only a seek to the start is possible.
 func (b *entryBody) Seek(offset int64, whence int) (int64, error) {
@@ -512,6 +533,15 @@ func (b *entryBody) reopen() error {
 		return err
 	}
 	b.rc, b.vr = rc, fixity.NewReader(rc, b.want, fixity.Compute{SHA256: true})
+	if b.check != nil {
+		ct := ""
+		if fb, ok := rc.(*fetch.Body); ok {
+			ct = fb.ContentType
+		}
+		if b.ck, err = b.check(ct); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -519,6 +549,10 @@ func (b *entryBody) Close() {
 	if b.rc != nil {
 		b.rc.Close()
 		b.rc = nil
+	}
+	if b.ck != nil {
+		b.ck.close()
+		b.ck = nil
 	}
 }
 

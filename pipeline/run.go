@@ -144,6 +144,11 @@ type Options struct {
 	// written, the state only read (see previewing).
 	DryRun  bool
 	Preview func(Preview)
+	// Validate checks each document that says what it must be
+	// (source.Record.DocumentType) before it is stored (see validate.go);
+	// Schemas are the XSD files to validate a type against, by type.
+	Validate bool
+	Schemas  map[string]string
 	// MaxDelete, when set, bounds the resources the run may delete: its
 	// deletions wait until the plan is read whole, and a run that would
 	// delete more stops before deleting any (ErrTooManyDeletes).

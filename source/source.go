@@ -98,6 +98,10 @@ type Record struct {
 	// Length (-1 when unknown) and Hashes are what the bytes must match.
 	Length int64
 	Hashes fixity.Hashes
+	// DocumentType is what the document must be — a namespace, a formal
+	// public identifier or a MIME type — checked before it is stored when
+	// validation is on (pipeline.Options.Validate); "" for nothing said.
+	DocumentType string
 	// Type is the media type; Lastmod the resource's last modification.
 	Type    string
 	Lastmod time.Time

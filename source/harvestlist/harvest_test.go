@@ -2,6 +2,7 @@ package harvestlist_test
 
 import (
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,5 +94,63 @@ func TestHarvest(t *testing.T) {
 	}
 	if held, _, _ := st.Resource(t.Context(), list, bench.HarvestListDocID(3)); held.Version != "2" {
 		t.Errorf("document 3 held at revision %s, want 2", held.Version)
+	}
+}
+
+// TestValidate: with --validate a document is stored only when it is
+// well-formed XML with its root in its documentType's namespace; with a
+// schema for that type, only when xmllint finds it valid too. Each one
+// that is not is its own permanent failure, at stage "validate", with the
+// validator's message and line; the rest are stored.
+func TestValidate(t *testing.T) {
+	const n = 12
+	srv, _ := site(t, n, 0)
+	xsd := filepath.Join(t.TempDir(), "eml.xsd")
+	if err := os.WriteFile(xsd, []byte(bench.HarvestListSchema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		schemas map[string]string
+		invalid map[int]string // document → what its failure says
+	}{
+		{"well-formed, in its namespace", nil, map[int]string{
+			bench.HarvestListMalformed: "not well-formed XML", bench.HarvestListWrongRoot: "is not in the namespace " + bench.EMLNamespace}},
+		{"and valid against a schema", map[string]string{bench.EMLNamespace: xsd}, map[int]string{
+			bench.HarvestListMalformed: "not well-formed XML", bench.HarvestListWrongRoot: "is not in the namespace", bench.HarvestListNoTitle: "title"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work := t.TempDir()
+			mirror, err := fs.New(filepath.Join(work, "m"), fs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := state.Open(t.Context(), filepath.Join(work, "s.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			rep, err := pipeline.Baseline(t.Context(), pipeline.Options{Source: srv.URL + "harvestlist.xml", Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
+				Client: fetch.New(fetch.Options{Retries: -1}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Validate: true, Schemas: tc.schemas})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := int64(n - 1 - len(tc.invalid)); rep.Resources.Written != want {
+				t.Errorf("written %d, want %d:\n%s", rep.Resources.Written, want, rep.Summary())
+			}
+			failed := map[string]runreport.Failure{}
+			for _, f := range rep.Failures {
+				failed[f.URI] = f
+			}
+			for i, says := range tc.invalid {
+				f, ok := failed[bench.HarvestListDocID(i)]
+				if !ok || f.Stage != "validate" || !f.Permanent || !strings.Contains(f.Error, says) || !strings.Contains(f.Error, "line") {
+					t.Errorf("document %d: failure %+v, want a permanent one at validate saying %q and its line", i, f, says)
+				}
+				if _, err := mirror.Get(t.Context(), bench.HarvestListDocID(i)); err == nil {
+					t.Errorf("document %d is stored", i)
+				}
+			}
+		})
 	}
 }

@@ -81,7 +81,7 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, _ source.Holdings,
 		}
 		best[k] = emitted
 		return emit(ctx, source.Unit{Record: &source.Record{URI: d.DocID(), Version: strconv.FormatInt(d.Revision, 10),
-			Location: d.URL, Listed: task.Source, Length: -1}})
+			Location: d.URL, Listed: task.Source, Length: -1, DocumentType: d.Type}})
 	}, func(ee *EntryError) error {
 		uri := ee.DocID
 		if uri == "" {
