@@ -27,6 +27,9 @@ type HarvestListOptions struct {
 	Round int
 	// Seed makes the bodies.
 	Seed uint64
+	// Drop leaves the last Drop documents out of the list (their files
+	// stay): a site that no longer lists them.
+	Drop int
 	// Odd adds what real lists hold: the first document listed twice (a
 	// lower revision first), one document not well-formed, one whose root
 	// is in another namespace than its documentType, one without the
@@ -128,6 +131,9 @@ func GenerateHarvestList(_ context.Context, o HarvestListOptions) error {
 		}
 		if o.Odd && i == HarvestListLower && o.Round > 0 {
 			rev = 0
+		}
+		if i >= o.Documents-o.Drop {
+			continue // no longer listed
 		}
 		entry(i, rev, docURL(i, rev))
 	}

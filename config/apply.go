@@ -40,6 +40,7 @@ type Targets struct {
 	BwLimit          *string        // bwlimit
 	MaxDelete        *string        // max-delete
 	Validate         *bool          // validate
+	DeleteUnlisted   *bool          // delete-unlisted
 	Schemas          *[]string      // schema, each "TYPE=FILE.xsd"
 	LogFormat        *string        // log-format
 }
@@ -94,6 +95,7 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 		*t.WaitLock = time.Duration(*f.WaitLock)
 	}
 	setPtr(t.Validate, f.Validate, "validate", flagSet)
+	setPtr(t.DeleteUnlisted, f.DeleteUnlisted, "delete-unlisted", flagSet)
 	if t.Schemas != nil && len(f.Schemas) > 0 && !flagSet("schema") {
 		*t.Schemas = slices.Clone(f.Schemas)
 	}

@@ -23,6 +23,7 @@
 //	verify: strongest                     # strongest, all: the digests of an entry checked
 //	bwlimit: 10M                          # bytes per second received, all requests (10M, 500k, 2.5MB/s)
 //	max_delete: 5%                        # a run deleting more (a count, or a share of those held) deletes nothing
+//	delete_unlisted: false                # remove what a harvest list no longer names (else kept, reported)
 //	validate: false                       # check each document that says its type before storing it
 //	schema: [https://eml.ecoinformatics.org/eml-2.2.0=eml.xsd]   # TYPE=FILE.xsd, validated with xmllint
 //	quiet: false                          # only warnings and errors, no progress
@@ -150,8 +151,11 @@ type File struct {
 	MaxDelete string `yaml:"max_delete,omitempty"`
 	// Validate checks each document before it is stored (--validate);
 	// Schemas are "TYPE=FILE.xsd" to validate a type against (--schema).
-	Validate *bool    `yaml:"validate,omitempty"`
-	Schemas  []string `yaml:"schema,omitempty"`
+	Validate *bool `yaml:"validate,omitempty"`
+	// DeleteUnlisted removes what a harvest list no longer names
+	// (--delete-unlisted).
+	DeleteUnlisted *bool    `yaml:"delete_unlisted,omitempty"`
+	Schemas        []string `yaml:"schema,omitempty"`
 	// LogFormat is the log format: text or json.
 	LogFormat string `yaml:"log_format,omitempty"`
 }

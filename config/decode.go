@@ -50,6 +50,7 @@ type raw struct {
 	BwLimit           yaml.Node `yaml:"bwlimit"`
 	MaxDelete         yaml.Node `yaml:"max_delete"`
 	Validate          yaml.Node `yaml:"validate"`
+	DeleteUnlisted    yaml.Node `yaml:"delete_unlisted"`
 	Schema            yaml.Node `yaml:"schema"`
 	LogFormat         yaml.Node `yaml:"log_format"`
 	Prefer            yaml.Node `yaml:"prefer"`
@@ -225,6 +226,8 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 		d.f.MaxDelete, err = d.str(key, v)
 	case "validate":
 		d.f.Validate, err = d.boolean(key, v)
+	case "delete_unlisted":
+		d.f.DeleteUnlisted, err = d.boolean(key, v)
 	case "schema":
 		d.f.Schemas, err = d.schemas(key, v)
 	case "log_format":

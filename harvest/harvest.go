@@ -254,6 +254,7 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		VerifyAll:       j.Verify == "all",
 		MaxDelete:       maxDelete,
 		DryRun:          j.DryRun,
+		DeleteUnlisted:  j.DeleteUnlisted,
 		Validate:        j.CheckDocuments || len(schemas) > 0,
 		Schemas:         schemas,
 		Preview:         h.Preview,

@@ -77,6 +77,10 @@ type Job struct {
 	// are "TYPE=FILE.xsd", the XSD to validate a type against (--schema).
 	CheckDocuments bool
 	Schemas        []string
+	// DeleteUnlisted removes what a protocol whose lists name everything
+	// (a harvest list) no longer lists (--delete-unlisted); otherwise it
+	// is kept and reported.
+	DeleteUnlisted bool
 	// DryRun reads the plan and tells Harvester.Preview what the run
 	// would fetch, write and delete, changing nothing (--dry-run).
 	DryRun bool
@@ -152,7 +156,7 @@ func (j *Job) Targets() config.Targets {
 	return config.Targets{
 		Source: &j.Source, SpoolDir: &j.SpoolDir, From: &j.From, Until: &j.Until, Sinks: &j.Sinks, Headers: &j.Headers,
 		Concurrency: &j.Concurrency, Workers: &j.Workers, Retries: &j.Retries, RangeParts: &j.RangeParts, MaxDocumentSize: &j.MaxDocumentSize,
-		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete, Validate: &j.CheckDocuments, Schemas: &j.Schemas,
+		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete, Validate: &j.CheckDocuments, Schemas: &j.Schemas, DeleteUnlisted: &j.DeleteUnlisted,
 		AllowPrivate: &j.AllowPrivateAddresses, Prefer: &j.Prefer, Sets: &j.Sets, Protocol: &j.Protocol, MetadataPrefix: &j.MetadataPrefix,
 	}
 }

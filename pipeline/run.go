@@ -149,6 +149,11 @@ type Options struct {
 	// Schemas are the XSD files to validate a type against, by type.
 	Validate bool
 	Schemas  map[string]string
+	// DeleteUnlisted deletes what the state holds of the source and a
+	// baseline of a protocol whose plans name everything
+	// (source.Protocol.WholeListing) no longer lists; without it, each is
+	// reported as skipped, "no longer listed", and stays held.
+	DeleteUnlisted bool
 	// MaxDelete, when set, bounds the resources the run may delete: its
 	// deletions wait until the plan is read whole, and a run that would
 	// delete more stops before deleting any (ErrTooManyDeletes).
@@ -272,6 +277,10 @@ type run struct {
 
 	// stopLive stops writing the counts so far to the state (see live).
 	stopLive func()
+
+	// listed, in a baseline of a protocol whose plans name everything,
+	// holds the URIs the plan named (see unlisted); nil otherwise.
+	listed *freshFilter
 }
 
 // boundSink is a sink with a semaphore of its declared concurrency.
@@ -351,6 +360,9 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		}
 	}
 	r.stopLive = r.live(ctx, *rep)
+	if r.opts.Protocol.WholeListing && rep.Mode == "baseline" && r.opts.Set == "" && r.resync {
+		r.listed = newFreshFilter()
+	}
 	return nil
 }
 
@@ -597,6 +609,9 @@ func (r *run) listConcurrency() int {
 // checkpoints the plan reaches are kept for the end of the run.
 func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Package, entries chan<- entryJob) error {
 	send := func(ctx context.Context, j entryJob) error {
+		if r.listed != nil {
+			r.listed.add(j.rec.URI)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -637,6 +652,9 @@ func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Pack
 		}
 	})
 	r.checkpoints = cps
+	if err == nil && r.listed != nil {
+		err = r.unlisted(ctx, guard, send)
+	}
 	if err != nil || guard == nil {
 		return err
 	}

@@ -24,6 +24,7 @@ type Store interface {
 	Resource(ctx context.Context, source, uri string) (state.Resource, bool, error)
 	Deliveries(ctx context.Context, source, uri string) ([]state.Delivery, error)
 	CountResources(ctx context.Context, source string, includeDeleted bool) (int64, error)
+	WalkResources(ctx context.Context, source string, fn func(state.Resource) error) error
 	ForgetResources(ctx context.Context, source string, uris []string) error
 	// Where each resource set stands, for the planner (source.Holdings).
 	Checkpoint(ctx context.Context, source, set string) (state.Checkpoint, bool, error)

@@ -43,6 +43,12 @@ type Protocol struct {
 	// they bring is checked by length alone, and --require-hash is no
 	// remedy (the summary says so).
 	NoDigests bool
+	// WholeListing says a baseline plan names every resource the source
+	// holds, as records, every time (it never resumes from marks, nor
+	// leaves out what is held): what is held and not named is no longer
+	// listed, which the executor then reports, or deletes
+	// (pipeline.Options.DeleteUnlisted).
+	WholeListing bool
 }
 
 // Settings are what a job says of its source that a protocol may read.

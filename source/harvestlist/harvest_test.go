@@ -154,3 +154,69 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestUnlisted: documents the list no longer names stay held and are
+// reported as no longer listed (seed 004 never deletes); with
+// DeleteUnlisted they are removed from the sink and the state.
+func TestUnlisted(t *testing.T) {
+	const n = 10
+	srv, dir := site(t, n, 0)
+	work := t.TempDir()
+	mirror, err := fs.New(filepath.Join(work, "m"), fs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(t.Context(), filepath.Join(work, "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	list := srv.URL + "harvestlist.xml"
+	harvest := func(deleteUnlisted bool) *runreport.Report {
+		t.Helper()
+		rep, err := pipeline.Baseline(t.Context(), pipeline.Options{Source: list, Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
+			Client: fetch.New(fetch.Options{Retries: -1}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), DeleteUnlisted: deleteUnlisted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rep := harvest(false); rep.Resources.Written != n-1 {
+		t.Fatalf("first harvest: %s", rep.Summary())
+	}
+	// The site drops its last two documents from the list.
+	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: dir, Documents: n, Seed: 1, Odd: true, Drop: 2}); err != nil {
+		t.Fatal(err)
+	}
+	gone := []string{bench.HarvestListDocID(n - 2), bench.HarvestListDocID(n - 1)}
+	rep := harvest(false)
+	unlisted := map[string]bool{}
+	for _, s := range rep.Skips {
+		if strings.HasPrefix(s.Reason, "no longer listed") {
+			unlisted[s.Entry] = true
+		}
+	}
+	if len(unlisted) != 2 || !unlisted[gone[0]] || !unlisted[gone[1]] || rep.Resources.Deleted != 0 {
+		t.Fatalf("no longer listed: %v; %s", unlisted, rep.Summary())
+	}
+	for _, uri := range gone {
+		if _, err := mirror.Get(t.Context(), uri); err != nil {
+			t.Errorf("%s is no longer held: %v", uri, err)
+		}
+	}
+	rep = harvest(true)
+	if rep.Resources.Deleted != 2 {
+		t.Fatalf("with --delete-unlisted: %s", rep.Summary())
+	}
+	for _, uri := range gone {
+		if _, err := mirror.Get(t.Context(), uri); err == nil {
+			t.Errorf("%s is still held", uri)
+		}
+		if r, ok, _ := st.Resource(t.Context(), list, uri); !ok || !r.Deleted {
+			t.Errorf("%s in the state: %+v", uri, r)
+		}
+	}
+	if rep := harvest(true); rep.Resources.Deleted != 0 || len(rep.Skips) != 1 { // the duplicate docid only
+		t.Errorf("a harvest after: %s %+v", rep.Summary(), rep.Skips)
+	}
+}

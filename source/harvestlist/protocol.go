@@ -39,6 +39,7 @@ func Protocol() source.Protocol {
 		},
 		CompareVersions: CompareRevisions,
 		NoDigests:       true,
+		WholeListing:    true,
 	}
 }
 
