@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/report/mailtest"
 )
 
 // TestHarvestListCommand: "gen --harvest-list" writes a site; a sync of
@@ -71,5 +72,81 @@ func TestHarvestListCommand(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, bench.HarvestListDocID(3)) || !regexp.MustCompile(`(?m)^\s+[1-9]\d*\s+[0-9a-f]{64}\s+\S+\s+2\s+`+regexp.QuoteMeta(bench.HarvestListDocID(3))+`$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^\s+[1-9]\d*\s+[0-9a-f]{64}\s+\S+\s+1\s+`+regexp.QuoteMeta(bench.HarvestListDocID(1))+`$`).MatchString(out) {
 		t.Errorf("ls: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestHarvestListReports: a harvest list site's reports, read back from
+// Mailpit, say per document what was inserted, updated (old → new
+// revision) and held, what failed and why (an invalid document with the
+// validator's reason), what was left out (a lower revision, a docid listed
+// twice, what is no longer listed), and when the next harvest is; the
+// administrator's composite sums them.
+func TestHarvestListReports(t *testing.T) {
+	mp := mailtest.Start(t)
+	dir := t.TempDir()
+	site := filepath.Join(dir, "site")
+	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: site, Documents: 10, Seed: 1, Odd: true}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(t.Context(), site, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	db, registry := filepath.Join(dir, "s.db"), filepath.Join(dir, "sites.yaml")
+	if err := os.WriteFile(registry, []byte(`sites:
+  - {name: eml, source: "`+srv.URL+`harvestlist.xml", protocol: harvest-list, validate: true, retries: 0, sinks: [fs:eml], schedule: every 1d, contact: data@site.example}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run(t, "sites", "apply", registry, "--state", db); code != ExitOK {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, stderr)
+	}
+	t.Setenv("RSHARVEST_SMTP_PASSWORD", mp.Password)
+	mailArgs := []string{"--state", db, "--report-dir", filepath.Join(dir, "reports"), "--smtp", mp.SMTP, "--smtp-from", "rsharvest@aggregator.example",
+		"--smtp-user", mp.Username, "--smtp-ca", mp.CAFile, "--admin", "admin@aggregator.example"}
+	if code, out, stderr := run(t, append([]string{"run", "--due"}, mailArgs...)...); code != ExitPartial {
+		t.Fatalf("run --due: exit %d\n%s%s", code, out, stderr)
+	}
+	// The site moves on, and drops its last document from the list.
+	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: site, Documents: 10, Round: 1, Seed: 1, Odd: true, Drop: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run(t, append([]string{"run", "eml"}, mailArgs...)...); code != ExitPartial {
+		t.Fatalf("run eml: exit %d\n%s%s", code, out, stderr)
+	}
+	msgs, err := mp.Messages(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var site2, admin []mailtest.Message
+	for _, m := range msgs {
+		switch strings.Join(m.To, ",") {
+		case "data@site.example":
+			site2 = append(site2, m)
+		case "admin@aggregator.example":
+			admin = append(admin, m)
+		}
+	}
+	if len(site2) != 2 || len(admin) != 2 {
+		t.Fatalf("%d site reports, %d composite ones; want 2 and 2", len(site2), len(admin))
+	}
+	first, second := site2[0].Text, site2[1].Text
+	for _, want := range []string{"Documents:   7 inserted, 0 updated, 0 held", bench.HarvestListDocID(3) + ": inserted at 1",
+		bench.HarvestListDocID(bench.HarvestListMalformed) + " (validate, permanent): ", "not well-formed XML",
+		bench.HarvestListDocID(0) + ": docid listed twice", "Next harvest: "} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the first report lacks %q:\n%s", want, first)
+		}
+	}
+	for _, want := range []string{bench.HarvestListDocID(3) + ": updated 1 → 2", ": held at 1", "Documents:   0 inserted, 2 updated,",
+		bench.HarvestListDocID(bench.HarvestListLower) + ": listed at version 0, older than the version 1 held",
+		bench.HarvestListDocID(9) + ": no longer listed"} {
+		if !strings.Contains(second, want) {
+			t.Errorf("the second report lacks %q:\n%s", want, second)
+		}
+	}
+	if !strings.Contains(admin[1].Text, "In all: ") || !strings.Contains(admin[1].Text, "documents 0 inserted, 2 updated,") {
+		t.Errorf("the composite report:\n%s", admin[1].Text)
 	}
 }

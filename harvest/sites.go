@@ -210,6 +210,21 @@ func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time
 		c := rep.Resources
 		r.Written, r.Deleted, r.Unchanged, r.Failed, r.Skipped = c.Written, c.Deleted, c.Unchanged, c.Failed, c.Skipped
 		r.Error = rep.Error
+		r.Inserted, r.Updated, r.Held = rep.Versions.Inserted, rep.Versions.Updated, rep.Versions.Held
+		for i, d := range rep.Documents {
+			if i == report.MaxFailures {
+				r.MoreDocuments = int(r.Inserted+r.Updated+r.Held) - i
+				break
+			}
+			r.Documents = append(r.Documents, report.Document{URI: d.URI, Outcome: d.Outcome, Version: d.Version, Previous: d.Previous})
+		}
+		for i, sk := range rep.Skips {
+			if i == report.MaxFailures {
+				r.MoreSkips = int(c.Skipped) - i
+				break
+			}
+			r.Skips = append(r.Skips, report.Skip{URI: sk.Entry, Reason: sk.Reason})
+		}
 	}
 	if r.Mode == "" {
 		r.Mode = "sync"

@@ -263,6 +263,16 @@ func (r *run) add(p *pending, res result) {
 		}
 		b.Changes = append(b.Changes, c)
 	}
+	if v := res.resource.Version; v != "" && (res.outcome == outWritten || res.outcome == outUnchanged) {
+		d := runreport.Document{URI: res.resource.URI, Outcome: runreport.DocHeld, Version: v}
+		switch {
+		case res.outcome == outWritten && res.prevVersion == "":
+			d.Outcome = runreport.DocInserted
+		case res.outcome == outWritten:
+			d.Outcome, d.Previous = runreport.DocUpdated, res.prevVersion
+		}
+		r.rec.document(d)
+	}
 	switch {
 	case res.outcome == outDeleted && res.nothingHeld:
 		t.unchanged++

@@ -38,6 +38,9 @@ type result struct {
 	outcome   outcome
 	resource  state.Resource
 	hadRecord bool
+	// prevVersion is the version held before a write replaced it ("":
+	// none, or none named).
+	prevVersion string
 	// nothingHeld marks a delete of what the destination did not hold: it
 	// is recorded, not counted as deleted.
 	nothingHeld bool
@@ -272,7 +275,11 @@ func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h 
 	}
 	rec.Outcome = state.OutcomeWritten
 	rec.Verified = verifiedBy(want, j.stream != nil || j.arch != nil)
-	return result{outcome: outWritten, resource: rec, hadRecord: h.had, change: appliedChange(e.Change, h.had, prev), delivered: len(r.sinks) > 1}
+	out := result{outcome: outWritten, resource: rec, hadRecord: h.had, change: appliedChange(e.Change, h.had, prev), delivered: len(r.sinks) > 1}
+	if h.had && !prev.Deleted && prev.Outcome != state.OutcomeFailed {
+		out.prevVersion = prev.Version
+	}
+	return out
 }
 
 // withHeldCopy puts first, before the network sources of uri's bytes, the

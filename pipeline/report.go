@@ -76,6 +76,26 @@ type recorder struct {
 	failures  []runreport.Failure
 	truncated int64
 	skips     []runreport.Skip
+	// docs and versions are what the run did to records with versions.
+	docs     []runreport.Document
+	versions [3]int64 // inserted, updated, held
+}
+
+// document records what the run did to a record with a version.
+func (r *recorder) document(d runreport.Document) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch d.Outcome {
+	case runreport.DocInserted:
+		r.versions[0]++
+	case runreport.DocUpdated:
+		r.versions[1]++
+	default:
+		r.versions[2]++
+	}
+	if len(r.docs) < runreport.MaxReportedFailures {
+		r.docs = append(r.docs, d)
+	}
 }
 
 func (r *recorder) fail(f runreport.Failure) {
@@ -114,4 +134,6 @@ func (r *recorder) fill(rep *runreport.Report, c *Counts) {
 	rep.Failures = append([]runreport.Failure{}, r.failures...)
 	rep.FailuresTruncated = r.truncated
 	rep.Skips = append([]runreport.Skip(nil), r.skips...)
+	rep.Documents = append([]runreport.Document(nil), r.docs...)
+	rep.Versions.Inserted, rep.Versions.Updated, rep.Versions.Held = r.versions[0], r.versions[1], r.versions[2]
 }

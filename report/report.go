@@ -32,6 +32,17 @@ type Failure struct {
 	Temporary bool
 }
 
+// Document is what a harvest did to one record with a version: inserted,
+// updated (from Previous to Version) or held (Version held already).
+type Document struct {
+	URI, Outcome, Version, Previous string
+}
+
+// Skip is one thing listed that a harvest left out, and why.
+type Skip struct {
+	URI, Reason string
+}
+
 // Site is one site's harvest, as its report tells it.
 type Site struct {
 	Name, Source string
@@ -50,6 +61,17 @@ type Site struct {
 	// the others.
 	Failures     []Failure
 	MoreFailures int
+	// Inserted, Updated and Held count the records with versions (a
+	// harvest list's documents by revision); Documents are the first
+	// MaxFailures of them, MoreDocuments counts the others.
+	Inserted, Updated, Held int64
+	Documents               []Document
+	MoreDocuments           int
+	// Skips are the first MaxFailures things listed and left out, and
+	// why (a lower revision than held, a docid listed twice, no longer
+	// listed); MoreSkips counts the others.
+	Skips     []Skip
+	MoreSkips int
 	// Error is what ended the harvest when it failed as a whole.
 	Error string
 	// Next is the next scheduled harvest.
@@ -98,6 +120,17 @@ type Admin struct {
 	Sites []Site
 }
 
+// Totals sums the sites' counts: resources written, deleted, unchanged,
+// failed, skipped, and the records with versions inserted, updated, held.
+func (a *Admin) Totals() Site {
+	var t Site
+	for _, s := range a.Sites {
+		t.Written, t.Deleted, t.Unchanged, t.Failed, t.Skipped = t.Written+s.Written, t.Deleted+s.Deleted, t.Unchanged+s.Unchanged, t.Failed+s.Failed, t.Skipped+s.Skipped
+		t.Inserted, t.Updated, t.Held = t.Inserted+s.Inserted, t.Updated+s.Updated, t.Held+s.Held
+	}
+	return t
+}
+
 // Failed counts the sites whose harvest did not succeed in full.
 func (a *Admin) Failed() int {
 	n := 0
@@ -139,6 +172,15 @@ const siteText = `{{define "site"}}Site:        {{.Name}} ({{.Source}})
 Harvest:     {{.Mode}}, {{.Status}}{{if .RunID}} (run {{.RunID}}){{end}}
 Began:       {{when .Started}}, took {{took .Started .Finished}}
 Resources:   {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed, {{.Skipped}} skipped
+{{- if or .Inserted .Updated .Held}}
+Documents:   {{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held at their version
+{{- range .Documents}}
+  - {{.URI}}: {{.Outcome}}{{if .Previous}} {{.Previous}} → {{.Version}}{{else}} at {{.Version}}{{end}}
+{{- end}}
+{{- if .MoreDocuments}}
+  … and {{.MoreDocuments}} more
+{{- end}}
+{{- end}}
 {{- if .Error}}
 The harvest failed: {{.Error}}
 {{- end}}
@@ -151,12 +193,22 @@ What failed, and why:
   … and {{.MoreFailures}} more (rsharvest log --site {{.Name}})
 {{- end}}
 {{- end}}
+{{- if .Skips}}
+What was left out, and why:
+{{- range .Skips}}
+  - {{.URI}}: {{.Reason}}
+{{- end}}
+{{- if .MoreSkips}}
+  … and {{.MoreSkips}} more
+{{- end}}
+{{- end}}
 Next harvest: {{when .Next}}
 {{end}}`
 
 var (
 	siteTextT  = texttemplate.Must(texttemplate.New("").Funcs(funcs).Parse(siteText + `{{template "site" .}}`))
 	adminTextT = texttemplate.Must(texttemplate.New("").Funcs(funcs).Parse(siteText + `{{.Title}}: {{len .Sites}} site(s) harvested, {{.Failed}} not in full.
+{{with .Totals}}In all: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed, {{.Skipped}} skipped{{if or .Inserted .Updated .Held}}; documents {{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held{{end}}.{{end}}
 {{range .Sites}}
 {{template "site" .}}{{end}}`))
 )
@@ -167,6 +219,9 @@ const siteHTML = `{{define "site"}}<h2>{{.Name}}: {{.Status}}</h2>
 <tr><th>Harvest</th><td>{{.Mode}}{{if .RunID}}, run {{.RunID}}{{end}}</td></tr>
 <tr><th>Began</th><td>{{when .Started}}, took {{took .Started .Finished}}</td></tr>
 <tr><th>Resources</th><td>{{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed, {{.Skipped}} skipped</td></tr>
+{{- if or .Inserted .Updated .Held}}
+<tr><th>Documents</th><td>{{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held at their version</td></tr>
+{{- end}}
 <tr><th>Next harvest</th><td>{{when .Next}}</td></tr>
 </table>
 {{- if .Error}}
@@ -183,12 +238,34 @@ const siteHTML = `{{define "site"}}<h2>{{.Name}}: {{.Status}}</h2>
 {{- end}}
 </ul>
 {{- end}}
+{{- if .Documents}}
+<h3>Documents</h3>
+<ul>
+{{- range .Documents}}
+<li><code>{{.URI}}</code>: {{.Outcome}}{{if .Previous}} {{.Previous}} → {{.Version}}{{else}} at {{.Version}}{{end}}</li>
+{{- end}}
+{{- if .MoreDocuments}}
+<li>… and {{.MoreDocuments}} more</li>
+{{- end}}
+</ul>
+{{- end}}
+{{- if .Skips}}
+<h3>What was left out, and why</h3>
+<ul>
+{{- range .Skips}}
+<li><code>{{.URI}}</code>: {{.Reason}}</li>
+{{- end}}
+{{- if .MoreSkips}}
+<li>… and {{.MoreSkips}} more</li>
+{{- end}}
+</ul>
+{{- end}}
 {{end}}`
 
 var (
 	siteHTMLT  = htmltemplate.Must(htmltemplate.New("").Funcs(funcs).Parse(siteHTML + `<!doctype html><html><head><meta charset="utf-8"><title>{{.Subject}}</title></head><body>{{template "site" .}}</body></html>`))
 	adminHTMLT = htmltemplate.Must(htmltemplate.New("").Funcs(funcs).Parse(siteHTML + `<!doctype html><html><head><meta charset="utf-8"><title>{{.Subject}}</title></head><body>
-<h1>{{.Title}}</h1><p>{{len .Sites}} site(s) harvested, {{.Failed}} not in full.</p>
+<h1>{{.Title}}</h1><p>{{len .Sites}} site(s) harvested, {{.Failed}} not in full.{{with .Totals}} In all: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed, {{.Skipped}} skipped{{if or .Inserted .Updated .Held}}; documents {{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held{{end}}.{{end}}</p>
 {{range .Sites}}{{template "site" .}}{{end}}</body></html>`))
 )
 

@@ -25,6 +25,23 @@ type Failure struct {
 
 // Skip is an entry of a package that the run did not deliver without it
 // being a failure: a ZIP entry that the package's manifest does not list.
+// Document is what a run did to a record that carries a version: its
+// Outcome is DocInserted, DocUpdated (from Previous to Version) or
+// DocHeld (Version held already).
+type Document struct {
+	URI      string `json:"uri"`
+	Outcome  string `json:"outcome"`
+	Version  string `json:"version"`
+	Previous string `json:"previous,omitempty"`
+}
+
+// The outcomes of a Document.
+const (
+	DocInserted = "inserted"
+	DocUpdated  = "updated"
+	DocHeld     = "held"
+)
+
 type Skip struct {
 	Package string `json:"package"`
 	Entry   string `json:"entry"`
@@ -79,7 +96,17 @@ type Report struct {
 		Downloaded int64 `json:"downloaded"`
 		Written    int64 `json:"written"`
 	} `json:"bytes"`
-	Fetch             FetchStats `json:"fetch"`
+	Fetch FetchStats `json:"fetch"`
+	// Versions counts, of the records that carry a version (a harvest
+	// list's revision), those inserted (none held before), updated
+	// (another version held before) and held (that version held already);
+	// Documents says it of the first MaxReportedFailures of them.
+	Versions struct {
+		Inserted int64 `json:"inserted"`
+		Updated  int64 `json:"updated"`
+		Held     int64 `json:"held"`
+	} `json:"versions,omitzero"`
+	Documents         []Document `json:"documents,omitempty"`
 	Failures          []Failure  `json:"failures"`
 	FailuresTruncated int64      `json:"failures_truncated,omitempty"`
 	Skips             []Skip     `json:"skips,omitempty"`
