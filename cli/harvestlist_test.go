@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -148,5 +149,44 @@ func TestHarvestListReports(t *testing.T) {
 	}
 	if !strings.Contains(admin[1].Text, "In all: ") || !strings.Contains(admin[1].Text, "documents 0 inserted, 2 updated,") {
 		t.Errorf("the composite report:\n%s", admin[1].Text)
+	}
+}
+
+// TestDaemonHarvestList: the daemon harvests a registry site of
+// protocol harvest-list as any other: every reachable document stored,
+// the harvest partial (the unreachable one), in the harvest log.
+func TestDaemonHarvestList(t *testing.T) {
+	dir := t.TempDir()
+	site := filepath.Join(dir, "site")
+	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: site, Documents: 10, Seed: 1, Odd: true}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(t.Context(), site, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	db := filepath.Join(dir, "s.db")
+	if code, out, stderr := run(t, "sites", "add", "eml", "--state", db, "--source", srv.URL+"harvestlist.xml", "--protocol", "harvest-list",
+		"--sink", "fs:"+filepath.Join(dir, "eml"), "--every", "1d"); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"daemon", "--state", db, "--tick", "200ms", "--listen", ""}, &out, &errb)
+	}()
+	waitFor(t, "site eml harvested", func() bool { return siteStatus(t, db, "eml") != "" })
+	stopDaemon(t, cancel, done, &out, &errb)
+	if s := siteStatus(t, db, "eml"); s != "partial" {
+		t.Errorf("site eml: %s, want partial (one document unreachable)", s)
+	}
+	if n := countFiles(t, filepath.Join(dir, "eml")); n != 9 {
+		t.Errorf("%d documents stored, want 9", n)
+	}
+	if _, log, _ := run(t, "log", "--state", db, "--site", "eml"); !strings.Contains(log, "eml  harvest ended      run 1: partial: 9 written") {
+		t.Errorf("the harvest log:\n%s", log)
 	}
 }

@@ -1,6 +1,9 @@
 package harvestlist_test
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -218,5 +221,55 @@ func TestUnlisted(t *testing.T) {
 	}
 	if rep := harvest(true); rep.Resources.Deleted != 0 || len(rep.Skips) != 1 { // the duplicate docid only
 		t.Errorf("a harvest after: %s %+v", rep.Summary(), rep.Skips)
+	}
+}
+
+// TestHarvestUnderFaults: served with transient faults on a third of the
+// requests (resets, 503s, truncated bodies …), a harvest with retries
+// gets every reachable document, byte for byte, as without them.
+func TestHarvestUnderFaults(t *testing.T) {
+	dir := t.TempDir()
+	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: dir, Documents: 30, Seed: 2}); err != nil {
+		t.Fatal(err)
+	}
+	inj, err := bench.NewFaultInjector(bench.Faults{Seed: 7, Rate: 0.3, Kinds: bench.TransientFaultKinds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(t.Context(), dir, "127.0.0.1:0", bench.ServeOptions{Wrap: inj.Wrap, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	work := t.TempDir()
+	mirror, err := fs.New(filepath.Join(work, "m"), fs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(t.Context(), filepath.Join(work, "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := pipeline.Baseline(t.Context(), pipeline.Options{Source: srv.URL + "harvestlist.xml", Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
+		Client:   fetch.New(fetch.Options{Retries: 8, BackoffInitial: time.Millisecond, BackoffMax: 10 * time.Millisecond, StallTimeout: 2 * time.Second}),
+		SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Validate: true})
+	if err != nil || rep.Status != runreport.StatusOK || rep.Resources.Written != 30 {
+		t.Fatalf("%v; %s", err, rep.Summary())
+	}
+	if inj.Stats().Faulted == 0 {
+		t.Fatal("no fault was injected")
+	}
+	for i := range 30 {
+		rc, err := mirror.Get(t.Context(), bench.HarvestListDocID(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		want, _ := os.ReadFile(filepath.Join(dir, "docs", fmt.Sprintf("%d.%d.xml", 100+i, bench.HarvestListRevision(i, 0))))
+		if !bytes.Equal(got, want) {
+			t.Errorf("document %d differs from the site's", i)
+		}
 	}
 }
