@@ -76,6 +76,21 @@ func TestHarvestListCommand(t *testing.T) {
 	}
 }
 
+// harvestListSite generates a harvest list site of n documents (with what
+// real ones hold) in dir, and serves it.
+func harvestListSite(t *testing.T, dir string, n int) *bench.Server {
+	t.Helper()
+	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: dir, Documents: n, Seed: 1, Odd: true}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(t.Context(), dir, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
 // TestHarvestListReports: a harvest list site's reports, read back from
 // Mailpit, say per document what was inserted, updated (old → new
 // revision) and held, what failed and why (an invalid document with the
@@ -86,14 +101,7 @@ func TestHarvestListReports(t *testing.T) {
 	mp := mailtest.Start(t)
 	dir := t.TempDir()
 	site := filepath.Join(dir, "site")
-	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: site, Documents: 10, Seed: 1, Odd: true}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bench.Serve(t.Context(), site, "127.0.0.1:0", bench.ServeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := harvestListSite(t, site, 10)
 	db, registry := filepath.Join(dir, "s.db"), filepath.Join(dir, "sites.yaml")
 	if err := os.WriteFile(registry, []byte(`sites:
   - {name: eml, source: "`+srv.URL+`harvestlist.xml", protocol: harvest-list, validate: true, retries: 0, sinks: [fs:eml], schedule: every 1d, contact: data@site.example}
@@ -158,14 +166,7 @@ func TestHarvestListReports(t *testing.T) {
 func TestDaemonHarvestList(t *testing.T) {
 	dir := t.TempDir()
 	site := filepath.Join(dir, "site")
-	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: site, Documents: 10, Seed: 1, Odd: true}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bench.Serve(t.Context(), site, "127.0.0.1:0", bench.ServeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := harvestListSite(t, site, 10)
 	db := filepath.Join(dir, "s.db")
 	if code, out, stderr := run(t, "sites", "add", "eml", "--state", db, "--source", srv.URL+"harvestlist.xml", "--protocol", "harvest-list",
 		"--sink", "fs:"+filepath.Join(dir, "eml"), "--every", "1d"); code != ExitOK {

@@ -21,15 +21,9 @@ import (
 	"github.com/rsharvest/rsharvest/state"
 )
 
-// TestHarvest: a harvest of a list through the executor fetches every
-// document at its highest revision, fails the unreachable one and the
-// element without a revision, skips the docid listed twice; once the
-// site's revisions rose, the next harvest fetches only the documents
-// whose revision rose, requests nothing of the others, and reports the
-// one listed at a lower revision than held without applying it.
-func TestHarvest(t *testing.T) {
-	const n = 12
-	srv, dir := site(t, n, 0)
+// destination is an fs mirror and a state store in a temporary directory.
+func destination(t *testing.T) (*fs.FS, *state.Store) {
+	t.Helper()
 	work := t.TempDir()
 	mirror, err := fs.New(filepath.Join(work, "m"), fs.Options{})
 	if err != nil {
@@ -39,7 +33,20 @@ func TestHarvest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
+	return mirror, st
+}
+
+// TestHarvest: a harvest of a list through the executor fetches every
+// document at its highest revision, fails the unreachable one and the
+// element without a revision, skips the docid listed twice; once the
+// site's revisions rose, the next harvest fetches only the documents
+// whose revision rose, requests nothing of the others, and reports the
+// one listed at a lower revision than held without applying it.
+func TestHarvest(t *testing.T) {
+	const n = 12
+	srv, dir := site(t, n, 0)
+	mirror, st := destination(t)
 	list := srv.URL + "harvestlist.xml"
 	harvest := func() *runreport.Report {
 		t.Helper()
@@ -123,16 +130,7 @@ func TestValidate(t *testing.T) {
 			bench.HarvestListMalformed: "not well-formed XML", bench.HarvestListWrongRoot: "is not in the namespace", bench.HarvestListNoTitle: "title"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			work := t.TempDir()
-			mirror, err := fs.New(filepath.Join(work, "m"), fs.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := state.Open(t.Context(), filepath.Join(work, "s.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			mirror, st := destination(t)
 			rep, err := pipeline.Baseline(t.Context(), pipeline.Options{Source: srv.URL + "harvestlist.xml", Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
 				Client: fetch.New(fetch.Options{Retries: -1}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Validate: true, Schemas: tc.schemas})
 			if err != nil {
@@ -164,16 +162,7 @@ func TestValidate(t *testing.T) {
 func TestUnlisted(t *testing.T) {
 	const n = 10
 	srv, dir := site(t, n, 0)
-	work := t.TempDir()
-	mirror, err := fs.New(filepath.Join(work, "m"), fs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := state.Open(t.Context(), filepath.Join(work, "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	mirror, st := destination(t)
 	list := srv.URL + "harvestlist.xml"
 	harvest := func(deleteUnlisted bool) *runreport.Report {
 		t.Helper()
@@ -241,16 +230,7 @@ func TestHarvestUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	work := t.TempDir()
-	mirror, err := fs.New(filepath.Join(work, "m"), fs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := state.Open(t.Context(), filepath.Join(work, "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	mirror, st := destination(t)
 	rep, err := pipeline.Baseline(t.Context(), pipeline.Options{Source: srv.URL + "harvestlist.xml", Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
 		Client:   fetch.New(fetch.Options{Retries: 8, BackoffInitial: time.Millisecond, BackoffMax: 10 * time.Millisecond, StallTimeout: 2 * time.Second}),
 		SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Validate: true})
