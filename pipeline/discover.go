@@ -48,6 +48,15 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 		return nil, err
 	}
 	return p.Plan(ctx, task, holdings{r.opts.Store, r.opts.SourceKey}, func(ctx context.Context, u source.Unit) error {
+		if r.listed != nil {
+			// Named, if badly or twice: not "no longer listed".
+			switch {
+			case u.Failure != nil:
+				r.listed.add(u.Failure.URI)
+			case u.Skip != nil:
+				r.listed.add(u.Skip.URI)
+			}
+		}
 		switch {
 		case u.Failure != nil:
 			r.planFailed(ctx, *u.Failure)

@@ -211,6 +211,27 @@ func TestUnlisted(t *testing.T) {
 	if rep := harvest(true); rep.Resources.Deleted != 0 || len(rep.Skips) != 1 { // the duplicate docid only
 		t.Errorf("a harvest after: %s %+v", rep.Summary(), rep.Skips)
 	}
+	// A document whose entry the site breaks is still named: its failure
+	// is reported, and it is neither "no longer listed" nor deleted.
+	listFile := filepath.Join(dir, "harvestlist.xml")
+	b, err := os.ReadFile(listFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(b), "<identifier>102</identifier>\n      <revision>1</revision>", "<identifier>102</identifier>\n      <revision>one</revision>", 1)
+	if broken == string(b) {
+		t.Fatal("the list's entry of document 2 was not found")
+	}
+	if err := os.WriteFile(listFile, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep = harvest(true)
+	if rep.Resources.Deleted != 0 || rep.Resources.Failed != 3 {
+		t.Errorf("with a broken entry: %s", rep.Summary())
+	}
+	if _, err := mirror.Get(t.Context(), bench.HarvestListDocID(2)); err != nil {
+		t.Errorf("document 2, its entry broken, is no longer held: %v", err)
+	}
 }
 
 // TestHarvestUnderFaults: served with transient faults on a third of the
