@@ -10,7 +10,6 @@ import (
 
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/sink"
-	"github.com/rsharvest/rsharvest/site"
 )
 
 // catCommand writes a held body to standard output.
@@ -32,12 +31,12 @@ func (a *app) catCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				s, err := site.Registry{Store: st}.Site(ctx, siteName)
+				j, err := siteJob(ctx, st, siteName)
 				st.Close()
 				if err != nil {
-					return noSite(err)
+					return err
 				}
-				specs = harvest.SiteJob(s).Sinks
+				specs = j.Sinks
 			}
 			opened, closeAll, err := harvest.OpenSinks(ctx, Sinks(), specs)
 			if err != nil {

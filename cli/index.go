@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/site"
 )
 
 // indexCommand (re)writes a site's held resources into sinks from the
@@ -38,11 +37,10 @@ matching copy of is counted missing; the next harvest, or "audit --repair", fetc
 				return err
 			}
 			defer st.Close()
-			s, err := site.Registry{Store: st}.Site(ctx, siteName)
+			j, err := siteJob(ctx, st, siteName)
 			if err != nil {
-				return noSite(err)
+				return err
 			}
-			j := harvest.SiteJob(s)
 			targets := sinks
 			if len(targets) == 0 {
 				for _, spec := range j.Sinks {

@@ -10,8 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -46,11 +44,11 @@ func (a *app) lsCommand() *cobra.Command {
 			defer st.Close()
 			key := source
 			if siteName != "" {
-				s, err := site.Registry{Store: st}.Site(ctx, siteName)
+				j, err := siteJob(ctx, st, siteName)
 				if err != nil {
-					return noSite(err)
+					return err
 				}
-				key = harvest.SiteJob(s).Source
+				key = j.Source
 			}
 			w := bufio.NewWriter(a.stdout)
 			defer w.Flush()

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/spf13/cobra"
 )
@@ -65,6 +67,16 @@ func openStateToRead(ctx context.Context, file string) (*state.Store, error) {
 		return nil, usagef("no state file at %s: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
 	}
 	return state.Open(ctx, file)
+}
+
+// siteJob is the job of registry site name in st; an unknown name is a
+// usage error (noSite).
+func siteJob(ctx context.Context, st *state.Store, name string) (harvest.Job, error) {
+	s, err := site.Registry{Store: st}.Site(ctx, name)
+	if err != nil {
+		return harvest.Job{}, noSite(err)
+	}
+	return harvest.SiteJob(s), nil
 }
 
 // completeSites completes the name of a registry site of the state file

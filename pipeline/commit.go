@@ -273,18 +273,18 @@ func (r *run) add(p *pending, res result) {
 		}
 		r.rec.document(d)
 	}
-	switch {
-	case res.outcome == outDeleted && res.nothingHeld:
-		t.unchanged++
-	case res.outcome == outDeleted:
-		t.deleted++
-	}
 	switch res.outcome {
 	case outSuperseded:
 		if res.skip == nil { // a skip counts as skipped
 			t.unchanged++
 		}
 	case outWritten, outUnchanged, outDeleted:
+		switch {
+		case res.outcome == outDeleted && res.nothingHeld:
+			t.unchanged++ // nothing was there to delete
+		case res.outcome == outDeleted:
+			t.deleted++
+		}
 		r.book.noteOutcomes(res.resource.Package, 1)
 		res.resource.Updated = now
 		b.Resources = append(b.Resources, res.resource)
