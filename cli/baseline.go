@@ -248,7 +248,7 @@ func dryRunStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Sto
 	if f.store != nil {
 		return runStore(ctx, f, log)
 	}
-	if _, err := os.Stat(f.state); err == nil {
+	if stateExists(f.state) {
 		return runStore(ctx, f, log)
 	}
 	dir, err := os.MkdirTemp("", "rsharvest-dry-run-")

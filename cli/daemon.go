@@ -101,7 +101,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 				}
 				defer stopPub(context.WithoutCancel(ctx))
 			}
-			log.Info("daemon started", "state", stateFile, "tick", tick, "sites-concurrency", concurrency)
+			log.Info("daemon started", "state", state.Redacted(stateFile), "tick", tick, "sites-concurrency", concurrency)
 			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done,
 				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, Tick: tick, Wake: wake}}
 			if pub != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net"
@@ -158,14 +159,31 @@ func TestDaemonKillResume(t *testing.T) {
 	bin := crashBuildBinary(t)
 	pg := startPostgres(t)
 	for _, tc := range []struct {
-		name string
-		args []string
+		name  string
+		state string // "": a file
+		args  []string
 	}{
-		{"state file", nil},
-		{"postgres", []string{"--jobs-db", pg}},
+		{"state file", "", nil},
+		{"postgres", "", []string{"--jobs-db", pg}},
+		{"state in postgres", pgDatabase(t, pg, "killresume"), nil}, // the jobs beside it
 	} {
-		t.Run(tc.name, func(t *testing.T) { daemonKillResume(t, bin, tc.args) })
+		t.Run(tc.name, func(t *testing.T) { daemonKillResume(t, bin, tc.state, tc.args) })
 	}
+}
+
+// pgDatabase creates the database name on the PostgreSQL server at
+// server and returns its URL.
+func pgDatabase(t *testing.T, server, name string) string {
+	t.Helper()
+	db, err := sql.Open("pgx", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Replace(server, "/postgres?", "/"+name+"?", 1)
 }
 
 // startPostgres starts a PostgreSQL server on 127.0.0.1 for the test
@@ -180,12 +198,14 @@ func startPostgres(t *testing.T) string {
 	return url
 }
 
-func daemonKillResume(t *testing.T, bin string, daemonArgs []string) {
+func daemonKillResume(t *testing.T, bin, db string, daemonArgs []string) {
 	const records, pageSize, holdAt = 400, 20, 8
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: pageSize})
 	srv := newHeldOAI(t, repo, holdAt)
 	dir := t.TempDir()
-	db := filepath.Join(dir, "state.db")
+	if db == "" {
+		db = filepath.Join(dir, "state.db")
+	}
 	mirror := filepath.Join(dir, "mirror")
 	if code, out, stderr := run(t, "sites", "add", "oai", "--source", srv.URL+"/oai", "--protocol", "oai-pmh", "--sink", "fs:"+mirror, "--every", "1d", "--state", db); code != ExitOK {
 		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)

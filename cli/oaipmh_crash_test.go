@@ -129,7 +129,7 @@ func oaiKillResume(t *testing.T, bin, concurrency string) {
 // the state file, while a run may hold it.
 func readProgress(t *testing.T, db, source, set string) map[string]string {
 	t.Helper()
-	if _, err := os.Stat(db); err != nil {
+	if _, err := os.Stat(db); err != nil && !state.IsPostgres(db) {
 		return nil
 	}
 	s, err := state.Open(t.Context(), db)

@@ -149,10 +149,9 @@ func (f *publishFlags) publisher(ctx context.Context, a *app, h publish.Holdings
 // holdings opens what to publish: the es sink's index (--from-es), or the
 // state store. close releases it.
 func (f *publishFlags) holdings(ctx context.Context) (h publish.Holdings, close func() error, err error) {
-	if f.fromES == "" {
-		if _, err := os.Stat(f.stateFile); err != nil {
-			return nil, nil, usagef("--state: %v", err)
-		}
+	if f.fromES == "" && !stateExists(f.stateFile) {
+		_, err := os.Stat(f.stateFile)
+		return nil, nil, usagef("--state: %v", err)
 	}
 	return publisher.OpenHoldings(ctx, f.stateFile, f.fromES)
 }
@@ -252,7 +251,7 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 			// sinks, which the state's registry names.
 			var st *state.Store
 			if f.copiesFrom == "" && f.fromES == "" {
-				if _, err := os.Stat(f.stateFile); err == nil {
+				if stateExists(f.stateFile) {
 					if st, err = state.Open(ctx, f.stateFile); err != nil {
 						return err
 					}

@@ -16,7 +16,7 @@ import (
 )
 
 // stateHelp is the help of every command's --state.
-const stateHelp = "state store file (SQLite): the registry and what the harvests hold (default: $RSHARVEST_STATE, else $XDG_STATE_HOME/rsharvest/rsharvest.db, else ~/.local/state/rsharvest/rsharvest.db)"
+const stateHelp = "state store: a file (SQLite), or a PostgreSQL database several machines share (postgres://user@host/db; the password from $PGPASSWORD or ~/.pgpass): the registry and what the harvests hold (default: $RSHARVEST_STATE, else $XDG_STATE_HOME/rsharvest/rsharvest.db, else ~/.local/state/rsharvest/rsharvest.db)"
 
 // defaultStateFile is where the state lives when --state is not given:
 // $RSHARVEST_STATE, else the user's state directory
@@ -41,10 +41,17 @@ func defaultStateFile() string {
 // be created, when the file is the default one (a directory named on the
 // command line must exist: a typo there is the user's to see).
 func prepareStateFile(file string) error {
-	if _, err := os.Stat(file); err == nil || file != defaultStateFile() {
+	if stateExists(file) || file != defaultStateFile() {
 		return nil
 	}
 	return os.MkdirAll(filepath.Dir(file), 0o700)
+}
+
+// stateExists reports whether the state store exists: a file that does,
+// or a PostgreSQL database (whose store Open makes when it is empty).
+func stateExists(file string) bool {
+	_, err := os.Stat(file)
+	return err == nil || state.IsPostgres(file)
 }
 
 // siteState opens the state file of a registry command: to read only (a
@@ -63,7 +70,7 @@ func (a *app) siteState(ctx context.Context, file string, write bool) (*state.St
 // openStateToRead opens the state file of a command that only reads it:
 // a missing file is a usage error, never created.
 func openStateToRead(ctx context.Context, file string) (*state.Store, error) {
-	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) && !state.IsPostgres(file) {
 		return nil, usagef("no state file at %s: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
 	}
 	return state.Open(ctx, file)

@@ -81,7 +81,8 @@ type File struct {
 	Source string `yaml:"source,omitempty"`
 	// Sinks are sink specs such as "fs:/abs/mirror" (key sinks, or sink).
 	Sinks []string `yaml:"sinks,omitempty"`
-	// State is the state store file.
+	// State is the state store file, or the URL of the PostgreSQL
+	// database it is kept in (postgres://…).
 	State string `yaml:"state,omitempty"`
 	// Report is the JSON report file.
 	Report string `yaml:"report,omitempty"`

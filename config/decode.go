@@ -179,7 +179,7 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 	case "source":
 		d.f.Source, err = d.str(key, v)
 	case "state":
-		d.f.State, err = d.path(key, v)
+		d.f.State, err = d.store(key, v)
 	case "report":
 		d.f.Report, err = d.path(key, v)
 	case "spool_dir":
@@ -411,6 +411,16 @@ func (d *decoder) path(key string, v *yaml.Node) (string, error) {
 		return s, err
 	}
 	return filepath.Join(d.base, s), nil
+}
+
+// store reads the state store: a PostgreSQL URL (postgres://… or
+// postgresql://…) as it is, else a file's path as path does.
+func (d *decoder) store(key string, v *yaml.Node) (string, error) {
+	s, err := d.str(key, v)
+	if err == nil && (strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")) {
+		return s, nil
+	}
+	return d.path(key, v)
 }
 
 func (d *decoder) integer(key string, v *yaml.Node, least int) (*int, error) {

@@ -37,11 +37,13 @@ import (
 )
 
 // Store is what the daemon uses of the state: the site registry, and the
-// database River keeps its jobs in when no JobsDB is given (state.Store
-// implements it).
+// database River keeps its jobs in when no JobsDB is given — the state
+// file's (JobDB), or the PostgreSQL database the store is kept in
+// (PostgresURL, "" for a file) — (state.Store implements it).
 type Store interface {
 	site.Store
 	JobDB() (*sql.DB, error)
+	PostgresURL() string
 }
 
 var _ Store = (*state.Store)(nil)
@@ -51,7 +53,8 @@ type Options struct {
 	// Store is the state store, opened with its lock held
 	// (state.OpenExclusive): one daemon per state file.
 	Store Store
-	// JobsDB, when set, is the URL of a PostgreSQL database
+	// JobsDB, when set, is the URL of a PostgreSQL database (by default
+	// the one the store is kept in, if it is)
 	// (postgres://…, pgx's syntax; the password may come from $PGPASSWORD
 	// or ~/.pgpass) where River keeps the jobs instead of the state file.
 	// Several daemons may share the database: each registry's jobs live in
@@ -134,6 +137,9 @@ func Run(ctx context.Context, opts Options) error {
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.JobsDB == "" {
+		opts.JobsDB = opts.Store.PostgresURL() // a store kept in PostgreSQL keeps the jobs there too
 	}
 	if opts.JobsDB == "" {
 		db, err := opts.Store.JobDB()

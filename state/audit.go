@@ -149,7 +149,7 @@ func (inv *Inventory) Close() error {
 // next sync fetches them again (audit repair), and every package record
 // with them.
 func (s *Store) ForgetResources(ctx context.Context, source string, uris []string) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return fatal("forget", err)
 	}

@@ -226,7 +226,7 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 	if b.Empty() {
 		return nil
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return fatal("commit", err)
 	}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"database/sql"
+	"errors"
 	"net/url"
 	"path/filepath"
 )
@@ -11,8 +12,12 @@ import (
 // connection, as that driver asks, the same busy timeout as the store's
 // writer, and transactions that take the write lock when they begin, so
 // that the engine's writes and the store's wait for each other instead of
-// failing. The caller closes it before the store.
+// failing. The caller closes it before the store. A store kept in
+// PostgreSQL has no such pool: its engine connects to PostgresURL.
 func (s *Store) JobDB() (*sql.DB, error) {
+	if s.pgConfig != nil {
+		return nil, fatal("job db", errors.New("the store is kept in PostgreSQL: a job engine connects to its URL"))
+	}
 	abs, err := filepath.Abs(s.path)
 	if err != nil {
 		return nil, fatal("job db", err)

@@ -46,7 +46,7 @@ func (s *Store) SetPackagesDone(ctx context.Context, ps []PackageRecord) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return fatal("package", err)
 	}

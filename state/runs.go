@@ -49,14 +49,10 @@ func (s *Store) BeginRun(ctx context.Context, r Run) (int64, error) {
 	if err != nil {
 		return 0, fatal("begin run", err)
 	}
-	res, err := s.w.ExecContext(ctx,
-		"INSERT INTO runs (mode, source, site, status, started, finished, report) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		r.Mode, r.Source, r.Site, r.Status, ts[0], ts[1], report)
-	if err != nil {
-		return 0, fatal("begin run", err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
+	var id int64
+	if err := s.w.QueryRowContext(ctx,
+		"INSERT INTO runs (mode, source, site, status, started, finished, report) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+		r.Mode, r.Source, r.Site, r.Status, ts[0], ts[1], report).Scan(&id); err != nil {
 		return 0, fatal("begin run", err)
 	}
 	return id, nil
@@ -143,7 +139,7 @@ func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
 // means all.
 func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
 	if limit <= 0 {
-		limit = -1
+		return s.runs(ctx, selectRun+" ORDER BY id DESC")
 	}
 	return s.runs(ctx, selectRun+" ORDER BY id DESC LIMIT ?", limit)
 }

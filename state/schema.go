@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -328,11 +329,26 @@ CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
 	}
 }
 
+// claimSQLite marks the file as an rsharvest state store (its application
+// id), in migrate's transaction.
+func claimSQLite(ctx context.Context, tx *sql.Tx) error {
+	var id int64
+	if err := tx.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
+		return notStateFile(err)
+	}
+	if id == 0 {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
+			return fmt.Errorf("set application id: %w", err)
+		}
+	}
+	return nil
+}
+
 // migrate brings the schema up to date in one write transaction. Running it
 // concurrently from two processes is safe: the second waits for the first
 // and then finds nothing to do.
 func (s *Store) migrate(ctx context.Context) (err error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", notStateFile(err))
 	}
@@ -341,15 +357,8 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
-
-	var id int64
-	if err := tx.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
-		return fmt.Errorf("migrate: %w", notStateFile(err))
-	}
-	if id == 0 {
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
-			return fmt.Errorf("migrate: set application id: %w", err)
-		}
+	if err := s.dialect.claim(ctx, tx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
 	version INTEGER PRIMARY KEY,
@@ -361,7 +370,7 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_version").Scan(&have); err != nil {
 		return fmt.Errorf("migrate: read schema version: %w", err)
 	}
-	migs := migrations()
+	migs := s.dialect.migrations()
 	if have > len(migs) {
 		return fmt.Errorf("%w: file has version %d, this program knows up to %d", ErrSchemaNewer, have, len(migs))
 	}

@@ -20,7 +20,7 @@ type Snapshot struct {
 // that ends when fn returns. It never blocks a writer. fn's error is
 // returned unchanged; the Snapshot's own errors are fatal.
 func (s *Store) View(ctx context.Context, fn func(*Snapshot) error) error {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.r.BeginTx(ctx, &s.dialect.snapshot)
 	if err != nil {
 		return fatal("view", err)
 	}
@@ -74,7 +74,7 @@ func (v *Snapshot) SiteOf(ctx context.Context, source string) (string, error) {
 // changes of.
 func (v *Snapshot) Sources(ctx context.Context) ([]string, error) {
 	rows, err := v.tx.QueryContext(ctx, `SELECT source FROM (SELECT DISTINCT source FROM resources
-		UNION SELECT DISTINCT source FROM changes WHERE source <> '') ORDER BY source`)
+		UNION SELECT DISTINCT source FROM changes WHERE source <> '') AS held ORDER BY source`)
 	if err != nil {
 		return nil, fatal("sources", err)
 	}

@@ -1,5 +1,6 @@
-// Package state is rsharvest's state store: a single SQLite file that
-// records what the destination holds and how it got there.
+// Package state is rsharvest's state store: a single SQLite file, or a
+// PostgreSQL database several machines share, that records what the
+// destination holds and how it got there.
 //
 // It keeps
 //   - runs: one row per harvest run (the harvest log), with its final status
@@ -19,6 +20,12 @@
 // the whole batch or none of it. Reads use a separate pool of read-only
 // connections and, thanks to SQLite's WAL mode, neither block nor are
 // blocked by the writer. A Store is safe for concurrent use.
+//
+// Kept in PostgreSQL (Open of a postgres:// URL), the store is the same:
+// the same queries (written once, their ? placeholders numbered for
+// PostgreSQL), its own migrations, write transactions serialised by an
+// advisory lock taken when they begin, snapshots in REPEATABLE READ
+// transactions.
 //
 // Every error this package returns is classified fatal (errclass): a state
 // store that cannot read or write stops the run. The exceptions are the
@@ -49,6 +56,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"modernc.org/sqlite"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -74,9 +82,12 @@ const applicationID = 0x72736876
 // Store is an open state store. Its methods are safe for concurrent use.
 // No method may be called after Close.
 type Store struct {
-	path string
-	w    *sql.DB // one connection: every write, serialised
-	r    *sql.DB // read-only connections: lookups, lists, walks
+	path    string // the file, or the database's URL without its password
+	dialect dialect
+	// pgConfig is the PostgreSQL database's configuration, nil for a file.
+	pgConfig *pgx.ConnConfig
+	w        *sql.DB // one connection: every write, serialised
+	r        *sql.DB // read-only connections: lookups, lists, walks
 
 	getResource      *sql.Stmt   // on r
 	upsertResource   multiInsert // on w
@@ -84,7 +95,7 @@ type Store struct {
 	insertChange     multiInsert // on w
 	upsertCheckpoint *sql.Stmt   // on w
 
-	lock *FileLock // held by OpenExclusive's store until Close
+	lock interface{ Unlock() error } // held by OpenExclusive's store until Close
 
 	clock func() time.Time // time.Now; tests set it back
 }
@@ -101,15 +112,29 @@ type Store struct {
 // schema gives one wrapping ErrSchemaNewer. Such files are not modified. All
 // errors are fatal and name the file. The directory must exist; in-memory
 // databases are not supported.
+//
+// A path that is a PostgreSQL URL (IsPostgres: postgres://user@host/db?…,
+// pgx's syntax; the password may come from $PGPASSWORD or ~/.pgpass) opens
+// the store kept in that database, in the connection's current schema: a
+// schema holding another application's tables gives an error wrapping
+// ErrNotStateFile.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, errclass.Fatalf("state: open %q: a file path is required", path)
+	}
+	if IsPostgres(path) {
+		s := &Store{path: Redacted(path), clock: time.Now}
+		if err := s.openPostgres(ctx, path); err != nil {
+			s.closeAll()
+			return nil, errclass.Fatalf("state: open %s: %w", s.path, err)
+		}
+		return s, nil
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, errclass.Fatalf("state: open %s: %w", path, err)
 	}
-	s := &Store{path: path, clock: time.Now}
+	s := &Store{path: path, clock: time.Now, dialect: sqliteDialect()}
 	if err := s.open(ctx, abs); err != nil {
 		s.closeAll()
 		return nil, errclass.Fatalf("state: open %s: %w", path, err)
@@ -120,9 +145,24 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // OpenExclusive takes the state file's lock for one run (see Lock: at once,
 // or waiting up to wait) and then opens it as Open does; Close releases the
 // lock. command says what the run is, for a run that finds the file in use.
+// A store kept in PostgreSQL is opened first, then locked the same way with
+// an advisory lock of the database (see lockPostgres).
 func OpenExclusive(ctx context.Context, path, command string, wait time.Duration) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, errclass.Fatalf("state: open %q: a file path is required", path)
+	}
+	if IsPostgres(path) {
+		s, err := Open(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		lock, err := lockPostgres(ctx, path, command, wait)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.lock = lock
+		return s, nil
 	}
 	if err := sqliteHeader(path); err != nil {
 		return nil, err // before the lock: no lock file beside what is not a state file
@@ -142,6 +182,40 @@ func OpenExclusive(ctx context.Context, path, command string, wait time.Duration
 	}
 	s.lock = lock
 	return s, nil
+}
+
+// dialect is what differs between a store kept in SQLite and one kept in
+// PostgreSQL; the queries do not.
+type dialect struct {
+	// migrations are the schema's migrations (see migrations).
+	migrations func() []string
+	// claim marks the database as the store's, in migrate's transaction.
+	claim func(ctx context.Context, tx *sql.Tx) error
+	// writeLock, when not "", is the statement every write transaction
+	// runs first, taking the lock that serialises writers (SQLite's
+	// writers take it with BEGIN IMMEDIATE).
+	writeLock string
+	// snapshot are the options of View's transaction.
+	snapshot sql.TxOptions
+}
+
+// sqliteDialect is the store kept in an SQLite file.
+func sqliteDialect() dialect {
+	return dialect{migrations: migrations, claim: claimSQLite, snapshot: sql.TxOptions{ReadOnly: true}}
+}
+
+// beginWrite begins a write transaction, holding the lock that serialises
+// the store's writers, across processes, until it ends.
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil || s.dialect.writeLock == "" {
+		return tx, err
+	}
+	if _, err := tx.ExecContext(ctx, s.dialect.writeLock); err != nil {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	return tx, nil
 }
 
 // dsn builds a file: URI for abs with the given driver parameters.

@@ -25,8 +25,14 @@ func TestSQLite(t *testing.T) {
 // ahead moves the newest change stamp of the state file at path d later,
 // writing the file with SQL: the store offers no other way to set its
 // clock back.
-func ahead(ctx context.Context, path string, d time.Duration) (err error) {
-	db, err := sql.Open("sqlite", path)
+func ahead(ctx context.Context, path string, d time.Duration) error {
+	return aheadIn(ctx, "sqlite", path, "UPDATE changes SET recorded = recorded + ? WHERE recorded = (SELECT max(recorded) FROM changes)", d)
+}
+
+// aheadIn runs update, which moves the newest change stamp d later, on
+// the database dsn of driver, and checks that it moved one row.
+func aheadIn(ctx context.Context, driver, dsn, update string, d time.Duration) (err error) {
+	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		return err
 	}
@@ -35,7 +41,7 @@ func ahead(ctx context.Context, path string, d time.Duration) (err error) {
 			err = cerr
 		}
 	}()
-	res, err := db.ExecContext(ctx, "UPDATE changes SET recorded = recorded + ? WHERE recorded = (SELECT max(recorded) FROM changes)", d.Microseconds())
+	res, err := db.ExecContext(ctx, update, d.Microseconds())
 	if err != nil {
 		return fmt.Errorf("move the newest stamp ahead: %w", err)
 	}

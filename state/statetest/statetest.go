@@ -103,6 +103,9 @@ type Store[S Snapshot] interface {
 	// JobDB opens a pool on the store's file for a job engine; the
 	// caller closes it before the store.
 	JobDB() (*sql.DB, error)
+	// PostgresURL is the URL of the PostgreSQL database the store is
+	// kept in ("" for a file), where a job engine connects instead.
+	PostgresURL() string
 
 	// View calls fn with a snapshot valid until fn returns; it never
 	// blocks a writer, and fn's error is returned unchanged.

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// TestPostgresState: every command takes a PostgreSQL database as its
+// --state (and a config file's state:) as it takes a file — sync twice
+// (the second finds everything unchanged), ls, log, the registry (sites
+// add, run), a run refused while another holds the store — and never
+// prints the password.
+func TestPostgresState(t *testing.T) {
+	pg := pgDatabase(t, startPostgres(t), "commands")
+	withPassword := strings.Replace(pg, "postgres@", "postgres:pw-s3cret@", 1) // trust: any password is accepted
+	srv := generatedSource(t, bench.GenOptions{Resources: 30, Packages: 1, Seed: 3, MeanSize: 1 << 10}, bench.ServeOptions{})
+	dir := t.TempDir()
+	var printed strings.Builder
+	runOK := func(want string, args ...string) string {
+		t.Helper()
+		code, out, errb := run(t, args...)
+		printed.WriteString(out + errb)
+		if code != ExitOK || !strings.Contains(out, want) {
+			t.Fatalf("%s: exit %d, want %q\n%s\n%s", args[0], code, want, out, errb)
+		}
+		return out
+	}
+	args := []string{"sync", "--source", srv.URL, "--sink", "fs:" + filepath.Join(dir, "m"), "--state", withPassword, "--progress", "none"}
+	runOK("30 written", args...)
+	// A config file naming the database: the same store.
+	config := filepath.Join(dir, "rsharvest.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, "source: %s\nsink: fs:%s\nstate: %s\nprogress: none\n", srv.URL, filepath.Join(dir, "m"), pg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runOK("30 unchanged", "sync", "--config", config)
+	if out := runOK("", "ls", "--state", pg, "--source", srv.URL); strings.Count(out, "\n") < 30 {
+		t.Errorf("ls lists %d lines, want the 30 resources:\n%s", strings.Count(out, "\n"), out)
+	}
+	runOK("baseline", "log", "--state", pg)
+
+	// The registry in the database (a source of its own: the state keys
+	// records by source).
+	other := generatedSource(t, bench.GenOptions{Resources: 30, Packages: 1, Seed: 4, MeanSize: 1 << 10}, bench.ServeOptions{})
+	runOK("", "sites", "add", "gen", "--source", other.URL, "--sink", "fs:"+filepath.Join(dir, "site"), "--every", "1d", "--state", pg)
+	runOK("", "run", "--due", "--state", pg)
+	if got := siteStatus(t, pg, "gen"); got != "ok" {
+		t.Errorf("site status %q after run --due, want ok", got)
+	}
+	if n := countFiles(t, filepath.Join(dir, "site")); n != 30 {
+		t.Errorf("the site's mirror holds %d files, want 30", n)
+	}
+
+	// One run at a time, as with a file.
+	held, err := state.OpenExclusive(t.Context(), pg, "a test holding the store", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errb := run(t, args...)
+	held.Close()
+	if code != ExitUsage || !strings.Contains(errb, "a test holding the store") {
+		t.Errorf("sync while the store is held: exit %d\n%s", code, errb)
+	}
+	printed.WriteString(errb)
+	if strings.Contains(printed.String(), "pw-s3cret") {
+		t.Errorf("the database's password was printed:\n%s", printed.String())
+	}
+}

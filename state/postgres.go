@@ -1,0 +1,457 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/rsharvest/rsharvest/errclass"
+)
+
+// IsPostgres reports whether where names a PostgreSQL database
+// (postgres://… or postgresql://…) rather than a state file.
+func IsPostgres(where string) bool {
+	return strings.HasPrefix(where, "postgres://") || strings.HasPrefix(where, "postgresql://")
+}
+
+// Redacted is where without its password, for messages: a PostgreSQL
+// URL's password replaced by "xxxxx", a file's path as it is.
+func Redacted(where string) string {
+	if !IsPostgres(where) {
+		return where
+	}
+	u, err := url.Parse(where)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}
+
+// pgWriteKey and pgRunKey are the keys of the PostgreSQL advisory locks
+// the store takes: every write transaction's (the analogue of SQLite's
+// BEGIN IMMEDIATE, so that commits are serialised and change stamps
+// increase in commit order), and OpenExclusive's, held for one run. Both
+// are scoped to the database, so stores in two databases of one server
+// never wait for each other.
+const (
+	pgWriteKey = applicationID<<8 | 1
+	pgRunKey   = applicationID<<8 | 2
+)
+
+// postgresDialect is the store kept in PostgreSQL: its own migrations,
+// a write transaction that takes the advisory lock first, and snapshots
+// in REPEATABLE READ transactions.
+func postgresDialect() dialect {
+	return dialect{
+		migrations: postgresMigrations,
+		writeLock:  fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgWriteKey),
+		snapshot:   sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		claim:      func(context.Context, *sql.Tx) error { return nil },
+	}
+}
+
+// openPostgres opens the store kept in the PostgreSQL database at where,
+// in the connection's current schema (search_path): a pool of writers,
+// whose transactions serialise on an advisory lock, and a pool of readers.
+func (s *Store) openPostgres(ctx context.Context, where string) error {
+	cfg, err := pgx.ParseConfig(where)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotStateFile, err)
+	}
+	s.dialect = postgresDialect()
+	s.pgConfig = cfg
+	n := max(4, runtime.GOMAXPROCS(0))
+	s.w = sql.OpenDB(rebinding{stdlib.GetConnector(*cfg)})
+	s.w.SetMaxOpenConns(n)
+	s.w.SetMaxIdleConns(n)
+	s.r = sql.OpenDB(rebinding{stdlib.GetConnector(*cfg)})
+	s.r.SetMaxOpenConns(n)
+	s.r.SetMaxIdleConns(n)
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if err := s.pgIdentity(ctx); err != nil {
+		return err
+	}
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	return s.prepare(ctx)
+}
+
+// pgIdentity refuses a schema that holds tables but not the store's
+// schema_version: another application's.
+func (s *Store) pgIdentity(ctx context.Context) error {
+	var tables int
+	var ours bool
+	err := s.w.QueryRowContext(ctx, `SELECT count(*), coalesce(bool_or(table_name = 'schema_version'), false)
+		FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables, &ours)
+	switch {
+	case err != nil:
+		return fmt.Errorf("identify: %w", err)
+	case tables > 0 && !ours:
+		return fmt.Errorf("%w (its schema holds %d tables of another application)", ErrNotStateFile, tables)
+	}
+	return nil
+}
+
+// PostgresURL is the URL of the PostgreSQL database the store is kept in,
+// password included (for a job engine sharing the database), or "" for a
+// state file.
+func (s *Store) PostgresURL() string {
+	if s.pgConfig == nil {
+		return ""
+	}
+	return s.pgConfig.ConnString()
+}
+
+// pgLock is OpenExclusive's lock on a store kept in PostgreSQL: a session
+// advisory lock held by one connection until Unlock, released by the
+// server when the session ends (a process killed, its connection cut).
+type pgLock struct {
+	db *sql.DB
+}
+
+// lockPostgres takes the exclusive lock of the store at where, once it is
+// open, as Lock does for a file: at once, or trying again until wait has
+// passed or ctx ends; the run holding it is recorded in the table
+// lock_holder for the next to read.
+func lockPostgres(ctx context.Context, where, command string, wait time.Duration) (*pgLock, error) {
+	cfg, err := pgx.ParseConfig(where)
+	if err != nil {
+		return nil, errclass.Fatalf("state: lock %s: %w", Redacted(where), err)
+	}
+	db := sql.OpenDB(stdlib.GetConnector(*cfg))
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	fail := func(err error) (*pgLock, error) {
+		db.Close()
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		var ok bool
+		if err := db.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", pgRunKey).Scan(&ok); err != nil {
+			return fail(errclass.Fatalf("state: lock %s: %w", Redacted(where), err))
+		}
+		if ok {
+			break
+		}
+		if wait <= 0 || !time.Now().Before(deadline) {
+			var h Holder
+			var b []byte
+			if db.QueryRowContext(ctx, "SELECT holder FROM lock_holder WHERE id = 1").Scan(&b) == nil {
+				_ = json.Unmarshal(b, &h)
+			}
+			return fail(errclass.NewFatal(&LockedError{Path: Redacted(where), Holder: h}))
+		}
+		t := time.NewTimer(min(lockPoll, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fail(errclass.Fatalf("state: waiting for the lock of %s: %w", Redacted(where), ctx.Err()))
+		case <-t.C:
+		}
+	}
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(Holder{PID: os.Getpid(), Host: host, Started: time.Now().UTC(), Command: command})
+	if _, err := db.ExecContext(ctx, `INSERT INTO lock_holder (id, holder) VALUES (1, $1)
+		ON CONFLICT (id) DO UPDATE SET holder = excluded.holder`, string(b)); err != nil {
+		return fail(errclass.Fatalf("state: lock %s: %w", Redacted(where), err))
+	}
+	return &pgLock{db: db}, nil
+}
+
+// Unlock releases the lock: its session ends. Calling it again is a no-op.
+func (l *pgLock) Unlock() error {
+	if l == nil || l.db == nil {
+		return nil
+	}
+	err := l.db.Close()
+	l.db = nil
+	return err
+}
+
+// rebinding is a connector of pgx's database/sql driver that takes the
+// store's queries as they are written for both databases, with ?
+// placeholders, and gives PostgreSQL $1, $2, ….
+type rebinding struct{ driver.Connector }
+
+func (c rebinding) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pc, ok := conn.(pgConn)
+	if !ok {
+		conn.Close()
+		return nil, errors.New("pgx's connection lacks a method the store needs")
+	}
+	return rebindConn{pc}, nil
+}
+
+// pgConn is what database/sql uses of pgx's connection.
+type pgConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.NamedValueChecker
+	driver.SessionResetter
+}
+
+type rebindConn struct{ pgConn }
+
+func (c rebindConn) Prepare(query string) (driver.Stmt, error) {
+	return c.pgConn.Prepare(rebind(query))
+}
+
+func (c rebindConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	return c.pgConn.PrepareContext(ctx, rebind(query))
+}
+
+func (c rebindConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	return c.pgConn.ExecContext(ctx, rebind(query), args)
+}
+
+func (c rebindConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.pgConn.QueryContext(ctx, rebind(query), args)
+}
+
+// rebind numbers the ? placeholders of query $1, $2, … in order, leaving
+// quoted strings and identifiers as they are.
+func rebind(query string) string {
+	if !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	n := 0
+	var quote byte
+	for i := 0; i < len(query); i++ {
+		ch := query[i]
+		switch {
+		case quote != 0:
+			if ch == quote {
+				quote = 0
+			}
+		case ch == '\'' || ch == '"':
+			quote = ch
+		case ch == '?':
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteByte(ch)
+	}
+	return b.String()
+}
+
+// postgresMigrations are the schema migrations of a store kept in
+// PostgreSQL, as migrations are SQLite's: migration i brings the schema to
+// version i+1, and applied ones are never edited. Version 1 is the schema
+// SQLite's migrations reached at their version 21. Text sorts by its bytes
+// (COLLATE "C"), as SQLite's does, whatever the database's locale.
+func postgresMigrations() []string {
+	return []string{
+		// 1: the schema of SQLite's version 21, and the run holding
+		// OpenExclusive's lock (see lockPostgres).
+		`
+CREATE TABLE runs (
+	id       BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+	mode     TEXT COLLATE "C" NOT NULL,
+	source   TEXT COLLATE "C" NOT NULL,
+	status   TEXT COLLATE "C" NOT NULL,
+	started  TEXT COLLATE "C",
+	finished TEXT COLLATE "C",
+	report   TEXT,
+	site     TEXT COLLATE "C" NOT NULL DEFAULT ''
+);
+CREATE INDEX runs_started ON runs (started);
+CREATE INDEX runs_source ON runs (source, id);
+
+CREATE TABLE failures (
+	id          BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+	run_id      BIGINT NOT NULL REFERENCES runs (id),
+	uri         TEXT COLLATE "C" NOT NULL,
+	package     TEXT COLLATE "C" NOT NULL,
+	stage       TEXT COLLATE "C" NOT NULL,
+	error       TEXT NOT NULL,
+	permanent   BIGINT NOT NULL CHECK (permanent IN (0, 1)),
+	change_time TEXT COLLATE "C",
+	at          TEXT COLLATE "C"
+);
+CREATE INDEX failures_run ON failures (run_id, id);
+
+CREATE TABLE changes (
+	id         BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+	uri        TEXT COLLATE "C" NOT NULL CHECK (uri <> ''),
+	change     TEXT COLLATE "C" NOT NULL CHECK (change IN ('created', 'updated', 'deleted')),
+	datetime   TEXT COLLATE "C",
+	run_id     BIGINT REFERENCES runs (id),
+	package    TEXT COLLATE "C" NOT NULL,
+	source     TEXT COLLATE "C" NOT NULL DEFAULT '',
+	length     BIGINT NOT NULL DEFAULT -1,
+	md5        TEXT COLLATE "C",
+	sha1       TEXT COLLATE "C",
+	sha256     TEXT COLLATE "C",
+	hash_other TEXT COLLATE "C",
+	type       TEXT COLLATE "C" NOT NULL DEFAULT '',
+	recorded   BIGINT,
+	lastmod    TEXT COLLATE "C"
+);
+CREATE INDEX changes_run ON changes (run_id, id);
+CREATE INDEX changes_recorded ON changes (recorded);
+CREATE INDEX changes_source ON changes (source, recorded);
+CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
+
+CREATE TABLE checkpoints (
+	source          TEXT COLLATE "C" NOT NULL CHECK (source <> ''),
+	capability_list TEXT COLLATE "C" NOT NULL,
+	next            TEXT COLLATE "C",
+	baseline        TEXT COLLATE "C",
+	open            BIGINT NOT NULL CHECK (open IN (0, 1)),
+	run_id          BIGINT REFERENCES runs (id),
+	updated         TEXT COLLATE "C",
+	described_by    TEXT COLLATE "C" NOT NULL DEFAULT '',
+	PRIMARY KEY (source, capability_list)
+);
+
+CREATE TABLE change_documents (
+	url          TEXT COLLATE "C" NOT NULL PRIMARY KEY CHECK (url <> ''),
+	source       TEXT COLLATE "C" NOT NULL,
+	resource_set TEXT COLLATE "C" NOT NULL,
+	capability   TEXT COLLATE "C" NOT NULL,
+	from_time    TEXT COLLATE "C",
+	until_time   TEXT COLLATE "C",
+	open         BIGINT NOT NULL CHECK (open IN (0, 1)),
+	run_id       BIGINT REFERENCES runs (id),
+	seen         TEXT COLLATE "C"
+);
+
+CREATE TABLE packages (
+	url         TEXT COLLATE "C" NOT NULL CHECK (url <> ''),
+	sinks       TEXT COLLATE "C" NOT NULL,
+	fingerprint TEXT COLLATE "C" NOT NULL CHECK (fingerprint <> ''),
+	resources   BIGINT NOT NULL,
+	run_id      BIGINT REFERENCES runs (id),
+	updated     TEXT COLLATE "C" NOT NULL,
+	PRIMARY KEY (url, sinks)
+);
+
+CREATE TABLE documents (
+	url           TEXT COLLATE "C" NOT NULL UNIQUE CHECK (url <> ''),
+	etag          TEXT COLLATE "C" NOT NULL,
+	last_modified TEXT COLLATE "C" NOT NULL,
+	encoding      TEXT COLLATE "C" NOT NULL,
+	body          BYTEA NOT NULL,
+	updated       TEXT COLLATE "C" NOT NULL
+);
+
+CREATE TABLE resources (
+	source        TEXT COLLATE "C" NOT NULL,
+	uri           TEXT COLLATE "C" NOT NULL CHECK (uri <> ''),
+	resource_set  TEXT COLLATE "C" NOT NULL,
+	length        BIGINT NOT NULL CHECK (length >= -1),
+	md5           TEXT COLLATE "C",
+	sha1          TEXT COLLATE "C",
+	sha256        TEXT COLLATE "C",
+	hash_other    TEXT COLLATE "C",
+	type          TEXT COLLATE "C" NOT NULL,
+	lastmod       TEXT COLLATE "C",
+	change_time   TEXT COLLATE "C",
+	package       TEXT COLLATE "C" NOT NULL,
+	outcome       TEXT COLLATE "C" NOT NULL CHECK (outcome IN ('written', 'unchanged', 'deleted', 'failed')),
+	deleted       BIGINT NOT NULL CHECK (deleted IN (0, 1)),
+	run_id        BIGINT REFERENCES runs (id),
+	updated       TEXT COLLATE "C",
+	etag          TEXT COLLATE "C" NOT NULL,
+	last_modified TEXT COLLATE "C" NOT NULL,
+	links         TEXT,
+	verified      TEXT COLLATE "C" NOT NULL DEFAULT '',
+	version       TEXT COLLATE "C",
+	PRIMARY KEY (source, uri)
+);
+
+CREATE TABLE deliveries (
+	source      TEXT COLLATE "C" NOT NULL,
+	uri         TEXT COLLATE "C" NOT NULL CHECK (uri <> ''),
+	sink        TEXT COLLATE "C" NOT NULL CHECK (sink <> ''),
+	length      BIGINT NOT NULL CHECK (length >= -1),
+	md5         TEXT COLLATE "C",
+	sha1        TEXT COLLATE "C",
+	sha256      TEXT COLLATE "C",
+	change_time TEXT COLLATE "C",
+	PRIMARY KEY (source, uri, sink)
+);
+
+CREATE TABLE progress (
+	source       TEXT COLLATE "C" NOT NULL CHECK (source <> ''),
+	resource_set TEXT COLLATE "C" NOT NULL,
+	key          TEXT COLLATE "C" NOT NULL CHECK (key <> ''),
+	value        TEXT NOT NULL,
+	run_id       BIGINT REFERENCES runs (id),
+	updated      TEXT COLLATE "C" NOT NULL,
+	PRIMARY KEY (source, resource_set, key)
+);
+
+CREATE TABLE sites (
+	name        TEXT COLLATE "C" PRIMARY KEY CHECK (name <> ''),
+	definition  TEXT NOT NULL,
+	next        TEXT COLLATE "C",
+	last        TEXT COLLATE "C",
+	last_status TEXT COLLATE "C" NOT NULL DEFAULT '',
+	last_run_id BIGINT REFERENCES runs (id),
+	updated     TEXT COLLATE "C" NOT NULL,
+	paused      BIGINT NOT NULL DEFAULT 0
+);
+
+CREATE TABLE events (
+	id        BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+	at        TEXT COLLATE "C" NOT NULL,
+	operation TEXT COLLATE "C" NOT NULL CHECK (operation <> ''),
+	site      TEXT COLLATE "C" NOT NULL DEFAULT '',
+	message   TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX events_at ON events (at);
+
+CREATE TABLE reports_sent (
+	key     TEXT COLLATE "C" PRIMARY KEY CHECK (key <> ''),
+	state   TEXT COLLATE "C" NOT NULL CHECK (state IN ('sending', 'sent')),
+	updated TEXT COLLATE "C" NOT NULL
+);
+
+CREATE TABLE retries (
+	source       TEXT COLLATE "C" NOT NULL,
+	uri          TEXT COLLATE "C" NOT NULL CHECK (uri <> ''),
+	resource_set TEXT COLLATE "C" NOT NULL,
+	record       TEXT NOT NULL,
+	change_time  TEXT COLLATE "C",
+	run_id       BIGINT REFERENCES runs (id),
+	failed       TEXT COLLATE "C" NOT NULL,
+	PRIMARY KEY (source, uri)
+);
+CREATE INDEX retries_set ON retries (source, resource_set);
+
+CREATE TABLE lock_holder (
+	id     BIGINT PRIMARY KEY CHECK (id = 1),
+	holder TEXT NOT NULL
+);
+`,
+	}
+}
