@@ -187,11 +187,14 @@ func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*run
 	}
 	stopProgress := a.display().Start(ctx, shown, counts, log)
 	h := a.harvester(store, f.store != nil, log)
-	h.Counts = counts
+	h.Counts, h.Command, h.LeaseWait = counts, cmp.Or(f.command, "rsharvest"), f.waitLock
 	if f.dryRun {
 		f.DryRun, h.Preview = true, a.printPreview()
 	}
 	rep, runErr := h.Run(ctx, mode, f.Job)
+	if errors.Is(runErr, state.ErrLocked) && f.waitLock == 0 {
+		runErr = fmt.Errorf("%w; use --wait-lock DURATION to wait for it", runErr)
+	}
 	stopProgress()
 	if rep != nil && f.report != "" {
 		if err := rep.WriteFile(f.report); err != nil {

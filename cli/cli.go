@@ -107,7 +107,7 @@ func exitCode(ctx context.Context, err error) int {
 	var ue usageError
 	var se *pipeline.SourceError
 	switch {
-	case errors.As(err, &ue), harvest.IsInvalid(err), errors.Is(err, state.ErrNotStateFile):
+	case errors.As(err, &ue), harvest.IsInvalid(err), errors.Is(err, state.ErrNotStateFile), errors.Is(err, state.ErrLocked):
 		return ExitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return ExitInterrupted

@@ -30,6 +30,7 @@ func (a *app) daemonCommand() *cobra.Command {
 		listen      string
 		jobsDB      string
 		jobsSchema  string
+		rescueAfter time.Duration
 		rf          reportFlags
 		pf          = publishFlags{prefix: "publish-"}
 	)
@@ -44,7 +45,12 @@ On SIGTERM the running harvests stop, commit what they did with their progress m
 again when the daemon starts next. One daemon per state file: a second one waits (--wait-lock) or refuses.
 
 The jobs live in the state file, or with --jobs-db in a PostgreSQL database that several daemons may share:
-each registry's jobs in a schema of its own (--jobs-schema), which one daemon holds at a time.`,
+each registry's jobs in a schema of its own (--jobs-schema), which one daemon holds at a time.
+
+With --state postgres://… the registry, the harvest log and the jobs (--jobs-schema) are in PostgreSQL,
+and any number of daemons, on any machines, run the same registry: one of them (River's leader) queues the
+due sites, any of them harvests any site, and a site is never harvested twice at once (its lease, which
+"run" takes too). A harvest whose daemon died is taken up by another --rescue-after its start.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if concurrency < 1 || tick <= 0 {
@@ -61,7 +67,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 			if err != nil {
 				return err
 			}
-			h, done := a.sitesHarvester(st)
+			h, done := a.sitesHarvester(st, c.CommandPath())
 			// An operator's action on the page wakes the daemon: a
 			// "harvest now" starts at once.
 			wake := make(chan struct{}, 1)
@@ -103,7 +109,7 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 			}
 			log.Info("daemon started", "state", state.Redacted(stateFile), "tick", tick, "sites-concurrency", concurrency)
 			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done,
-				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, Tick: tick, Wake: wake}}
+				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, Tick: tick, Wake: wake, RescueAfter: rescueAfter}}
 			if pub != nil {
 				o.Publish = func(ctx context.Context) error { _, err := pub.Run(ctx); return err }
 			}
@@ -123,7 +129,8 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
 	fl.StringVar(&listen, "listen", "127.0.0.1:8474", `serve the status page, /metrics and /healthz here ("": not at all); an operator, who may also act (harvest now, pause, resume, change a schedule), is $RSHARVEST_STATUS_TOKEN (a bearer token) or $RSHARVEST_STATUS_USER and $RSHARVEST_STATUS_PASSWORD; a viewer, who only sees, $RSHARVEST_STATUS_VIEWER_TOKEN or $RSHARVEST_STATUS_VIEWER_USER and $RSHARVEST_STATUS_VIEWER_PASSWORD; without any, only /healthz answers`)
 	fl.StringVar(&jobsDB, "jobs-db", "", `keep the jobs in this PostgreSQL database (postgres://user@host:port/db; the password from $PGPASSWORD or ~/.pgpass) instead of the state file`)
-	fl.StringVar(&jobsSchema, "jobs-schema", "rsharvest", "with --jobs-db: the schema of this registry's jobs (made when absent)")
+	fl.StringVar(&jobsSchema, "jobs-schema", "rsharvest", "with --jobs-db or --state postgres://…: the schema of this registry's jobs (made when absent)")
+	fl.DurationVar(&rescueAfter, "rescue-after", 30*time.Second, "a harvest running this long whose daemon is gone (its site's lease free) is given to another daemon")
 	rf.register(c)
 	pf.register(c, false)
 	pf.registerServe(c)

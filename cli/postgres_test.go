@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/state"
@@ -14,8 +15,9 @@ import (
 // TestPostgresState: every command takes a PostgreSQL database as its
 // --state (and a config file's state:) as it takes a file — sync twice
 // (the second finds everything unchanged), ls, log, the registry (sites
-// add, run), a run refused while another holds the store — and never
-// prints the password.
+// add, run), a run refused while another harvest of its source holds the
+// source's lease, or waiting for it (--wait-lock) — and never prints the
+// password.
 func TestPostgresState(t *testing.T) {
 	pg := pgDatabase(t, startPostgres(t), "commands")
 	withPassword := strings.Replace(pg, "postgres@", "postgres:pw-s3cret@", 1) // trust: any password is accepted
@@ -56,15 +58,29 @@ func TestPostgresState(t *testing.T) {
 		t.Errorf("the site's mirror holds %d files, want 30", n)
 	}
 
-	// One run at a time, as with a file.
-	held, err := state.OpenExclusive(t.Context(), pg, "a test holding the store", 0)
+	// One harvest of a source at a time: its lease.
+	st, err := state.Open(t.Context(), pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lease, err := st.Lease(t.Context(), state.SourceLease(srv.URL), "a test holding the source", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	code, _, errb := run(t, args...)
-	held.Close()
-	if code != ExitUsage || !strings.Contains(errb, "a test holding the store") {
-		t.Errorf("sync while the store is held: exit %d\n%s", code, errb)
+	if code != ExitUsage || !strings.Contains(errb, "source "+srv.URL+" is being harvested by pid") ||
+		!strings.Contains(errb, "(a test holding the source); use --wait-lock DURATION") {
+		t.Errorf("sync while the source is leased: exit %d\n%s", code, errb)
+	}
+	printed.WriteString(errb)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		lease.Release()
+	}()
+	code, _, errb = run(t, append(args, "--wait-lock", "1m")...)
+	if code != ExitOK {
+		t.Errorf("sync waiting for the lease: exit %d\n%s", code, errb)
 	}
 	printed.WriteString(errb)
 	if strings.Contains(printed.String(), "pw-s3cret") {

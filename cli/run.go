@@ -62,7 +62,7 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 			if err != nil {
 				return err
 			}
-			h, done := a.sitesHarvester(st)
+			h, done := a.sitesHarvester(st, c.CommandPath())
 			ok, err := h.RunSites(ctx, c.CommandPath(), sites, concurrency, spoolDir, rs, done)
 			if err != nil {
 				return err
@@ -84,15 +84,17 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 }
 
 // openSitesState opens the state store for harvesting sites, several at
-// once, holding its lock. Runs still recorded as running are then those of
-// dead processes: they are marked interrupted here, once (the site runs
-// share the store, see pipeline.Options.StoreShared).
+// once, holding its lock. Runs still recorded as running in a state file
+// are then those of dead processes: they are marked interrupted here, once
+// (the site runs share the store, see pipeline.Options.StoreShared). A
+// store kept in PostgreSQL is shared with other machines, whose runs may be
+// alive: each run marks those of its own source, under its lease.
 func openSitesState(ctx context.Context, file string, waitLock time.Duration, command string, log *slog.Logger) (*state.Store, error) {
 	st, err := openState(ctx, syncFlags{state: file, waitLock: waitLock, command: command}, log)
-	if err != nil {
-		return nil, err
+	if err != nil || st.PostgresURL() != "" {
+		return st, err
 	}
-	if n, err := st.MarkInterrupted(ctx, time.Now().UTC()); err != nil {
+	if n, err := st.MarkInterrupted(ctx, time.Now().UTC(), ""); err != nil {
 		st.Close()
 		return nil, err
 	} else if n > 0 {
@@ -103,12 +105,15 @@ func openSitesState(ctx context.Context, file string, waitLock time.Duration, co
 
 // harvester of registry sites on the shared store st, printing each
 // site's summary as its harvest ends.
-func (a *app) sitesHarvester(st *state.Store) (*harvest.Harvester, harvest.Harvested) {
+func (a *app) sitesHarvester(st *state.Store, command string) (*harvest.Harvester, harvest.Harvested) {
 	h := a.harvester(st, true, a.logger())
+	h.Command = command
 	return h, func(s *site.Site, rep *runreport.Report, err, rerr error) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "site %s: ", s.Name)
-		if rep != nil {
+		if harvest.InUse(err) {
+			fmt.Fprintf(&b, "skipped: %v\n", err)
+		} else if rep != nil {
 			b.WriteString(summary(rep, err))
 			if err != nil {
 				fmt.Fprintf(&b, "  error: %v\n", err)

@@ -8,6 +8,11 @@
 // fails temporarily is retried with River's backoff; jobs survive a
 // restart; a stop cancels the running harvests, which commit what they did
 // and their progress marks, and are taken up again at the next start.
+//
+// With the state kept in PostgreSQL, several daemons share one registry
+// and its jobs (see Options.Store); a harvest whose worker died — its
+// site's lease released with its session — is taken up by another daemon
+// at the next tick.
 package daemon
 
 import (
@@ -44,14 +49,22 @@ type Store interface {
 	site.Store
 	JobDB() (*sql.DB, error)
 	PostgresURL() string
+	// Lease takes a lease, as state.Store.Lease: the daemon tries a
+	// running harvest's site lease to learn whether its worker is alive.
+	Lease(ctx context.Context, key, command string, wait time.Duration) (*state.Lease, error)
 }
 
 var _ Store = (*state.Store)(nil)
 
 // Options configure Run.
 type Options struct {
-	// Store is the state store, opened with its lock held
-	// (state.OpenExclusive): one daemon per state file.
+	// Store is the state store, opened with state.OpenExclusive: a state
+	// file's lock held, one daemon per file; or a store kept in
+	// PostgreSQL, whose registry any number of daemons on any machines
+	// share, with its jobs in JobsSchema of the same database: River's
+	// leader queues the due sites, any daemon works any harvest, and the
+	// site's lease (state.SiteLease, taken by the harvest) keeps a site
+	// from being harvested twice at once.
 	Store Store
 	// JobsDB, when set, is the URL of a PostgreSQL database (by default
 	// the one the store is kept in, if it is)
@@ -85,6 +98,11 @@ type Options struct {
 	Loc *time.Location
 	// Log takes the daemon's log (nil: discarded).
 	Log *slog.Logger
+	// RescueAfter is how long a harvest job runs before the daemons look
+	// whether its worker is alive — whether it holds the site's lease —
+	// and, if not, give the job to another (default 30 s; it is also the
+	// time a worker has to take the lease once its job starts).
+	RescueAfter time.Duration
 	// Wake, when set, makes the daemon read the registry for due sites at
 	// once at each receive, as every Tick (an operator's "harvest now").
 	Wake <-chan struct{}
@@ -128,6 +146,9 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 5
 	}
+	if opts.RescueAfter <= 0 {
+		opts.RescueAfter = 30 * time.Second
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -138,8 +159,11 @@ func Run(ctx context.Context, opts Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if opts.JobsDB == "" {
-		opts.JobsDB = opts.Store.PostgresURL() // a store kept in PostgreSQL keeps the jobs there too
+	shared := false
+	if opts.JobsDB == "" && opts.Store.PostgresURL() != "" {
+		// A store kept in PostgreSQL keeps the jobs there too, shared by
+		// every daemon of the registry.
+		opts.JobsDB, shared = opts.Store.PostgresURL(), true
 	}
 	if opts.JobsDB == "" {
 		db, err := opts.Store.JobDB()
@@ -147,7 +171,7 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 		defer db.Close()
-		return run(ctx, opts, riversqlite.New(db), "", log)
+		return run(ctx, opts, riversqlite.New(db), "", false, log)
 	}
 	schema := cmp.Or(opts.JobsSchema, "rsharvest")
 	pool, err := openPostgres(ctx, opts.JobsDB, opts.SitesConcurrency)
@@ -155,25 +179,40 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer pool.Close()
-	release, err := holdSchema(ctx, pool, schema)
+	release, err := holdSchema(ctx, pool, schema, shared)
 	if err != nil {
 		return err
 	}
+	driver := riverpgxv5.New(pool)
+	if shared {
+		// Daemons sharing the jobs bring River's tables up to date one
+		// at a time, then work side by side.
+		err := migrate(ctx, driver, schema, log)
+		release()
+		if err != nil {
+			return err
+		}
+		release = func() {}
+	}
 	defer release()
-	return run(ctx, opts, riverpgxv5.New(pool), schema, log)
+	return run(ctx, opts, driver, schema, shared, log)
 }
 
 // run runs River on driver, its tables in schema ("" for SQLite's, which
-// has none), until ctx ends.
-func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[TTx], schema string, log *slog.Logger) error {
-	if err := migrate(ctx, driver, schema, log); err != nil {
-		return err
+// has none), until ctx ends. shared says other daemons work the same jobs.
+func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[TTx], schema string, shared bool, log *slog.Logger) error {
+	if !shared {
+		// This daemon alone works the jobs: its River tables are brought
+		// up to date, and whatever a dead daemon left running is taken up.
+		if err := migrate(ctx, driver, schema, log); err != nil {
+			return err
+		}
 	}
-	if err := rescue(ctx, driver, schema, opts.Now(), log); err != nil {
+	d := &daemon[TTx]{opts: opts, log: log, driver: driver, schema: schema, shared: shared}
+	if err := d.rescue(ctx, true); err != nil {
 		return err
 	}
 	workers := river.NewWorkers()
-	d := &daemon[TTx]{opts: opts, log: log}
 	river.AddWorker(workers, river.WorkFunc(d.harvest))
 	river.AddWorker(workers, river.WorkFunc(d.schedule))
 	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(opts.Tick),
@@ -230,11 +269,19 @@ type daemon[TTx any] struct {
 	opts   Options
 	log    *slog.Logger
 	client *river.Client[TTx]
+	driver riverdriver.Driver[TTx]
+	schema string
+	shared bool // other daemons work the same jobs
 }
 
-// schedule inserts a harvest job for every due site; a site whose
-// harvest already waits or runs is left alone (the job is unique).
+// schedule takes up the harvests dead workers left running (rescue), and
+// inserts a harvest job for every due site; a site whose harvest already
+// waits or runs is left alone (the job is unique). River runs it on the
+// leader of the daemons sharing the jobs.
 func (d *daemon[TTx]) schedule(ctx context.Context, _ *river.Job[scheduleArgs]) error {
+	if err := d.rescue(ctx, false); err != nil {
+		d.log.Warn("the jobs of stopped workers could not be looked for; at the next tick", "error", err)
+	}
 	sites, err := site.Registry{Store: d.opts.Store}.Sites(ctx)
 	if err != nil {
 		return err
@@ -272,6 +319,9 @@ func (d *daemon[TTx]) harvest(ctx context.Context, job *river.Job[harvestArgs]) 
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, state.ErrLocked):
+		d.log.Info("site harvested elsewhere meanwhile", "site", s.Name, "why", err)
+		return nil // that harvest records it; due again by its schedule
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errclass.IsRetryable(err):
@@ -295,22 +345,48 @@ func migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schem
 	return nil
 }
 
-// rescue makes the jobs a dead daemon left running available again: this
-// daemon holds the state file's lock (and the schema's, in PostgreSQL),
-// so none of them runs. (River's own rescuer waits RescueStuckJobsAfter,
-// meant for jobs whose worker may still be alive.)
-func rescue[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema string, now time.Time, log *slog.Logger) error {
-	exec := driver.GetExecutor()
-	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 10000, StuckHorizon: now.Add(time.Second), Schema: schema})
+// staleOther is how long any other job (the schedule, the daily report)
+// may run before rescue takes it for a dead worker's: none takes that long.
+const staleOther = time.Hour
+
+// rescue makes available again the jobs dead workers left running. A
+// harvest job is its worker's as long as the worker holds the site's lease
+// (state.SiteLease), which its process's death — kill -9 included, or its
+// connection cut — releases: a running harvest whose lease is free is
+// rescued, so that another worker redoes it, and the lease keeps a live
+// worker's alone. At a start with the jobs to itself (not shared), every
+// job left running is a dead daemon's. (River's own rescuer waits
+// RescueStuckJobsAfter, meant for jobs whose worker may still be alive.)
+func (d *daemon[TTx]) rescue(ctx context.Context, start bool) error {
+	now := d.opts.Now()
+	harvests, others := now.Add(-d.opts.RescueAfter), now.Add(-staleOther)
+	if start && !d.shared {
+		harvests, others = now.Add(time.Second), now.Add(time.Second)
+	}
+	exec := d.driver.GetExecutor()
+	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 10000, StuckHorizon: harvests, Schema: d.schema})
 	if err != nil {
 		return errclass.Fatalf("daemon: jobs left running: %w", err)
 	}
-	if len(stuck) == 0 {
-		return nil
-	}
-	p := &riverdriver.JobRescueManyParams{StuckHorizon: now.Add(time.Second), Schema: schema}
+	p := &riverdriver.JobRescueManyParams{StuckHorizon: harvests, Schema: d.schema}
 	for _, j := range stuck {
-		e, err := json.Marshal(rivertype.AttemptError{At: now.UTC(), Attempt: j.Attempt, Error: "the daemon running it stopped"})
+		if j.Kind == (harvestArgs{}).Kind() {
+			var a harvestArgs
+			if json.Unmarshal(j.EncodedArgs, &a) != nil {
+				continue
+			}
+			l, err := d.opts.Store.Lease(ctx, state.SiteLease(a.Site), "rsharvest daemon (looking for dead workers)", 0)
+			if errors.Is(err, state.ErrLocked) {
+				continue // its worker is alive
+			}
+			if err != nil {
+				return err
+			}
+			_ = l.Release()
+		} else if j.AttemptedAt == nil || !j.AttemptedAt.Before(others) {
+			continue
+		}
+		e, err := json.Marshal(rivertype.AttemptError{At: now.UTC(), Attempt: j.Attempt, Error: "the worker running it stopped"})
 		if err != nil {
 			return errclass.Fatalf("daemon: %w", err)
 		}
@@ -320,10 +396,13 @@ func rescue[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema
 		p.ScheduledAt = append(p.ScheduledAt, now)
 		p.State = append(p.State, string(rivertype.JobStateAvailable))
 	}
+	if len(p.ID) == 0 {
+		return nil
+	}
 	if _, err := exec.JobRescueMany(ctx, p); err != nil {
 		return errclass.Fatalf("daemon: jobs left running: %w", err)
 	}
-	log.Warn("jobs a stopped daemon left running are taken up again", "jobs", len(stuck))
+	d.log.Warn("jobs a stopped worker left running are taken up again", "jobs", len(p.ID))
 	return nil
 }
 
@@ -351,8 +430,11 @@ func openPostgres(ctx context.Context, url string, concurrency int) (*pgxpool.Po
 
 // holdSchema makes schema when it is absent and holds it with a session
 // advisory lock on a connection of its own until release is called (or
-// the process dies, which ends the session): one daemon per schema.
-func holdSchema(ctx context.Context, pool *pgxpool.Pool, schema string) (release func(), err error) {
+// the process dies, which ends the session): one daemon per schema. With
+// shared (daemons sharing one registry's jobs), it waits for the lock
+// instead of failing: the caller holds it only while it brings the
+// schema's tables up to date.
+func holdSchema(ctx context.Context, pool *pgxpool.Pool, schema string, shared bool) (release func(), err error) {
 	if !schemaName.MatchString(schema) || len(schema) > 40 {
 		return nil, errclass.Fatalf("daemon: --jobs-schema %q: letters, digits and underscores, at most 40, not starting with a digit", schema)
 	}
@@ -360,8 +442,12 @@ func holdSchema(ctx context.Context, pool *pgxpool.Pool, schema string) (release
 	if err != nil {
 		return nil, errclass.NewRetryable(fmt.Errorf("daemon: --jobs-db: %w", err))
 	}
+	lock := "SELECT pg_try_advisory_lock(hashtext($1))"
+	if shared {
+		lock = "SELECT true FROM (SELECT pg_advisory_lock(hashtext($1))) AS held" // waits
+	}
 	var held bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext($1))", "rsharvest daemon "+schema).Scan(&held); err != nil {
+	if err := conn.QueryRow(ctx, lock, "rsharvest daemon "+schema).Scan(&held); err != nil {
 		conn.Release()
 		return nil, errclass.NewRetryable(fmt.Errorf("daemon: --jobs-db: %w", err))
 	}

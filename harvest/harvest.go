@@ -1,11 +1,13 @@
 package harvest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
@@ -23,8 +25,15 @@ type Harvester struct {
 	// closes it.
 	Store *state.Store
 	// Shared says several harvests use Store at once (see
-	// pipeline.Options.StoreShared).
+	// pipeline.Options.StoreShared); a store kept in PostgreSQL always is.
 	Shared bool
+	// Command names the harvester in the leases it holds ("rsharvest
+	// sync"), for a harvest that finds one held.
+	Command string
+	// LeaseWait is how long a harvest waits for the lease of its site or
+	// source when another harvest holds it (0: it fails at once with a
+	// *state.LeasedError).
+	LeaseWait time.Duration
 	// Sinks opens the sinks a job names.
 	Sinks sink.Registry
 	// UserAgent is sent with every request ("": fetch's default).
@@ -49,10 +58,30 @@ type Harvester struct {
 // job's source (its SourceKey), an incremental run otherwise, and a
 // baseline after all when the source offers no changes or a resource set
 // was never loaded.
+//
+// The run holds the lease of its source (state.SourceLease) throughout: a
+// harvest of the same source elsewhere — in this process, or on another
+// machine sharing the store — makes it wait LeaseWait, then fail with an
+// error wrapping state.ErrLocked.
 func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*runreport.Report, error) {
+	return h.run(ctx, m, j, h.LeaseWait)
+}
+
+// siteSourceWait is how long a site's harvest waits for its source's
+// lease, held by the harvest of another site of the same source: until
+// that one ends (its context bounds it).
+const siteSourceWait = 7 * 24 * time.Hour
+
+// run is Run, waiting up to wait for the source's lease.
+func (h *Harvester) run(ctx context.Context, m Mode, j Job, wait time.Duration) (*runreport.Report, error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
+	release, err := h.lease(ctx, wait, state.SourceLease(j.key()), state.SourceLease(j.Source))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	log := h.log()
 	if j.Site != "" {
 		log = log.With("site", j.Site)
@@ -99,10 +128,41 @@ func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*runreport.Report, 
 	return rep, runErr
 }
 
+// lease takes the leases keys (one once, if named twice) for one harvest,
+// waiting up to wait for each, and returns what releases them.
+func (h *Harvester) lease(ctx context.Context, wait time.Duration, keys ...string) (release func(), err error) {
+	var held []*state.Lease
+	release = func() {
+		for _, l := range held {
+			if err := l.Release(); err != nil {
+				h.log().Warn("a lease could not be released; it ends with the connection", "error", err)
+			}
+		}
+	}
+	for i, k := range keys {
+		if slices.Contains(keys[:i], k) {
+			continue
+		}
+		l, err := h.Store.Lease(ctx, k, cmp.Or(h.Command, "rsharvest"), wait)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		held = append(held, l)
+	}
+	return release, nil
+}
+
 // Audit compares what the sinks of j hold with its source
 // (pipeline.Audit); with repair it also fetches what is missing or
-// mismatched and removes what the source no longer lists.
+// mismatched and removes what the source no longer lists. It holds the
+// source's lease as Run does.
 func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.AuditReport, error) {
+	release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.key()), state.SourceLease(j.Source))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	opts, closeSinks, err := h.Options(ctx, j)
 	if err != nil {
 		return nil, err
@@ -117,12 +177,19 @@ func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.Au
 
 // Site harvests registry site s as Run in mode Sync does, with the site's
 // settings over the defaults; spoolDir, when not empty, is where its
-// packages are unpacked.
+// packages are unpacked. It holds the site's lease (state.SiteLease) as
+// Run holds its source's: a site harvested elsewhere fails at once (InUse),
+// while a source another site's harvest holds is waited for.
 //
 // A sink added to the site since its last harvest is then filled with
 // what the site held before, from the copies its other sinks keep (Index),
 // not from the source; what it still lacks is logged.
 func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*runreport.Report, error) {
+	release, err := h.lease(ctx, 0, state.SiteLease(s.Name))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	j := SiteJob(s)
 	if spoolDir != "" {
 		j.SpoolDir = spoolDir
@@ -131,7 +198,7 @@ func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*r
 	if err != nil {
 		return nil, err
 	}
-	rep, err := h.Run(ctx, Sync, j)
+	rep, err := h.run(ctx, Sync, j, siteSourceWait)
 	if IsInvalid(err) {
 		err = &InvalidError{fmt.Errorf("site %s: %w", s.Name, err)}
 	}
@@ -243,7 +310,7 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		Sinks:           sinks,
 		SinkNames:       RedactSpecs(j.Sinks),
 		Store:           h.Store,
-		StoreShared:     h.Shared,
+		StoreShared:     h.Shared || h.Store.PostgresURL() != "",
 		Site:            j.Site,
 		Client:          client,
 		Concurrency:     j.Concurrency,

@@ -35,12 +35,18 @@ type IndexReport struct {
 // a search index that was dropped, and fills a sink added to a site later.
 // A resource no sink holds a matching copy of is counted missing (the next
 // harvest, or an audit with repair, fetches it); the targets are written in
-// the state's order of URIs. An error of a target ends the run.
+// the state's order of URIs. An error of a target ends the run. It holds
+// the source's lease as Run does.
 func (h *Harvester) Index(ctx context.Context, j Job, targets []string) (IndexReport, error) {
 	var rep IndexReport
 	if len(targets) == 0 {
 		return rep, &InvalidError{errors.New("index: no sink to write to")}
 	}
+	release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.key()), state.SourceLease(j.Source))
+	if err != nil {
+		return rep, err
+	}
+	defer release()
 	var from []string
 	for _, s := range j.Sinks {
 		if !slices.Contains(targets, s) {

@@ -32,7 +32,9 @@ type Harvested func(s *site.Site, rep *runreport.Report, err, recordErr error)
 
 // Sites harvests the registry sites given, concurrency at a time, each on
 // its own (see One): a site that fails does not stop the others. It
-// returns each site's report, and whether every harvest succeeded.
+// returns each site's report, and whether every harvest succeeded (a site
+// harvested elsewhere at the time, InUse, is skipped, not failed: its
+// report is the zero report.Site).
 func (h *Harvester) Sites(ctx context.Context, sites []*site.Site, concurrency int, spoolDir string, rs *report.Sender, done Harvested) ([]report.Site, bool) {
 	reports := make([]report.Site, len(sites))
 	failed := make([]bool, len(sites))
@@ -41,7 +43,7 @@ func (h *Harvester) Sites(ctx context.Context, sites []*site.Site, concurrency i
 	for i, s := range sites {
 		g.Go(func() error {
 			r, err := h.One(gctx, s, spoolDir, rs, done)
-			reports[i], failed[i] = r, err != nil
+			reports[i], failed[i] = r, err != nil && !InUse(err)
 			return nil
 		})
 	}
@@ -52,6 +54,14 @@ func (h *Harvester) Sites(ctx context.Context, sites []*site.Site, concurrency i
 		}
 	}
 	return reports, true
+}
+
+// InUse reports whether err says that the lease of a harvest's site or
+// source is held by another harvest (a *state.LeasedError): the harvest
+// did not begin, and is not a failure of the site.
+func InUse(err error) bool {
+	var le *state.LeasedError
+	return errors.As(err, &le)
 }
 
 // Chosen returns the registry sites named — an unknown name's error wraps
@@ -95,6 +105,7 @@ func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.
 	}
 	began := time.Now().UTC()
 	reports, ok := h.Sites(ctx, sites, concurrency, spoolDir, rs, done)
+	reports = slices.DeleteFunc(reports, func(r report.Site) bool { return r.Name == "" }) // harvested elsewhere
 	title := fmt.Sprintf("%s at %s", command, began.Format("2006-01-02 15:04 UTC"))
 	if rs != nil {
 		if err := rs.Composite(context.WithoutCancel(ctx), &report.Admin{Key: "run:" + began.Format(time.RFC3339Nano), Title: title, Sites: reports}); err != nil {
@@ -122,6 +133,15 @@ func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.
 func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *report.Sender, done Harvested) (report.Site, error) {
 	started := time.Now().UTC()
 	rep, err := h.Site(ctx, s, spoolDir)
+	if InUse(err) {
+		// Harvested elsewhere now (another machine's daemon, a run from
+		// cron): that harvest records it and reports.
+		h.log().Info("site skipped: harvested elsewhere", "site", s.Name, "why", err)
+		if done != nil {
+			done(s, nil, err, nil)
+		}
+		return report.Site{}, err
+	}
 	status, runID := Status(ctx, rep, err), int64(0)
 	if rep != nil {
 		runID = rep.RunID

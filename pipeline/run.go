@@ -64,11 +64,12 @@ type Options struct {
 	Settings source.Settings
 	// Store is the state store. Required.
 	Store Store
-	// StoreShared says other runs of this process use Store at the same
-	// time (several sites harvested at once): the run then leaves the
-	// runs recorded as running alone, since the process that holds the
-	// store's lock marked those of dead processes interrupted when it
-	// took it (state.Store.MarkInterrupted). Otherwise the run marks them.
+	// StoreShared says other runs use Store at the same time (several
+	// sites harvested at once, or other machines sharing a store kept in
+	// PostgreSQL): the run then marks interrupted only the runs of its
+	// own source recorded as running (its caller holds the source's
+	// lease, state.SourceLease), not every one
+	// (state.Store.MarkInterrupted).
 	StoreShared bool
 	// Site is the registry's site harvested, recorded with the run ("":
 	// none).
@@ -327,14 +328,16 @@ func newRun(opts Options) *run {
 
 // begin records the run in the state store.
 func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
-	if !r.opts.StoreShared {
-		n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			r.log.Warn("earlier runs did not finish (interrupted); this run picks up where they stopped", "runs", n)
-		}
+	only := ""
+	if r.opts.StoreShared {
+		only = r.opts.Source
+	}
+	n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started, only)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		r.log.Warn("earlier runs did not finish (interrupted); this run picks up where they stopped", "runs", n)
 	}
 	id, err := r.opts.Store.BeginRun(ctx, state.Run{Mode: rep.Mode, Source: r.opts.Source, Site: r.opts.Site, Started: rep.Started})
 	if err != nil {

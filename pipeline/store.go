@@ -17,7 +17,7 @@ type Store interface {
 	BeginRun(ctx context.Context, r state.Run) (int64, error)
 	FinishRun(ctx context.Context, id int64, finished time.Time, status string, report []byte) error
 	RunProgress(ctx context.Context, id int64, report []byte) error
-	MarkInterrupted(ctx context.Context, now time.Time) (int64, error)
+	MarkInterrupted(ctx context.Context, now time.Time, source string) (int64, error)
 	FailedPackages(ctx context.Context, runID int64) (map[string]bool, bool, error)
 	// What is held.
 	Commit(ctx context.Context, b state.Batch) error

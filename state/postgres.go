@@ -4,19 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-
-	"github.com/rsharvest/rsharvest/errclass"
 )
 
 // IsPostgres reports whether where names a PostgreSQL database
@@ -38,16 +33,12 @@ func Redacted(where string) string {
 	return u.Redacted()
 }
 
-// pgWriteKey and pgRunKey are the keys of the PostgreSQL advisory locks
-// the store takes: every write transaction's (the analogue of SQLite's
-// BEGIN IMMEDIATE, so that commits are serialised and change stamps
-// increase in commit order), and OpenExclusive's, held for one run. Both
-// are scoped to the database, so stores in two databases of one server
+// pgWriteKey is the key of the PostgreSQL advisory lock every write
+// transaction takes first (the analogue of SQLite's BEGIN IMMEDIATE, so
+// that commits are serialised and change stamps increase in commit order).
+// It is scoped to the database: stores in two databases of one server
 // never wait for each other.
-const (
-	pgWriteKey = applicationID<<8 | 1
-	pgRunKey   = applicationID<<8 | 2
-)
+const pgWriteKey = applicationID<<8 | 1
 
 // postgresDialect is the store kept in PostgreSQL: its own migrations,
 // a write transaction that takes the advisory lock first, and snapshots
@@ -63,7 +54,8 @@ func postgresDialect() dialect {
 
 // openPostgres opens the store kept in the PostgreSQL database at where,
 // in the connection's current schema (search_path): a pool of writers,
-// whose transactions serialise on an advisory lock, and a pool of readers.
+// whose transactions serialise on an advisory lock, a pool of readers, and
+// one of the connections that hold leases (see Store.Lease).
 func (s *Store) openPostgres(ctx context.Context, where string) error {
 	cfg, err := pgx.ParseConfig(where)
 	if err != nil {
@@ -78,6 +70,8 @@ func (s *Store) openPostgres(ctx context.Context, where string) error {
 	s.r = sql.OpenDB(rebinding{stdlib.GetConnector(*cfg)})
 	s.r.SetMaxOpenConns(n)
 	s.r.SetMaxIdleConns(n)
+	s.leaseDB = sql.OpenDB(rebinding{stdlib.GetConnector(*cfg)})
+	s.leaseDB.SetMaxIdleConns(0) // a lease's connection closed when given back: its session, and lock, end
 	if err := s.w.PingContext(ctx); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -114,75 +108,6 @@ func (s *Store) PostgresURL() string {
 		return ""
 	}
 	return s.pgConfig.ConnString()
-}
-
-// pgLock is OpenExclusive's lock on a store kept in PostgreSQL: a session
-// advisory lock held by one connection until Unlock, released by the
-// server when the session ends (a process killed, its connection cut).
-type pgLock struct {
-	db *sql.DB
-}
-
-// lockPostgres takes the exclusive lock of the store at where, once it is
-// open, as Lock does for a file: at once, or trying again until wait has
-// passed or ctx ends; the run holding it is recorded in the table
-// lock_holder for the next to read.
-func lockPostgres(ctx context.Context, where, command string, wait time.Duration) (*pgLock, error) {
-	cfg, err := pgx.ParseConfig(where)
-	if err != nil {
-		return nil, errclass.Fatalf("state: lock %s: %w", Redacted(where), err)
-	}
-	db := sql.OpenDB(stdlib.GetConnector(*cfg))
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
-	fail := func(err error) (*pgLock, error) {
-		db.Close()
-		return nil, err
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		var ok bool
-		if err := db.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", pgRunKey).Scan(&ok); err != nil {
-			return fail(errclass.Fatalf("state: lock %s: %w", Redacted(where), err))
-		}
-		if ok {
-			break
-		}
-		if wait <= 0 || !time.Now().Before(deadline) {
-			var h Holder
-			var b []byte
-			if db.QueryRowContext(ctx, "SELECT holder FROM lock_holder WHERE id = 1").Scan(&b) == nil {
-				_ = json.Unmarshal(b, &h)
-			}
-			return fail(errclass.NewFatal(&LockedError{Path: Redacted(where), Holder: h}))
-		}
-		t := time.NewTimer(min(lockPoll, time.Until(deadline)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fail(errclass.Fatalf("state: waiting for the lock of %s: %w", Redacted(where), ctx.Err()))
-		case <-t.C:
-		}
-	}
-	host, _ := os.Hostname()
-	b, _ := json.Marshal(Holder{PID: os.Getpid(), Host: host, Started: time.Now().UTC(), Command: command})
-	if _, err := db.ExecContext(ctx, `INSERT INTO lock_holder (id, holder) VALUES (1, $1)
-		ON CONFLICT (id) DO UPDATE SET holder = excluded.holder`, string(b)); err != nil {
-		return fail(errclass.Fatalf("state: lock %s: %w", Redacted(where), err))
-	}
-	return &pgLock{db: db}, nil
-}
-
-// Unlock releases the lock: its session ends. Calling it again is a no-op.
-func (l *pgLock) Unlock() error {
-	if l == nil || l.db == nil {
-		return nil
-	}
-	err := l.db.Close()
-	l.db = nil
-	return err
 }
 
 // rebinding is a connector of pgx's database/sql driver that takes the
@@ -269,8 +194,8 @@ func rebind(query string) string {
 // (COLLATE "C"), as SQLite's does, whatever the database's locale.
 func postgresMigrations() []string {
 	return []string{
-		// 1: the schema of SQLite's version 21, and the run holding
-		// OpenExclusive's lock (see lockPostgres).
+		// 1: the schema of SQLite's version 21, and the holders of the
+		// leases held (see Store.Lease).
 		`
 CREATE TABLE runs (
 	id       BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
@@ -448,9 +373,10 @@ CREATE TABLE retries (
 );
 CREATE INDEX retries_set ON retries (source, resource_set);
 
-CREATE TABLE lock_holder (
-	id     BIGINT PRIMARY KEY CHECK (id = 1),
-	holder TEXT NOT NULL
+CREATE TABLE leases (
+	key    TEXT COLLATE "C" PRIMARY KEY CHECK (key <> ''),
+	holder TEXT NOT NULL,
+	since  TEXT COLLATE "C" NOT NULL
 );
 `,
 	}

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/internal/testbin"
 )
@@ -39,9 +41,7 @@ func TestIsPostgres(t *testing.T) {
 }
 
 // TestPostgresOpen: a store kept in PostgreSQL refuses a schema of
-// another application, and OpenExclusive lets one run at a time hold it,
-// naming the holder to the next (the lock is freed when its store
-// closes).
+// another application.
 func TestPostgresOpen(t *testing.T) {
 	ctx := t.Context()
 	server, stop, err := testbin.Postgres(ctx)
@@ -49,19 +49,7 @@ func TestPostgresOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	admin, err := sql.Open("pgx", server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	for _, db := range []string{"foreign_app", "ours"} {
-		if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+db); err != nil {
-			t.Fatal(err)
-		}
-	}
-	url := func(db string) string { return strings.Replace(server, "/postgres?", "/"+db+"?", 1) }
-
-	other, err := sql.Open("pgx", url("foreign_app"))
+	other, err := sql.Open("pgx", server)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,33 +57,96 @@ func TestPostgresOpen(t *testing.T) {
 	if _, err := other.ExecContext(ctx, "CREATE TABLE invoices (id INTEGER)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(ctx, url("foreign_app")); !errors.Is(err, ErrNotStateFile) {
+	if _, err := Open(ctx, server); !errors.Is(err, ErrNotStateFile) {
 		t.Errorf("open another application's database: %v, want ErrNotStateFile", err)
 	}
+}
 
-	first, err := OpenExclusive(ctx, url("ours"), "rsharvest sync (first)", 0)
+// TestLease: a lease is held by one harvest at a time — in a file's store
+// within its process, in PostgreSQL across stores (machines) — naming its
+// holder to the next; a wait ends when it is released; a store closed
+// without releasing (its process gone) leaves nothing held.
+func TestLease(t *testing.T) {
+	server, stop, err := testbin.Postgres(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.PostgresURL() == "" {
-		t.Error("PostgresURL of a store kept in PostgreSQL is empty")
+	defer stop()
+	for _, tc := range []struct {
+		name string
+		// open opens the store a second process would: the same store in
+		// this process for a file, another store on the database for
+		// PostgreSQL.
+		where func(t *testing.T) string
+		other bool
+	}{
+		{"file", func(t *testing.T) string { return filepath.Join(t.TempDir(), "state.db") }, false},
+		{"postgres", func(*testing.T) string { return server }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			where := tc.where(t)
+			a, err := Open(ctx, where)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := a
+			if tc.other {
+				if b, err = Open(ctx, where); err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+			}
+			first, err := a.Lease(ctx, SiteLease("oai"), "rsharvest daemon", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = b.Lease(ctx, SiteLease("oai"), "rsharvest run", 0)
+			var le *LeasedError
+			if !errors.As(err, &le) || !errors.Is(err, ErrLocked) || le.Holder.PID != os.Getpid() || le.Holder.Command != "rsharvest daemon" ||
+				!strings.Contains(err.Error(), "site oai is being harvested by pid") {
+				t.Fatalf("second lease: %v, want a LeasedError naming the first", err)
+			}
+			other, err := b.Lease(ctx, SiteLease("other"), "rsharvest run", 0)
+			if err != nil {
+				t.Fatalf("another site's lease: %v", err)
+			}
+			must(t, other.Release())
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				_ = first.Release()
+			}()
+			waited, err := b.Lease(ctx, SiteLease("oai"), "rsharvest run", time.Minute)
+			if err != nil {
+				t.Fatalf("waiting for the lease: %v", err)
+			}
+			must(t, waited.Release())
+			must(t, first.Release()) // again: a no-op
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			held, err := a.Lease(ctx, SourceLease("s"), "x", 0)
+			must(t, err)
+			if _, err := b.Lease(short, SourceLease("s"), "y", time.Minute); err == nil || errors.Is(err, ErrLocked) {
+				t.Errorf("a wait its context ended: %v, want the context's error", err)
+			}
+			cancel()
+			if !tc.other {
+				must(t, held.Release())
+				must(t, a.Close())
+				return
+			}
+			must(t, a.Close()) // without Release: its session ends
+			again, err := b.Lease(ctx, SourceLease("s"), "y", 10*time.Second)
+			if err != nil {
+				t.Fatalf("the lease of a closed store: %v", err)
+			}
+			must(t, again.Release())
+		})
 	}
-	_, err = OpenExclusive(ctx, url("ours"), "rsharvest sync (second)", 0)
-	var le *LockedError
-	if !errors.As(err, &le) || le.Holder.PID != os.Getpid() || le.Holder.Command != "rsharvest sync (first)" {
-		t.Fatalf("second run: %v, want a LockedError naming the first", err)
-	}
-	if shared, err := Open(ctx, url("ours")); err != nil { // Open takes no lock
-		t.Error(err)
-	} else {
-		shared.Close()
-	}
-	if err := first.Close(); err != nil {
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := OpenExclusive(context.Background(), url("ours"), "rsharvest sync (second)", 0)
-	if err != nil {
-		t.Fatalf("after the first closed: %v", err)
-	}
-	second.Close()
 }

@@ -202,15 +202,18 @@ func scanRun(sc scanner) (Run, error) {
 // killed); MarkInterrupted sets it.
 const StatusInterrupted = "interrupted"
 
-// MarkInterrupted closes the runs still recorded as running, which can only
-// be runs whose process died (one process uses a state file at a time), as
-// interrupted. It returns how many there were.
-func (s *Store) MarkInterrupted(ctx context.Context, now time.Time) (int64, error) {
+// MarkInterrupted closes the runs of source ("": of every source) still
+// recorded as running as interrupted: the caller knows their processes
+// died — it holds the state file's lock (one process uses a file at a
+// time), or the source's lease (SourceLease). It returns how many there
+// were.
+func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, source string) (int64, error) {
 	fin, err := encodeTime(now)
 	if err != nil {
 		return 0, fatal("mark interrupted", err)
 	}
-	res, err := s.w.ExecContext(ctx, "UPDATE runs SET status = ?, finished = ? WHERE status = ?", StatusInterrupted, fin, StatusRunning)
+	res, err := s.w.ExecContext(ctx, "UPDATE runs SET status = ?, finished = ? WHERE status = ? AND (? = '' OR source = ?)",
+		StatusInterrupted, fin, StatusRunning, source, source)
 	if err != nil {
 		return 0, fatal("mark interrupted", err)
 	}

@@ -54,6 +54,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,7 +96,11 @@ type Store struct {
 	insertChange     multiInsert // on w
 	upsertCheckpoint *sql.Stmt   // on w
 
-	lock interface{ Unlock() error } // held by OpenExclusive's store until Close
+	lock *FileLock // held by OpenExclusive's store until Close
+
+	leaseDB *sql.DB // the connections holding leases, nil for a file (see Lease)
+	leaseMu sync.Mutex
+	leases  map[string]Holder // a file's leases, held in this process
 
 	clock func() time.Time // time.Now; tests set it back
 }
@@ -145,24 +150,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // OpenExclusive takes the state file's lock for one run (see Lock: at once,
 // or waiting up to wait) and then opens it as Open does; Close releases the
 // lock. command says what the run is, for a run that finds the file in use.
-// A store kept in PostgreSQL is opened first, then locked the same way with
-// an advisory lock of the database (see lockPostgres).
+// A store kept in PostgreSQL is shared by several processes and machines
+// at once and takes no such lock: OpenExclusive opens it as Open does, and
+// its harvests keep apart by their leases (Lease).
 func OpenExclusive(ctx context.Context, path, command string, wait time.Duration) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, errclass.Fatalf("state: open %q: a file path is required", path)
 	}
 	if IsPostgres(path) {
-		s, err := Open(ctx, path)
-		if err != nil {
-			return nil, err
-		}
-		lock, err := lockPostgres(ctx, path, command, wait)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		s.lock = lock
-		return s, nil
+		return Open(ctx, path)
 	}
 	if err := sqliteHeader(path); err != nil {
 		return nil, err // before the lock: no lock file beside what is not a state file
@@ -393,6 +389,9 @@ func (s *Store) closeAll() error {
 	}
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
+	}
+	if s.leaseDB != nil {
+		errs = append(errs, s.leaseDB.Close())
 	}
 	if s.w != nil {
 		errs = append(errs, s.w.Close())

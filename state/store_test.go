@@ -880,7 +880,7 @@ func TestMarkInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.MarkInterrupted(ctx, time.Now())
+	n, err := s.MarkInterrupted(ctx, time.Now(), "")
 	if err != nil || n != 1 {
 		t.Fatalf("marked %d (%v)", n, err)
 	}

@@ -195,15 +195,19 @@ func testRuns[S Snapshot](t *testing.T, h Harness[S]) {
 		}
 	}
 
-	// Only id2 is still running (id3 is queued, id1 finished).
-	n, err := st.MarkInterrupted(ctx, at(3))
+	// Only id2 is still running (id3 is queued, id1 finished); only
+	// its source's runs are marked when a source is named.
+	if n, err := st.MarkInterrupted(ctx, at(3), srcA); err != nil || n != 0 {
+		t.Errorf("MarkInterrupted(%s) = %d, %v; want 0", srcA, n, err)
+	}
+	n, err := st.MarkInterrupted(ctx, at(3), srcB)
 	if err != nil || n != 1 {
-		t.Errorf("MarkInterrupted = %d, %v; want 1", n, err)
+		t.Errorf("MarkInterrupted(%s) = %d, %v; want 1", srcB, n, err)
 	}
 	if got, err := st.Run(ctx, id2); err != nil || got.Status != state.StatusInterrupted || !got.Finished.Equal(at(3)) {
 		t.Errorf("interrupted Run(%d) = %+v, %v", id2, got, err)
 	}
-	if n, err := st.MarkInterrupted(ctx, at(3)); err != nil || n != 0 {
+	if n, err := st.MarkInterrupted(ctx, at(3), ""); err != nil || n != 0 {
 		t.Errorf("MarkInterrupted again = %d, %v; want 0", n, err)
 	}
 }

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// TestDaemonsShareRegistry: two daemons (processes) on one registry kept
+// in PostgreSQL harvest its sites between them, each site once; "run" from
+// cron skips a site a daemon is harvesting (its lease); the daemon
+// harvesting a site is killed with SIGKILL in the middle, and the other
+// takes the harvest up (--rescue-after) and finishes it from where it
+// stopped: every record in the mirror, no site harvested twice at once.
+func TestDaemonsShareRegistry(t *testing.T) {
+	bin := crashBuildBinary(t)
+	pg := pgDatabase(t, startPostgres(t), "shared")
+	dir := t.TempDir()
+	const records, pageSize, holdAt = 200, 20, 4
+	held := newHeldOAI(t, bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: pageSize}), holdAt)
+	sites := map[string]string{"held": held.URL + "/oai"}
+	for i := range 3 {
+		srv := httptest.NewServer(bench.NewOAIRepository(bench.OAIOptions{Records: 30 + i, PageSize: 10}))
+		t.Cleanup(srv.Close)
+		sites[fmt.Sprintf("quick%d", i)] = srv.URL + "/oai"
+	}
+	for name, u := range sites {
+		if code, out, errb := run(t, "sites", "add", name, "--source", u, "--protocol", "oai-pmh", "--sink", "fs:"+filepath.Join(dir, name), "--every", "1d", "--state", pg); code != ExitOK {
+			t.Fatalf("sites add %s: exit %d\n%s%s", name, code, out, errb)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	type daemonProc struct {
+		cmd *exec.Cmd
+		out *syncBuffer
+	}
+	start := func() *daemonProc {
+		d := &daemonProc{out: &syncBuffer{}}
+		d.cmd = exec.CommandContext(ctx, bin, "daemon", "--state", pg, "--tick", "200ms", "--rescue-after", "1s", "--listen", "", "--log-level", "warn")
+		d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+		d.cmd.WaitDelay = 5 * time.Second
+		if err := d.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() })
+		return d
+	}
+	daemons := []*daemonProc{start(), start()}
+	waitFor(t, "the quick sites harvested and the held one's page held", func() bool {
+		for name := range sites {
+			if name != "held" && siteStatus(t, pg, name) != "ok" {
+				return false
+			}
+		}
+		return held.held() && len(readProgress(t, pg, sites["held"], "metadataPrefix=oai_dc")) > 0
+	})
+
+	// cron's run skips the site a daemon is harvesting.
+	code, out, errb := run(t, "run", "held", "--state", pg)
+	if code != ExitOK || !strings.Contains(out, "site held: skipped: site held is being harvested by pid") || !strings.Contains(out, "rsharvest daemon") {
+		t.Errorf("run held while a daemon harvests it: exit %d\n%s%s", code, out, errb)
+	}
+
+	// Kill the daemon holding the site's lease; the other takes it up.
+	holder := leaseHolder(t, pg, state.SiteLease("held"))
+	var killed, survivor *daemonProc
+	for i, d := range daemons {
+		if d.cmd.Process.Pid == holder.PID {
+			killed, survivor = d, daemons[1-i]
+		}
+	}
+	if killed == nil {
+		t.Fatalf("the lease of site held is %+v: neither daemon's", holder)
+	}
+	_ = killed.cmd.Process.Signal(syscall.SIGKILL)
+	_ = killed.cmd.Wait()
+	held.free()
+	waitFor(t, "the held site's harvest taken up by the other daemon and finished", func() bool { return siteStatus(t, pg, "held") == "ok" })
+	_ = survivor.cmd.Process.Signal(os.Interrupt)
+	_ = survivor.cmd.Wait()
+
+	if !strings.Contains(survivor.out.String(), "site held:") {
+		t.Errorf("the surviving daemon did not finish site held:\n%s", survivor.out.String())
+	}
+	for name, want := range map[string]int{"held": records, "quick0": 30, "quick1": 31, "quick2": 32} {
+		if n := countFiles(t, filepath.Join(dir, name)); n != want {
+			t.Errorf("the mirror of %s holds %d records, want %d", name, n, want)
+		}
+	}
+	// Each quick site harvested once; the held one twice (killed, then
+	// taken up), never at the same time.
+	st, err := state.Open(t.Context(), pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runs, err := st.Runs(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string][]state.Run{}
+	for _, r := range runs {
+		count[r.Site] = append(count[r.Site], r)
+	}
+	for name := range sites {
+		want := 1
+		if name == "held" {
+			want = 2
+		}
+		if len(count[name]) != want {
+			t.Errorf("site %s: %d runs, want %d: %+v", name, len(count[name]), want, count[name])
+		}
+	}
+	if h := count["held"]; len(h) == 2 && (h[1].Status != state.StatusInterrupted || h[1].Finished.After(h[0].Started)) {
+		t.Errorf("site held's runs overlap or the killed one is not interrupted: %+v", h)
+	}
+}
+
+// leaseHolder reads who holds lease key in the store kept in the database
+// at pg.
+func leaseHolder(t *testing.T, pg, key string) state.Holder {
+	t.Helper()
+	db, err := sql.Open("pgx", pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var b []byte
+	if err := db.QueryRowContext(t.Context(), "SELECT holder FROM leases WHERE key = $1", key).Scan(&b); err != nil {
+		t.Fatalf("lease %s: %v", key, err)
+	}
+	var h state.Holder
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

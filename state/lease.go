@@ -1,0 +1,148 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
+)
+
+// LeasedError reports that another harvest holds the lease Key (see
+// Store.Lease). It wraps ErrLocked, as a state file in use does: the
+// caller reports either the same way.
+type LeasedError struct {
+	Key    string
+	Holder Holder // zero when the holder recorded nothing readable yet
+}
+
+func (e *LeasedError) Error() string {
+	h := e.Holder
+	if h.PID == 0 {
+		return fmt.Sprintf("%s is being harvested by another run", e.Key)
+	}
+	s := fmt.Sprintf("%s is being harvested by pid %d on host %s since %s", e.Key, h.PID, h.Host, h.Started.UTC().Format(time.RFC3339))
+	if h.Command != "" {
+		s += " (" + h.Command + ")"
+	}
+	return s
+}
+
+// Unwrap returns ErrLocked.
+func (e *LeasedError) Unwrap() error { return ErrLocked }
+
+// SiteLease is the name of the lease of registry site name, and
+// SourceLease that of the records of source key (a run's SourceKey).
+func SiteLease(name string) string { return "site " + name }
+
+// SourceLease is the name of the lease of the records of source key.
+func SourceLease(key string) string { return "source " + key }
+
+// Lease is a lease held (see Store.Lease) until Release.
+type Lease struct {
+	once    sync.Once
+	release func() error
+	err     error
+}
+
+// Release gives the lease up. Calling it again is a no-op.
+func (l *Lease) Release() error {
+	l.once.Do(func() { l.err = l.release() })
+	return l.err
+}
+
+// Lease takes the lease named key (SiteLease, SourceLease) for one
+// harvest: at once, or — when another holds it — trying again every
+// 200 ms until it is free, wait has passed, or ctx ends. A lease held
+// elsewhere gives a *LeasedError naming its holder (command says what
+// this one is, for the next to read). Leases are what keep two harvests
+// of one site or one source apart, in one process or on several machines.
+//
+// A store kept in a file takes its leases in this process (the file's
+// lock, OpenExclusive, keeps other processes out). One kept in PostgreSQL
+// takes a session advisory lock of the database on a connection of its
+// own, recorded in the table leases: the server releases it when the
+// connection closes — Release, or the process dies, or its connection is
+// cut — so a dead holder never leaves its lease behind.
+func (s *Store) Lease(ctx context.Context, key, command string, wait time.Duration) (*Lease, error) {
+	host, _ := os.Hostname()
+	me := Holder{PID: os.Getpid(), Host: host, Started: time.Now().UTC(), Command: command}
+	deadline := time.Now().Add(wait)
+	for {
+		l, holder, err := s.tryLease(ctx, key, me)
+		if err != nil {
+			return nil, fatal("lease "+key, err)
+		}
+		if l != nil {
+			return l, nil
+		}
+		if wait <= 0 || !time.Now().Before(deadline) {
+			return nil, errclass.NewFatal(&LeasedError{Key: key, Holder: holder})
+		}
+		t := time.NewTimer(min(lockPoll, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errclass.Fatalf("state: waiting for %s: %w", key, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// tryLease takes the lease key for me, or says who holds it.
+func (s *Store) tryLease(ctx context.Context, key string, me Holder) (*Lease, Holder, error) {
+	if s.leaseDB == nil {
+		s.leaseMu.Lock()
+		defer s.leaseMu.Unlock()
+		if h, held := s.leases[key]; held {
+			return nil, h, nil
+		}
+		if s.leases == nil {
+			s.leases = map[string]Holder{}
+		}
+		s.leases[key] = me
+		return &Lease{release: func() error {
+			s.leaseMu.Lock()
+			delete(s.leases, key)
+			s.leaseMu.Unlock()
+			return nil
+		}}, Holder{}, nil
+	}
+	conn, err := s.leaseDB.Conn(ctx)
+	if err != nil {
+		return nil, Holder{}, err
+	}
+	var ok bool
+	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock(hashtextextended(?, 0))", "rsharvest lease "+key).Scan(&ok); err != nil {
+		conn.Close()
+		return nil, Holder{}, err
+	}
+	if !ok {
+		defer conn.Close()
+		var h Holder
+		var b []byte
+		if err := conn.QueryRowContext(ctx, "SELECT holder FROM leases WHERE key = ?", key).Scan(&b); err == nil {
+			_ = json.Unmarshal(b, &h)
+		}
+		return nil, h, nil
+	}
+	b, _ := json.Marshal(me)
+	if _, err := conn.ExecContext(ctx, `INSERT INTO leases (key, holder, since) VALUES (?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, since = excluded.since`, key, string(b), me.Started.Format(timeLayout)); err != nil {
+		conn.Close() // the pool keeps no idle connection: closing it ends the session and its lock
+		return nil, Holder{}, err
+	}
+	return &Lease{release: func() error {
+		// The row goes first, so that no one reads a holder who has
+		// left; closing the connection ends its session, which releases
+		// the lock (the lease pool keeps no idle connection).
+		_, err := conn.ExecContext(context.Background(), "DELETE FROM leases WHERE key = ?", key)
+		if cerr := conn.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}}, Holder{}, nil
+}
