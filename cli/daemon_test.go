@@ -203,11 +203,14 @@ func daemonKillResume(t *testing.T, bin, db string, daemonArgs []string) {
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: pageSize})
 	srv := newHeldOAI(t, repo, holdAt)
 	dir := t.TempDir()
+	mirror := filepath.Join(dir, "mirror")
+	mirrorSpec := "fs:" + mirror
 	if db == "" {
 		db = filepath.Join(dir, "state.db")
+	} else {
+		mirrorSpec += "?shared=1" // harvested from any machine
 	}
-	mirror := filepath.Join(dir, "mirror")
-	if code, out, stderr := run(t, "sites", "add", "oai", "--source", srv.URL+"/oai", "--protocol", "oai-pmh", "--sink", "fs:"+mirror, "--every", "1d", "--state", db); code != ExitOK {
+	if code, out, stderr := run(t, "sites", "add", "oai", "--source", srv.URL+"/oai", "--protocol", "oai-pmh", "--sink", mirrorSpec, "--every", "1d", "--state", db); code != ExitOK {
 		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

@@ -49,13 +49,19 @@ func TestPostgresState(t *testing.T) {
 	// The registry in the database (a source of its own: the state keys
 	// records by source).
 	other := generatedSource(t, bench.GenOptions{Resources: 30, Packages: 1, Seed: 4, MeanSize: 1 << 10}, bench.ServeOptions{})
-	runOK("", "sites", "add", "gen", "--source", other.URL, "--sink", "fs:"+filepath.Join(dir, "site"), "--every", "1d", "--state", pg)
+	runOK("", "sites", "add", "gen", "--source", other.URL, "--sink", "fs:"+filepath.Join(dir, "site")+"?shared=1", "--every", "1d", "--state", pg)
 	runOK("", "run", "--due", "--state", pg)
 	if got := siteStatus(t, pg, "gen"); got != "ok" {
 		t.Errorf("site status %q after run --due, want ok", got)
 	}
 	if n := countFiles(t, filepath.Join(dir, "site")); n != 30 {
 		t.Errorf("the site's mirror holds %d files, want 30", n)
+	}
+	// A directory not declared shared is refused for a site any machine
+	// may harvest.
+	runOK("", "sites", "add", "local", "--source", other.URL, "--sink", "fs:"+filepath.Join(dir, "local"), "--every", "1d", "--state", pg)
+	if code, out, errb := run(t, "run", "local", "--state", pg); code == ExitOK || !strings.Contains(out+errb, "declare it on storage every machine mounts (fs:DIR?shared=1)") {
+		t.Errorf("run of a site with a local fs sink: exit %d\n%s%s", code, out, errb)
 	}
 
 	// One harvest of a source at a time: its lease.

@@ -37,7 +37,7 @@ func TestDaemonsShareRegistry(t *testing.T) {
 		sites[fmt.Sprintf("quick%d", i)] = srv.URL + "/oai"
 	}
 	for name, u := range sites {
-		if code, out, errb := run(t, "sites", "add", name, "--source", u, "--protocol", "oai-pmh", "--sink", "fs:"+filepath.Join(dir, name), "--every", "1d", "--state", pg); code != ExitOK {
+		if code, out, errb := run(t, "sites", "add", name, "--source", u, "--protocol", "oai-pmh", "--sink", "fs:"+filepath.Join(dir, name)+"?shared=1", "--every", "1d", "--state", pg); code != ExitOK {
 			t.Fatalf("sites add %s: exit %d\n%s%s", name, code, out, errb)
 		}
 	}

@@ -128,6 +128,23 @@ func (h *Harvester) run(ctx context.Context, m Mode, j Job, wait time.Duration) 
 	return rep, runErr
 }
 
+// machineLocal refuses, for a registry site whose state is kept in
+// PostgreSQL — harvested by whichever machine's daemon or cron takes it —
+// a sink whose copies only this machine would read (sink.Local: fs,
+// unless its directory is declared shared, fs:DIR?shared=1).
+func (h *Harvester) machineLocal(j Job, sinks []sink.Sink) error {
+	if j.Site == "" || h.Store.PostgresURL() == "" {
+		return nil
+	}
+	for i, s := range sinks {
+		if l, ok := s.(sink.Local); ok && l.Local() {
+			return &InvalidError{fmt.Errorf("site %s: sink %s: the registry is in PostgreSQL and any machine may harvest the site, but this directory is one machine's: "+
+				"declare it on storage every machine mounts (fs:DIR?shared=1), or use an s3, es or solr sink", j.Site, RedactSpecs(j.Sinks[i : i+1])[0])}
+		}
+	}
+	return nil
+}
+
 // lease takes the leases keys (one once, if named twice) for one harvest,
 // waiting up to wait for each, and returns what releases them.
 func (h *Harvester) lease(ctx context.Context, wait time.Duration, keys ...string) (release func(), err error) {
@@ -267,6 +284,10 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 	sinks, closeSinks, err := OpenSinks(ctx, h.Sinks, j.Sinks)
 	if err != nil {
 		return pipeline.Options{}, nil, &InvalidError{err}
+	}
+	if err := h.machineLocal(j, sinks); err != nil {
+		closeSinks(ctx)
+		return pipeline.Options{}, nil, err
 	}
 	bw, _ := fetch.ParseBandwidth(j.BwLimit)               // checked by Validate
 	maxDelete, _ := pipeline.ParseDeleteLimit(j.MaxDelete) // checked by Validate

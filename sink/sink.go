@@ -67,6 +67,16 @@ type Sink interface {
 	Close(ctx context.Context) error
 }
 
+// Local is implemented by sinks that may keep their copies where only the
+// machine writing them reads them (fs on a local disk). Local reports
+// whether this one does: a harvest several machines may run, one after
+// another (a registry in PostgreSQL), refuses such a sink, since each
+// machine would hold a part of the mirror. A sink without it (s3, es,
+// solr) is reachable from every machine.
+type Local interface {
+	Local() bool
+}
+
 // Limiter is implemented by sinks that say how many writes they take in
 // flight at once. Callers never run more concurrent Put/Delete calls than
 // Concurrency returns. A sink without it is given the pipeline's default.

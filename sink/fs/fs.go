@@ -57,6 +57,15 @@ type Options struct {
 	Concurrency int
 	// Logger receives the sink's warnings and notes; nil discards them.
 	Logger *slog.Logger
+	// Shared declares the directory on storage several machines mount
+	// (NFS and the like), where the harvests of one registry run on any
+	// of them (see sink.Local): each process's temporary directory is
+	// named by its host too and held by its lock (flock, which such file
+	// systems carry to the server), so that a sink opening on one machine
+	// never removes the files of a process alive on another; a file is
+	// still written beside its place and renamed into it, atomic on the
+	// shared file system as on a local one.
+	Shared bool
 }
 
 // FS is the filesystem sink: it holds each resource as a file under one
@@ -111,7 +120,12 @@ func New(dir string, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, errclass.Fatalf("fs sink: %w", err)
 	}
-	s := &FS{dir: abs, root: root, pid: strconv.Itoa(os.Getpid()), opts: opts, log: logger.With("sink", "fs:"+abs)}
+	pid := strconv.Itoa(os.Getpid())
+	if opts.Shared {
+		host, _ := os.Hostname()
+		pid = tmpSafe(host) + "-" + pid
+	}
+	s := &FS{dir: abs, root: root, pid: pid, opts: opts, log: logger.With("sink", "fs:"+abs)}
 	s.bufs.New = func() any {
 		b := make([]byte, copyBufferSize)
 		return &b
@@ -124,6 +138,17 @@ func New(dir string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// tmpSafe is a host name as a piece of a temporary name: letters, digits,
+// '.' and '-' kept, anything else '_'.
+func tmpSafe(host string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, host)
 }
 
 // resetTmp removes what ended processes left in the temporary directory
@@ -222,7 +247,8 @@ func (s *FS) removeStaleTmp() error {
 
 // Open is the sink.Opener for "fs:DIR". The argument is DIR, optionally
 // followed by "?" and URL-style options: "fsync=1" (or any strconv.ParseBool
-// value) sets Options.Fsync and "concurrency=N" sets Options.Concurrency.
+// value) sets Options.Fsync, "shared=1" Options.Shared and "concurrency=N"
+// Options.Concurrency.
 // DIR therefore cannot contain "?". Errors are fatal.
 func Open(ctx context.Context, arg string) (sink.Sink, error) {
 	if err := ctx.Err(); err != nil {
@@ -241,16 +267,24 @@ func Open(ctx context.Context, arg string) (sink.Sink, error) {
 			if opts.Fsync, err = strconv.ParseBool(val); err != nil {
 				return nil, errclass.Fatalf("fs sink %q: fsync: %w", arg, err)
 			}
+		case "shared":
+			if opts.Shared, err = strconv.ParseBool(val); err != nil {
+				return nil, errclass.Fatalf("fs sink %q: shared: %w", arg, err)
+			}
 		case "concurrency":
 			if opts.Concurrency, err = strconv.Atoi(val); err != nil || opts.Concurrency < 1 {
 				return nil, errclass.Fatalf("fs sink %q: concurrency %q: want a positive integer", arg, val)
 			}
 		default:
-			return nil, errclass.Fatalf("fs sink %q: unknown option %q (want fsync, concurrency)", arg, key)
+			return nil, errclass.Fatalf("fs sink %q: unknown option %q (want fsync, shared, concurrency)", arg, key)
 		}
 	}
 	return New(dir, opts)
 }
+
+// Local reports whether the directory is this machine's alone: it is
+// unless Options.Shared declares it shared.
+func (s *FS) Local() bool { return !s.opts.Shared }
 
 // Concurrency returns Options.Concurrency (by default 2*GOMAXPROCS).
 func (s *FS) Concurrency() int { return s.opts.Concurrency }

@@ -8,6 +8,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -237,11 +238,14 @@ func TestNewErrors(t *testing.T) {
 func TestOpen(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
-		arg       string
-		wantErr   bool
-		wantFsync bool
-		wantConc  int
+		arg        string
+		wantErr    bool
+		wantFsync  bool
+		wantConc   int
+		wantShared bool
 	}{
+		{arg: dir + "?shared=1", wantConc: 2 * runtime.GOMAXPROCS(0), wantShared: true},
+		{arg: dir + "?shared=no", wantErr: true},
 		{arg: dir, wantConc: 2 * runtime.GOMAXPROCS(0)},
 		{arg: dir + "?fsync=1", wantFsync: true, wantConc: 2 * runtime.GOMAXPROCS(0)},
 		{arg: dir + "?fsync=false&concurrency=3", wantConc: 3},
@@ -270,8 +274,13 @@ func TestOpen(t *testing.T) {
 			}
 			defer got.Close(t.Context())
 			s := got.(*FS)
-			if s.opts.Fsync != tt.wantFsync || s.Concurrency() != tt.wantConc {
-				t.Errorf("fsync %t, concurrency %d; want %t, %d", s.opts.Fsync, s.Concurrency(), tt.wantFsync, tt.wantConc)
+			if s.opts.Fsync != tt.wantFsync || s.Concurrency() != tt.wantConc || s.Local() == tt.wantShared {
+				t.Errorf("fsync %t, concurrency %d, local %t; want %t, %d, %t", s.opts.Fsync, s.Concurrency(), s.Local(), tt.wantFsync, tt.wantConc, !tt.wantShared)
+			}
+			// A shared directory's temporary files name their host too.
+			host, _ := os.Hostname()
+			if got := strings.HasPrefix(path.Base(s.tmpRel), tmpSafe(host)+"-"); got != tt.wantShared {
+				t.Errorf("temporary directory %s: named by the host %t, want %t", s.tmpRel, got, tt.wantShared)
 			}
 		})
 	}
