@@ -81,7 +81,8 @@ due sites, any of them harvests any site, and a site is never harvested twice at
 				}
 				return nil
 			}
-			stopPage, err := serveStatus(ctx, st, listen, act, log)
+			queue := &daemon.Queue{}
+			stopPage, err := serveStatus(ctx, st, listen, act, queue, log)
 			if err != nil {
 				return err
 			}
@@ -109,7 +110,7 @@ due sites, any of them harvests any site, and a site is never harvested twice at
 			}
 			log.Info("daemon started", "state", state.Redacted(stateFile), "tick", tick, "sites-concurrency", concurrency)
 			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done,
-				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, Tick: tick, Wake: wake, RescueAfter: rescueAfter}}
+				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, Tick: tick, Wake: wake, RescueAfter: rescueAfter, Queue: queue}}
 			if pub != nil {
 				o.Publish = func(ctx context.Context) error { _, err := pub.Run(ctx); return err }
 			}
@@ -140,11 +141,11 @@ due sites, any of them harvests any site, and a site is never harvested twice at
 // serveStatus serves the status page on listen (package status) until
 // the returned function is called, with act doing an operator's actions.
 // Without credentials it serves /healthz alone and says so.
-func serveStatus(ctx context.Context, st *state.Store, listen string, act func(context.Context, harvest.Action) error, log *slog.Logger) (func(), error) {
+func serveStatus(ctx context.Context, st *state.Store, listen string, act func(context.Context, harvest.Action) error, queue *daemon.Queue, log *slog.Logger) (func(), error) {
 	if listen == "" {
 		return func() {}, nil
 	}
-	opts := status.Options{Store: st, Act: act,
+	opts := status.Options{Store: st, Act: act, Queue: queue,
 		Operator: status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")},
 		Viewer:   status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_VIEWER_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_VIEWER_USER"), Password: os.Getenv("RSHARVEST_STATUS_VIEWER_PASSWORD")}}
 	if !opts.HasAuth() {

@@ -74,6 +74,26 @@ func TestDaemonsShareRegistry(t *testing.T) {
 		t.Errorf("run held while a daemon harvests it: exit %d\n%s%s", code, out, errb)
 	}
 
+	// Both daemons are workers alive; one harvests the held site.
+	st, err := state.Open(t.Context(), pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	leases, err := st.Leases(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := 0
+	for _, l := range leases {
+		if strings.HasPrefix(l.Key, "worker ") {
+			workers++
+		}
+	}
+	if workers != 2 {
+		t.Errorf("leases held %+v: want two workers alive", leases)
+	}
+
 	// Kill the daemon holding the site's lease; the other takes it up.
 	holder := leaseHolder(t, pg, state.SiteLease("held"))
 	var killed, survivor *daemonProc
@@ -102,11 +122,6 @@ func TestDaemonsShareRegistry(t *testing.T) {
 	}
 	// Each quick site harvested once; the held one twice (killed, then
 	// taken up), never at the same time.
-	st, err := state.Open(t.Context(), pg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	runs, err := st.Runs(t.Context(), 0)
 	if err != nil {
 		t.Fatal(err)

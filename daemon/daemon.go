@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -103,6 +104,9 @@ type Options struct {
 	// and, if not, give the job to another (default 30 s; it is also the
 	// time a worker has to take the lease once its job starts).
 	RescueAfter time.Duration
+	// Queue, when set, is made to count the jobs once the daemon runs
+	// (the status page's queue depth).
+	Queue *Queue
 	// Wake, when set, makes the daemon read the registry for due sites at
 	// once at each receive, as every Tick (an operator's "harvest now").
 	Wake <-chan struct{}
@@ -212,6 +216,23 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 	if err := d.rescue(ctx, true); err != nil {
 		return err
 	}
+	// This daemon is a worker alive as long as it holds its lease.
+	worker, err := opts.Store.Lease(ctx, state.WorkerLease(), "rsharvest daemon", 0)
+	if err != nil {
+		return err
+	}
+	defer worker.Release()
+	if opts.Queue != nil {
+		opts.Queue.set(func(ctx context.Context) (map[string]int, error) {
+			n, err := driver.GetExecutor().JobCountByAllStates(ctx, &riverdriver.JobCountByAllStatesParams{Schema: schema})
+			out := make(map[string]int, len(n))
+			for st, c := range n {
+				out[string(st)] = c
+			}
+			return out, err
+		})
+		defer opts.Queue.set(nil)
+	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, river.WorkFunc(d.harvest))
 	river.AddWorker(workers, river.WorkFunc(d.schedule))
@@ -262,6 +283,31 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 		return errclass.Fatalf("daemon: stop: %w", err)
 	}
 	return nil
+}
+
+// Queue counts the jobs of a running daemon by their state (available,
+// running, retryable, scheduled, completed, …). Its zero value is ready;
+// it counts nothing until Run, given it in Options, has started.
+type Queue struct {
+	mu    sync.Mutex
+	count func(ctx context.Context) (map[string]int, error)
+}
+
+func (q *Queue) set(count func(ctx context.Context) (map[string]int, error)) {
+	q.mu.Lock()
+	q.count = count
+	q.mu.Unlock()
+}
+
+// Counts returns the jobs by state, or nil while no daemon runs with q.
+func (q *Queue) Counts(ctx context.Context) (map[string]int, error) {
+	q.mu.Lock()
+	count := q.count
+	q.mu.Unlock()
+	if count == nil {
+		return nil, nil
+	}
+	return count(ctx)
 }
 
 // daemon is what the workers share.

@@ -391,6 +391,7 @@ func (r *run) live(ctx context.Context, head runreport.Report) (stop func()) {
 			rep := head
 			r.rec.fill(&rep, r.counts)
 			rep.Failures, rep.Skips = nil, nil // counts only
+			rep.Planned, rep.PlanRead = r.counts.Planned.Load(), r.counts.PlanRead.Load()
 			js, err := json.Marshal(rep)
 			if err == nil {
 				err = r.opts.Store.RunProgress(ctx, r.runID, js)

@@ -66,6 +66,12 @@ type Report struct {
 	// DryRun says the run changed nothing: its counts are what it would
 	// have written, deleted and found unchanged.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Planned, in the counts a running run records so far, is how many
+	// resources its plan has named (the units of work), of which its
+	// resource counts are those done; PlanRead says the plan is read
+	// whole, so Planned is the run's total.
+	Planned  int64 `json:"planned,omitempty"`
+	PlanRead bool  `json:"plan_read,omitempty"`
 	// NoDigests says the protocol gives no digest to check what it brings
 	// (source.Protocol.NoDigests).
 	NoDigests bool `json:"no_digests,omitempty"`

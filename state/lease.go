@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +43,13 @@ func SiteLease(name string) string { return "site " + name }
 // SourceLease is the name of the lease of the records of source key.
 func SourceLease(key string) string { return "source " + key }
 
+// WorkerLease is the name of the lease a daemon holds for its life, this
+// process's: Leases lists it as a worker alive, harvesting or not.
+func WorkerLease() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("worker %s pid %d", host, os.Getpid())
+}
+
 // Lease is a lease held (see Store.Lease) until Release.
 type Lease struct {
 	once    sync.Once
@@ -66,7 +75,8 @@ func (l *Lease) Release() error {
 // takes a session advisory lock of the database on a connection of its
 // own, recorded in the table leases: the server releases it when the
 // connection closes — Release, or the process dies, or its connection is
-// cut — so a dead holder never leaves its lease behind.
+// cut — so a dead holder never leaves its lease behind. Close releases the
+// leases the store still holds.
 func (s *Store) Lease(ctx context.Context, key, command string, wait time.Duration) (*Lease, error) {
 	host, _ := os.Hostname()
 	me := Holder{PID: os.Getpid(), Host: host, Started: time.Now().UTC(), Command: command}
@@ -135,7 +145,11 @@ func (s *Store) tryLease(ctx context.Context, key string, me Holder) (*Lease, Ho
 		conn.Close() // the pool keeps no idle connection: closing it ends the session and its lock
 		return nil, Holder{}, err
 	}
-	return &Lease{release: func() error {
+	l := &Lease{}
+	l.release = func() error {
+		s.leaseMu.Lock()
+		delete(s.conns, l)
+		s.leaseMu.Unlock()
 		// The row goes first, so that no one reads a holder who has
 		// left; closing the connection ends its session, which releases
 		// the lock (the lease pool keeps no idle connection).
@@ -144,5 +158,59 @@ func (s *Store) tryLease(ctx context.Context, key string, me Holder) (*Lease, Ho
 			err = cerr
 		}
 		return err
-	}}, Holder{}, nil
+	}
+	s.leaseMu.Lock()
+	if s.conns == nil {
+		s.conns = map[*Lease]bool{}
+	}
+	s.conns[l] = true
+	s.leaseMu.Unlock()
+	return l, Holder{}, nil
+}
+
+// LeaseHeld is a lease held, as Leases lists it.
+type LeaseHeld struct {
+	Key    string
+	Holder Holder
+}
+
+// Leases returns the leases held now, by key: for a state file those of
+// this process; for a store kept in PostgreSQL those of every process on
+// every machine (the workers alive, and what each is doing), a lease
+// whose holder's session has ended never among them.
+func (s *Store) Leases(ctx context.Context) ([]LeaseHeld, error) {
+	var out []LeaseHeld
+	if s.leaseDB == nil {
+		s.leaseMu.Lock()
+		for k, h := range s.leases {
+			out = append(out, LeaseHeld{Key: k, Holder: h})
+		}
+		s.leaseMu.Unlock()
+		slices.SortFunc(out, func(a, b LeaseHeld) int { return strings.Compare(a.Key, b.Key) })
+		return out, nil
+	}
+	// A lease's advisory lock is in pg_locks while its session holds it:
+	// its 64-bit key split into classid (high) and objid (low half).
+	rows, err := s.r.QueryContext(ctx, `SELECT l.key, l.holder FROM leases l WHERE EXISTS (
+		SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
+			AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND ((k.classid::bigint << 32) | k.objid::bigint) = hashtextextended('rsharvest lease ' || l.key, 0))
+		ORDER BY l.key`)
+	if err != nil {
+		return nil, fatal("leases", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var l LeaseHeld
+		var b []byte
+		if err := rows.Scan(&l.Key, &b); err != nil {
+			return nil, fatal("leases", err)
+		}
+		_ = json.Unmarshal(b, &l.Holder)
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("leases", err)
+	}
+	return out, nil
 }

@@ -101,6 +101,9 @@ func TestLease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if held, err := b.Leases(ctx); err != nil || len(held) != 1 || held[0].Key != "site oai" || held[0].Holder.Command != "rsharvest daemon" {
+				t.Errorf("Leases = %+v, %v; want site oai's, held by the daemon", held, err)
+			}
 			_, err = b.Lease(ctx, SiteLease("oai"), "rsharvest run", 0)
 			var le *LeasedError
 			if !errors.As(err, &le) || !errors.Is(err, ErrLocked) || le.Holder.PID != os.Getpid() || le.Holder.Command != "rsharvest daemon" ||
@@ -135,6 +138,18 @@ func TestLease(t *testing.T) {
 				return
 			}
 			must(t, a.Close()) // without Release: its session ends
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				held, err := b.Leases(ctx)
+				must(t, err)
+				if len(held) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Leases after their holder closed: %+v", held)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			again, err := b.Lease(ctx, SourceLease("s"), "y", 10*time.Second)
 			if err != nil {
 				t.Fatalf("the lease of a closed store: %v", err)

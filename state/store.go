@@ -50,10 +50,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,6 +103,7 @@ type Store struct {
 	leaseDB *sql.DB // the connections holding leases, nil for a file (see Lease)
 	leaseMu sync.Mutex
 	leases  map[string]Holder // a file's leases, held in this process
+	conns   map[*Lease]bool   // PostgreSQL's leases held, released by Close
 
 	clock func() time.Time // time.Now; tests set it back
 }
@@ -381,6 +384,12 @@ func (s *Store) Close() error {
 
 func (s *Store) closeAll() error {
 	var errs []error
+	s.leaseMu.Lock()
+	held := slices.Collect(maps.Keys(s.conns))
+	s.leaseMu.Unlock()
+	for _, l := range held {
+		errs = append(errs, l.Release()) // the holder is leaving
+	}
 	for _, st := range []*sql.Stmt{s.getResource, s.upsertResource.one, s.upsertResource.many, s.insertFailure,
 		s.insertChange.one, s.insertChange.many, s.upsertCheckpoint} {
 		if st != nil {

@@ -11,15 +11,19 @@ package status
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +48,11 @@ type Options struct {
 	Act func(ctx context.Context, a harvest.Action) error
 	// Loc is the zone schedules are read in (default time.Local).
 	Loc *time.Location
+	// Queue, when set, counts the daemons' jobs by state (daemon.Queue):
+	// the queue's depth, on the sites page and in /metrics.
+	Queue interface {
+		Counts(ctx context.Context) (map[string]int, error)
+	}
 }
 
 // HasAuth reports whether opts configure credentials: without them only
@@ -108,6 +117,11 @@ type runView struct {
 	Written, Deleted, Unchanged, Failed int64
 	Bytes                               int64
 	Error                               string
+	// Done and Planned are a running run's units of work (resources)
+	// done and named by its plan so far; PlanRead says Planned is the
+	// total.
+	Done, Planned int64
+	PlanRead      bool
 }
 
 // newRunView reads the run's counts from its report (runreport.Report).
@@ -116,6 +130,8 @@ func newRunView(r state.Run) runView {
 	if rep, ok := runreport.Read(r.Report); ok {
 		v.Written, v.Deleted, v.Unchanged, v.Failed = rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed
 		v.Bytes, v.Error = rep.Bytes.Written, rep.Error
+		v.Done = rep.Resources.Written + rep.Resources.Deleted + rep.Resources.Unchanged + rep.Resources.Failed + rep.Resources.Skipped
+		v.Planned, v.PlanRead = rep.Planned, rep.PlanRead
 	}
 	return v
 }
@@ -174,7 +190,66 @@ func (p *pages) sites(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	render(w, "sites", map[string]any{"Sites": views, "Who": who(r)})
+	workers, err := p.workers(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var queue []queueState
+	if p.opts.Queue != nil {
+		counts, err := p.opts.Queue.Counts(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		for _, st := range slices.Sorted(maps.Keys(counts)) {
+			queue = append(queue, queueState{st, counts[st]})
+		}
+	}
+	render(w, "sites", map[string]any{"Sites": views, "Workers": workers, "Queue": queue, "Who": who(r)})
+}
+
+// queueState is how many jobs of the queue are in a state.
+type queueState struct {
+	State string
+	Jobs  int
+}
+
+// workerView is a worker alive (a daemon holding its lease, or a run
+// holding the lease of what it harvests) and what it is doing.
+type workerView struct {
+	Host    string
+	PID     int
+	Command string
+	Since   time.Time
+	// Doing are the leases it holds: "site NAME", "source URL".
+	Doing []string
+}
+
+// workers lists the workers alive from the leases held (state.Leases),
+// one per process.
+func (p *pages) workers(ctx context.Context) ([]workerView, error) {
+	held, err := p.opts.Store.Leases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []workerView
+	at := map[string]int{}
+	for _, l := range held {
+		id := fmt.Sprintf("%s/%d", l.Holder.Host, l.Holder.PID)
+		i, ok := at[id]
+		if !ok {
+			i, at[id] = len(out), len(out)
+			out = append(out, workerView{Host: l.Holder.Host, PID: l.Holder.PID, Command: l.Holder.Command, Since: l.Holder.Started})
+		}
+		w := &out[i]
+		if strings.HasPrefix(l.Key, "worker ") {
+			w.Command, w.Since = l.Holder.Command, l.Holder.Started // the daemon's own
+			continue
+		}
+		w.Doing = append(w.Doing, l.Key)
+	}
+	return out, nil
 }
 
 // shownEvents is how many of a site's latest harvest log events its page
@@ -315,13 +390,18 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 }).Parse(`{{define "head"}}<!doctype html><html lang="en"><head><meta charset="utf-8">{{if .Refresh}}<meta http-equiv="refresh" content="15">{{end}}<title>rsharvest{{if .Title}} – {{.Title}}{{end}}</title>
 <link rel="stylesheet" href="/style.css"></head><body>
 <header><nav><a href="/">sites</a></nav><span id="who">{{.Who}}</span></header>{{end}}
-{{define "running"}}<span class="running">running since {{ago .Started}}: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed</span>{{end}}
+{{define "running"}}<span class="running">running since {{ago .Started}}: {{if .Planned}}{{.Done}} of {{if not .PlanRead}}at least {{end}}{{.Planned}} done, {{end}}{{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed</span>{{end}}
 {{define "sites"}}{{template "head" (dict "Title" "" "Refresh" true "Who" .Who)}}<h1>Sites</h1>
 <table id="sites"><tr><th>site</th><th>schedule</th><th>last harvest</th><th>status</th><th>written</th><th>deleted</th><th>failed</th><th>next harvest</th></tr>
 {{range .Sites}}<tr class="site" data-site="{{.Name}}"><td><a href="/site/{{.Name}}">{{.Name}}</a></td><td>{{.When}}</td><td>{{ago .Last}}</td>
 {{if .Running}}<td>{{template "running" .Running}}</td>{{else}}<td class="{{.LastStatus}}">{{if .LastStatus}}{{.LastStatus}}{{else}}-{{end}}{{with .LastRun}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}{{end}}</td>{{end}}
 <td>{{with .LastRun}}{{.Written}}{{end}}</td><td>{{with .LastRun}}{{.Deleted}}{{end}}</td><td>{{with .LastRun}}{{.Failed}}{{end}}</td><td>{{if .Paused}}<span class="paused">paused</span>{{else}}{{when .Next}}{{end}}</td></tr>
-{{end}}</table></body></html>{{end}}
+{{end}}</table>
+<h2>Workers</h2>{{if .Workers}}<table id="workers"><tr><th>host</th><th>pid</th><th>command</th><th>since</th><th>doing</th></tr>
+{{range .Workers}}<tr class="worker"><td>{{.Host}}</td><td>{{.PID}}</td><td>{{.Command}}</td><td>{{ago .Since}}</td><td>{{range $i, $d := .Doing}}{{if $i}}, {{end}}{{$d}}{{else}}idle{{end}}</td></tr>
+{{end}}</table>{{else}}<p>No worker holds a lease now.</p>{{end}}
+{{if .Queue}}<h2>Queue</h2><table id="queue"><tr><th>state</th><th>jobs</th></tr>{{range .Queue}}<tr><td>{{.State}}</td><td>{{.Jobs}}</td></tr>{{end}}</table>{{end}}
+</body></html>{{end}}
 {{define "site"}}{{template "head" (dict "Title" .Site.Name "Refresh" .Site.Running "Who" .Who)}}<h1>{{.Site.Name}}</h1>
 <p>{{.Site.Source}} · {{.Site.When}} · next harvest <span id="next">{{if .Site.Paused}}<span class="paused">paused</span>{{else}}{{when .Site.Next}}{{end}}</span></p>
 <p id="state">{{with .Site.Running}}{{template "running" .}}{{else}}{{with .Site.LastRun}}last harvest <span class="{{.Status}}">{{.Status}}</span>, {{ago .Finished}}: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed{{else}}never harvested{{end}}{{end}}</p>
@@ -357,16 +437,49 @@ var (
 	descSuccess   = prometheus.NewDesc("rsharvest_site_last_success_timestamp_seconds", "When the last harvest of a site that ended ok ended (Unix time; absent: never).", []string{"site"}, nil)
 	descRunning   = prometheus.NewDesc("rsharvest_site_running", "Whether a harvest of a site is running (1) or not (0).", []string{"site"}, nil)
 	descLast      = prometheus.NewDesc("rsharvest_site_last_run_resources", "Resources the last harvest of a site wrote, deleted, found unchanged or failed.", []string{"site", "outcome"}, nil)
+	descPlanned   = prometheus.NewDesc("rsharvest_site_running_resources_planned", "Resources the plan of a site's running harvest has named so far (its units of work).", []string{"site"}, nil)
+	descDone      = prometheus.NewDesc("rsharvest_site_running_resources_done", "Resources a site's running harvest has done so far.", []string{"site"}, nil)
+	descWorkers   = prometheus.NewDesc("rsharvest_workers", "Workers alive: processes holding a lease (a daemon holds one for its life), on every machine sharing the state.", nil, nil)
+	descHarvests  = prometheus.NewDesc("rsharvest_worker_harvests", "Sites (else sources) a worker is harvesting now.", []string{"host", "pid"}, nil)
+	descJobs      = prometheus.NewDesc("rsharvest_jobs", "The daemons' jobs by state (available and scheduled: the queue's depth).", []string{"state"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext, descSuccess, descRunning, descLast} {
+	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext, descSuccess, descRunning, descLast,
+		descPlanned, descDone, descWorkers, descHarvests, descJobs} {
 		ch <- d
 	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctx := context.Background()
+	workers, err := c.p.workers(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descWorkers, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descWorkers, prometheus.GaugeValue, float64(len(workers)))
+	for _, w := range workers {
+		sites, sources := 0, 0
+		for _, d := range w.Doing {
+			if strings.HasPrefix(d, "site ") {
+				sites++
+			} else {
+				sources++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descHarvests, prometheus.GaugeValue, float64(cmp.Or(sites, sources)), w.Host, strconv.Itoa(w.PID))
+	}
+	if c.p.opts.Queue != nil {
+		counts, err := c.p.opts.Queue.Counts(ctx)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(descJobs, err)
+			return
+		}
+		for st, n := range counts {
+			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(n), st)
+		}
+	}
 	views, err := c.p.siteViews(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descRuns, err)
@@ -401,6 +514,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, bytes, v.Name)
 		ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, running, v.Name)
+		if r := v.Running; r != nil {
+			ch <- prometheus.MustNewConstMetric(descPlanned, prometheus.GaugeValue, float64(r.Planned), v.Name)
+			ch <- prometheus.MustNewConstMetric(descDone, prometheus.GaugeValue, float64(r.Done), v.Name)
+		}
 		if !success.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descSuccess, prometheus.GaugeValue, float64(success.Unix()), v.Name)
 		}

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,19 +192,35 @@ func TestPageInBrowser(t *testing.T) {
 	}
 }
 
+// queueCounts is a queue's counts as daemon.Queue gives them.
+type queueCounts map[string]int
+
+func (q queueCounts) Counts(context.Context) (map[string]int, error) { return q, nil }
+
 // TestRunningHarvest: a harvest under way shows on the page as running
-// (not as the last one's status) with its counts so far, in /metrics too,
-// and the page refreshes itself.
+// (not as the last one's status) with its counts so far and how many of
+// its units of work are done of those planned, in /metrics too, and the
+// page refreshes itself; the workers alive (from their leases) show with
+// what each is doing, and the queue's depth.
 func TestRunningHarvest(t *testing.T) {
 	st := fixture(t)
 	id, err := st.BeginRun(context.Background(), state.Run{Mode: "incremental", Source: "http://good.example/", Site: "good", Started: time.Now().UTC()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RunProgress(context.Background(), id, []byte(`{"resources":{"written":7,"failed":1}}`)); err != nil {
+	if err := st.RunProgress(context.Background(), id, []byte(`{"resources":{"written":7,"failed":1},"planned":20}`)); err != nil {
 		t.Fatal(err)
 	}
-	h, err := status.Handler(status.Options{Store: st, Operator: status.Credentials{Token: "t0k3n"}})
+	// A daemon alive (its worker lease), harvesting the site.
+	for _, k := range []string{state.WorkerLease(), state.SiteLease("good")} {
+		l, err := st.Lease(context.Background(), k, "rsharvest daemon", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release()
+	}
+	h, err := status.Handler(status.Options{Store: st, Operator: status.Credentials{Token: "t0k3n"},
+		Queue: queueCounts{"available": 3, "running": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,10 +234,22 @@ func TestRunningHarvest(t *testing.T) {
 	page := get("/")
 	row := page[strings.Index(page, `data-site="good"`):]
 	row = row[:strings.Index(row, "</tr>")]
-	if !strings.Contains(row, "running since") || !strings.Contains(row, "7 written") || !strings.Contains(row, "1 failed") || !strings.Contains(page, `http-equiv="refresh"`) {
+	if !strings.Contains(row, "running since") || !strings.Contains(row, "8 of at least 20 done") || !strings.Contains(row, "7 written") || !strings.Contains(row, "1 failed") || !strings.Contains(page, `http-equiv="refresh"`) {
 		t.Errorf("the page does not show good's harvest running, or does not refresh:\n%s", page)
 	}
-	if m := get("/metrics"); !strings.Contains(m, `rsharvest_site_running{site="good"} 1`) || !strings.Contains(m, `rsharvest_site_running{site="bad"} 0`) {
-		t.Errorf("metrics:\n%s", m)
+	host, _ := os.Hostname()
+	workers := page[strings.Index(page, `<table id="workers">`):]
+	if !strings.Contains(workers, "<td>"+host+"</td><td>"+strconv.Itoa(os.Getpid())+"</td><td>rsharvest daemon</td>") || !strings.Contains(workers, "site good</td>") ||
+		!strings.Contains(page, "<td>available</td><td>3</td>") {
+		t.Errorf("the page does not show the worker, what it does, or the queue:\n%s", page)
+	}
+	m := get("/metrics")
+	for _, want := range []string{`rsharvest_site_running{site="good"} 1`, `rsharvest_site_running{site="bad"} 0`,
+		`rsharvest_site_running_resources_planned{site="good"} 20`, `rsharvest_site_running_resources_done{site="good"} 8`,
+		"\nrsharvest_workers 1\n", `rsharvest_worker_harvests{host="` + host + `",pid="` + strconv.Itoa(os.Getpid()) + `"} 1`,
+		`rsharvest_jobs{state="available"} 3`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, m)
+		}
 	}
 }
