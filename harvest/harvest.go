@@ -77,7 +77,7 @@ func (h *Harvester) run(ctx context.Context, m Mode, j Job, wait time.Duration) 
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
-	release, err := h.lease(ctx, wait, state.SourceLease(j.key()), state.SourceLease(j.Source))
+	fence, release, err := h.lease(ctx, wait, state.SourceLease(j.key()), state.SourceLease(j.Source))
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +90,7 @@ func (h *Harvester) run(ctx context.Context, m Mode, j Job, wait time.Duration) 
 	if err != nil {
 		return nil, err
 	}
+	opts.Fence = fence // what the run commits, only while the source is still its
 	rng, _ := j.Range()
 	everyday := m == Sync
 	if everyday {
@@ -146,8 +147,9 @@ func (h *Harvester) machineLocal(j Job, sinks []sink.Sink) error {
 }
 
 // lease takes the leases keys (one once, if named twice) for one harvest,
-// waiting up to wait for each, and returns what releases them.
-func (h *Harvester) lease(ctx context.Context, wait time.Duration, keys ...string) (release func(), err error) {
+// waiting up to wait for each, and returns the first (the fence of what
+// the harvest commits) and what releases them all.
+func (h *Harvester) lease(ctx context.Context, wait time.Duration, keys ...string) (first *state.Lease, release func(), err error) {
 	var held []*state.Lease
 	release = func() {
 		for _, l := range held {
@@ -163,11 +165,11 @@ func (h *Harvester) lease(ctx context.Context, wait time.Duration, keys ...strin
 		l, err := h.Store.Lease(ctx, k, cmp.Or(h.Command, "rsharvest"), wait)
 		if err != nil {
 			release()
-			return nil, err
+			return nil, nil, err
 		}
 		held = append(held, l)
 	}
-	return release, nil
+	return held[0], release, nil
 }
 
 // Audit compares what the sinks of j hold with its source
@@ -175,7 +177,7 @@ func (h *Harvester) lease(ctx context.Context, wait time.Duration, keys ...strin
 // mismatched and removes what the source no longer lists. It holds the
 // source's lease as Run does.
 func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.AuditReport, error) {
-	release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.key()), state.SourceLease(j.Source))
+	fence, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.key()), state.SourceLease(j.Source))
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +186,7 @@ func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.Au
 	if err != nil {
 		return nil, err
 	}
+	opts.Fence = fence
 	defer closeSinks(context.WithoutCancel(ctx))
 	ar, err := pipeline.Audit(ctx, opts, repair)
 	if err != nil {
@@ -202,7 +205,7 @@ func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.Au
 // what the site held before, from the copies its other sinks keep (Index),
 // not from the source; what it still lacks is logged.
 func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*runreport.Report, error) {
-	release, err := h.lease(ctx, 0, state.SiteLease(s.Name))
+	_, release, err := h.lease(ctx, 0, state.SiteLease(s.Name))
 	if err != nil {
 		return nil, err
 	}

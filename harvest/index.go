@@ -42,7 +42,7 @@ func (h *Harvester) Index(ctx context.Context, j Job, targets []string) (IndexRe
 	if len(targets) == 0 {
 		return rep, &InvalidError{errors.New("index: no sink to write to")}
 	}
-	release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.key()), state.SourceLease(j.Source))
+	_, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.key()), state.SourceLease(j.Source))
 	if err != nil {
 		return rep, err
 	}

@@ -104,6 +104,5 @@ func (dryStore) RunProgress(context.Context, int64, []byte) error               
 func (dryStore) MarkInterrupted(context.Context, time.Time, string) (int64, error) { return 0, nil }
 func (dryStore) Commit(context.Context, state.Batch) error                         { return nil }
 func (dryStore) ForgetResources(context.Context, string, []string) error           { return nil }
-func (dryStore) SetCheckpoint(context.Context, state.Checkpoint) error             { return nil }
 func (dryStore) SetPackagesDone(context.Context, []state.PackageRecord) error      { return nil }
 func (dryStore) PutDocument(context.Context, state.Document) error                 { return nil }

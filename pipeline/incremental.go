@@ -189,7 +189,7 @@ func (r *run) setCheckpoints(ctx context.Context, rep *runreport.Report) error {
 		}
 		cp := state.Checkpoint{Source: r.opts.SourceKey, CapabilityList: sr.ResourceSet, Next: next, Baseline: sr.Baseline, Open: sr.Open, RunID: r.runID, Updated: now,
 			DescribedBy: sr.DescribedBy}
-		if err := r.opts.Store.SetCheckpoint(ctx, cp); err != nil {
+		if err := r.commitBatch(ctx, state.Batch{Checkpoint: &cp}); err != nil {
 			return err
 		}
 	}

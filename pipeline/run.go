@@ -71,6 +71,12 @@ type Options struct {
 	// lease, state.SourceLease), not every one
 	// (state.Store.MarkInterrupted).
 	StoreShared bool
+	// Fence, when set, is the lease of the source the run's caller holds
+	// (state.Store.Lease, state.SourceLease): every batch and checkpoint
+	// the run commits is refused once another harvest has taken it
+	// (state.Batch.Fence, state.ErrLeaseLost), so a worker whose lease
+	// was given to another while it was cut off never commits after it.
+	Fence *state.Lease
 	// Site is the registry's site harvested, recorded with the run ("":
 	// none).
 	Site string
@@ -367,6 +373,12 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		r.listed = newFreshFilter()
 	}
 	return nil
+}
+
+// commitBatch commits b to the state, fenced by Options.Fence.
+func (r *run) commitBatch(ctx context.Context, b state.Batch) error {
+	b.Fence = r.opts.Fence
+	return r.opts.Store.Commit(ctx, b)
 }
 
 // live writes the run's counts so far to its report in the state every
@@ -767,7 +779,7 @@ func (r *run) setBaselineCheckpoints(ctx context.Context, rep *runreport.Report)
 		}
 		cp := state.Checkpoint{Source: r.opts.SourceKey, CapabilityList: c.ResourceSet, Next: c.Next, Baseline: c.Next, RunID: r.runID, Updated: now,
 			DescribedBy: c.DescribedBy}
-		if err := r.opts.Store.SetCheckpoint(ctx, cp); err != nil {
+		if err := r.commitBatch(ctx, state.Batch{Checkpoint: &cp}); err != nil {
 			return err
 		}
 	}

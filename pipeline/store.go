@@ -28,7 +28,6 @@ type Store interface {
 	ForgetResources(ctx context.Context, source string, uris []string) error
 	// Where each resource set stands, for the planner (source.Holdings).
 	Checkpoint(ctx context.Context, source, set string) (state.Checkpoint, bool, error)
-	SetCheckpoint(ctx context.Context, c state.Checkpoint) error
 	Progress(ctx context.Context, source, set string) (map[string]string, error)
 	Retries(ctx context.Context, source, set string) ([]state.Retry, error)
 	// Packages delivered in full (the package skip), and the copies of

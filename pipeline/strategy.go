@@ -56,12 +56,12 @@ func (delivering) commit(ctx context.Context, r *run, p *pending) error {
 	if err := r.settleBatches(ctx, &p.b, &p.t); err != nil {
 		return err
 	}
-	return r.opts.Store.Commit(ctx, p.b)
+	return r.commitBatch(ctx, p.b)
 }
 
 func (delivering) finish(ctx context.Context, r *run) error {
 	// The marks the last batch made ready.
-	return r.opts.Store.Commit(ctx, state.Batch{Progress: r.readyMarks()})
+	return r.commitBatch(ctx, state.Batch{Progress: r.readyMarks()})
 }
 
 // listing is an audit's strategy: what the plan names — every record,

@@ -133,6 +133,13 @@ type Batch struct {
 	// Checkpoint, if not nil, is set last, and clears the progress marks
 	// of its source and resource set.
 	Checkpoint *Checkpoint
+	// Fence, if not nil, is the lease (Store.Lease, of this store) the
+	// batch's harvest holds: the batch commits only while it is still
+	// that harvest's — a lease another harvest has taken since (its
+	// holder's connection cut for longer than the server kept its
+	// session) refuses the whole batch with an error wrapping
+	// ErrLeaseLost, and nothing is stored.
+	Fence *Lease
 }
 
 // Retry is a record whose own permanent failure (bad fixity, a record not
@@ -235,6 +242,17 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
+	if b.Fence != nil {
+		// Under the write lock: a lease taken by another harvest after
+		// this check waits for this commit to end.
+		held, err := s.held(ctx, tx, b.Fence)
+		if err != nil {
+			return fatal("commit", err)
+		}
+		if !held {
+			return fatal("commit", fmt.Errorf("%s: %w", b.Fence.key, ErrLeaseLost))
+		}
+	}
 	// Read once the write lock is held (BEGIN IMMEDIATE), so that the
 	// clock is read in commit order.
 	now := s.clock()

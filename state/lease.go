@@ -2,7 +2,9 @@ package state
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -52,9 +54,53 @@ func WorkerLease() string {
 
 // Lease is a lease held (see Store.Lease) until Release.
 type Lease struct {
+	key     string
+	holder  Holder
+	epoch   int64 // the fence: see Batch.Fence
 	once    sync.Once
 	release func() error
 	err     error
+}
+
+// ErrLeaseLost is wrapped by the error of a Commit fenced by a lease
+// (Batch.Fence) that its holder no longer has: its session ended (its
+// connection cut) and another harvest has taken the lease since.
+var ErrLeaseLost = errors.New("lease lost: another harvest has taken it")
+
+// takeEpoch records l's holder and draws its epoch, in a transaction that
+// holds the store's write lock: a fenced commit (Batch.Fence) of the
+// lease's previous holder either ends before it or sees the new epoch.
+func (s *Store) takeEpoch(ctx context.Context, conn *sql.Conn, l *Lease, holder string) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, s.dialect.writeLock); err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, `INSERT INTO leases (key, holder, since, epoch) VALUES (?, ?, ?, nextval('lease_epochs'))
+		ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, since = excluded.since, epoch = excluded.epoch
+		RETURNING epoch`, l.key, holder, l.holder.Started.Format(timeLayout)).Scan(&l.epoch); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// held reports, in tx (a write transaction of s), whether l is still the
+// lease its key names: in a file's store, this process's lease of the key;
+// in PostgreSQL, the lease's row with the epoch l took it at (every
+// taking of a lease draws a new epoch, so a holder whose session ended
+// and whose lease another took since is refused).
+func (s *Store) held(ctx context.Context, tx *sql.Tx, l *Lease) (bool, error) {
+	if s.leaseDB == nil {
+		s.leaseMu.Lock()
+		defer s.leaseMu.Unlock()
+		return s.leases[l.key] == l, nil
+	}
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM leases WHERE key = ? AND epoch = ?", l.key, l.epoch).Scan(&n)
+	return n == 1, err
 }
 
 // Release gives the lease up. Calling it again is a no-op.
@@ -107,19 +153,21 @@ func (s *Store) tryLease(ctx context.Context, key string, me Holder) (*Lease, Ho
 	if s.leaseDB == nil {
 		s.leaseMu.Lock()
 		defer s.leaseMu.Unlock()
-		if h, held := s.leases[key]; held {
-			return nil, h, nil
+		if l, held := s.leases[key]; held {
+			return nil, l.holder, nil
 		}
 		if s.leases == nil {
-			s.leases = map[string]Holder{}
+			s.leases = map[string]*Lease{}
 		}
-		s.leases[key] = me
-		return &Lease{release: func() error {
+		l := &Lease{key: key, holder: me}
+		l.release = func() error {
 			s.leaseMu.Lock()
 			delete(s.leases, key)
 			s.leaseMu.Unlock()
 			return nil
-		}}, Holder{}, nil
+		}
+		s.leases[key] = l
+		return l, Holder{}, nil
 	}
 	conn, err := s.leaseDB.Conn(ctx)
 	if err != nil {
@@ -140,12 +188,11 @@ func (s *Store) tryLease(ctx context.Context, key string, me Holder) (*Lease, Ho
 		return nil, h, nil
 	}
 	b, _ := json.Marshal(me)
-	if _, err := conn.ExecContext(ctx, `INSERT INTO leases (key, holder, since) VALUES (?, ?, ?)
-		ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, since = excluded.since`, key, string(b), me.Started.Format(timeLayout)); err != nil {
+	l := &Lease{key: key, holder: me}
+	if err := s.takeEpoch(ctx, conn, l, string(b)); err != nil {
 		conn.Close() // the pool keeps no idle connection: closing it ends the session and its lock
 		return nil, Holder{}, err
 	}
-	l := &Lease{}
 	l.release = func() error {
 		s.leaseMu.Lock()
 		delete(s.conns, l)
@@ -182,8 +229,8 @@ func (s *Store) Leases(ctx context.Context) ([]LeaseHeld, error) {
 	var out []LeaseHeld
 	if s.leaseDB == nil {
 		s.leaseMu.Lock()
-		for k, h := range s.leases {
-			out = append(out, LeaseHeld{Key: k, Holder: h})
+		for k, l := range s.leases {
+			out = append(out, LeaseHeld{Key: k, Holder: l.holder})
 		}
 		s.leaseMu.Unlock()
 		slices.SortFunc(out, func(a, b LeaseHeld) int { return strings.Compare(a.Key, b.Key) })

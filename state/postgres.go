@@ -373,10 +373,12 @@ CREATE TABLE retries (
 );
 CREATE INDEX retries_set ON retries (source, resource_set);
 
+CREATE SEQUENCE lease_epochs;
 CREATE TABLE leases (
 	key    TEXT COLLATE "C" PRIMARY KEY CHECK (key <> ''),
 	holder TEXT NOT NULL,
-	since  TEXT COLLATE "C" NOT NULL
+	since  TEXT COLLATE "C" NOT NULL,
+	epoch  BIGINT NOT NULL
 );
 `,
 	}

@@ -165,3 +165,63 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestFence: a harvest whose lease was lost — its connection cut, the
+// lease taken by another harvest — has its late commits refused, nothing
+// of them stored, while the new holder commits; in a file's store, a
+// lease released no longer fences a commit.
+func TestFence(t *testing.T) {
+	ctx := t.Context()
+	server, stop, err := testbin.Postgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	a, err := Open(ctx, server)
+	must(t, err)
+	defer a.Close()
+	b, err := Open(ctx, server)
+	must(t, err)
+	defer b.Close()
+	run, err := a.BeginRun(ctx, Run{Mode: "baseline", Source: "s"})
+	must(t, err)
+	res := func(uri string) []Resource {
+		return []Resource{{URI: uri, Source: "s", Length: 1, Outcome: OutcomeWritten, RunID: run}}
+	}
+	first, err := a.Lease(ctx, SourceLease("s"), "first", 0)
+	must(t, err)
+	must(t, a.Commit(ctx, Batch{Resources: res("before"), Fence: first}))
+
+	// The first holder's connection is cut: the server ends its session,
+	// and the lease goes to another harvest.
+	admin, err := sql.Open("pgx", server)
+	must(t, err)
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted"); err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.Lease(ctx, SourceLease("s"), "second", 10*time.Second)
+	must(t, err)
+	defer second.Release()
+
+	err = a.Commit(ctx, Batch{Resources: res("late"), Fence: first})
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a late commit of the first holder: %v, want ErrLeaseLost", err)
+	}
+	if _, ok, err := b.Resource(ctx, "s", "late"); ok || err != nil {
+		t.Errorf("the refused batch was stored (%v, %v)", ok, err)
+	}
+	must(t, b.Commit(ctx, Batch{Resources: res("after"), Fence: second}))
+	_ = first.Release() // its connection is gone: nothing to release
+
+	// A file's store: the lease released fences no more.
+	f, _ := openTemp(t)
+	frun := mustRun(t, f)
+	l, err := f.Lease(ctx, SourceLease("s"), "x", 0)
+	must(t, err)
+	must(t, f.Commit(ctx, Batch{Resources: []Resource{{URI: "u", Source: "s", Length: 1, Outcome: OutcomeWritten, RunID: frun}}, Fence: l}))
+	must(t, l.Release())
+	if err := f.Commit(ctx, Batch{Resources: []Resource{{URI: "v", Source: "s", Length: 1, Outcome: OutcomeWritten, RunID: frun}}, Fence: l}); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("a commit fenced by a released lease: %v, want ErrLeaseLost", err)
+	}
+}

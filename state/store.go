@@ -102,7 +102,7 @@ type Store struct {
 
 	leaseDB *sql.DB // the connections holding leases, nil for a file (see Lease)
 	leaseMu sync.Mutex
-	leases  map[string]Holder // a file's leases, held in this process
+	leases  map[string]*Lease // a file's leases, held in this process
 	conns   map[*Lease]bool   // PostgreSQL's leases held, released by Close
 
 	clock func() time.Time // time.Now; tests set it back
