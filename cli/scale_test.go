@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/internal/testbin"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -162,4 +165,88 @@ func leaseHolder(t *testing.T, pg, key string) state.Holder {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestDaemonPostgresRestart: PostgreSQL restarted in the middle of a
+// harvest (every session ended, the server away for a second): the
+// daemon reconnects, its harvest — failed for the lost connection, a
+// temporary failure — is tried again, resumes from its progress marks and
+// finishes; every record is in the mirror.
+func TestDaemonPostgresRestart(t *testing.T) {
+	server, err := testbin.StartPostgres(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(server.Stop)
+	pg := pgDatabase(t, server.URL, "restart")
+	const records = 400
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: 10})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("verb") == "ListRecords" {
+			select { // a slow server: the harvest lasts several seconds
+			case <-time.After(300 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		repo.ServeHTTP(w, r)
+	}))
+	defer slow.Close()
+	source := slow.URL + "/oai"
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	if code, out, errb := run(t, "sites", "add", "held", "--source", source, "--protocol", "oai-pmh", "--sink", "fs:"+mirror+"?shared=1", "--every", "1d", "--state", pg); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, errb)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan int, 1)
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the daemon's output:\n%s%s", out.String(), errb.String())
+		}
+	})
+	go func() {
+		done <- Main(ctx, []string{"daemon", "--state", pg, "--tick", "200ms", "--listen", ""}, out, errb)
+	}()
+	waitFor(t, "a progress mark committed", func() bool {
+		return len(readProgress(t, pg, source, "metadataPrefix=oai_dc")) > 0
+	})
+	if err := server.Restart(t.Context(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the harvest tried again and finished", func() bool { return siteStatus(t, pg, "held") == "ok" })
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Errorf("daemon: exit %d\n%s%s", code, out.String(), errb.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the daemon did not stop")
+	}
+	if n := countFiles(t, mirror); n != records {
+		t.Errorf("the mirror holds %d records, want %d\n%s", n, records, errb.String())
+	}
+	st, err := state.Open(t.Context(), pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runs, err := st.Runs(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The harvest taken up wrote only what the first had not committed.
+	if len(runs) < 2 || runs[0].Status != "ok" {
+		t.Fatalf("runs %+v: want an ok run after the one the restart ended", runs)
+	}
+	var rep runreport.Report
+	if err := json.Unmarshal(runs[0].Report, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Resources.Written == 0 || rep.Resources.Written+rep.Resources.Unchanged >= records {
+		t.Errorf("the harvest tried again: %d written, %d unchanged of %d: not resumed", rep.Resources.Written, rep.Resources.Unchanged, records)
+	}
+	t.Logf("%d runs; the last wrote %d, found %d unchanged", len(runs), rep.Resources.Written, rep.Resources.Unchanged)
 }

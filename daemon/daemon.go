@@ -67,10 +67,10 @@ type Options struct {
 	// site's lease (state.SiteLease, taken by the harvest) keeps a site
 	// from being harvested twice at once.
 	Store Store
-	// JobsDB, when set, is the URL of a PostgreSQL database (by default
-	// the one the store is kept in, if it is)
+	// JobsDB, when set, is the URL of a PostgreSQL database
 	// (postgres://…, pgx's syntax; the password may come from $PGPASSWORD
-	// or ~/.pgpass) where River keeps the jobs instead of the state file.
+	// or ~/.pgpass) where River keeps the jobs instead of the state file;
+	// for a store kept in PostgreSQL, by default that database.
 	// Several daemons may share the database: each registry's jobs live in
 	// their own schema (JobsSchema), which a daemon holds for its life.
 	JobsDB string
@@ -206,8 +206,8 @@ func Run(ctx context.Context, opts Options) error {
 // has none), until ctx ends. shared says other daemons work the same jobs.
 func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[TTx], schema string, shared bool, log *slog.Logger) error {
 	if !shared {
-		// This daemon alone works the jobs: its River tables are brought
-		// up to date, and whatever a dead daemon left running is taken up.
+		// This daemon alone works the jobs: it brings River's tables up
+		// to date (daemons sharing them did, one at a time, in Run).
 		if err := migrate(ctx, driver, schema, log); err != nil {
 			return err
 		}

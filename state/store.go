@@ -28,7 +28,10 @@
 // transactions.
 //
 // Every error this package returns is classified fatal (errclass): a state
-// store that cannot read or write stops the run. The exceptions are the
+// store that cannot read or write stops the run. (A store kept in
+// PostgreSQL whose connection to the server is lost gives retryable
+// errors instead: the run stops, and may be tried again once the server
+// answers.) The exceptions are the
 // errors of the functions given to View and to the walks (WalkResources,
 // Snapshot.WalkResources, Snapshot.WalkChanges), passed through as they
 // are, and the site registry's errors wrapping ErrNoSite, which are not
@@ -46,20 +49,24 @@ package state
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -408,7 +415,29 @@ func (s *Store) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// fatal wraps err from operation op as a fatal state store error.
+// fatal wraps err from operation op as a fatal state store error — or, when
+// the connection to a PostgreSQL server was lost (the server restarting,
+// the network cut), a retryable one: what was being done did not happen,
+// or happened whole (a commit whose answer was lost), and the harvest may
+// be tried again once the server answers.
 func fatal(op string, err error) error {
+	if connectionLost(err) {
+		return errclass.Retryablef("state: %s: %w", op, err)
+	}
 	return errclass.Fatalf("state: %s: %w", op, err)
+}
+
+// connectionLost reports whether err says that the connection to the
+// PostgreSQL server was lost or could not be made: a network error, a
+// connection cut in the middle of a reply, or the server's own connection
+// exceptions (SQLSTATE class 08) and shutdowns (57P01–57P03).
+func connectionLost(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err)
 }

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
+)
+
+// TestPolitenessAcrossWorkers: four daemons (processes) share a registry
+// kept in PostgreSQL; its site asks for at most 4 requests a second. The
+// origin counts the requests it receives in each second: never more than
+// the site's rate, whichever daemons take the site's harvests (a site is
+// harvested by one worker at a time, its lease, so its rate limit and
+// connection cap hold for the whole cluster).
+func TestPolitenessAcrossWorkers(t *testing.T) {
+	const rate = 4
+	bin := crashBuildBinary(t)
+	pg := pgDatabase(t, startPostgres(t), "polite")
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 60, PageSize: 5})
+	var mu sync.Mutex
+	perSecond := map[int64]int{}
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		perSecond[time.Now().Unix()]++
+		mu.Unlock()
+		repo.ServeHTTP(w, r)
+	}))
+	defer origin.Close()
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	if code, out, errb := run(t, "sites", "add", "polite", "--source", origin.URL+"/oai", "--protocol", "oai-pmh", "--rate", "4",
+		"--sink", "fs:"+mirror+"?shared=1", "--every", "1d", "--state", pg); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, errb)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	var daemons []*exec.Cmd
+	for range 4 {
+		cmd := exec.CommandContext(ctx, bin, "daemon", "--state", pg, "--tick", "200ms", "--listen", "", "--log-level", "warn")
+		cmd.Stderr = os.Stderr
+		cmd.WaitDelay = 5 * time.Second
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		daemons = append(daemons, cmd)
+	}
+	defer func() {
+		for _, d := range daemons {
+			_ = d.Process.Signal(os.Interrupt)
+			_ = d.Wait()
+		}
+	}()
+	waitFor(t, "the site harvested", func() bool { return siteStatus(t, pg, "polite") == "ok" })
+	mu.Lock()
+	defer mu.Unlock()
+	// The limiter's bucket starts full (a burst of rate): the first second
+	// may take that burst beside its rate; every later second at most
+	// the rate (one more where the second's edge splits an interval).
+	first := int64(math.MaxInt64)
+	for sec := range perSecond {
+		first = min(first, sec)
+	}
+	total := 0
+	for sec, n := range perSecond {
+		total += n
+		if limit := rate + 1; sec != first && n > limit || sec == first && n > 2*rate {
+			t.Errorf("second %d of the harvest: %d requests, above the site's rate of %d a second", sec-first, n, rate)
+		}
+	}
+	if total < 12 {
+		t.Errorf("%d requests in all: the harvest did not run", total)
+	}
+	if n := countFiles(t, mirror); n != 60 {
+		t.Errorf("the mirror holds %d records, want 60", n)
+	}
+}
