@@ -216,15 +216,7 @@ func TestDaemonPostgresRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the harvest tried again and finished", func() bool { return siteStatus(t, pg, "held") == "ok" })
-	cancel()
-	select {
-	case code := <-done:
-		if code != ExitOK {
-			t.Errorf("daemon: exit %d\n%s%s", code, out.String(), errb.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the daemon did not stop")
-	}
+	stopDaemon(t, cancel, done, out, errb)
 	if n := countFiles(t, mirror); n != records {
 		t.Errorf("the mirror holds %d records, want %d\n%s", n, records, errb.String())
 	}

@@ -24,15 +24,7 @@ type LeasedError struct {
 }
 
 func (e *LeasedError) Error() string {
-	h := e.Holder
-	if h.PID == 0 {
-		return fmt.Sprintf("%s is being harvested by another run", e.Key)
-	}
-	s := fmt.Sprintf("%s is being harvested by pid %d on host %s since %s", e.Key, h.PID, h.Host, h.Started.UTC().Format(time.RFC3339))
-	if h.Command != "" {
-		s += " (" + h.Command + ")"
-	}
-	return s
+	return fmt.Sprintf("%s is being harvested by %s", e.Key, e.Holder)
 }
 
 // Unwrap returns ErrLocked.

@@ -35,11 +35,16 @@ type LockedError struct {
 }
 
 func (e *LockedError) Error() string {
-	h := e.Holder
+	return fmt.Sprintf("state file %s is in use by %s", e.Path, e.Holder)
+}
+
+// String names the holder for messages: "pid 12 on host h since T
+// (command)", or "another run" when nothing readable was recorded.
+func (h Holder) String() string {
 	if h.PID == 0 {
-		return fmt.Sprintf("state file %s is in use by another run", e.Path)
+		return "another run"
 	}
-	s := fmt.Sprintf("state file %s is in use by pid %d on host %s since %s", e.Path, h.PID, h.Host, h.Started.UTC().Format(time.RFC3339))
+	s := fmt.Sprintf("pid %d on host %s since %s", h.PID, h.Host, h.Started.UTC().Format(time.RFC3339))
 	if h.Command != "" {
 		s += " (" + h.Command + ")"
 	}
