@@ -14,7 +14,7 @@ import (
 
 // TestPostgresState: every command takes a PostgreSQL database as its
 // --state (and a config file's state:) as it takes a file — sync twice
-// (the second finds everything unchanged), ls, log, the registry (sites
+// (the second finds everything unchanged), ls, log, publish, the registry (sites
 // add, run), a run refused while another harvest of its source holds the
 // source's lease, or waiting for it (--wait-lock) — and never prints the
 // password.
@@ -45,6 +45,12 @@ func TestPostgresState(t *testing.T) {
 		t.Errorf("ls lists %d lines, want the 30 resources:\n%s", strings.Count(out, "\n"), out)
 	}
 	runOK("baseline", "log", "--state", pg)
+	// publish republishes what the database holds.
+	pub := filepath.Join(dir, "pub")
+	runOK("", "publish", "--state", withPassword, "--out", pub, "--base-url", "http://127.0.0.1:1/rs")
+	if n := publishedResources(t, pub); n != 30 {
+		t.Errorf("publish from the database: %d resources listed, want 30", n)
+	}
 
 	// The registry in the database (a source of its own: the state keys
 	// records by source).
