@@ -89,7 +89,7 @@ func TestDaemonsShareRegistry(t *testing.T) {
 	}
 	workers := 0
 	for _, l := range leases {
-		if strings.HasPrefix(l.Key, "worker ") {
+		if l.Kind() == state.LeaseWorker {
 			workers++
 		}
 	}

@@ -32,16 +32,30 @@ func (e *LeasedError) Unwrap() error { return ErrLocked }
 
 // SiteLease is the name of the lease of registry site name, and
 // SourceLease that of the records of source key (a run's SourceKey).
-func SiteLease(name string) string { return "site " + name }
+func SiteLease(name string) string { return LeaseSite + " " + name }
 
 // SourceLease is the name of the lease of the records of source key.
-func SourceLease(key string) string { return "source " + key }
+func SourceLease(key string) string { return LeaseSource + " " + key }
 
 // WorkerLease is the name of the lease a daemon holds for its life, this
 // process's: Leases lists it as a worker alive, harvesting or not.
 func WorkerLease() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("worker %s pid %d", host, os.Getpid())
+	return fmt.Sprintf("%s %s pid %d", LeaseWorker, host, os.Getpid())
+}
+
+// The kinds of lease (LeaseHeld.Kind): the first word of every lease's
+// name.
+const (
+	LeaseSite   = "site"
+	LeaseSource = "source"
+	LeaseWorker = "worker"
+)
+
+// Kind is the kind of the lease: LeaseSite, LeaseSource or LeaseWorker.
+func (l LeaseHeld) Kind() string {
+	kind, _, _ := strings.Cut(l.Key, " ")
+	return kind
 }
 
 // Lease is a lease held (see Store.Lease) until Release.
@@ -187,7 +201,7 @@ func (s *Store) tryLease(ctx context.Context, key string, me Holder) (*Lease, Ho
 	}
 	l.release = func() error {
 		s.leaseMu.Lock()
-		delete(s.conns, l)
+		delete(s.pgLeases, l)
 		s.leaseMu.Unlock()
 		// The row goes first, so that no one reads a holder who has
 		// left; closing the connection ends its session, which releases
@@ -199,10 +213,10 @@ func (s *Store) tryLease(ctx context.Context, key string, me Holder) (*Lease, Ho
 		return err
 	}
 	s.leaseMu.Lock()
-	if s.conns == nil {
-		s.conns = map[*Lease]bool{}
+	if s.pgLeases == nil {
+		s.pgLeases = map[*Lease]bool{}
 	}
-	s.conns[l] = true
+	s.pgLeases[l] = true
 	s.leaseMu.Unlock()
 	return l, Holder{}, nil
 }

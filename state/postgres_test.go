@@ -73,11 +73,10 @@ func TestLease(t *testing.T) {
 	}
 	defer stop()
 	for _, tc := range []struct {
-		name string
-		// open opens the store a second process would: the same store in
-		// this process for a file, another store on the database for
-		// PostgreSQL.
-		where func(t *testing.T) string
+		name  string
+		where func(t *testing.T) string // the store: a file, or the database
+		// other opens a second store on it, as another machine would
+		// (PostgreSQL); a file's second harvest is in the same store.
 		other bool
 	}{
 		{"file", func(t *testing.T) string { return filepath.Join(t.TempDir(), "state.db") }, false},

@@ -107,10 +107,10 @@ type Store struct {
 
 	lock *FileLock // held by OpenExclusive's store until Close
 
-	leaseDB *sql.DB // the connections holding leases, nil for a file (see Lease)
-	leaseMu sync.Mutex
-	leases  map[string]*Lease // a file's leases, held in this process
-	conns   map[*Lease]bool   // PostgreSQL's leases held, released by Close
+	leaseDB  *sql.DB // the connections holding leases, nil for a file (see Lease)
+	leaseMu  sync.Mutex
+	leases   map[string]*Lease // a file's leases, held in this process
+	pgLeases map[*Lease]bool   // PostgreSQL's leases held, released by Close
 
 	clock func() time.Time // time.Now; tests set it back
 }
@@ -392,7 +392,7 @@ func (s *Store) Close() error {
 func (s *Store) closeAll() error {
 	var errs []error
 	s.leaseMu.Lock()
-	held := slices.Collect(maps.Keys(s.conns))
+	held := slices.Collect(maps.Keys(s.pgLeases))
 	s.leaseMu.Unlock()
 	for _, l := range held {
 		errs = append(errs, l.Release()) // the holder is leaving

@@ -23,7 +23,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -222,8 +221,9 @@ type workerView struct {
 	PID     int
 	Command string
 	Since   time.Time
-	// Doing are the leases it holds: "site NAME", "source URL".
-	Doing []string
+	// Doing are the leases it holds but its worker lease: "site NAME",
+	// "source URL".
+	Doing []state.LeaseHeld
 }
 
 // workers lists the workers alive from the leases held (state.Leases),
@@ -243,11 +243,11 @@ func (p *pages) workers(ctx context.Context) ([]workerView, error) {
 			out = append(out, workerView{Host: l.Holder.Host, PID: l.Holder.PID, Command: l.Holder.Command, Since: l.Holder.Started})
 		}
 		w := &out[i]
-		if strings.HasPrefix(l.Key, "worker ") {
+		if l.Kind() == state.LeaseWorker {
 			w.Command, w.Since = l.Holder.Command, l.Holder.Started // the daemon's own
 			continue
 		}
-		w.Doing = append(w.Doing, l.Key)
+		w.Doing = append(w.Doing, l)
 	}
 	return out, nil
 }
@@ -398,7 +398,7 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 <td>{{with .LastRun}}{{.Written}}{{end}}</td><td>{{with .LastRun}}{{.Deleted}}{{end}}</td><td>{{with .LastRun}}{{.Failed}}{{end}}</td><td>{{if .Paused}}<span class="paused">paused</span>{{else}}{{when .Next}}{{end}}</td></tr>
 {{end}}</table>
 <h2>Workers</h2>{{if .Workers}}<table id="workers"><tr><th>host</th><th>pid</th><th>command</th><th>since</th><th>doing</th></tr>
-{{range .Workers}}<tr class="worker"><td>{{.Host}}</td><td>{{.PID}}</td><td>{{.Command}}</td><td>{{ago .Since}}</td><td>{{range $i, $d := .Doing}}{{if $i}}, {{end}}{{$d}}{{else}}idle{{end}}</td></tr>
+{{range .Workers}}<tr class="worker"><td>{{.Host}}</td><td>{{.PID}}</td><td>{{.Command}}</td><td>{{ago .Since}}</td><td>{{range $i, $d := .Doing}}{{if $i}}, {{end}}{{$d.Key}}{{else}}idle{{end}}</td></tr>
 {{end}}</table>{{else}}<p>No worker holds a lease now.</p>{{end}}
 {{if .Queue}}<h2>Queue</h2><table id="queue"><tr><th>state</th><th>jobs</th></tr>{{range .Queue}}<tr><td>{{.State}}</td><td>{{.Jobs}}</td></tr>{{end}}</table>{{end}}
 </body></html>{{end}}
@@ -462,7 +462,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, w := range workers {
 		sites, sources := 0, 0
 		for _, d := range w.Doing {
-			if strings.HasPrefix(d, "site ") {
+			if d.Kind() == state.LeaseSite {
 				sites++
 			} else {
 				sources++
