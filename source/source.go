@@ -47,6 +47,11 @@ type Task struct {
 	Set string
 	// Sinks name the sinks the task delivers to.
 	Sinks []string
+	// Part, when not empty, is one of the parts a Parter divided the task
+	// into (the rest of the task as it was then): Plan emits that part's
+	// units only, and the checkpoints it returns are not recorded (the
+	// task's are, once every part has committed).
+	Part string
 }
 
 // Change is the kind of a change a record reports.
@@ -335,6 +340,22 @@ func (e *SourceError) Unwrap() error { return e.Err }
 // Failures and planning goes on.
 type Planner interface {
 	Plan(ctx context.Context, task Task, held Holdings, emit func(context.Context, Unit) error) ([]Checkpoint, error)
+}
+
+// Parter is a Planner that can divide a task into parts, each planned and
+// executed alone — by any worker of a cluster, in any order, again after a
+// worker died — so that one source's harvest is spread over several
+// machines.
+type Parter interface {
+	Planner
+	// Parts returns the parts of task (each a name Plan takes back as
+	// Task.Part, opaque to the executor): disjoint, and together the units
+	// Plan emits for the whole task; and the checkpoints the task reaches
+	// when every part succeeds. A part holds what it needs to plan alone:
+	// planning it again later (a worker's job rescued) plans the same
+	// range, resuming from the progress marks it committed. Zero parts
+	// (nil, nil, nil) say the task does not divide: plan it whole.
+	Parts(ctx context.Context, task Task, held Holdings) ([]string, []Checkpoint, error)
 }
 
 // Package is a unit of work: a ZIP package to read (a Resource or Change

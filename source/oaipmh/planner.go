@@ -91,80 +91,19 @@ func ResourceSet(prefix, set string) string {
 	return v.Encode()
 }
 
-// Plan plans task (see Planner).
+// Plan plans task (see Planner); a task with a Part plans the part Parts
+// named.
 func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
-	change := source.Change("") // a baseline's records are a snapshot
-	switch task.Mode {
-	case source.Incremental:
-		change = source.Updated // OAI-PMH does not tell created from updated
-	case source.Baseline:
-	default:
-		return nil, errclass.Fatalf("oaipmh: no such task mode %q", task.Mode)
-	}
-	prefix := cmp.Or(p.MetadataPrefix, DefaultMetadataPrefix)
-	log := p.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	base := task.Source
-	id, err := p.Identify(ctx, base)
+	pl, err := p.prepare(ctx, task, held)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &source.SourceError{URL: base, Err: err}
+		return nil, err
 	}
-	now := id.At // the server's clock, before any record was asked for
-	if now.IsZero() {
-		now = time.Now().UTC() // a server without a usable responseDate
-	}
-	sets := p.SetSpecs
-	if len(sets) == 0 {
-		sets = []string{task.Set}
-	}
-	// Every list of every set, planned before any is asked for.
-	type job struct {
-		set  string
-		args url.Values
-		l    list
-	}
-	var (
-		jobs []job
-		cps  []source.Checkpoint
-	)
-	for _, setSpec := range sets {
-		set := ResourceSet(prefix, setSpec)
-		cp := source.Checkpoint{ResourceSet: set}
-		if task.Mode == source.Incremental {
-			if cp, err = source.Resume(ctx, task, held, set); err != nil {
-				return nil, err
-			}
-		}
-		marks, err := held.Progress(ctx, set)
-		if err != nil {
-			return nil, err
-		}
-		cps = append(cps, cp)
-		args := url.Values{"verb": {"ListRecords"}, "metadataPrefix": {prefix}}
-		if setSpec != "" {
-			args.Set("set", setSpec)
-		}
-		for _, l := range p.lists(id, cp, now, marks, log) {
-			jobs = append(jobs, job{set, args, l})
-		}
-	}
-	newHarvest := func(set string, l list, emit func(context.Context, source.Unit) error) *harvest {
-		return &harvest{Planner: p, log: log, base: base, set: set, change: change, emit: emit, id: id, l: l, prefix: prefix}
-	}
+	log, base, jobs, cps := pl.log, pl.base, pl.jobs, pl.cps
 	// The records whose own failure is outstanding, asked for again first:
 	// the checkpoint, or the progress marks of a task resumed, moved past
 	// them.
 	for _, cp := range cps {
-		recs, err := held.Retries(ctx, cp.ResourceSet)
-		if err != nil {
-			return nil, err
-		}
-		if err := newHarvest(cp.ResourceSet, list{window: window{from: cp.From}}, emit).retry(ctx, recs); err != nil {
+		if err := pl.harvest(cp.ResourceSet, list{window: window{from: cp.From}}, emit).retry(ctx, pl.retries[cp.ResourceSet]); err != nil {
 			return nil, err
 		}
 	}
@@ -186,7 +125,7 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 	g.SetLimit(max(p.Concurrency, 1))
 	for _, j := range jobs {
 		g.Go(func() error {
-			h := newHarvest(j.set, j.l, emitOne)
+			h := pl.harvest(j.set, j.l, emitOne)
 			err := h.list(gctx, j.args)
 			mu.Lock()
 			defer mu.Unlock()
@@ -222,16 +161,234 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, held source.Holdin
 			return nil, err
 		}
 	}
+	return pl.checkpoints(task), nil
+}
+
+// plan is a task planned before any list is asked for: every list of every
+// set, and the records to ask for again.
+type plan struct {
+	*Planner
+	log          *slog.Logger
+	base, prefix string
+	change       source.Change
+	id           *Identify
+	// now is the server's clock when the task began.
+	now time.Time
+	// cps are the task's resource sets where the task begins in each.
+	cps  []source.Checkpoint
+	jobs []job
+	// retries are, by resource set, the records to ask for again.
+	retries map[string][]source.Record
+}
+
+// job is one list of a set to harvest.
+type job struct {
+	set     string
+	setSpec string
+	args    url.Values
+	l       list
+}
+
+// prepare plans task up to its lists: the whole task's, or the one list
+// (or the records asked for again) of task.Part.
+func (p *Planner) prepare(ctx context.Context, task source.Task, held source.Holdings) (*plan, error) {
+	pl := &plan{Planner: p, log: p.Log, base: task.Source, prefix: cmp.Or(p.MetadataPrefix, DefaultMetadataPrefix), retries: map[string][]source.Record{}}
+	switch task.Mode {
+	case source.Incremental:
+		pl.change = source.Updated // OAI-PMH does not tell created from updated
+	case source.Baseline:
+	default:
+		return nil, errclass.Fatalf("oaipmh: no such task mode %q", task.Mode)
+	}
+	if pl.log == nil {
+		pl.log = slog.New(slog.DiscardHandler)
+	}
+	part, err := decodePart(task.Part)
+	if err != nil {
+		return nil, err
+	}
+	id, err := p.Identify(ctx, pl.base)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &source.SourceError{URL: pl.base, Err: err}
+	}
+	pl.id, pl.now = id, id.At // the server's clock, before any record was asked for
+	if pl.now.IsZero() {
+		pl.now = time.Now().UTC() // a server without a usable responseDate
+	}
+	sets := p.SetSpecs
+	if len(sets) == 0 {
+		sets = []string{task.Set}
+	}
+	for _, setSpec := range sets {
+		set := ResourceSet(pl.prefix, setSpec)
+		cp := source.Checkpoint{ResourceSet: set}
+		if task.Mode == source.Incremental {
+			if cp, err = source.Resume(ctx, task, held, set); err != nil {
+				return nil, err
+			}
+		}
+		marks, err := held.Progress(ctx, set)
+		if err != nil {
+			return nil, err
+		}
+		pl.cps = append(pl.cps, cp)
+		args := url.Values{"verb": {"ListRecords"}, "metadataPrefix": {pl.prefix}}
+		if setSpec != "" {
+			args.Set("set", setSpec)
+		}
+		if part != nil {
+			// One list of one set, as Parts named it, resumed from its
+			// mark when a worker began it before.
+			if part.retries || part.setSpec != setSpec {
+				continue
+			}
+			l := part.list
+			if v, ok := marks[(&listMark{From: formatOpen(id, l.from), Until: formatOpen(id, l.until)}).key()]; ok {
+				var m listMark
+				if err := json.Unmarshal([]byte(v), &m); err == nil {
+					if m.Done {
+						continue
+					}
+					l.resume = &m
+				}
+			}
+			pl.jobs = append(pl.jobs, job{set, setSpec, args, l})
+			continue
+		}
+		for _, l := range p.lists(id, cp, pl.now, marks, pl.log) {
+			pl.jobs = append(pl.jobs, job{set, setSpec, args, l})
+		}
+	}
+	if part != nil && !part.retries {
+		return pl, nil
+	}
+	for _, cp := range pl.cps {
+		if pl.retries[cp.ResourceSet], err = held.Retries(ctx, cp.ResourceSet); err != nil {
+			return nil, err
+		}
+	}
+	if part != nil {
+		pl.jobs = nil // the records asked for again only
+	}
+	return pl, nil
+}
+
+// harvest is the harvest of list l of resource set set, emitting to emit.
+func (pl *plan) harvest(set string, l list, emit func(context.Context, source.Unit) error) *harvest {
+	return &harvest{Planner: pl.Planner, log: pl.log, base: pl.base, set: set, change: pl.change, emit: emit, id: pl.id, l: l, prefix: pl.prefix}
+}
+
+// checkpoints are where task leaves each set when every list succeeds.
+func (pl *plan) checkpoints(task source.Task) []source.Checkpoint {
+	cps := slices.Clone(pl.cps)
 	for i := range cps {
 		cp := &cps[i]
-		cp.Next = cmp.Or(cp.Until, now)
+		cp.Next = cmp.Or(cp.Until, pl.now)
 		if task.Mode == source.Baseline {
 			cp.Baseline = cp.Next
 		} else if cp.Until.IsZero() {
 			cp.Until = cp.Next
 		}
 	}
-	return cps, nil
+	return cps
+}
+
+var _ source.Parter = (*Planner)(nil)
+
+// Parts divides task into its lists — each date window of each set, 4 per
+// list the planner's Concurrency harvests at once, and at least 16 — and,
+// when records of earlier tasks are to be asked for again, a part of
+// those (see source.Parter). Each part names its set, its window and the
+// task's edge, so that a worker plans it whatever its clock says.
+func (p *Planner) Parts(ctx context.Context, task source.Task, held source.Holdings) ([]string, []source.Checkpoint, error) {
+	if task.Part != "" {
+		return nil, nil, errclass.Fatalf("oaipmh: part %q cannot be divided", task.Part)
+	}
+	q := *p
+	q.Concurrency = max(p.Concurrency, 4)
+	pl, err := q.prepare(ctx, task, held)
+	if err != nil {
+		return nil, nil, err
+	}
+	var parts []string
+	for _, j := range pl.jobs {
+		parts = append(parts, encodePart(j))
+	}
+	for _, recs := range pl.retries {
+		if len(recs) > 0 {
+			parts = append(parts, url.Values{"retries": {"1"}}.Encode())
+			break
+		}
+	}
+	return parts, pl.checkpoints(task), nil
+}
+
+// part is a part of a task as Parts named it: one list, or the records
+// asked for again.
+type part struct {
+	setSpec string
+	list    list
+	retries bool
+}
+
+// encodePart names the part of job j.
+func encodePart(j job) string {
+	v := url.Values{"set": {j.setSpec}, "edge": {j.l.edge}}
+	if !j.l.from.IsZero() {
+		v.Set("from", j.l.from.Format(time.RFC3339Nano))
+	}
+	if !j.l.until.IsZero() {
+		v.Set("until", j.l.until.Format(time.RFC3339Nano))
+	}
+	if j.l.resume != nil {
+		m, _ := json.Marshal(j.l.resume)
+		v.Set("resume", string(m))
+	}
+	return v.Encode()
+}
+
+// decodePart reads a part's name (nil for "", the whole task).
+func decodePart(s string) (*part, error) {
+	if s == "" {
+		return nil, nil
+	}
+	v, err := url.ParseQuery(s)
+	if err != nil {
+		return nil, errclass.Fatalf("oaipmh: part %q: %w", s, err)
+	}
+	if v.Get("retries") != "" {
+		return &part{retries: true}, nil
+	}
+	pt := &part{setSpec: v.Get("set"), list: list{edge: v.Get("edge")}}
+	for _, f := range []struct {
+		key string
+		t   *time.Time
+	}{{"from", &pt.list.from}, {"until", &pt.list.until}} {
+		if x := v.Get(f.key); x != "" {
+			if *f.t, err = time.Parse(time.RFC3339Nano, x); err != nil {
+				return nil, errclass.Fatalf("oaipmh: part %q: %w", s, err)
+			}
+		}
+	}
+	if r := v.Get("resume"); r != "" {
+		var m listMark
+		if err := json.Unmarshal([]byte(r), &m); err != nil {
+			return nil, errclass.Fatalf("oaipmh: part %q: %w", s, err)
+		}
+		pt.list.resume = &m
+	}
+	return pt, nil
+}
+
+// formatOpen is t in the repository's granularity, "" for zero (open).
+func formatOpen(id *Identify, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return id.format(t)
 }
 
 // listFailure is a list of resource set set that failed, and the start

@@ -118,6 +118,9 @@ func Run(t *testing.T, cases []Case) {
 			t.Run("stops when emit refuses", func(t *testing.T) { checkRefusal(t, c, len(p.units)) })
 			t.Run("stops when cancelled", func(t *testing.T) { checkCancel(t, c) })
 			t.Run("same plan twice", func(t *testing.T) { checkRepeat(t, c, p) })
+			if _, ok := c.Planner.(source.Parter); ok {
+				t.Run("parts", func(t *testing.T) { checkParts(ctx, t, c, p) })
+			}
 		})
 	}
 }
@@ -355,6 +358,62 @@ func describe(us []source.Unit) []string {
 			out = append(out, "mark "+u.Mark.ResourceSet+" "+u.Mark.Key)
 		case u.Skip != nil:
 			out = append(out, "skip "+u.Skip.URI)
+		}
+	}
+	return out
+}
+
+// checkParts: a Parter's parts, each planned alone, emit together the
+// whole plan's packages and records, each once; the
+// task's checkpoints are the whole plan's sets, never ahead of its.
+func checkParts(ctx context.Context, t *testing.T, c Case, whole plan) {
+	pr := c.Planner.(source.Parter)
+	held := c.Held
+	if held == nil {
+		held = Holdings{}
+	}
+	parts, cps, err := pr.Parts(ctx, c.Task, held)
+	if err != nil {
+		t.Fatalf("Parts: %v", err)
+	}
+	if len(parts) == 0 {
+		return // the task does not divide
+	}
+	if len(parts) != len(slices.Compact(slices.Sorted(slices.Values(parts)))) {
+		t.Errorf("parts named twice: %q", parts)
+	}
+	var all plan
+	for _, name := range parts {
+		pc := c
+		pc.Task.Part = name
+		p := pc.plan(ctx, nil)
+		if p.err != nil {
+			t.Fatalf("Plan of part %q: %v", name, p.err)
+		}
+		all.units = append(all.units, p.units...)
+	}
+	want, got := names(whole.units), names(all.units)
+	for _, what := range []string{"package", "record"} {
+		sameSet(t, what+"s of the parts", got[what], want[what])
+	}
+	var sets []string
+	for _, cp := range cps {
+		sets = append(sets, cp.ResourceSet)
+	}
+	sameSet(t, "checkpointed sets of the parts", sets, c.Sets)
+}
+
+// names are the packages, records and failures of units, by kind.
+func names(units []source.Unit) map[string][]string {
+	out := map[string][]string{}
+	for _, u := range units {
+		switch {
+		case u.Package != nil:
+			out["package"] = append(out["package"], u.Package.URL)
+		case u.Record != nil:
+			out["record"] = append(out["record"], u.Record.URI)
+		case u.Failure != nil:
+			out["failure"] = append(out["failure"], u.Failure.URI)
 		}
 	}
 	return out
