@@ -140,6 +140,9 @@ type Batch struct {
 	// session) refuses the whole batch with an error wrapping
 	// ErrLeaseLost, and nothing is stored.
 	Fence *Lease
+	// Part, if not nil, records a part of a spread task done (see
+	// CreateTask), with the rest of the batch.
+	Part *PartDone
 }
 
 // Retry is a record whose own permanent failure (bad fixity, a record not
@@ -173,7 +176,7 @@ type Progress struct {
 func (b *Batch) Empty() bool {
 	return len(b.Resources) == 0 && len(b.Failures) == 0 && len(b.Changes) == 0 && b.Checkpoint == nil &&
 		len(b.Deliveries) == 0 && len(b.Delivered) == 0 && len(b.Documents) == 0 && len(b.Progress) == 0 &&
-		len(b.Retries) == 0 && len(b.Resolved) == 0
+		len(b.Retries) == 0 && len(b.Resolved) == 0 && b.Part == nil
 }
 
 // Delivery records that one sink holds a version of a resource while
@@ -431,6 +434,11 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 	}
 	if err := commitRetries(ctx, tx, b, now); err != nil {
 		return err
+	}
+	if b.Part != nil {
+		if err := commitPart(ctx, tx, b.Part); err != nil {
+			return err
+		}
 	}
 	if c := b.Checkpoint; c != nil {
 		args, err := checkpointArgs(c, now)

@@ -381,5 +381,29 @@ CREATE TABLE leases (
 	epoch  BIGINT NOT NULL
 );
 `,
+		// 2: SQLite's version 22: tasks spread over workers, and their
+		// parts (see CreateTask).
+		`
+CREATE TABLE tasks (
+	id          BIGSERIAL PRIMARY KEY,
+	source      TEXT COLLATE "C" NOT NULL CHECK (source <> ''),
+	site        TEXT COLLATE "C" NOT NULL DEFAULT '',
+	mode        TEXT NOT NULL,
+	run_id      BIGINT REFERENCES runs (id),
+	checkpoints TEXT NOT NULL,
+	created     TEXT COLLATE "C" NOT NULL,
+	closed      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX tasks_open ON tasks (source, closed, id);
+CREATE TABLE task_parts (
+	seq     BIGSERIAL PRIMARY KEY,
+	task_id BIGINT NOT NULL REFERENCES tasks (id),
+	name    TEXT COLLATE "C" NOT NULL,
+	done    INTEGER NOT NULL DEFAULT 0,
+	run_id  BIGINT REFERENCES runs (id),
+	holds   TEXT NOT NULL DEFAULT '',
+	UNIQUE (task_id, name)
+);
+`,
 	}
 }

@@ -326,6 +326,29 @@ CREATE INDEX changes_source_uri ON changes (source, uri, recorded);
 		`CREATE INDEX runs_source ON runs (source, id);`,
 		// 21: sites paused (see SetSitePaused).
 		`ALTER TABLE sites ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;`,
+		// 22: tasks spread over workers, and their parts (see CreateTask).
+		`
+CREATE TABLE tasks (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	source      TEXT NOT NULL CHECK (source <> ''),
+	site        TEXT NOT NULL DEFAULT '',
+	mode        TEXT NOT NULL,
+	run_id      INTEGER REFERENCES runs (id),
+	checkpoints TEXT NOT NULL,
+	created     TEXT NOT NULL,
+	closed      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX tasks_open ON tasks (source, closed, id);
+CREATE TABLE task_parts (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	task_id INTEGER NOT NULL REFERENCES tasks (id),
+	name    TEXT NOT NULL,
+	done    INTEGER NOT NULL DEFAULT 0,
+	run_id  INTEGER REFERENCES runs (id),
+	holds   TEXT NOT NULL DEFAULT '',
+	UNIQUE (task_id, name)
+);
+`,
 	}
 }
 

@@ -1006,3 +1006,83 @@ func sources[S Snapshot](t *testing.T, st Store[S]) []string {
 	}
 	return out
 }
+
+// testTasks: a task and its parts are recorded with what runs in their
+// transaction, or not at all; a part is done by a batch, with its holds,
+// and not when the batch is refused; the open task of a source is the
+// newest not closed.
+func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	run := mustRun(t, st)
+	if _, ok, err := st.OpenTask(ctx, srcA); err != nil || ok {
+		t.Errorf("OpenTask before any = %v, %v", ok, err)
+	}
+	wantFatal(t, "CreateTask(no parts)", func() error {
+		_, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, nil, nil)
+		return err
+	}())
+	wantFatal(t, "CreateTask(a part twice)", func() error {
+		_, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"p", "p"}, nil)
+		return err
+	}())
+	// What fails within the transaction leaves no task.
+	boom := errors.New("the queue refused")
+	if _, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"p"}, func(context.Context, *sql.Tx, int64) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("CreateTask(also fails) = %v, want %v", err, boom)
+	}
+	if _, ok, err := st.OpenTask(ctx, srcA); err != nil || ok {
+		t.Errorf("OpenTask after a refused creation = %v, %v; want none", ok, err)
+	}
+	cps := []byte(`[{"ResourceSet":"a"}]`)
+	var seen int64
+	id, err := st.CreateTask(ctx, state.Task{Source: srcA, Site: "site a", Mode: "incremental", RunID: run, Checkpoints: cps}, []string{"p1", "p2", "p0"},
+		func(ctx context.Context, tx *sql.Tx, id int64) error {
+			seen = id
+			var n int
+			return tx.QueryRowContext(ctx, "SELECT count(*) FROM task_parts WHERE task_id = ?", id).Scan(&n)
+		})
+	must(t, err)
+	if seen != id {
+		t.Errorf("also saw task %d, created %d", seen, id)
+	}
+	got, ok, err := st.OpenTask(ctx, srcA)
+	if err != nil || !ok || got.ID != id || got.Source != srcA || got.Site != "site a" || got.Mode != "incremental" || got.RunID != run || string(got.Checkpoints) != string(cps) || got.Created.IsZero() {
+		t.Errorf("OpenTask = %+v, %v, %v", got, ok, err)
+	}
+	if _, ok, _ := st.OpenTask(ctx, srcB); ok {
+		t.Error("OpenTask of another source found one")
+	}
+	parts, err := st.TaskParts(ctx, id)
+	must(t, err)
+	if len(parts) != 3 || parts[0].Name != "p1" || parts[1].Name != "p2" || parts[2].Name != "p0" || parts[0].Done {
+		t.Errorf("TaskParts = %+v; want p1, p2, p0, none done", parts)
+	}
+	// A part done with a batch; a refused batch does not do it.
+	must(t, st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p2", RunID: run, Holds: []byte(`{"a":"x"}`)},
+		Resources: []state.Resource{{Source: srcA, URI: "r-part", Length: 1, Hashes: hashes(), Outcome: state.OutcomeWritten, RunID: run}}}))
+	wantFatal(t, "Commit(part of no task)", st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id + 100, Name: "p1"}}))
+	wantFatal(t, "Commit(a bad resource and a part)", st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p1"}, Resources: []state.Resource{{Source: srcA, URI: "bad", Length: -2, Outcome: state.OutcomeWritten}}}))
+	parts, err = st.TaskParts(ctx, id)
+	must(t, err)
+	if len(parts) != 3 || parts[0].Done || !parts[1].Done || parts[1].RunID != run || string(parts[1].Holds) != `{"a":"x"}` || parts[2].Done {
+		t.Errorf("TaskParts after p2 done = %+v", parts)
+	}
+	// A newer task is the open one; closed, the older is again.
+	id2, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"q"}, nil)
+	must(t, err)
+	if got, _, _ := st.OpenTask(ctx, srcA); got.ID != id2 {
+		t.Errorf("OpenTask = %d, want the newer %d", got.ID, id2)
+	}
+	must(t, st.CloseTask(ctx, id2))
+	if got, _, _ := st.OpenTask(ctx, srcA); got.ID != id {
+		t.Errorf("OpenTask after closing the newer = %d, want %d", got.ID, id)
+	}
+	must(t, st.CloseTask(ctx, id))
+	if _, ok, _ := st.OpenTask(ctx, srcA); ok {
+		t.Error("OpenTask found a closed task")
+	}
+	if err := st.CloseTask(ctx, id2+100); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("CloseTask(no such task) = %v, want ErrNotFound", err)
+	}
+}

@@ -100,6 +100,12 @@ type Store[S Snapshot] interface {
 	ReportSent(ctx context.Context, key string) error
 	ReleaseReport(ctx context.Context, key string) error
 
+	// Tasks spread over workers.
+	CreateTask(ctx context.Context, t state.Task, parts []string, also func(context.Context, *sql.Tx, int64) error) (int64, error)
+	OpenTask(ctx context.Context, key string) (state.Task, bool, error)
+	TaskParts(ctx context.Context, id int64) ([]state.Part, error)
+	CloseTask(ctx context.Context, id int64) error
+
 	// JobDB opens a pool on the store's file for a job engine; the
 	// caller closes it before the store.
 	JobDB() (*sql.DB, error)
@@ -155,6 +161,7 @@ func Run[S Snapshot](t *testing.T, h Harness[S]) {
 	t.Run("Documents", func(t *testing.T) { testDocuments(t, h) })
 	t.Run("Sites", func(t *testing.T) { testSites(t, h) })
 	t.Run("Reports", func(t *testing.T) { testReports(t, h) })
+	t.Run("Tasks", func(t *testing.T) { testTasks(t, h) })
 	t.Run("JobDB", func(t *testing.T) { testJobDB(t, h) })
 	t.Run("View", func(t *testing.T) { testView(t, h) })
 	t.Run("ViewStandsStill", func(t *testing.T) { testViewStandsStill(t, h) })

@@ -1,0 +1,171 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Task is a task spread over workers: its planner divided it into parts
+// (source.Parter), each executed as a unit of its own — by any worker, as
+// a job of its own — and the resource sets' checkpoints it reaches are
+// recorded only once every part has committed (see CloseTask).
+type Task struct {
+	ID int64
+	// Source is the source key its records are kept under; Site the
+	// registry site harvested, or "".
+	Source, Site string
+	// Mode is the task's mode ("baseline", "incremental").
+	Mode string
+	// RunID is the run that stands for the whole task in the harvest log.
+	RunID int64
+	// Checkpoints are where the task leaves its resource sets when every
+	// part succeeds, as its planner said (JSON, the caller's).
+	Checkpoints []byte
+	Created     time.Time
+	// Closed says its checkpoints were recorded (or it was abandoned).
+	Closed bool
+}
+
+// Part is one part of a spread task.
+type Part struct {
+	Task int64
+	Name string
+	// Done says a run committed the part whole: its RunID, and Holds,
+	// what it held back (JSON, the caller's: its temporary failures).
+	Done  bool
+	RunID int64
+	Holds []byte
+}
+
+// PartDone, in a Batch, records that a run executed part Name of task Task
+// whole: its holds (JSON) are kept for CloseTask. A part done again (its
+// job given to another worker) is overwritten.
+type PartDone struct {
+	Task  int64
+	Name  string
+	RunID int64
+	Holds []byte
+}
+
+// CreateTask records task t (its ID, Created and Closed are set here) and
+// its parts, each not done, in one transaction, within which also (when not
+// nil) runs too — what must happen if and only if the task is recorded,
+// such as inserting its parts' jobs into a queue kept in the same
+// database. It returns the task's ID. A task needs a source, a mode and at
+// least one part, each named once.
+func (s *Store) CreateTask(ctx context.Context, t Task, parts []string, also func(ctx context.Context, tx *sql.Tx, id int64) error) (id int64, err error) {
+	if t.Source == "" || t.Mode == "" || len(parts) == 0 {
+		return 0, fatal("create task", errors.New("a task needs a source, a mode and parts"))
+	}
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return 0, fatal("create task", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	now := s.clock().UTC()
+	if err := tx.QueryRowContext(ctx,
+		"INSERT INTO tasks (source, site, mode, run_id, checkpoints, created, closed) VALUES (?, ?, ?, ?, ?, ?, 0) RETURNING id",
+		t.Source, t.Site, t.Mode, nullID(t.RunID), string(t.Checkpoints), now.Format(timeLayout)).Scan(&id); err != nil {
+		return 0, fatal("create task", err)
+	}
+	for _, p := range parts {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO task_parts (task_id, name, done, holds) VALUES (?, ?, 0, '')", id, p); err != nil {
+			return 0, fatal("create task", fmt.Errorf("part %q: %w", p, err))
+		}
+	}
+	if also != nil {
+		if err := also(ctx, tx, id); err != nil {
+			return 0, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fatal("create task", err)
+	}
+	return id, nil
+}
+
+// OpenTask returns the newest task of source key that is not closed, and
+// false when there is none.
+func (s *Store) OpenTask(ctx context.Context, key string) (Task, bool, error) {
+	var (
+		t       Task
+		runID   sql.NullInt64
+		cps     string
+		created sql.NullString
+	)
+	err := s.r.QueryRowContext(ctx,
+		"SELECT id, source, site, mode, run_id, checkpoints, created FROM tasks WHERE source = ? AND closed = 0 ORDER BY id DESC LIMIT 1", key).
+		Scan(&t.ID, &t.Source, &t.Site, &t.Mode, &runID, &cps, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, false, nil
+	}
+	if err != nil {
+		return Task{}, false, fatal("open task", err)
+	}
+	t.RunID, t.Checkpoints = runID.Int64, []byte(cps)
+	if t.Created, err = decodeTime("created", created); err != nil {
+		return Task{}, false, fatal("open task", err)
+	}
+	return t, true, nil
+}
+
+// TaskParts returns the parts of task id, in the order they were created.
+// A task with none (no such task) gives none.
+func (s *Store) TaskParts(ctx context.Context, id int64) ([]Part, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT name, done, run_id, holds FROM task_parts WHERE task_id = ? ORDER BY seq", id)
+	if err != nil {
+		return nil, fatal("task parts", err)
+	}
+	defer rows.Close()
+	var out []Part
+	for rows.Next() {
+		p := Part{Task: id}
+		var (
+			done  int
+			runID sql.NullInt64
+			holds string
+		)
+		if err := rows.Scan(&p.Name, &done, &runID, &holds); err != nil {
+			return nil, fatal("task parts", err)
+		}
+		p.Done, p.RunID, p.Holds = done != 0, runID.Int64, []byte(holds)
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("task parts", err)
+	}
+	return out, nil
+}
+
+// CloseTask marks task id closed: OpenTask no longer returns it. A task
+// that does not exist gives an error wrapping ErrNotFound.
+func (s *Store) CloseTask(ctx context.Context, id int64) error {
+	res, err := s.w.ExecContext(ctx, "UPDATE tasks SET closed = 1 WHERE id = ?", id)
+	if err != nil {
+		return fatal("close task", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fatal("close task", fmt.Errorf("task %d: %w", id, ErrNotFound))
+	}
+	return nil
+}
+
+// commitPart records b's part done, in Commit's transaction.
+func commitPart(ctx context.Context, tx *sql.Tx, p *PartDone) error {
+	res, err := tx.ExecContext(ctx, "UPDATE task_parts SET done = 1, run_id = ?, holds = ? WHERE task_id = ? AND name = ?",
+		nullID(p.RunID), string(p.Holds), p.Task, p.Name)
+	if err != nil {
+		return fmt.Errorf("part %q of task %d: %w", p.Name, p.Task, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("part %q of task %d: %w", p.Name, p.Task, ErrNotFound)
+	}
+	return nil
+}
