@@ -24,6 +24,7 @@ func (a *app) daemonCommand() *cobra.Command {
 	var (
 		stateFile   string
 		concurrency int
+		units       int
 		tick        time.Duration
 		waitLock    time.Duration
 		spoolDir    string
@@ -50,11 +51,14 @@ each registry's jobs in a schema of its own (--jobs-schema), which one daemon ho
 With --state postgres://… the registry, the harvest log and the jobs (--jobs-schema) are in PostgreSQL,
 and any number of daemons, on any machines, run the same registry: one of them (River's leader) queues the
 due sites, any of them harvests any site, and a site is never harvested twice at once (its lease, which
-"run" takes too). A harvest whose daemon died is taken up by another --rescue-after its start.`,
+"run" takes too). A harvest whose daemon died is taken up by another --rescue-after its start.
+A site with spread: true (sites add --spread) is harvested as units: its harvest is divided (OAI-PMH: its
+date windows and sets) into River jobs that any daemon executes, --units at a time; the checkpoint advances
+when the last unit has committed; a unit whose daemon died is done again by another.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if concurrency < 1 || tick <= 0 {
-				return usagef("--sites-concurrency must be at least 1 and --tick positive")
+			if concurrency < 1 || tick <= 0 || units < 0 {
+				return usagef("--sites-concurrency must be at least 1, --units not negative and --tick positive")
 			}
 			ctx := c.Context()
 			log := a.logger()
@@ -110,7 +114,7 @@ due sites, any of them harvests any site, and a site is never harvested twice at
 			}
 			log.Info("daemon started", "state", state.Redacted(stateFile), "tick", tick, "sites-concurrency", concurrency)
 			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done,
-				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, Tick: tick, Wake: wake, RescueAfter: rescueAfter, Queue: queue}}
+				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, UnitsConcurrency: units, Tick: tick, Wake: wake, RescueAfter: rescueAfter, Queue: queue}}
 			if pub != nil {
 				o.Publish = func(ctx context.Context) error { _, err := pub.Run(ctx); return err }
 			}
@@ -125,6 +129,7 @@ due sites, any of them harvests any site, and a site is never harvested twice at
 	fl := c.Flags()
 	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
 	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
+	fl.IntVar(&units, "units", 0, "with --state postgres://…: units of spread harvests (sites with spread: true) this daemon executes at once (default: --sites-concurrency)")
 	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")

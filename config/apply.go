@@ -41,6 +41,7 @@ type Targets struct {
 	MaxDelete        *string        // max-delete
 	Validate         *bool          // validate
 	DeleteUnlisted   *bool          // delete-unlisted
+	Spread           *bool          // spread
 	Schemas          *[]string      // schema, each "TYPE=FILE.xsd"
 	LogFormat        *string        // log-format
 }
@@ -96,6 +97,7 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	}
 	setPtr(t.Validate, f.Validate, "validate", flagSet)
 	setPtr(t.DeleteUnlisted, f.DeleteUnlisted, "delete-unlisted", flagSet)
+	setPtr(t.Spread, f.Spread, "spread", flagSet)
 	if t.Schemas != nil && len(f.Schemas) > 0 && !flagSet("schema") {
 		*t.Schemas = slices.Clone(f.Schemas)
 	}

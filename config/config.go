@@ -24,6 +24,7 @@
 //	bwlimit: 10M                          # bytes per second received, all requests (10M, 500k, 2.5MB/s)
 //	max_delete: 5%                        # a run deleting more (a count, or a share of those held) deletes nothing
 //	delete_unlisted: false                # remove what a harvest list no longer names (else kept, reported)
+//	spread: false                         # a site's harvest divided into units any daemon of a shared registry takes
 //	validate: false                       # check each document that says its type before storing it
 //	schema: [https://eml.ecoinformatics.org/eml-2.2.0=eml.xsd]   # TYPE=FILE.xsd, validated with xmllint
 //	quiet: false                          # only warnings and errors, no progress
@@ -157,6 +158,9 @@ type File struct {
 	// (--delete-unlisted).
 	DeleteUnlisted *bool    `yaml:"delete_unlisted,omitempty"`
 	Schemas        []string `yaml:"schema,omitempty"`
+	// Spread divides a registry site's harvest into units that any daemon
+	// sharing the registry executes (--spread).
+	Spread *bool `yaml:"spread,omitempty"`
 	// LogFormat is the log format: text or json.
 	LogFormat string `yaml:"log_format,omitempty"`
 }

@@ -51,6 +51,7 @@ type raw struct {
 	MaxDelete         yaml.Node `yaml:"max_delete"`
 	Validate          yaml.Node `yaml:"validate"`
 	DeleteUnlisted    yaml.Node `yaml:"delete_unlisted"`
+	Spread            yaml.Node `yaml:"spread"`
 	Schema            yaml.Node `yaml:"schema"`
 	LogFormat         yaml.Node `yaml:"log_format"`
 	Prefer            yaml.Node `yaml:"prefer"`
@@ -228,6 +229,8 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 		d.f.Validate, err = d.boolean(key, v)
 	case "delete_unlisted":
 		d.f.DeleteUnlisted, err = d.boolean(key, v)
+	case "spread":
+		d.f.Spread, err = d.boolean(key, v)
 	case "schema":
 		d.f.Schemas, err = d.schemas(key, v)
 	case "log_format":

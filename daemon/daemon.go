@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
@@ -110,6 +111,71 @@ type Options struct {
 	// Wake, when set, makes the daemon read the registry for due sites at
 	// once at each receive, as every Tick (an operator's "harvest now").
 	Wake <-chan struct{}
+	// Unit, when set, executes one unit of a task spread over workers
+	// (state.CreateTask): a part of a site's harvest that any daemon
+	// sharing the registry may take. last says River will not try it
+	// again after this attempt. Its error is treated as Harvest's.
+	Unit func(ctx context.Context, u Unit, last bool) error
+	// UnitsConcurrency is how many units this daemon executes at once
+	// (default SitesConcurrency).
+	UnitsConcurrency int
+	// Units, when set, is made to queue units once the daemon runs with
+	// its jobs shared (a store kept in PostgreSQL); otherwise it queues
+	// none, and a site's harvest is not spread.
+	Units *Units
+}
+
+// Unit is one unit of work of a task spread over workers: part Part of
+// task Task, of registry site Site.
+type Unit struct {
+	Site string `json:"site"`
+	Task int64  `json:"task"`
+	Part string `json:"part"`
+}
+
+func (Unit) Kind() string { return "rsharvest_unit" }
+
+// queueUnits is the queue of units: apart from the harvests, whose jobs
+// wait for their units.
+const queueUnits = "units"
+
+// Units queues the units of spread tasks as River jobs, in the
+// transaction that records the task. Its zero value is ready; it queues
+// nothing until Run, given it in Options, has started with shared jobs.
+type Units struct {
+	mu      sync.Mutex
+	enqueue func(ctx context.Context, tx *sql.Tx, units []Unit) error
+}
+
+func (u *Units) set(enqueue func(ctx context.Context, tx *sql.Tx, units []Unit) error) {
+	u.mu.Lock()
+	u.enqueue = enqueue
+	u.mu.Unlock()
+}
+
+// ErrNoUnits is returned by Units.Enqueue while no daemon sharing its jobs
+// runs with it: a task is then not spread.
+var ErrNoUnits = errors.New("no daemon sharing its jobs to queue units")
+
+// Enqueue inserts a job per unit within tx, a transaction on the
+// PostgreSQL database the daemon keeps its jobs in (the state store's:
+// state.Store.CreateTask gives it), so that the units are queued if and
+// only if the task is recorded.
+func (u *Units) Enqueue(ctx context.Context, tx *sql.Tx, units []Unit) error {
+	u.mu.Lock()
+	enqueue := u.enqueue
+	u.mu.Unlock()
+	if enqueue == nil {
+		return ErrNoUnits
+	}
+	return enqueue(ctx, tx, units)
+}
+
+// Ready says Enqueue queues units.
+func (u *Units) Ready() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.enqueue != nil
 }
 
 // harvestArgs is a site's harvest job.
@@ -236,6 +302,27 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 	workers := river.NewWorkers()
 	river.AddWorker(workers, river.WorkFunc(d.harvest))
 	river.AddWorker(workers, river.WorkFunc(d.schedule))
+	river.AddWorker(workers, river.WorkFunc(d.unit))
+	if shared && opts.Units != nil {
+		// Units are queued in the state's own transactions (database/sql
+		// on the same database): an insert-only client of River's
+		// database/sql driver.
+		ins, err := river.NewClient(riverdatabasesql.New(nil), &river.Config{Schema: schema, MaxAttempts: opts.MaxAttempts, Logger: riverLog(log)})
+		if err != nil {
+			return errclass.Fatalf("daemon: %w", err)
+		}
+		opts.Units.set(func(ctx context.Context, tx *sql.Tx, units []Unit) error {
+			params := make([]river.InsertManyParams, len(units))
+			for i, u := range units {
+				params[i] = river.InsertManyParams{Args: u, InsertOpts: &river.InsertOpts{Queue: queueUnits}}
+			}
+			if _, err := ins.InsertManyTx(ctx, tx, params); err != nil {
+				return errclass.NewRetryable(fmt.Errorf("daemon: queue units: %w", err))
+			}
+			return nil
+		})
+		defer opts.Units.set(nil)
+	}
 	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(opts.Tick),
 		func() (river.JobArgs, *river.InsertOpts) { return scheduleArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})}
@@ -248,6 +335,7 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: 1},
 			queueHarvest:       {MaxWorkers: opts.SitesConcurrency},
+			queueUnits:         {MaxWorkers: cmp.Or(opts.UnitsConcurrency, opts.SitesConcurrency)},
 		},
 		Workers:      workers,
 		PeriodicJobs: periodic,
@@ -379,6 +467,31 @@ func (d *daemon[TTx]) harvest(ctx context.Context, job *river.Job[harvestArgs]) 
 	}
 }
 
+// unit executes one unit of a spread task, as harvest does a site.
+func (d *daemon[TTx]) unit(ctx context.Context, job *river.Job[Unit]) error {
+	if d.opts.Unit == nil {
+		return river.JobCancel(errors.New("this daemon executes no units"))
+	}
+	u := job.Args
+	err := d.opts.Unit(ctx, u, job.Attempt >= job.MaxAttempts)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, state.ErrNoSite):
+		return river.JobCancel(err)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errclass.IsRetryable(err) || errors.Is(err, state.ErrLocked):
+		// Held: a worker cut off may still be at it; tried again later,
+		// by when it is done or its lease free.
+		d.log.Warn("unit failed, to be tried again", "site", u.Site, "task", u.Task, "part", u.Part, "attempt", job.Attempt, "error", err)
+		return err
+	default:
+		d.log.Warn("unit failed", "site", u.Site, "task", u.Task, "part", u.Part, "error", err)
+		return nil // recorded by Unit: the part holds its task's checkpoints
+	}
+}
+
 // migrate brings River's tables up to date.
 func migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schema string, log *slog.Logger) error {
 	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: riverLog(log), Schema: schema})
@@ -397,7 +510,8 @@ const staleOther = time.Hour
 
 // rescue makes available again the jobs dead workers left running. A
 // harvest job is its worker's as long as the worker holds the site's lease
-// (state.SiteLease), which its process's death — kill -9 included, or its
+// (state.SiteLease), a unit's as long as it holds the part's
+// (state.PartLease), which its process's death — kill -9 included, or its
 // connection cut — releases: a running harvest whose lease is free is
 // rescued, so that another worker redoes it, and the lease keeps a live
 // worker's alone. At a start with the jobs to itself (not shared), every
@@ -416,12 +530,23 @@ func (d *daemon[TTx]) rescue(ctx context.Context, start bool) error {
 	}
 	p := &riverdriver.JobRescueManyParams{StuckHorizon: harvests, Schema: d.schema}
 	for _, j := range stuck {
-		if j.Kind == (harvestArgs{}).Kind() {
+		lease := ""
+		switch j.Kind {
+		case (harvestArgs{}).Kind():
 			var a harvestArgs
 			if json.Unmarshal(j.EncodedArgs, &a) != nil {
 				continue
 			}
-			l, err := d.opts.Store.Lease(ctx, state.SiteLease(a.Site), "rsharvest daemon (looking for dead workers)", 0)
+			lease = state.SiteLease(a.Site)
+		case (Unit{}).Kind():
+			var u Unit
+			if json.Unmarshal(j.EncodedArgs, &u) != nil {
+				continue
+			}
+			lease = state.PartLease(u.Task, u.Part)
+		}
+		if lease != "" {
+			l, err := d.opts.Store.Lease(ctx, lease, "rsharvest daemon (looking for dead workers)", 0)
 			if errors.Is(err, state.ErrLocked) {
 				continue // its worker is alive
 			}

@@ -42,6 +42,15 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 	}
 	log := h.log()
 	d.Store, d.Log = h.Store, log
+	// The units of the sites that ask to be spread (Job.Spread), queued
+	// once the daemon runs with its jobs shared.
+	spread := *h
+	if d.Units == nil {
+		d.Units = &daemon.Units{}
+	}
+	spread.Units = d.Units
+	h = &spread
+	d.Unit = h.Unit // republished when the site's harvest ends, not per unit
 	d.Harvest = func(ctx context.Context, s *site.Site) error {
 		r, err := h.One(ctx, s, o.SpoolDir, o.Reports, o.Done)
 		if o.Publish != nil && ctx.Err() == nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
@@ -50,6 +51,13 @@ type Harvester struct {
 	Preview func(pipeline.Preview)
 	// Protocols are the protocols a job may name (nil: protocols.All).
 	Protocols source.Registry
+	// Units, when set and ready (a daemon sharing its jobs in PostgreSQL
+	// runs with it), queues the units of the harvests of the sites that
+	// ask to be spread (Job.Spread): see Unit.
+	Units *daemon.Units
+	// UnitPoll is how often a spread harvest looks whether its units are
+	// done (0: DefaultUnitPoll).
+	UnitPoll time.Duration
 }
 
 // Run harvests j in mode m and returns the run's report (nil when the run
@@ -104,6 +112,21 @@ func (h *Harvester) run(ctx context.Context, m Mode, j Job, wait time.Duration) 
 			m = Incremental
 		}
 		log.Info("sync", "mode", m)
+	}
+	if h.spreads(j) {
+		rep, handled, err := h.spread(ctx, m, j, opts, rng, log)
+		if handled {
+			if cerr := closeSinks(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+				err = fmt.Errorf("closing sinks: %w", cerr)
+			}
+			return rep, err
+		}
+	}
+	if !j.DryRun {
+		if err := h.abandonTask(ctx, j, log); err != nil {
+			closeSinks(ctx)
+			return nil, err
+		}
 	}
 	var rep *runreport.Report
 	var runErr error

@@ -81,6 +81,11 @@ type Job struct {
 	// (a harvest list) no longer lists (--delete-unlisted); otherwise it
 	// is kept and reported.
 	DeleteUnlisted bool
+	// Spread divides a registry site's harvest, when its protocol can
+	// (source.Parter: OAI-PMH, by date windows and sets), into units that
+	// any daemon sharing the registry executes (--spread; see
+	// Harvester.Units). Elsewhere the harvest runs whole.
+	Spread bool
 	// DryRun reads the plan and tells Harvester.Preview what the run
 	// would fetch, write and delete, changing nothing (--dry-run).
 	DryRun bool
@@ -156,7 +161,7 @@ func (j *Job) Targets() config.Targets {
 	return config.Targets{
 		Source: &j.Source, SpoolDir: &j.SpoolDir, From: &j.From, Until: &j.Until, Sinks: &j.Sinks, Headers: &j.Headers,
 		Concurrency: &j.Concurrency, Workers: &j.Workers, Retries: &j.Retries, RangeParts: &j.RangeParts, MaxDocumentSize: &j.MaxDocumentSize,
-		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete, Validate: &j.CheckDocuments, Schemas: &j.Schemas, DeleteUnlisted: &j.DeleteUnlisted,
+		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete, Validate: &j.CheckDocuments, Schemas: &j.Schemas, DeleteUnlisted: &j.DeleteUnlisted, Spread: &j.Spread,
 		AllowPrivate: &j.AllowPrivateAddresses, Prefer: &j.Prefer, Sets: &j.Sets, Protocol: &j.Protocol, MetadataPrefix: &j.MetadataPrefix,
 	}
 }

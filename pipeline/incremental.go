@@ -51,6 +51,9 @@ func Incremental(ctx context.Context, opts Options, rng Range) (*runreport.Repor
 		return nil, err
 	}
 	r.onFinish = r.setCheckpoints
+	if opts.Part != nil {
+		r.onFinish = r.partDone
+	}
 	runErr := r.execute(ctx, r.task(source.Incremental, rng))
 	if !rng.From.IsZero() {
 		f := rng.From

@@ -77,6 +77,14 @@ type Options struct {
 	// (state.Batch.Fence, state.ErrLeaseLost), so a worker whose lease
 	// was given to another while it was cut off never commits after it.
 	Fence *state.Lease
+	// Part, when set, runs one part of a task spread over workers
+	// (Divide, state.CreateTask): the planner plans that part alone, and
+	// the run records it done (with what it held back) instead of setting
+	// checkpoints, which CloseTask sets once every part is done. The run
+	// marks no other run interrupted (other parts run at once), and a
+	// baseline's part finds nothing "no longer listed". Fence is then the
+	// part's lease.
+	Part *Part
 	// Site is the registry's site harvested, recorded with the run ("":
 	// none).
 	Site string
@@ -334,16 +342,18 @@ func newRun(opts Options) *run {
 
 // begin records the run in the state store.
 func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
-	only := ""
-	if r.opts.StoreShared {
-		only = r.opts.Source
-	}
-	n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started, only)
-	if err != nil {
-		return err
-	}
-	if n > 0 {
-		r.log.Warn("earlier runs did not finish (interrupted); this run picks up where they stopped", "runs", n)
+	if r.opts.Part == nil {
+		only := ""
+		if r.opts.StoreShared {
+			only = r.opts.Source
+		}
+		n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started, only)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			r.log.Warn("earlier runs did not finish (interrupted); this run picks up where they stopped", "runs", n)
+		}
 	}
 	id, err := r.opts.Store.BeginRun(ctx, state.Run{Mode: rep.Mode, Source: r.opts.Source, Site: r.opts.Site, Started: rep.Started})
 	if err != nil {
@@ -369,7 +379,7 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		}
 	}
 	r.stopLive = r.live(ctx, *rep)
-	if r.opts.Protocol.WholeListing && rep.Mode == "baseline" && r.opts.Set == "" && r.resync {
+	if r.opts.Protocol.WholeListing && rep.Mode == "baseline" && r.opts.Set == "" && r.opts.Part == nil && r.resync {
 		r.listed = newFreshFilter()
 	}
 	return nil
@@ -486,6 +496,9 @@ func Baseline(ctx context.Context, opts Options) (*runreport.Report, error) {
 	r.onFinish = func(ctx context.Context, rep *runreport.Report) error {
 		if err := r.recordPackages(ctx); err != nil {
 			return err
+		}
+		if r.opts.Part != nil {
+			return r.partDone(ctx, rep)
 		}
 		return r.setBaselineCheckpoints(ctx, rep)
 	}

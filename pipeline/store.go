@@ -19,6 +19,10 @@ type Store interface {
 	RunProgress(ctx context.Context, id int64, report []byte) error
 	MarkInterrupted(ctx context.Context, now time.Time, source string) (int64, error)
 	FailedPackages(ctx context.Context, runID int64) (map[string]bool, bool, error)
+	Run(ctx context.Context, id int64) (state.Run, error)
+	// The parts of a task spread over workers (see CloseTask).
+	TaskParts(ctx context.Context, id int64) ([]state.Part, error)
+	CloseTask(ctx context.Context, id int64) error
 	// What is held.
 	Commit(ctx context.Context, b state.Batch) error
 	Resource(ctx context.Context, source, uri string) (state.Resource, bool, error)

@@ -118,6 +118,15 @@ type Report struct {
 	Skips             []Skip     `json:"skips,omitempty"`
 	// Error is the fatal error that ended the run early, if any.
 	Error string `json:"error,omitempty"`
+	// Units, for a task spread over workers while it runs, are its units
+	// done of all.
+	Units *Units `json:"units,omitempty"`
+}
+
+// Units counts the units of a task spread over workers.
+type Units struct {
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
 }
 
 // FetchStats are the HTTP client's counters for the run.
@@ -143,6 +152,39 @@ const (
 
 // Resume is what to do after an interrupted run.
 const Resume = "run the same command again to resume"
+
+// Add adds the figures of o, a report of one part of the same task (see
+// state.CreateTask), to rep: every count summed, its failures, skips and
+// documents listed after rep's up to MaxReportedFailures (those left out
+// counted in FailuresTruncated). rep's own fields (mode, source, run,
+// times, status) are left as they are.
+func (rep *Report) Add(o *Report) {
+	rep.Packages.Total += o.Packages.Total
+	rep.Packages.Done += o.Packages.Done
+	rep.Packages.Failed += o.Packages.Failed
+	r, or := &rep.Resources, &o.Resources
+	r.Written, r.Deleted, r.Unchanged = r.Written+or.Written, r.Deleted+or.Deleted, r.Unchanged+or.Unchanged
+	r.Failed, r.Skipped, r.Unverified = r.Failed+or.Failed, r.Skipped+or.Skipped, r.Unverified+or.Unverified
+	rep.Bytes.Downloaded += o.Bytes.Downloaded
+	rep.Bytes.Written += o.Bytes.Written
+	f, of := &rep.Fetch, &o.Fetch
+	f.Requests, f.Retries, f.Resumes = f.Requests+of.Requests, f.Retries+of.Retries, f.Resumes+of.Resumes
+	f.Restarts, f.Throttled = f.Restarts+of.Restarts, f.Throttled+of.Throttled
+	rep.Versions.Inserted += o.Versions.Inserted
+	rep.Versions.Updated += o.Versions.Updated
+	rep.Versions.Held += o.Versions.Held
+	rep.Planned += o.Planned
+	rep.FailuresTruncated += o.FailuresTruncated
+	k := max(0, min(len(o.Failures), MaxReportedFailures-len(rep.Failures)))
+	rep.Failures = append(rep.Failures, o.Failures[:k]...)
+	rep.FailuresTruncated += int64(len(o.Failures) - k)
+	if k := max(0, min(len(o.Skips), MaxReportedFailures-len(rep.Skips))); k > 0 {
+		rep.Skips = append(rep.Skips, o.Skips[:k]...)
+	}
+	if k := max(0, min(len(o.Documents), MaxReportedFailures-len(rep.Documents))); k > 0 {
+		rep.Documents = append(rep.Documents, o.Documents[:k]...)
+	}
+}
 
 // WriteJSON writes the report as indented JSON.
 func (rep *Report) WriteJSON(w io.Writer) error {

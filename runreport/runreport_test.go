@@ -1,6 +1,7 @@
 package runreport_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,41 @@ func TestSummaryUnverified(t *testing.T) {
 		if !strings.Contains(s, "unverified: 10") || strings.Contains(s, "--require-hash") != tc.advice {
 			t.Errorf("protocol %q: summary\n%s", tc.protocol, s)
 		}
+	}
+}
+
+// TestAdd: the parts' figures are summed; their failures listed up to the
+// cap, the rest counted.
+func TestAdd(t *testing.T) {
+	part := func(written, failures int) *runreport.Report {
+		r := &runreport.Report{Mode: "baseline"}
+		r.Resources.Written, r.Packages.Done, r.Fetch.Requests, r.Bytes.Written = int64(written), 1, 2, 10
+		for i := range failures {
+			r.Failures = append(r.Failures, runreport.Failure{URI: fmt.Sprint(i)})
+		}
+		return r
+	}
+	tests := []struct {
+		name                    string
+		parts                   []*runreport.Report
+		written, listed, truncd int64
+	}{
+		{"none", nil, 0, 0, 0},
+		{"two", []*runreport.Report{part(3, 1), part(4, 2)}, 7, 3, 0},
+		{"past the cap", []*runreport.Report{part(1, runreport.MaxReportedFailures-1), part(1, 3)}, 2, runreport.MaxReportedFailures, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := &runreport.Report{Mode: "baseline", Status: runreport.StatusOK}
+			for _, p := range tc.parts {
+				rep.Add(p)
+			}
+			if rep.Resources.Written != tc.written || int64(len(rep.Failures)) != tc.listed || rep.FailuresTruncated != tc.truncd {
+				t.Errorf("written %d, failures %d listed and %d truncated; want %d, %d, %d", rep.Resources.Written, len(rep.Failures), rep.FailuresTruncated, tc.written, tc.listed, tc.truncd)
+			}
+			if n := int64(len(tc.parts)); rep.Packages.Done != n || rep.Fetch.Requests != 2*n || rep.Bytes.Written != 10*n || rep.Status != runreport.StatusOK {
+				t.Errorf("report = %+v", rep)
+			}
+		})
 	}
 }

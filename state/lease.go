@@ -37,6 +37,13 @@ func SiteLease(name string) string { return LeaseSite + " " + name }
 // SourceLease is the name of the lease of the records of source key.
 func SourceLease(key string) string { return LeaseSource + " " + key }
 
+// PartLease is the name of the lease of part part of spread task task
+// (CreateTask), held by the worker executing it: the fence of what it
+// commits.
+func PartLease(task int64, part string) string {
+	return fmt.Sprintf("%s %d %s", LeasePart, task, part)
+}
+
 // WorkerLease is the name of the lease a daemon holds for its life, this
 // process's: Leases lists it as a worker alive, harvesting or not.
 func WorkerLease() string {
@@ -50,9 +57,11 @@ const (
 	LeaseSite   = "site"
 	LeaseSource = "source"
 	LeaseWorker = "worker"
+	LeasePart   = "part"
 )
 
-// Kind is the kind of the lease: LeaseSite, LeaseSource or LeaseWorker.
+// Kind is the kind of the lease: LeaseSite, LeaseSource, LeaseWorker or
+// LeasePart.
 func (l LeaseHeld) Kind() string {
 	kind, _, _ := strings.Cut(l.Key, " ")
 	return kind

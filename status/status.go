@@ -121,6 +121,9 @@ type runView struct {
 	// total.
 	Done, Planned int64
 	PlanRead      bool
+	// UnitsDone and Units are a running harvest's units done of all, for
+	// a harvest spread over the workers (0: not spread).
+	UnitsDone, Units int64
 }
 
 // newRunView reads the run's counts from its report (runreport.Report).
@@ -131,6 +134,9 @@ func newRunView(r state.Run) runView {
 		v.Bytes, v.Error = rep.Bytes.Written, rep.Error
 		v.Done = rep.Resources.Written + rep.Resources.Deleted + rep.Resources.Unchanged + rep.Resources.Failed + rep.Resources.Skipped
 		v.Planned, v.PlanRead = rep.Planned, rep.PlanRead
+		if u := rep.Units; u != nil {
+			v.UnitsDone, v.Units = u.Done, u.Total
+		}
 	}
 	return v
 }
@@ -390,7 +396,7 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 }).Parse(`{{define "head"}}<!doctype html><html lang="en"><head><meta charset="utf-8">{{if .Refresh}}<meta http-equiv="refresh" content="15">{{end}}<title>rsharvest{{if .Title}} – {{.Title}}{{end}}</title>
 <link rel="stylesheet" href="/style.css"></head><body>
 <header><nav><a href="/">sites</a></nav><span id="who">{{.Who}}</span></header>{{end}}
-{{define "running"}}<span class="running">running since {{ago .Started}}: {{if .Planned}}{{.Done}} of {{if not .PlanRead}}at least {{end}}{{.Planned}} done, {{end}}{{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed</span>{{end}}
+{{define "running"}}<span class="running">running since {{ago .Started}}: {{if .Units}}units {{.UnitsDone}} of {{.Units}} done, {{end}}{{if .Planned}}{{.Done}} of {{if not .PlanRead}}at least {{end}}{{.Planned}} done, {{end}}{{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed</span>{{end}}
 {{define "sites"}}{{template "head" (dict "Title" "" "Refresh" true "Who" .Who)}}<h1>Sites</h1>
 <table id="sites"><tr><th>site</th><th>schedule</th><th>last harvest</th><th>status</th><th>written</th><th>deleted</th><th>failed</th><th>next harvest</th></tr>
 {{range .Sites}}<tr class="site" data-site="{{.Name}}"><td><a href="/site/{{.Name}}">{{.Name}}</a></td><td>{{.When}}</td><td>{{ago .Last}}</td>
@@ -441,12 +447,14 @@ var (
 	descDone      = prometheus.NewDesc("rsharvest_site_running_resources_done", "Resources a site's running harvest has done so far.", []string{"site"}, nil)
 	descWorkers   = prometheus.NewDesc("rsharvest_workers", "Workers alive: processes holding a lease (a daemon holds one for its life), on every machine sharing the state.", nil, nil)
 	descHarvests  = prometheus.NewDesc("rsharvest_worker_harvests", "Sites (else sources) a worker is harvesting now.", []string{"host", "pid"}, nil)
+	descUnits     = prometheus.NewDesc("rsharvest_worker_units", "Units of spread harvests a worker is executing now.", []string{"host", "pid"}, nil)
+	descRunUnits  = prometheus.NewDesc("rsharvest_site_running_units", "Units of a site's running harvest spread over the workers: all, or done.", []string{"site", "units"}, nil)
 	descJobs      = prometheus.NewDesc("rsharvest_jobs", "The daemons' jobs by state (available and scheduled: the queue's depth).", []string{"state"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext, descSuccess, descRunning, descLast,
-		descPlanned, descDone, descWorkers, descHarvests, descJobs} {
+		descPlanned, descDone, descWorkers, descHarvests, descUnits, descRunUnits, descJobs} {
 		ch <- d
 	}
 }
@@ -460,15 +468,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descWorkers, prometheus.GaugeValue, float64(len(workers)))
 	for _, w := range workers {
-		sites, sources := 0, 0
+		sites, sources, units := 0, 0, 0
 		for _, d := range w.Doing {
-			if d.Kind() == state.LeaseSite {
+			switch d.Kind() {
+			case state.LeaseSite:
 				sites++
-			} else {
+			case state.LeasePart:
+				units++
+			default:
 				sources++
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(descHarvests, prometheus.GaugeValue, float64(cmp.Or(sites, sources)), w.Host, strconv.Itoa(w.PID))
+		ch <- prometheus.MustNewConstMetric(descUnits, prometheus.GaugeValue, float64(units), w.Host, strconv.Itoa(w.PID))
 	}
 	if c.p.opts.Queue != nil {
 		counts, err := c.p.opts.Queue.Counts(ctx)
@@ -517,6 +529,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if r := v.Running; r != nil {
 			ch <- prometheus.MustNewConstMetric(descPlanned, prometheus.GaugeValue, float64(r.Planned), v.Name)
 			ch <- prometheus.MustNewConstMetric(descDone, prometheus.GaugeValue, float64(r.Done), v.Name)
+			if r.Units > 0 {
+				ch <- prometheus.MustNewConstMetric(descRunUnits, prometheus.GaugeValue, float64(r.Units), v.Name, "all")
+				ch <- prometheus.MustNewConstMetric(descRunUnits, prometheus.GaugeValue, float64(r.UnitsDone), v.Name, "done")
+			}
 		}
 		if !success.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descSuccess, prometheus.GaugeValue, float64(success.Unix()), v.Name)

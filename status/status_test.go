@@ -199,7 +199,8 @@ func (q queueCounts) Counts(context.Context) (map[string]int, error) { return q,
 
 // TestRunningHarvest: a harvest under way shows on the page as running
 // (not as the last one's status) with its counts so far and how many of
-// its units of work are done of those planned, in /metrics too, and the
+// its units of work are done of those planned (and, spread over the
+// workers, its units done of all), in /metrics too, and the
 // page refreshes itself; the workers alive (from their leases) show with
 // what each is doing, and the queue's depth.
 func TestRunningHarvest(t *testing.T) {
@@ -208,11 +209,11 @@ func TestRunningHarvest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RunProgress(context.Background(), id, []byte(`{"resources":{"written":7,"failed":1},"planned":20}`)); err != nil {
+	if err := st.RunProgress(context.Background(), id, []byte(`{"resources":{"written":7,"failed":1},"planned":20,"units":{"done":3,"total":16}}`)); err != nil {
 		t.Fatal(err)
 	}
 	// A daemon alive (its worker lease), harvesting the site.
-	for _, k := range []string{state.WorkerLease(), state.SiteLease("good")} {
+	for _, k := range []string{state.WorkerLease(), state.SiteLease("good"), state.PartLease(1, "set=&from=2024")} {
 		l, err := st.Lease(context.Background(), k, "rsharvest daemon", 0)
 		if err != nil {
 			t.Fatal(err)
@@ -234,7 +235,7 @@ func TestRunningHarvest(t *testing.T) {
 	page := get("/")
 	row := page[strings.Index(page, `data-site="good"`):]
 	row = row[:strings.Index(row, "</tr>")]
-	if !strings.Contains(row, "running since") || !strings.Contains(row, "8 of at least 20 done") || !strings.Contains(row, "7 written") || !strings.Contains(row, "1 failed") || !strings.Contains(page, `http-equiv="refresh"`) {
+	if !strings.Contains(row, "running since") || !strings.Contains(row, "units 3 of 16 done, 8 of at least 20 done") || !strings.Contains(row, "7 written") || !strings.Contains(row, "1 failed") || !strings.Contains(page, `http-equiv="refresh"`) {
 		t.Errorf("the page does not show good's harvest running, or does not refresh:\n%s", page)
 	}
 	host, _ := os.Hostname()
@@ -247,7 +248,8 @@ func TestRunningHarvest(t *testing.T) {
 	for _, want := range []string{`rsharvest_site_running{site="good"} 1`, `rsharvest_site_running{site="bad"} 0`,
 		`rsharvest_site_running_resources_planned{site="good"} 20`, `rsharvest_site_running_resources_done{site="good"} 8`,
 		"\nrsharvest_workers 1\n", `rsharvest_worker_harvests{host="` + host + `",pid="` + strconv.Itoa(os.Getpid()) + `"} 1`,
-		`rsharvest_jobs{state="available"} 3`} {
+		`rsharvest_jobs{state="available"} 3`, `rsharvest_site_running_units{site="good",units="all"} 16`, `rsharvest_site_running_units{site="good",units="done"} 3`,
+		`rsharvest_worker_units{host="` + host + `",pid="` + strconv.Itoa(os.Getpid()) + `"} 1`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, m)
 		}

@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// TestSpreadHarvest: a site with --spread, its registry in PostgreSQL,
+// harvested by two daemons (processes): its harvest is divided into units
+// (the OAI-PMH date windows), River jobs that both daemons execute; one
+// daemon is killed with SIGKILL while it executes a unit, after it did
+// others, and the other daemon does that unit again (--rescue-after);
+// the checkpoint is set once, when the last unit has committed. Every
+// record is in the mirror, each record's change recorded once. The next
+// harvest (incremental) is spread too, and brings the repository's
+// changes.
+func TestSpreadHarvest(t *testing.T) {
+	bin := crashBuildBinary(t)
+	pg := pgDatabase(t, startPostgres(t), "spread")
+	const records = 400
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: 10})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("verb") == "ListRecords" || r.URL.Query().Get("resumptionToken") != "" {
+			select { // each unit lasts a while: a kill finds one under way
+			case <-time.After(150 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		repo.ServeHTTP(w, r)
+	}))
+	defer slow.Close()
+	source := slow.URL + "/oai"
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	if code, out, errb := run(t, "sites", "add", "big", "--source", source, "--protocol", "oai-pmh", "--sink", "fs:"+mirror+"?shared=1",
+		"--every", "1d", "--spread", "--state", pg); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, errb)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	type daemonProc struct {
+		cmd *exec.Cmd
+		out *syncBuffer
+	}
+	start := func() *daemonProc {
+		d := &daemonProc{out: &syncBuffer{}}
+		d.cmd = exec.CommandContext(ctx, bin, "daemon", "--state", pg, "--tick", "200ms", "--rescue-after", "1s", "--units", "2", "--listen", "", "--log-level", "info")
+		d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+		d.cmd.WaitDelay = 5 * time.Second
+		if err := d.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() })
+		return d
+	}
+	daemons := []*daemonProc{start(), start()}
+	db, err := sql.Open("pgx", pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	// Kill a daemon that has done a unit and is executing another.
+	var killed, survivor *daemonProc
+	waitFor(t, "a daemon that did a unit executing another", func() bool {
+		for i, d := range daemons {
+			if !strings.Contains(d.out.String(), "unit done") {
+				continue
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, "SELECT count(*) FROM leases WHERE key LIKE 'part %' AND holder LIKE $1", fmt.Sprintf(`%%"pid":%d,%%`, d.cmd.Process.Pid)).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				killed, survivor = d, daemons[1-i]
+				return true
+			}
+		}
+		return false
+	})
+	_ = killed.cmd.Process.Signal(syscall.SIGKILL)
+	_ = killed.cmd.Wait()
+	waitFor(t, "the spread harvest finished by the other daemon", func() bool { return siteStatus(t, pg, "big") == "ok" })
+
+	if n := countFiles(t, mirror); n != records {
+		t.Errorf("the mirror holds %d records, want %d", n, records)
+	}
+	if !strings.Contains(survivor.out.String(), "unit done") {
+		t.Errorf("the surviving daemon did no unit:\n%s", survivor.out.String())
+	}
+	var tasks, parts, done int
+	if err := db.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM tasks WHERE closed = 1), (SELECT count(*) FROM task_parts), (SELECT count(*) FROM task_parts WHERE done = 1)").Scan(&tasks, &parts, &done); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("units: %d; the killed daemon did %d, the other %d", parts, strings.Count(killed.out.String(), "unit done"), strings.Count(survivor.out.String(), "unit done"))
+	if tasks != 1 || parts < 4 || done != parts {
+		t.Errorf("%d tasks closed, %d of %d parts done; want 1 task, every part done (at least 4)", tasks, done, parts)
+	}
+	var changes, twice int
+	if err := db.QueryRowContext(ctx, "SELECT count(*), count(*) - count(DISTINCT uri) FROM changes").Scan(&changes, &twice); err != nil {
+		t.Fatal(err)
+	}
+	if changes != records || twice != 0 {
+		t.Errorf("%d changes recorded, %d of them a second time; want %d, each once", changes, twice, records)
+	}
+	st, err := state.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	set := "metadataPrefix=oai_dc"
+	cp, ok, err := st.Checkpoint(ctx, source, set)
+	if err != nil || !ok || !cp.Next.Equal(repo.Now()) {
+		t.Errorf("checkpoint = %+v, %v, %v; want next %v", cp, ok, err, repo.Now())
+	}
+	// The site's run is the task's: the sum of its units, one killed.
+	s, err := site.Registry{Store: st}.Site(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Run(ctx, s.LastRunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(r.Report), `"written":`) || r.Site != "big" {
+		t.Errorf("the site's run: %+v", r)
+	}
+	var interrupted int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM runs WHERE status = 'interrupted' AND site = ''").Scan(&interrupted); err != nil {
+		t.Fatal(err)
+	}
+	if interrupted < 1 {
+		t.Errorf("no unit's run marked interrupted: the killed daemon's")
+	}
+
+	// The next harvest is incremental, spread too.
+	repo.Advance()
+	if code, out, errb := run(t, "sites", "edit", "big", "--next", "now", "--state", pg); code != ExitOK {
+		t.Fatalf("sites edit: exit %d\n%s%s", code, out, errb)
+	}
+	waitFor(t, "the incremental harvest", func() bool {
+		cp, ok, err := st.Checkpoint(ctx, source, set)
+		return err == nil && ok && cp.Next.Equal(repo.Now()) && siteStatus(t, pg, "big") == "ok"
+	})
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM tasks WHERE closed = 1 AND mode = 'incremental'").Scan(&tasks); err != nil || tasks != 1 {
+		t.Errorf("incremental tasks closed: %d, %v; want 1", tasks, err)
+	}
+	_ = survivor.cmd.Process.Signal(os.Interrupt)
+	_ = survivor.cmd.Wait()
+}

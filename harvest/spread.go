@@ -1,0 +1,252 @@
+package harvest
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rsharvest/rsharvest/daemon"
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
+	"github.com/rsharvest/rsharvest/site"
+	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// DefaultUnitPoll is how often a spread harvest looks whether its units are
+// done (Harvester.UnitPoll).
+const DefaultUnitPoll = time.Second
+
+// spreads says j's harvest is spread over the daemons sharing the
+// registry: a registry site that asks for it (Job.Spread), harvested by a
+// daemon that queues units (Harvester.Units).
+func (h *Harvester) spreads(j Job) bool {
+	return j.Spread && j.Site != "" && !j.DryRun && h.Units != nil && h.Units.Ready()
+}
+
+// spread harvests j in mode m as a task spread over the daemons sharing the
+// registry: the planner divides it into parts (pipeline.Divide), the task
+// and a unit job per part are recorded in one transaction, and any daemon
+// executes each unit (Unit); this harvest waits for them all, then sets
+// the checkpoints the task reached and finishes its run with the sum of
+// the units' reports (pipeline.CloseTask). A task a stopped harvest of the
+// site left open is taken up rather than divided again. It returns
+// handled false, and nothing done, when the task does not divide: the
+// caller runs it whole. The caller holds the site's and the source's
+// leases: no other harvest of the source runs meanwhile.
+func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Options, rng pipeline.Range, log *slog.Logger) (rep *runreport.Report, handled bool, err error) {
+	t, open, err := h.Store.OpenTask(ctx, j.key())
+	if err != nil {
+		return nil, true, err
+	}
+	if open {
+		log.Info("taking up the units of a harvest left unfinished", "task", t.ID)
+	} else {
+		mode := source.Baseline
+		if m == Incremental {
+			mode = source.Incremental
+		}
+		parts, cps, err := pipeline.Divide(ctx, opts, mode, rng)
+		if mode == source.Incremental && (errors.Is(err, source.ErrNotOffered) || errors.Is(err, pipeline.ErrNoCheckpoint)) {
+			log.Info("syncing from the snapshot", "why", err)
+			mode = source.Baseline
+			parts, cps, err = pipeline.Divide(ctx, opts, mode, rng)
+		}
+		if err != nil {
+			return nil, true, err
+		}
+		if len(parts) == 0 {
+			return nil, false, nil
+		}
+		now := time.Now().UTC()
+		if _, err := h.Store.MarkInterrupted(ctx, now, j.Source); err != nil {
+			return nil, true, err
+		}
+		runID, err := h.Store.BeginRun(ctx, state.Run{Mode: string(mode), Source: j.Source, Site: j.Site, Started: now})
+		if err != nil {
+			return nil, true, err
+		}
+		t = state.Task{Source: j.key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: cps, Created: now}
+		t.ID, err = h.Store.CreateTask(ctx, t, parts, func(ctx context.Context, tx *sql.Tx, id int64) error {
+			units := make([]daemon.Unit, len(parts))
+			for i, p := range parts {
+				units[i] = daemon.Unit{Site: j.Site, Task: id, Part: p}
+			}
+			return h.Units.Enqueue(ctx, tx, units)
+		})
+		if err != nil {
+			_ = h.Store.FinishRun(context.WithoutCancel(ctx), runID, time.Now().UTC(), runreport.StatusFailed, nil)
+			return nil, true, err
+		}
+		log.Info("harvest divided into units that any worker takes", "task", t.ID, "units", len(parts), "mode", mode)
+	}
+	if err := h.awaitUnits(ctx, t, opts.Protocol.Name, log); err != nil {
+		return &runreport.Report{Mode: t.Mode, Source: j.Source, RunID: t.RunID, Started: t.Created, Status: runreport.StatusInterrupted,
+			Error: "interrupted: the units go on; the next harvest of the site takes them up"}, true, err
+	}
+	rep, err = pipeline.CloseTask(context.WithoutCancel(ctx), opts, t)
+	return rep, true, err
+}
+
+// awaitUnits waits until every part of task t is done, writing the sum of
+// the done units' reports, and how many are done, to the task's run as
+// its counts so far.
+func (h *Harvester) awaitUnits(ctx context.Context, t state.Task, protocol string, log *slog.Logger) error {
+	poll := h.UnitPoll
+	if poll <= 0 {
+		poll = DefaultUnitPoll
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	shown := -1
+	for {
+		parts, err := h.Store.TaskParts(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		live := runreport.Report{Mode: t.Mode, Source: t.Source, RunID: t.RunID, Started: t.Created, Status: state.StatusRunning, Protocol: protocol,
+			Units: &runreport.Units{Total: int64(len(parts))}}
+		for _, p := range parts {
+			if !p.Done {
+				continue
+			}
+			live.Units.Done++
+			if r, err := h.Store.Run(ctx, p.RunID); err == nil {
+				if pr, ok := runreport.Read(r.Report); ok {
+					live.Add(pr)
+				}
+			}
+		}
+		if int(live.Units.Done) != shown {
+			shown = int(live.Units.Done)
+			live.Failures, live.Skips, live.Documents = nil, nil, nil // counts only
+			if js, err := json.Marshal(live); err == nil {
+				if err := h.Store.RunProgress(ctx, t.RunID, js); err != nil && ctx.Err() == nil {
+					log.Debug("the units done so far could not be recorded", "error", err)
+				}
+			}
+		}
+		if live.Units.Done == live.Units.Total {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// abandonTask closes the task a spread harvest of j's source left open,
+// its checkpoints not set, before the source is harvested whole: its
+// units, if any are still queued, find it closed and do nothing.
+func (h *Harvester) abandonTask(ctx context.Context, j Job, log *slog.Logger) error {
+	t, open, err := h.Store.OpenTask(ctx, j.key())
+	if err != nil || !open {
+		return err
+	}
+	log.Warn("a harvest spread over the workers was left unfinished; the source is harvested whole instead", "task", t.ID)
+	return h.Store.CloseTask(ctx, t.ID)
+}
+
+// Unit executes unit u of a spread harvest, on whichever daemon River gave
+// it to: the registry site's job, planned for that part alone, through the
+// same executor, holding the part's lease (state.PartLease), which fences
+// every commit of the run — a worker whose unit was given to another
+// after its connection was cut commits nothing after it — and recording
+// the part done with its last batch. A unit whose task is closed, or whose
+// part is done, does nothing; one held by a worker alive fails with an
+// error wrapping state.ErrLocked (try again later). When the site has a
+// rate, each unit is held to its share: the rate divided by the workers
+// alive, so that the cluster together keeps to it. When the run fails and
+// last says it will not be tried again, the part is recorded done
+// without its records, holding every checkpoint of its task where the
+// task began.
+func (h *Harvester) Unit(ctx context.Context, u daemon.Unit, last bool) error {
+	s, err := site.Registry{Store: h.Store}.Site(ctx, u.Site)
+	if err != nil {
+		return err
+	}
+	j := SiteJob(s)
+	log := h.log().With("site", u.Site, "task", u.Task, "part", u.Part)
+	t, open, err := h.Store.OpenTask(ctx, j.key())
+	if err != nil {
+		return err
+	}
+	if !open || t.ID != u.Task {
+		log.Info("unit of a task already closed: nothing to do")
+		return nil
+	}
+	parts, err := h.Store.TaskParts(ctx, u.Task)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if p.Name == u.Part && p.Done {
+			log.Info("unit already done")
+			return nil
+		}
+	}
+	lease, err := h.Store.Lease(ctx, state.PartLease(u.Task, u.Part), cmp.Or(h.Command, "rsharvest"), 0)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := lease.Release(); err != nil {
+			log.Warn("a lease could not be released; it ends with the connection", "error", err)
+		}
+	}()
+	if j.Rate > 0 {
+		j.Rate /= float64(h.workersAlive(ctx))
+	}
+	opts, closeSinks, err := h.options(ctx, j, log)
+	if err != nil {
+		return err
+	}
+	opts.Fence, opts.Part, opts.Site = lease, &pipeline.Part{Task: u.Task, Name: u.Part}, ""
+	var rep *runreport.Report
+	if t.Mode == string(source.Incremental) {
+		rng, _ := j.Range()
+		rep, err = pipeline.Incremental(ctx, opts, rng)
+	} else {
+		rep, err = pipeline.Baseline(ctx, opts)
+	}
+	if cerr := closeSinks(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+		err = fmt.Errorf("closing sinks: %w", cerr)
+	}
+	if err == nil && rep != nil {
+		log.Info("unit done", "status", rep.Status, "written", rep.Resources.Written, "unchanged", rep.Resources.Unchanged, "deleted", rep.Resources.Deleted)
+	}
+	if err != nil && ctx.Err() == nil && (last || !errclass.IsRetryable(err)) {
+		runID := int64(0)
+		if rep != nil {
+			runID = rep.RunID
+		}
+		log.Warn("unit failed for good: its task's checkpoints are held", "error", err)
+		if gerr := pipeline.GiveUpPart(context.WithoutCancel(ctx), h.Store, lease, *opts.Part, runID); gerr != nil {
+			return errors.Join(err, gerr)
+		}
+	}
+	return err
+}
+
+// workersAlive counts the daemons alive (their worker leases), at least 1.
+func (h *Harvester) workersAlive(ctx context.Context) int {
+	held, err := h.Store.Leases(ctx)
+	if err != nil {
+		return 1
+	}
+	n := 0
+	for _, l := range held {
+		if l.Kind() == state.LeaseWorker {
+			n++
+		}
+	}
+	return max(n, 1)
+}
