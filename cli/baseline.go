@@ -55,7 +55,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.Workers, "workers", d.Workers, "entries verified and delivered in parallel")
 	fl.Float64Var(&f.Rate, "rate", d.Rate, "requests per second per host (0 = unlimited)")
 	fl.StringVar(&f.BwLimit, "bwlimit", "", `cap the bytes per second received, all requests together: 10M (MiB/s), 500k, 2.5MB/s (default: no cap)`)
-	fl.BoolVar(&f.Spread, "spread", false, "for a registry site whose state is kept in PostgreSQL: divide its harvest into units that any daemon sharing the registry executes, each a River job (OAI-PMH: its date windows and sets); elsewhere, or for a protocol that does not divide, the harvest runs whole")
+	fl.BoolVar(&f.Spread, "spread", false, "for a registry site whose state is kept in PostgreSQL: divide its harvest into units that any daemon sharing the registry executes, each a River job (OAI-PMH: its date windows and sets; a ResourceSync baseline: its packages and slices of 1,000 of its lists' resources); elsewhere, or for a protocol that does not divide, the harvest runs whole")
 	fl.BoolVar(&f.DeleteUnlisted, "delete-unlisted", false, "remove what a harvest list no longer names (by default it stays held and is reported as no longer listed)")
 	fl.BoolVar(&f.CheckDocuments, "validate", false, "check each document that says what it must be (a harvest list's documentType) before it is stored: well-formed XML whose root is in that namespace (or whose DOCTYPE names that public identifier, or served as that MIME type); one that is not is that document's permanent failure")
 	fl.StringArrayVar(&f.Schemas, "schema", nil, "TYPE=FILE.xsd: also validate documents of TYPE against the schema, with xmllint (repeatable; implies --validate)")

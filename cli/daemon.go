@@ -53,7 +53,7 @@ and any number of daemons, on any machines, run the same registry: one of them (
 due sites, any of them harvests any site, and a site is never harvested twice at once (its lease, which
 "run" takes too). A harvest whose daemon died is taken up by another --rescue-after its start.
 A site with spread: true (sites add --spread) is harvested as units: its harvest is divided (OAI-PMH: its
-date windows and sets) into River jobs that any daemon executes, --units at a time; the checkpoint advances
+date windows and sets; a ResourceSync baseline: its packages and slices of its lists) into River jobs that any daemon executes, --units at a time; the checkpoint advances
 when the last unit has committed; a unit whose daemon died is done again by another.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

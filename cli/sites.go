@@ -311,7 +311,7 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 	fl.Float64Var(&rate, "rate", 0, "requests per second per host (0: unlimited)")
 	fl.IntVar(&concurrency, "concurrency", 0, "packages downloaded and unpacked at once (default 4); with lists, resource requests in flight (default 16)")
 	fl.BoolVar(&requireHash, "require-hash", false, "refuse resources that give no md5, sha-1, sha-256 or sha-512")
-	fl.BoolVar(&spread, "spread", false, "with the registry in PostgreSQL: divide each harvest into units (OAI-PMH: date windows and sets) that any daemon sharing the registry executes")
+	fl.BoolVar(&spread, "spread", false, "with the registry in PostgreSQL: divide each harvest into units (OAI-PMH: date windows and sets; ResourceSync baselines: packages and slices of lists) that any daemon sharing the registry executes")
 	fl.StringVar(&next, "next", "", "the next harvest: now, or a W3C datetime (default: derived from the last harvest and the schedule)")
 	return c
 }

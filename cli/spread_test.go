@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -161,4 +164,101 @@ func TestSpreadHarvest(t *testing.T) {
 	}
 	_ = survivor.cmd.Process.Signal(os.Interrupt)
 	_ = survivor.cmd.Wait()
+}
+
+// TestSpreadResourceSync: a ResourceSync site spread over a daemon's units
+// — its baseline divided into its packages, then its catch-up from the
+// Change Dump into its change packages with their winners — leaves the
+// mirror a sync of the same source in one process leaves, and sets the
+// checkpoint once the last unit has committed.
+func TestSpreadResourceSync(t *testing.T) {
+	bin := crashBuildBinary(t)
+	pg := pgDatabase(t, startPostgres(t), "spreadrs")
+	srv := generatedSource(t, bench.GenOptions{Resources: 120, Packages: 6, Seed: 3, MeanSize: 1 << 10, ChangePackages: 3, ChangesPerPackage: 30, DeleteShare: 0.2}, bench.ServeOptions{})
+	srv.Handler.Publish(0)
+	dir := t.TempDir()
+	spread, whole := filepath.Join(dir, "spread"), filepath.Join(dir, "whole")
+	if code, out, errb := run(t, "sites", "add", "rs", "--source", srv.URL, "--protocol", "resourcesync", "--sink", "fs:"+spread+"?shared=1",
+		"--every", "1d", "--spread", "--state", pg); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, errb)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	out := &syncBuffer{}
+	cmd := exec.CommandContext(ctx, bin, "daemon", "--state", pg, "--tick", "200ms", "--units", "2", "--listen", "", "--log-level", "info")
+	cmd.Stdout, cmd.Stderr, cmd.WaitDelay = out, out, 5*time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+	db, err := sql.Open("pgx", pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	closed := func(mode string) int {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM tasks WHERE closed = 1 AND mode = $1", mode).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sync := func() {
+		t.Helper()
+		if code, o, errb := run(t, "sync", "--source", srv.URL, "--sink", "fs:"+whole, "--state", filepath.Join(dir, "whole.db"), "--progress", "none"); code != ExitOK {
+			t.Fatalf("sync: exit %d\n%s%s", code, o, errb)
+		}
+	}
+	waitFor(t, "the spread baseline", func() bool { return closed("baseline") == 1 && siteStatus(t, pg, "rs") == "ok" })
+	sync()
+	if got, want := treeSums(t, spread), treeSums(t, whole); len(want) != 120 || !maps.Equal(got, want) {
+		t.Errorf("after the baseline the spread mirror holds %d files, one process's %d, not the same", len(got), len(want))
+	}
+	var parts int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM task_parts").Scan(&parts); err != nil || parts != 6 {
+		t.Errorf("the baseline's units: %d, %v; want its 6 packages", parts, err)
+	}
+
+	srv.Handler.Publish(3)
+	if code, o, errb := run(t, "sites", "edit", "rs", "--next", "now", "--state", pg); code != ExitOK {
+		t.Fatalf("sites edit: exit %d\n%s%s", code, o, errb)
+	}
+	waitFor(t, "the spread catch-up", func() bool { return closed("incremental") == 1 && siteStatus(t, pg, "rs") == "ok" })
+	sync()
+	if got, want := treeSums(t, spread), treeSums(t, whole); !maps.Equal(got, want) {
+		t.Errorf("after the catch-up the spread mirror holds %d files, one process's %d, not the same", len(got), len(want))
+	}
+	st, err := state.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if ok, err := st.HasCheckpoint(ctx, srv.URL); err != nil || !ok {
+		t.Errorf("no checkpoint after the spread harvests: %v, %v\n%s", ok, err, out.String())
+	}
+}
+
+// treeSums maps every file under dir (but the sink's own) to its sha-256.
+func treeSums(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			if d != nil && d.IsDir() && strings.HasPrefix(d.Name(), ".rsharvest") {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		out[strings.TrimPrefix(p, dir)] = hex.EncodeToString(sum[:])
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -82,7 +82,8 @@ type Job struct {
 	// is kept and reported.
 	DeleteUnlisted bool
 	// Spread divides a registry site's harvest, when its protocol can
-	// (source.Parter: OAI-PMH, by date windows and sets), into units that
+	// (source.Parter: OAI-PMH by date windows and sets, a ResourceSync
+	// baseline by packages and slices of its lists), into units that
 	// any daemon sharing the registry executes (--spread; see
 	// Harvester.Units). Elsewhere the harvest runs whole.
 	Spread bool

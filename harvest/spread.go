@@ -21,7 +21,7 @@ import (
 
 // DefaultUnitPoll is how often a spread harvest looks whether its units are
 // done (Harvester.UnitPoll).
-const DefaultUnitPoll = time.Second
+const DefaultUnitPoll = 250 * time.Millisecond
 
 // spreads says j's harvest is spread over the daemons sharing the
 // registry: a registry site that asks for it (Job.Spread), harvested by a

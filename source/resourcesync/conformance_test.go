@@ -2,10 +2,15 @@ package resourcesync_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rsharvest/rsharvest/errclass"
 
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/source"
@@ -76,7 +81,26 @@ func plannerSite(t *testing.T) *site {
 	s.xml("/s4/rd-sub.xml", rsdoc("sitemapindex", md(`capability="resourcedump"`), `BASE/s4/rd1.xml`, `BASE/s4/rd2.xml`))
 	s.xml("/s4/rd1.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-04-01T00:00:00Z"`), `BASE/s4/q1.zip`))
 	s.xml("/s4/rd2.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-04-02T00:00:00Z"`), `BASE/s4/q2.zip`))
+	// s5, a Source Description of its own: a Resource Dump of two
+	// packages (s5a) and a Resource List of 2,500 resources (s5b), all
+	// well formed: a baseline that divides into two packages and three
+	// slices of the list.
+	s.xml("/s5/desc.xml", rsdoc("urlset", md(`capability="description"`),
+		`BASE/s5a/capabilitylist.xml capability="capabilitylist"`, `BASE/s5b/capabilitylist.xml capability="capabilitylist"`))
+	s.xml("/s5a/capabilitylist.xml", rsdoc("urlset", md(`capability="capabilitylist"`), `BASE/s5a/resourcedump.xml capability="resourcedump"`))
+	s.xml("/s5a/resourcedump.xml", rsdoc("urlset", md(`capability="resourcedump" at="2024-05-01T00:00:00Z"`), `BASE/s5a/d1.zip`, `BASE/s5a/d2.zip`))
+	s.xml("/s5b/capabilitylist.xml", rsdoc("urlset", md(`capability="capabilitylist"`), `BASE/s5b/resourcelist.xml capability="resourcelist"`))
+	s.xml("/s5b/resourcelist.xml", rsdoc("urlset", md(`capability="resourcelist" at="2024-05-02T00:00:00Z"`), longList()...))
 	return s
+}
+
+// longList are the entries of s5's Resource List.
+func longList() []string {
+	out := make([]string, 2500)
+	for i := range out {
+		out[i] = fmt.Sprintf("BASE/s5b/r%d", i)
+	}
+	return out
 }
 
 // testPlanner is a planner reading documents without retries.
@@ -105,7 +129,17 @@ func TestPlannerConformance(t *testing.T) {
 	task := func(mode source.Mode, set string, from, until time.Time) source.Task {
 		return source.Task{Source: base + "/desc.xml", Mode: mode, Set: set, From: from, Until: until}
 	}
+	var long []string
+	for _, e := range longList() {
+		long = append(long, strings.Replace(e, "BASE", base, 1))
+	}
+	s5a, s5b := base+"/s5a/capabilitylist.xml", base+"/s5b/capabilitylist.xml"
 	sourcetest.Run(t, []sourcetest.Case{
+		{
+			Name: "baseline of a dump and a long list", Planner: p, Task: source.Task{Source: base + "/s5/desc.xml", Mode: source.Baseline},
+			Packages: []string{base + "/s5a/d1.zip", base + "/s5a/d2.zip"}, Records: long, Parts: 5,
+			Sets: []string{s5a, s5b}, Checkpoints: map[string]time.Time{s5a: day(5, 1), s5b: day(5, 2)},
+		},
 		{
 			Name: "baseline", Planner: p, Task: task(source.Baseline, "", time.Time{}, time.Time{}),
 			Packages:    []string{base + "/s1/p1.zip", base + "/s1/p2.zip", base + "/s1/p3.zip"},
@@ -123,6 +157,7 @@ func TestPlannerConformance(t *testing.T) {
 			Name: "incremental from the checkpoints", Planner: p, Held: held, Task: task(source.Incremental, "", time.Time{}, time.Time{}),
 			Packages:    []string{base + "/s1/c1b.zip", base + "/s1/c2.zip"},
 			Records:     []string{base + "/r11"}, // deleted
+			Parts:       3,
 			Sets:        []string{s1, s2},
 			Checkpoints: map[string]time.Time{s1: day(2, 2), s2: day(1, 10)},
 		},
@@ -130,6 +165,7 @@ func TestPlannerConformance(t *testing.T) {
 			Name: "incremental over a range", Planner: p, Held: held, Task: task(source.Incremental, "", day(1, 2), day(1, 9)),
 			Packages:    []string{base + "/s1/c1a.zip"},
 			Records:     []string{base + "/r1"}, // from the Change List
+			Parts:       2,
 			Sets:        []string{s1, s2},
 			Checkpoints: map[string]time.Time{s1: day(1, 9), s2: day(1, 9)},
 		},
@@ -159,4 +195,22 @@ func TestPlannerConformance(t *testing.T) {
 // manifest copy.
 func contents(href string) string {
 	return `/><rs:ln rel="contents" href="` + href + `"`
+}
+
+// TestPartChanged: a part the walk no longer finds whole — the source's
+// documents changed since the task was divided — fails temporarily (what
+// it did emit is delivered; the part is not done, and is tried again).
+func TestPartChanged(t *testing.T) {
+	s := plannerSite(t)
+	task := source.Task{Source: s.URL + "/s5/desc.xml", Mode: source.Baseline}
+	for _, part := range []string{
+		url.Values{"package": {s.URL + "/s5a/gone.zip"}}.Encode(),
+		url.Values{"list": {s.URL + "/s5b/resourcelist.xml"}, "slice": {"2"}, "n": {"1000"}}.Encode(), // holds 500
+	} {
+		task.Part = part
+		_, err := testPlanner().Plan(t.Context(), task, sourcetest.Holdings{}, func(context.Context, source.Unit) error { return nil })
+		if !errclass.IsRetryable(err) {
+			t.Errorf("part %s: err = %v, want a temporary failure", part, err)
+		}
+	}
 }

@@ -48,7 +48,11 @@ func WellKnownURL(site string) (string, error) {
 // header) and the walk starts again from what it finds: the Source
 // Description, or the one Capability List. Nothing is fetched twice on the
 // usual path. An error reading the source itself is a *source.SourceError.
+// A task with a Part plans that part of a baseline alone (see Parts).
 func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
+	if task.Part != "" {
+		return d.planPart(ctx, task, held, emit)
+	}
 	w := &walk{Planner: d, task: task, held: held, out: emit, now: time.Now().UTC(), sets: map[string]*source.Checkpoint{},
 		maxDepth: maxDocDepth, open: func(ctx context.Context, u string) (entries, func(), error) { return d.openDocument(ctx, u) }}
 	switch task.Mode {

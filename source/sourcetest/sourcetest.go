@@ -36,6 +36,9 @@ type Case struct {
 	Checkpoints map[string]time.Time
 	// Err, when set, is an error the plan must end with (errors.Is).
 	Err error
+	// Parts, when not 0, is how many parts a Parter must divide the task
+	// into.
+	Parts int
 	// Unordered says the planner emits from several lists at once (an
 	// OAI-PMH harvest in parallel date windows): planning again must plan
 	// the same units, in any order.
@@ -375,6 +378,9 @@ func checkParts(ctx context.Context, t *testing.T, c Case, whole plan) {
 	parts, cps, err := pr.Parts(ctx, c.Task, held)
 	if err != nil {
 		t.Fatalf("Parts: %v", err)
+	}
+	if c.Parts != 0 && len(parts) != c.Parts {
+		t.Errorf("%d parts, want %d: %q", len(parts), c.Parts, parts)
 	}
 	if len(parts) == 0 {
 		return // the task does not divide
