@@ -20,7 +20,7 @@ import (
 	"github.com/rsharvest/rsharvest/testdata/hostile"
 )
 
-func run(t *testing.T, args ...string) (int, string, string) {
+func run(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := Main(context.Background(), args, &out, &errb)

@@ -46,7 +46,7 @@ const crashSinkTmpDir = ".rsharvest-tmp"
 
 // crashBuildBinary builds ./cmd/rsharvest, without the race detector (SQLite
 // is many times slower under it), into a directory of the test.
-func crashBuildBinary(t *testing.T) string {
+func crashBuildBinary(t testing.TB) string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 
 // siteStatus returns the last status of site name in the registry of db
 // ("" before its first harvest).
-func siteStatus(t *testing.T, db, name string) string {
+func siteStatus(t testing.TB, db, name string) string {
 	t.Helper()
 	st, err := state.Open(t.Context(), db)
 	if err != nil {
@@ -41,7 +41,7 @@ func siteStatus(t *testing.T, db, name string) string {
 }
 
 // waitFor polls cond until it holds, failing the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -173,7 +173,7 @@ func TestDaemonKillResume(t *testing.T) {
 
 // pgDatabase creates the database name on the PostgreSQL server at
 // server and returns its URL.
-func pgDatabase(t *testing.T, server, name string) string {
+func pgDatabase(t testing.TB, server, name string) string {
 	t.Helper()
 	db, err := sql.Open("pgx", server)
 	if err != nil {
@@ -188,7 +188,7 @@ func pgDatabase(t *testing.T, server, name string) string {
 
 // startPostgres starts a PostgreSQL server on 127.0.0.1 for the test
 // (internal/testbin), stopped at its end, and returns its URL.
-func startPostgres(t *testing.T) string {
+func startPostgres(t testing.TB) string {
 	t.Helper()
 	url, stop, err := testbin.Postgres(t.Context())
 	if err != nil {
