@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -20,11 +22,22 @@ import (
 // origin counts the requests it receives in each second: never more than
 // the site's rate, whichever daemons take the site's harvests (a site is
 // harvested by one worker at a time, its lease, so its rate limit and
-// connection cap hold for the whole cluster).
+// connection cap hold for the whole cluster) — and when the site's harvest
+// is spread over the daemons' units, at most one unit per slot of its
+// task (a slot per daemon alive), each at its share of the rate.
 func TestPolitenessAcrossWorkers(t *testing.T) {
-	const rate = 4
 	bin := crashBuildBinary(t)
-	pg := pgDatabase(t, startPostgres(t), "polite")
+	server := startPostgres(t)
+	for _, tc := range []struct {
+		name   string
+		spread bool
+	}{{"one worker at a time", false}, {"spread over the workers", true}} {
+		t.Run(tc.name, func(t *testing.T) { politeness(t, bin, pgDatabase(t, server, "polite"+strconv.FormatBool(tc.spread)), tc.spread) })
+	}
+}
+
+func politeness(t *testing.T, bin, pg string, spread bool) {
+	const rate = 4
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 60, PageSize: 5})
 	var mu sync.Mutex
 	perSecond := map[int64]int{}
@@ -36,8 +49,12 @@ func TestPolitenessAcrossWorkers(t *testing.T) {
 	}))
 	defer origin.Close()
 	mirror := filepath.Join(t.TempDir(), "mirror")
-	if code, out, errb := run(t, "sites", "add", "polite", "--source", origin.URL+"/oai", "--protocol", "oai-pmh", "--rate", "4",
-		"--sink", "fs:"+mirror+"?shared=1", "--every", "1d", "--state", pg); code != ExitOK {
+	args := []string{"sites", "add", "polite", "--source", origin.URL + "/oai", "--protocol", "oai-pmh", "--rate", "4",
+		"--sink", "fs:" + mirror + "?shared=1", "--every", "1d", "--state", pg}
+	if spread {
+		args = append(args, "--spread")
+	}
+	if code, out, errb := run(t, args...); code != ExitOK {
 		t.Fatalf("sites add: exit %d\n%s%s", code, out, errb)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -59,6 +76,17 @@ func TestPolitenessAcrossWorkers(t *testing.T) {
 		}
 	}()
 	waitFor(t, "the site harvested", func() bool { return siteStatus(t, pg, "polite") == "ok" })
+	if spread {
+		db, err := sql.Open("pgx", pg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var parts int
+		if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM task_parts WHERE done = 1").Scan(&parts); err != nil || parts < 4 {
+			t.Errorf("the harvest's units done: %d, %v; want it spread", parts, err)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	// The limiter's bucket starts full (a burst of rate): the first second
@@ -75,6 +103,7 @@ func TestPolitenessAcrossWorkers(t *testing.T) {
 			t.Errorf("second %d of the harvest: %d requests, above the site's rate of %d a second", sec-first, n, rate)
 		}
 	}
+	t.Logf("requests per second: %v", perSecond)
 	if total < 12 {
 		t.Errorf("%d requests in all: the harvest did not run", total)
 	}

@@ -131,6 +131,9 @@ type Unit struct {
 	Site string `json:"site"`
 	Task int64  `json:"task"`
 	Part string `json:"part"`
+	// Slots, when not 0, is how many units of the task may run at once,
+	// each at its share of the site's rate.
+	Slots int `json:"slots,omitempty"`
 }
 
 func (Unit) Kind() string { return "rsharvest_unit" }

@@ -73,10 +73,15 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 			return nil, true, err
 		}
 		t = state.Task{Source: j.key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: cps, Created: now}
+		slots := 0
+		if j.Rate > 0 {
+			// As many units at once as workers alive, each at its share.
+			slots = h.workersAlive(ctx)
+		}
 		t.ID, err = h.Store.CreateTask(ctx, t, parts, func(ctx context.Context, tx *sql.Tx, id int64) error {
 			units := make([]daemon.Unit, len(parts))
 			for i, p := range parts {
-				units[i] = daemon.Unit{Site: j.Site, Task: id, Part: p}
+				units[i] = daemon.Unit{Site: j.Site, Task: id, Part: p, Slots: slots}
 			}
 			return h.Units.Enqueue(ctx, tx, units)
 		})
@@ -163,8 +168,11 @@ func (h *Harvester) abandonTask(ctx context.Context, j Job, log *slog.Logger) er
 // the part done with its last batch. A unit whose task is closed, or whose
 // part is done, does nothing; one held by a worker alive fails with an
 // error wrapping state.ErrLocked (try again later). When the site has a
-// rate, each unit is held to its share: the rate divided by the workers
-// alive, so that the cluster together keeps to it. When the run fails and
+// rate, the task has slots (daemon.Unit.Slots: the workers alive when it
+// was divided): a unit waits for a free slot (state.SlotLease), runs at
+// the rate divided by the slots, and makes its first request no sooner
+// than its share allows after taking the slot, so that the units together
+// keep to the site's rate across the cluster. When the run fails and
 // last says it will not be tried again, the part is recorded done
 // without its records, holding every checkpoint of its task where the
 // task began.
@@ -202,8 +210,20 @@ func (h *Harvester) Unit(ctx context.Context, u daemon.Unit, last bool) error {
 			log.Warn("a lease could not be released; it ends with the connection", "error", err)
 		}
 	}()
-	if j.Rate > 0 {
-		j.Rate /= float64(h.workersAlive(ctx))
+	if u.Slots > 0 && j.Rate > 0 {
+		release, err := h.slot(ctx, u)
+		if err != nil {
+			return err
+		}
+		defer release()
+		j.Rate /= float64(u.Slots)
+		// The slot's previous unit may have just asked: a full bucket
+		// now would ask again at once.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(float64(time.Second) / j.Rate)):
+		}
 	}
 	opts, closeSinks, err := h.options(ctx, j, log)
 	if err != nil {
@@ -234,6 +254,30 @@ func (h *Harvester) Unit(ctx context.Context, u daemon.Unit, last bool) error {
 		}
 	}
 	return err
+}
+
+// slot takes a free slot of u's task, waiting for one, and returns what
+// releases it.
+func (h *Harvester) slot(ctx context.Context, u daemon.Unit) (func(), error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for i := range u.Slots {
+			l, err := h.Store.Lease(ctx, state.SlotLease(u.Task, i), cmp.Or(h.Command, "rsharvest"), 0)
+			if errors.Is(err, state.ErrLocked) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			return func() { _ = l.Release() }, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // workersAlive counts the daemons alive (their worker leases), at least 1.

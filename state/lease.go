@@ -44,6 +44,13 @@ func PartLease(task int64, part string) string {
 	return fmt.Sprintf("%s %d %s", LeasePart, task, part)
 }
 
+// SlotLease is the name of the i-th of the slots of spread task task: a
+// site with a rate lets as many of its units run at once as its task has
+// slots, each at its share of the rate.
+func SlotLease(task int64, i int) string {
+	return fmt.Sprintf("%s %d %d", LeaseSlot, task, i)
+}
+
 // WorkerLease is the name of the lease a daemon holds for its life, this
 // process's: Leases lists it as a worker alive, harvesting or not.
 func WorkerLease() string {
@@ -58,10 +65,11 @@ const (
 	LeaseSource = "source"
 	LeaseWorker = "worker"
 	LeasePart   = "part"
+	LeaseSlot   = "slot"
 )
 
-// Kind is the kind of the lease: LeaseSite, LeaseSource, LeaseWorker or
-// LeasePart.
+// Kind is the kind of the lease: LeaseSite, LeaseSource, LeaseWorker,
+// LeasePart or LeaseSlot.
 func (l LeaseHeld) Kind() string {
 	kind, _, _ := strings.Cut(l.Key, " ")
 	return kind

@@ -475,7 +475,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				sites++
 			case state.LeasePart:
 				units++
-			default:
+			case state.LeaseSource:
 				sources++
 			}
 		}
