@@ -32,7 +32,9 @@ func TestPolitenessAcrossWorkers(t *testing.T) {
 		name   string
 		spread bool
 	}{{"one worker at a time", false}, {"spread over the workers", true}} {
-		t.Run(tc.name, func(t *testing.T) { politeness(t, bin, pgDatabase(t, server, "polite"+strconv.FormatBool(tc.spread)), tc.spread) })
+		t.Run(tc.name, func(t *testing.T) {
+			politeness(t, bin, pgDatabase(t, server, "polite"+strconv.FormatBool(tc.spread)), tc.spread)
+		})
 	}
 }
 
