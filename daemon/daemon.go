@@ -128,9 +128,9 @@ type Options struct {
 // Unit is one unit of work of a task spread over workers: part Part of
 // task Task, of registry site Site.
 type Unit struct {
-	Site string `json:"site"`
-	Task int64  `json:"task"`
-	Part string `json:"part"`
+	Site string `json:"site" river:"unique"`
+	Task int64  `json:"task" river:"unique"`
+	Part string `json:"part" river:"unique"`
 	// Slots, when not 0, is how many units of the task may run at once,
 	// each at its share of the site's rate.
 	Slots int `json:"slots,omitempty"`
@@ -148,12 +148,26 @@ const queueUnits = "units"
 type Units struct {
 	mu      sync.Mutex
 	enqueue func(ctx context.Context, tx *sql.Tx, units []Unit) error
+	requeue func(ctx context.Context, units []Unit) error
 }
 
-func (u *Units) set(enqueue func(ctx context.Context, tx *sql.Tx, units []Unit) error) {
+func (u *Units) set(enqueue func(ctx context.Context, tx *sql.Tx, units []Unit) error, requeue func(ctx context.Context, units []Unit) error) {
 	u.mu.Lock()
-	u.enqueue = enqueue
+	u.enqueue, u.requeue = enqueue, requeue
 	u.mu.Unlock()
+}
+
+// Requeue inserts a job per unit whose job is no longer waiting or running
+// (a unit's job is unique by its site, task and part while it is): what a
+// harvest waiting for its units does for those not done.
+func (u *Units) Requeue(ctx context.Context, units []Unit) error {
+	u.mu.Lock()
+	requeue := u.requeue
+	u.mu.Unlock()
+	if requeue == nil {
+		return ErrNoUnits
+	}
+	return requeue(ctx, units)
 }
 
 // ErrNoUnits is returned by Units.Enqueue while no daemon sharing its jobs
@@ -306,25 +320,14 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 	river.AddWorker(workers, river.WorkFunc(d.harvest))
 	river.AddWorker(workers, river.WorkFunc(d.schedule))
 	river.AddWorker(workers, river.WorkFunc(d.unit))
+	var ins *river.Client[*sql.Tx]
 	if shared && opts.Units != nil {
 		// Units are queued in the state's own transactions (database/sql
 		// on the same database): an insert-only client of River's
 		// database/sql driver.
-		ins, err := river.NewClient(riverdatabasesql.New(nil), &river.Config{Schema: schema, MaxAttempts: opts.MaxAttempts, Logger: riverLog(log)})
-		if err != nil {
+		if ins, err = river.NewClient(riverdatabasesql.New(nil), &river.Config{Schema: schema, MaxAttempts: opts.MaxAttempts, Logger: riverLog(log)}); err != nil {
 			return errclass.Fatalf("daemon: %w", err)
 		}
-		opts.Units.set(func(ctx context.Context, tx *sql.Tx, units []Unit) error {
-			params := make([]river.InsertManyParams, len(units))
-			for i, u := range units {
-				params[i] = river.InsertManyParams{Args: u, InsertOpts: &river.InsertOpts{Queue: queueUnits}}
-			}
-			if _, err := ins.InsertManyTx(ctx, tx, params); err != nil {
-				return errclass.NewRetryable(fmt.Errorf("daemon: queue units: %w", err))
-			}
-			return nil
-		})
-		defer opts.Units.set(nil)
 	}
 	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(opts.Tick),
 		func() (river.JobArgs, *river.InsertOpts) { return scheduleArgs{}, nil },
@@ -354,6 +357,20 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 		return errclass.Fatalf("daemon: %w", err)
 	}
 	d.client = client
+	if ins != nil {
+		opts.Units.set(func(ctx context.Context, tx *sql.Tx, units []Unit) error {
+			if _, err := ins.InsertManyTx(ctx, tx, unitJobs(units)); err != nil {
+				return errclass.NewRetryable(fmt.Errorf("daemon: queue units: %w", err))
+			}
+			return nil
+		}, func(ctx context.Context, units []Unit) error {
+			if _, err := client.InsertMany(ctx, unitJobs(units)); err != nil {
+				return errclass.NewRetryable(fmt.Errorf("daemon: queue units again: %w", err))
+			}
+			return nil
+		})
+		defer opts.Units.set(nil, nil)
+	}
 	// The client runs on its own context: ctx's end stops it below, with
 	// the running jobs' contexts cancelled at once.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
@@ -468,6 +485,18 @@ func (d *daemon[TTx]) harvest(ctx context.Context, job *river.Job[harvestArgs]) 
 		d.log.Warn("harvest failed", "site", s.Name, "error", err)
 		return nil // recorded in the registry; due again by its schedule
 	}
+}
+
+// unitJobs are the jobs of units: each unique by its site, task and part
+// while it waits or runs.
+func unitJobs(units []Unit) []river.InsertManyParams {
+	params := make([]river.InsertManyParams, len(units))
+	for i, u := range units {
+		params[i] = river.InsertManyParams{Args: u, InsertOpts: &river.InsertOpts{Queue: queueUnits,
+			UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+				rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled}}}}
+	}
+	return params
 }
 
 // unit executes one unit of a spread task, as harvest does a site.

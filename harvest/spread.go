@@ -73,11 +73,7 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 			return nil, true, err
 		}
 		t = state.Task{Source: j.key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: cps, Created: now}
-		slots := 0
-		if j.Rate > 0 {
-			// As many units at once as workers alive, each at its share.
-			slots = h.workersAlive(ctx)
-		}
+		slots := h.slots(ctx, j) // as many units at once as workers alive, each at its share
 		t.ID, err = h.Store.CreateTask(ctx, t, parts, func(ctx context.Context, tx *sql.Tx, id int64) error {
 			units := make([]daemon.Unit, len(parts))
 			for i, p := range parts {
@@ -91,7 +87,7 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 		}
 		log.Info("harvest divided into units that any worker takes", "task", t.ID, "units", len(parts), "mode", mode)
 	}
-	if err := h.awaitUnits(ctx, t, opts.Protocol.Name, log); err != nil {
+	if err := h.awaitUnits(ctx, t, j, open, opts.Protocol.Name, log); err != nil {
 		return &runreport.Report{Mode: t.Mode, Source: j.Source, RunID: t.RunID, Started: t.Created, Status: runreport.StatusInterrupted,
 			Error: "interrupted: the units go on; the next harvest of the site takes them up"}, true, err
 	}
@@ -99,46 +95,70 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 	return rep, true, err
 }
 
+// requeueEvery is how often a spread harvest waiting for its units queues
+// again those not done whose jobs ended (a unit given to a worker that then
+// lost it, a job discarded): a unit's job is unique while it waits or runs,
+// so one alive is left alone.
+const requeueEvery = 30 * time.Second
+
 // awaitUnits waits until every part of task t is done, writing the sum of
 // the done units' reports, and how many are done, to the task's run as
-// its counts so far.
-func (h *Harvester) awaitUnits(ctx context.Context, t state.Task, protocol string, log *slog.Logger) error {
+// its counts so far; it queues again the units not done at once when it
+// takes up a task left open (adopted), and every requeueEvery.
+func (h *Harvester) awaitUnits(ctx context.Context, t state.Task, j Job, adopted bool, protocol string, log *slog.Logger) error {
 	poll := h.UnitPoll
 	if poll <= 0 {
 		poll = DefaultUnitPoll
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
-	shown := -1
+	live := runreport.Report{Mode: t.Mode, Source: t.Source, RunID: t.RunID, Started: t.Created, Status: state.StatusRunning, Protocol: protocol,
+		Units: &runreport.Units{}}
+	summed := map[string]bool{} // the parts whose reports live holds
+	requeued := time.Now()
+	if adopted {
+		requeued = time.Time{}
+	}
 	for {
 		parts, err := h.Store.TaskParts(ctx, t.ID)
 		if err != nil {
 			return err
 		}
-		live := runreport.Report{Mode: t.Mode, Source: t.Source, RunID: t.RunID, Started: t.Created, Status: state.StatusRunning, Protocol: protocol,
-			Units: &runreport.Units{Total: int64(len(parts))}}
+		var left []daemon.Unit
+		changed := live.Units.Total != int64(len(parts))
+		live.Units.Total = int64(len(parts))
 		for _, p := range parts {
 			if !p.Done {
+				left = append(left, daemon.Unit{Site: j.Site, Task: t.ID, Part: p.Name, Slots: h.slots(ctx, j)})
 				continue
 			}
+			if summed[p.Name] {
+				continue
+			}
+			summed[p.Name], changed = true, true
 			live.Units.Done++
 			if r, err := h.Store.Run(ctx, p.RunID); err == nil {
 				if pr, ok := runreport.Read(r.Report); ok {
+					pr.Failures, pr.Skips, pr.Documents = nil, nil, nil // counts only
 					live.Add(pr)
 				}
 			}
 		}
-		if int(live.Units.Done) != shown {
-			shown = int(live.Units.Done)
-			live.Failures, live.Skips, live.Documents = nil, nil, nil // counts only
+		if changed {
 			if js, err := json.Marshal(live); err == nil {
 				if err := h.Store.RunProgress(ctx, t.RunID, js); err != nil && ctx.Err() == nil {
 					log.Debug("the units done so far could not be recorded", "error", err)
 				}
 			}
 		}
-		if live.Units.Done == live.Units.Total {
+		if len(left) == 0 {
 			return nil
+		}
+		if time.Since(requeued) >= requeueEvery {
+			requeued = time.Now()
+			if err := h.Units.Requeue(ctx, left); err != nil && ctx.Err() == nil {
+				log.Warn("the units not done could not be queued again; at the next try", "error", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -146,6 +166,15 @@ func (h *Harvester) awaitUnits(ctx context.Context, t state.Task, protocol strin
 		case <-tick.C:
 		}
 	}
+}
+
+// slots is how many units of a task of j may run at once (0: no bound): a
+// site with a rate gives its task a slot per worker alive.
+func (h *Harvester) slots(ctx context.Context, j Job) int {
+	if j.Rate <= 0 {
+		return 0
+	}
+	return h.workersAlive(ctx)
 }
 
 // abandonTask closes the task a spread harvest of j's source left open,
@@ -165,55 +194,83 @@ func (h *Harvester) abandonTask(ctx context.Context, j Job, log *slog.Logger) er
 // same executor, holding the part's lease (state.PartLease), which fences
 // every commit of the run — a worker whose unit was given to another
 // after its connection was cut commits nothing after it — and recording
-// the part done with its last batch. A unit whose task is closed, or whose
-// part is done, does nothing; one held by a worker alive fails with an
-// error wrapping state.ErrLocked (try again later). When the site has a
-// rate, the task has slots (daemon.Unit.Slots: the workers alive when it
-// was divided): a unit waits for a free slot (state.SlotLease), runs at
-// the rate divided by the slots, and makes its first request no sooner
-// than its share allows after taking the slot, so that the units together
-// keep to the site's rate across the cluster. When the run fails and
-// last says it will not be tried again, the part is recorded done
-// without its records, holding every checkpoint of its task where the
-// task began.
+// the part done with its last batch; while the task is open (a unit of a
+// task abandoned commits nothing, state.ErrTaskClosed). A unit whose task
+// is closed, or whose part is done, does nothing; one held by a worker
+// alive fails with an error wrapping state.ErrLocked (try again later); one
+// whose lease another worker took, or whose task was closed meanwhile, is
+// left to them (nil). When the site has a rate, the task has slots
+// (daemon.Unit.Slots: the workers alive when it was divided): a unit waits
+// for a free slot (state.SlotLease), runs at the rate divided by the
+// slots, and makes its first request no sooner than its share allows
+// after taking the slot, so that the units together keep to the site's
+// rate across the cluster. A unit that fails for good — a permanent
+// failure, or any when last says River will not try it again — is
+// recorded done without its records (pipeline.GiveUpPart), holding every
+// checkpoint of its task where the task began, so that the harvest waiting
+// for it ends; if even that fails, the error is temporary.
 func (h *Harvester) Unit(ctx context.Context, u daemon.Unit, last bool) error {
-	s, err := site.Registry{Store: h.Store}.Site(ctx, u.Site)
-	if err != nil {
-		return err
-	}
-	j := SiteJob(s)
 	log := h.log().With("site", u.Site, "task", u.Task, "part", u.Part)
-	t, open, err := h.Store.OpenTask(ctx, j.key())
-	if err != nil {
-		return err
-	}
-	if !open || t.ID != u.Task {
-		log.Info("unit of a task already closed: nothing to do")
-		return nil
-	}
-	parts, err := h.Store.TaskParts(ctx, u.Task)
-	if err != nil {
-		return err
-	}
-	for _, p := range parts {
-		if p.Name == u.Part && p.Done {
-			log.Info("unit already done")
-			return nil
-		}
-	}
-	lease, err := h.Store.Lease(ctx, state.PartLease(u.Task, u.Part), cmp.Or(h.Command, "rsharvest"), 0)
-	if err != nil {
-		return err
-	}
+	var lease *state.Lease
 	defer func() {
+		if lease == nil {
+			return
+		}
 		if err := lease.Release(); err != nil {
 			log.Warn("a lease could not be released; it ends with the connection", "error", err)
 		}
 	}()
+	runID, err := h.unit(ctx, u, log, &lease)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return err
+	case errors.Is(err, state.ErrLeaseLost) || errors.Is(err, state.ErrTaskClosed):
+		log.Info("unit given to another worker, or its task closed, meanwhile: left to them", "error", err)
+		return nil
+	case errors.Is(err, state.ErrLocked):
+		return err
+	case !last && errclass.IsRetryable(err):
+		return err
+	}
+	log.Warn("unit failed for good: its task's checkpoints are held", "error", err)
+	if gerr := pipeline.GiveUpPart(context.WithoutCancel(ctx), h.Store, lease, pipeline.Part{Task: u.Task, Name: u.Part}, runID); gerr != nil {
+		return errclass.NewRetryable(errors.Join(err, gerr))
+	}
+	return err
+}
+
+// unit is Unit's work; it sets *held to the part's lease once taken, and
+// returns the id of the run it began (0: none).
+func (h *Harvester) unit(ctx context.Context, u daemon.Unit, log *slog.Logger, held **state.Lease) (int64, error) {
+	s, err := site.Registry{Store: h.Store}.Site(ctx, u.Site)
+	if err != nil {
+		return 0, err
+	}
+	j := SiteJob(s)
+	t, open, err := h.Store.OpenTask(ctx, j.key())
+	if err != nil {
+		return 0, err
+	}
+	if !open || t.ID != u.Task {
+		log.Info("unit of a task already closed: nothing to do")
+		return 0, nil
+	}
+	if done, err := h.partDone(ctx, u); err != nil || done {
+		return 0, err
+	}
+	lease, err := h.Store.Lease(ctx, state.PartLease(u.Task, u.Part), cmp.Or(h.Command, "rsharvest"), 0)
+	if err != nil {
+		return 0, err
+	}
+	*held = lease
+	// Done by another while this one waited for its turn?
+	if done, err := h.partDone(ctx, u); err != nil || done {
+		return 0, err
+	}
 	if u.Slots > 0 && j.Rate > 0 {
 		release, err := h.slot(ctx, u)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer release()
 		j.Rate /= float64(u.Slots)
@@ -221,13 +278,13 @@ func (h *Harvester) Unit(ctx context.Context, u daemon.Unit, last bool) error {
 		// now would ask again at once.
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(time.Duration(float64(time.Second) / j.Rate)):
 		}
 	}
 	opts, closeSinks, err := h.options(ctx, j, log)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	opts.Fence, opts.Part, opts.Site = lease, &pipeline.Part{Task: u.Task, Name: u.Part}, ""
 	var rep *runreport.Report
@@ -240,26 +297,35 @@ func (h *Harvester) Unit(ctx context.Context, u daemon.Unit, last bool) error {
 	if cerr := closeSinks(context.WithoutCancel(ctx)); cerr != nil && err == nil {
 		err = fmt.Errorf("closing sinks: %w", cerr)
 	}
+	runID := int64(0)
+	if rep != nil {
+		runID = rep.RunID
+	}
 	if err == nil && rep != nil {
 		log.Info("unit done", "status", rep.Status, "written", rep.Resources.Written, "unchanged", rep.Resources.Unchanged, "deleted", rep.Resources.Deleted)
 	}
-	if err != nil && ctx.Err() == nil && (last || !errclass.IsRetryable(err)) {
-		runID := int64(0)
-		if rep != nil {
-			runID = rep.RunID
-		}
-		log.Warn("unit failed for good: its task's checkpoints are held", "error", err)
-		if gerr := pipeline.GiveUpPart(context.WithoutCancel(ctx), h.Store, lease, *opts.Part, runID); gerr != nil {
-			return errors.Join(err, gerr)
+	return runID, err
+}
+
+// partDone says whether u's part is done.
+func (h *Harvester) partDone(ctx context.Context, u daemon.Unit) (bool, error) {
+	parts, err := h.Store.TaskParts(ctx, u.Task)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range parts {
+		if p.Name == u.Part && p.Done {
+			return true, nil
 		}
 	}
-	return err
+	return false, nil
 }
 
 // slot takes a free slot of u's task, waiting for one, and returns what
 // releases it.
 func (h *Harvester) slot(ctx context.Context, u daemon.Unit) (func(), error) {
-	tick := time.NewTicker(100 * time.Millisecond)
+	// Each try of a slot is a connection: tried every half second.
+	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		for i := range u.Slots {

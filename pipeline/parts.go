@@ -162,11 +162,12 @@ func CloseTask(ctx context.Context, opts Options, t state.Task) (*runreport.Repo
 // GiveUpPart records part p done without its units — a run that failed for
 // good (runID, 0 when none began) — holding every resource set of its task
 // where the task began: CloseTask then advances no checkpoint, and the next
-// harvest does the part's range again. It is fenced by the part's lease.
+// harvest does the part's range again. A part another run did meanwhile
+// stays done. It is fenced by fence, the part's lease (nil: not taken).
 func GiveUpPart(ctx context.Context, store Store, fence *state.Lease, p Part, runID int64) error {
 	holds, err := json.Marshal(map[string]time.Time{anySet: time.Unix(0, 0).UTC()})
 	if err != nil {
 		return errclass.Fatalf("part %q: %w", p.Name, err)
 	}
-	return store.Commit(ctx, state.Batch{Fence: fence, Part: &state.PartDone{Task: p.Task, Name: p.Name, RunID: runID, Holds: holds}})
+	return store.Commit(ctx, state.Batch{Fence: fence, Part: &state.PartDone{Task: p.Task, Name: p.Name, RunID: runID, Holds: holds, GiveUp: true}})
 }

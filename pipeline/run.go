@@ -369,7 +369,9 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		return err
 	}
 	r.resync = held > 0
-	if !r.resync {
+	if !r.resync && r.opts.Part == nil {
+		// (A part's run shares its source with the other parts running
+		// at once: what the state holds is not only what it commits.)
 		all, err := r.opts.Store.CountResources(ctx, r.opts.SourceKey, true)
 		if err != nil {
 			return err
@@ -385,9 +387,13 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 	return nil
 }
 
-// commitBatch commits b to the state, fenced by Options.Fence.
+// commitBatch commits b to the state, fenced by Options.Fence — and, for
+// a part of a spread task, only while the task is open.
 func (r *run) commitBatch(ctx context.Context, b state.Batch) error {
 	b.Fence = r.opts.Fence
+	if r.opts.Part != nil {
+		b.Task = r.opts.Part.Task
+	}
 	return r.opts.Store.Commit(ctx, b)
 }
 

@@ -143,6 +143,11 @@ type Batch struct {
 	// Part, if not nil, records a part of a spread task done (see
 	// CreateTask), with the rest of the batch.
 	Part *PartDone
+	// Task, when not 0, is the spread task the batch's unit belongs to:
+	// the batch commits only while the task is open (CloseTask), else the
+	// whole batch is refused with an error wrapping ErrTaskClosed — a
+	// unit of a task abandoned for a whole harvest commits nothing after.
+	Task int64
 }
 
 // Retry is a record whose own permanent failure (bad fixity, a record not
@@ -254,6 +259,16 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 		}
 		if !held {
 			return fatal("commit", fmt.Errorf("%s: %w", b.Fence.key, ErrLeaseLost))
+		}
+	}
+	if b.Task != 0 {
+		var closed int
+		err := tx.QueryRowContext(ctx, "SELECT closed FROM tasks WHERE id = ?", b.Task).Scan(&closed)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && closed != 0 {
+			return fatal("commit", fmt.Errorf("task %d: %w", b.Task, ErrTaskClosed))
+		}
+		if err != nil {
+			return fatal("commit", err)
 		}
 	}
 	// Read once the write lock is held (BEGIN IMMEDIATE), so that the

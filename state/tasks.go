@@ -42,13 +42,20 @@ type Part struct {
 
 // PartDone, in a Batch, records that a run executed part Name of task Task
 // whole: its holds (JSON) are kept for CloseTask. A part done again (its
-// job given to another worker) is overwritten.
+// job given to another worker) is overwritten — unless GiveUp says this
+// is a part given up (done without its units), which leaves a part done
+// as it is.
 type PartDone struct {
-	Task  int64
-	Name  string
-	RunID int64
-	Holds []byte
+	Task   int64
+	Name   string
+	RunID  int64
+	Holds  []byte
+	GiveUp bool
 }
+
+// ErrTaskClosed is wrapped by the error of a batch of a unit whose task is
+// closed (Batch.Task).
+var ErrTaskClosed = errors.New("the spread task is closed")
 
 // CreateTask records task t (its ID, Created and Closed are set here) and
 // its parts, each not done, in one transaction, within which also (when not
@@ -144,28 +151,45 @@ func (s *Store) TaskParts(ctx context.Context, id int64) ([]Part, error) {
 	return out, nil
 }
 
-// CloseTask marks task id closed: OpenTask no longer returns it. A task
-// that does not exist gives an error wrapping ErrNotFound.
-func (s *Store) CloseTask(ctx context.Context, id int64) error {
-	res, err := s.w.ExecContext(ctx, "UPDATE tasks SET closed = 1 WHERE id = ?", id)
+// CloseTask marks task id closed: OpenTask no longer returns it, and a
+// batch of one of its units (Batch.Task) committed after it is refused. A
+// task that does not exist gives an error wrapping ErrNotFound.
+func (s *Store) CloseTask(ctx context.Context, id int64) (err error) {
+	tx, err := s.beginWrite(ctx) // after any unit's batch under way
+	if err != nil {
+		return fatal("close task", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	res, err := tx.ExecContext(ctx, "UPDATE tasks SET closed = 1 WHERE id = ?", id)
 	if err != nil {
 		return fatal("close task", err)
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
 		return fatal("close task", fmt.Errorf("task %d: %w", id, ErrNotFound))
 	}
+	if err := tx.Commit(); err != nil {
+		return fatal("close task", err)
+	}
 	return nil
 }
 
 // commitPart records b's part done, in Commit's transaction.
 func commitPart(ctx context.Context, tx *sql.Tx, p *PartDone) error {
-	res, err := tx.ExecContext(ctx, "UPDATE task_parts SET done = 1, run_id = ?, holds = ? WHERE task_id = ? AND name = ?",
-		nullID(p.RunID), string(p.Holds), p.Task, p.Name)
-	if err != nil {
-		return fmt.Errorf("part %q of task %d: %w", p.Name, p.Task, err)
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
+	var done int
+	err := tx.QueryRowContext(ctx, "SELECT done FROM task_parts WHERE task_id = ? AND name = ?", p.Task, p.Name).Scan(&done)
+	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("part %q of task %d: %w", p.Name, p.Task, ErrNotFound)
+	}
+	if err != nil || (p.GiveUp && done != 0) {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE task_parts SET done = 1, run_id = ?, holds = ? WHERE task_id = ? AND name = ?",
+		nullID(p.RunID), string(p.Holds), p.Task, p.Name); err != nil {
+		return fmt.Errorf("part %q of task %d: %w", p.Name, p.Task, err)
 	}
 	return nil
 }

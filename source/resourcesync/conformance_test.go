@@ -206,6 +206,8 @@ func TestPartChanged(t *testing.T) {
 	for _, part := range []string{
 		url.Values{"package": {s.URL + "/s5a/gone.zip"}}.Encode(),
 		url.Values{"list": {s.URL + "/s5b/resourcelist.xml"}, "slice": {"2"}, "n": {"1000"}}.Encode(), // holds 500
+		// As many records, but not the same: the list changed.
+		url.Values{"list": {s.URL + "/s5b/resourcelist.xml"}, "slice": {"0"}, "n": {"1000"}, "first": {s.URL + "/s5b/r0"}, "last": {s.URL + "/s5b/r1000"}}.Encode(),
 	} {
 		task.Part = part
 		_, err := testPlanner().Plan(t.Context(), task, sourcetest.Holdings{}, func(context.Context, source.Unit) error { return nil })

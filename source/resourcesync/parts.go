@@ -52,7 +52,7 @@ func (d *Planner) Parts(ctx context.Context, task source.Task, held source.Holdi
 				i, at[l] = len(lists), len(lists)
 				lists = append(lists, listPart{list: l})
 			}
-			lists[i].n++
+			lists[i].add(u.Record.URI)
 		case u.Failure != nil, u.Skip != nil:
 			clean = false
 			return errDivided
@@ -66,7 +66,7 @@ func (d *Planner) Parts(ctx context.Context, task source.Task, held source.Holdi
 		return nil, nil, err
 	}
 	for _, l := range lists {
-		for k := 0; k*listSlice < l.n; k++ {
+		for k := range l.slices {
 			units = append(units, l.slice(k))
 		}
 	}
@@ -93,15 +93,34 @@ func (d *Planner) Parts(ctx context.Context, task source.Task, held source.Holdi
 	return parts, cps, nil
 }
 
-// listPart counts the records a list holds.
+// listPart is the slices of the records a document lists: of each, its
+// first and last URI and how many it holds.
 type listPart struct {
-	list string
-	n    int
+	list   string
+	slices []slice
 }
 
-// slice names the part of the k-th slice of the list's records.
+type slice struct {
+	first, last string
+	n           int
+}
+
+// add adds the document's next record.
+func (l *listPart) add(uri string) {
+	if len(l.slices) == 0 || l.slices[len(l.slices)-1].n == listSlice {
+		l.slices = append(l.slices, slice{first: uri})
+	}
+	s := &l.slices[len(l.slices)-1]
+	s.last = uri
+	s.n++
+}
+
+// slice names the part of the k-th slice of the list's records: the
+// document, the slice's place, how many records it holds, and its first
+// and last (a list that changed meanwhile does not plan the same slice).
 func (l listPart) slice(k int) string {
-	return url.Values{"list": {l.list}, "slice": {strconv.Itoa(k)}, "n": {strconv.Itoa(min(listSlice, l.n-k*listSlice))}}.Encode()
+	s := l.slices[k]
+	return url.Values{"list": {l.list}, "slice": {strconv.Itoa(k)}, "n": {strconv.Itoa(s.n)}, "first": {s.first}, "last": {s.last}}.Encode()
 }
 
 // planPart plans part of task (see Parts): the whole plan, of which only
@@ -131,6 +150,7 @@ func (d *Planner) planPart(ctx context.Context, task source.Task, held source.Ho
 	}
 	task.Part = ""
 	got, seen := 0, 0
+	var first, last string
 	cps, err := d.Plan(ctx, task, held, func(ctx context.Context, u source.Unit) error {
 		switch {
 		case u.Package != nil:
@@ -146,6 +166,10 @@ func (d *Planner) planPart(ctx context.Context, task source.Task, held source.Ho
 			if i/listSlice != k {
 				return nil
 			}
+			if first == "" {
+				first = u.Record.URI
+			}
+			last = u.Record.URI
 		case u.Failure != nil, u.Document != nil:
 			return emit(ctx, u)
 		default:
@@ -157,7 +181,7 @@ func (d *Planner) planPart(ctx context.Context, task source.Task, held source.Ho
 	if err != nil {
 		return nil, err
 	}
-	if got != want {
+	if got != want || list != "" && (first != v.Get("first") || last != v.Get("last")) {
 		return nil, errclass.NewRetryable(fmt.Errorf("resourcesync: part %q: %d of its %d units found: the source's documents changed since the harvest was divided", task.Part, got, want))
 	}
 	return cps, nil

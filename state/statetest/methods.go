@@ -1068,6 +1068,16 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	if len(parts) != 3 || parts[0].Done || !parts[1].Done || parts[1].RunID != run || string(parts[1].Holds) != `{"a":"x"}` || parts[2].Done {
 		t.Errorf("TaskParts after p2 done = %+v", parts)
 	}
+	// A part given up leaves a part done as it was; one not done is done.
+	must(t, st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p2", Holds: []byte(`{"*":"y"}`), GiveUp: true}}))
+	must(t, st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p0", Holds: []byte(`{"*":"y"}`), GiveUp: true}}))
+	parts, err = st.TaskParts(ctx, id)
+	must(t, err)
+	if string(parts[1].Holds) != `{"a":"x"}` || !parts[2].Done || string(parts[2].Holds) != `{"*":"y"}` {
+		t.Errorf("TaskParts after giving up p2 (done) and p0 = %+v", parts)
+	}
+	// A unit's batch commits while its task is open.
+	must(t, st.Commit(ctx, state.Batch{Task: id, Resources: []state.Resource{{Source: srcA, URI: "r-unit", Length: 1, Hashes: hashes(), Outcome: state.OutcomeWritten, RunID: run}}}))
 	// A newer task is the open one; closed, the older is again.
 	id2, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"q"}, nil)
 	must(t, err)
@@ -1081,6 +1091,14 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	must(t, st.CloseTask(ctx, id))
 	if _, ok, _ := st.OpenTask(ctx, srcA); ok {
 		t.Error("OpenTask found a closed task")
+	}
+	// A unit of a closed task commits nothing.
+	err = st.Commit(ctx, state.Batch{Task: id, Resources: []state.Resource{{Source: srcA, URI: "r-late", Length: 1, Hashes: hashes(), Outcome: state.OutcomeWritten, RunID: run}}})
+	if !errors.Is(err, state.ErrTaskClosed) {
+		t.Errorf("Commit of a closed task's unit = %v, want ErrTaskClosed", err)
+	}
+	if _, ok, _ := st.Resource(ctx, srcA, "r-late"); ok {
+		t.Error("a closed task's unit committed a resource")
 	}
 	if err := st.CloseTask(ctx, id2+100); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("CloseTask(no such task) = %v, want ErrNotFound", err)
