@@ -107,7 +107,7 @@ func TestRunDue(t *testing.T) {
 
 // countFiles counts the files under dir, the fs sink's own directories
 // left out.
-func countFiles(t *testing.T, dir string) int {
+func countFiles(t testing.TB, dir string) int {
 	t.Helper()
 	n := 0
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"bufio"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/bench"
+)
+
+// BenchmarkRecords measures the cost of one record (issue 33): an
+// OAI-PMH repository of 20,000 oai_dc records of about 400 bytes (served
+// by "rsharvest serve --oai" in a process of its own, 100 records a page,
+// with no added latency and with 20 ms per response) harvested into an fs
+// sink with the state on the same machine (on /dev/shm when it is there,
+// as tmpfs), by rsharvest ("sync") and by the same job written plainly —
+// the yardstick: ListRecords through its resumption tokens, one list at a
+// time, each record's metadata written to a file of its own — both in
+// this process, whose CPU time (user and system) each is measured by; and
+// a Resource List of 20,000 small resources and a harvest list (seed 004's
+// document list) of 20,000 documents (served by "rsharvest serve").
+// It reports µs of CPU per record and records a second for each, and the
+// ratios. Run it once:
+//
+//	go test -run XXX -bench Records -benchtime 1x -v ./cli/
+func BenchmarkRecords(b *testing.B) {
+	const records = 20000
+	bin := crashBuildBinary(b)
+	work := b.TempDir()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if work, err = os.MkdirTemp("/dev/shm", "rsharvest-records-"); err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(work)
+	}
+	for _, latency := range []time.Duration{0, 20 * time.Millisecond} {
+		base := serveProcess(b, bin, "serve", "--oai", "--oai-records", fmt.Sprint(records), "--oai-page-size", "100", "--latency", latency.String())
+		dir := filepath.Join(work, fmt.Sprintf("oai-%v", latency))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		ours := measure(b, records, func() {
+			if code, out, errb := run(b, "sync", "--source", base, "--protocol", "oai-pmh", "--sink", "fs:"+filepath.Join(dir, "rsharvest"),
+				"--state", filepath.Join(dir, "state.db"), "--progress", "none", "-q"); code != ExitOK {
+				b.Fatalf("sync: exit %d\n%s%s", code, out, errb)
+			}
+		})
+		if n := countFiles(b, filepath.Join(dir, "rsharvest")); n != records {
+			b.Fatalf("rsharvest's mirror holds %d records, want %d", n, records)
+		}
+		plain := measure(b, records, func() { plainOAI(b, base, filepath.Join(dir, "plain"), records) })
+		b.Logf("OAI-PMH, %v per response: rsharvest %s; the plain job %s; rsharvest %.2f× as fast, %.2f× the CPU per record",
+			latency, ours, plain, plain.wall.Seconds()/ours.wall.Seconds(), ours.cpuPerRecord()/plain.cpuPerRecord())
+		name := fmt.Sprintf("oai-%dms", latency.Milliseconds())
+		b.ReportMetric(ours.cpuPerRecord(), name+"-µs/record")
+		b.ReportMetric(ours.perSecond(), name+"-records/s")
+		b.ReportMetric(plain.cpuPerRecord(), name+"-plain-µs/record")
+		b.ReportMetric(plain.wall.Seconds()/ours.wall.Seconds(), name+"-speedup")
+	}
+	// A Resource List of small resources.
+	src := filepath.Join(work, "list-source")
+	if _, err := bench.Generate(b.Context(), bench.GenOptions{Dir: src, Resources: records, MeanSize: 400, SizeDist: bench.Fixed, WriteResources: true, NoOddNames: true}); err != nil {
+		b.Fatal(err)
+	}
+	base := serveProcess(b, bin, "serve", "--dir", src)
+	dir := filepath.Join(work, "list")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ours := measure(b, records, func() {
+		if code, out, errb := run(b, "sync", "--source", base, "--prefer", "list", "--sink", "fs:"+filepath.Join(dir, "rsharvest"),
+			"--state", filepath.Join(dir, "state.db"), "--progress", "none", "-q"); code != ExitOK {
+			b.Fatalf("sync of the list: exit %d\n%s%s", code, out, errb)
+		}
+	})
+	b.Logf("Resource List of %d resources of 400 bytes: rsharvest %s", records, ours)
+	b.ReportMetric(ours.cpuPerRecord(), "list-µs/record")
+	b.ReportMetric(ours.perSecond(), "list-records/s")
+
+	// A harvest list (seed 004's document list) of as many documents.
+	src = filepath.Join(work, "harvestlist-source")
+	if err := bench.GenerateHarvestList(b.Context(), bench.HarvestListOptions{Dir: src, Documents: records}); err != nil {
+		b.Fatal(err)
+	}
+	base = serveProcess(b, bin, "serve", "--dir", src)
+	dir = filepath.Join(work, "harvestlist")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ours = measure(b, records, func() {
+		if code, out, errb := run(b, "sync", "--source", base+"/harvestlist.xml", "--protocol", "harvest-list", "--sink", "fs:"+filepath.Join(dir, "rsharvest"),
+			"--state", filepath.Join(dir, "state.db"), "--progress", "none", "-q"); code != ExitOK {
+			b.Fatalf("sync of the harvest list: exit %d\n%s%s", code, out, errb)
+		}
+	})
+	b.Logf("harvest list of %d documents: rsharvest %s", records, ours)
+	b.ReportMetric(ours.cpuPerRecord(), "harvestlist-µs/record")
+	b.ReportMetric(ours.perSecond(), "harvestlist-records/s")
+}
+
+// serveProcess starts "rsharvest ARGS…" (a serve command) on a free
+// loopback port, stopped when b ends, and returns the URL it serves at.
+func serveProcess(b *testing.B, bin string, args ...string) string {
+	b.Helper()
+	cmd := exec.Command(bin, append(args, "--addr", "127.0.0.1:0")...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		for _, f := range strings.Fields(sc.Text()) {
+			if strings.HasPrefix(f, "http://") {
+				go func() { _, _ = io.Copy(io.Discard, out) }()
+				return f
+			}
+		}
+	}
+	b.Fatalf("rsharvest %s said no URL", strings.Join(args, " "))
+	return ""
+}
+
+// cost is what a job cost: its wall time and this process's CPU time.
+type cost struct {
+	records   int
+	wall, cpu time.Duration
+}
+
+func (c cost) cpuPerRecord() float64 { return float64(c.cpu.Microseconds()) / float64(c.records) }
+func (c cost) perSecond() float64    { return float64(c.records) / c.wall.Seconds() }
+func (c cost) String() string {
+	return fmt.Sprintf("%v, %.0f records/s, %.0f µs of CPU per record", c.wall.Round(10*time.Millisecond), c.perSecond(), c.cpuPerRecord())
+}
+
+// measure runs job and says what it cost.
+func measure(b *testing.B, records int, job func()) cost {
+	b.Helper()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	c0, t0 := cpu(), time.Now()
+	job()
+	return cost{records: records, wall: time.Since(t0), cpu: cpu() - c0}
+}
+
+// plainOAI is the yardstick: base's ListRecords (oai_dc) through its
+// resumption tokens, one list at a time, each record's metadata written
+// to a file of its own, named by its identifier's SHA-1, in dir.
+func plainOAI(b *testing.B, base, dir string, want int) {
+	b.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	type record struct {
+		ID       string `xml:"header>identifier"`
+		Metadata struct {
+			Inner []byte `xml:",innerxml"`
+		} `xml:"metadata"`
+	}
+	n := 0
+	q := url.Values{"verb": {"ListRecords"}, "metadataPrefix": {"oai_dc"}}
+	for page := 0; page < 100000; page++ {
+		resp, err := http.Get(base + "?" + q.Encode())
+		if err != nil {
+			b.Fatal(err)
+		}
+		dec := xml.NewDecoder(resp.Body)
+		token := ""
+		for {
+			tok, err := dec.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			se, ok := tok.(xml.StartElement)
+			if !ok {
+				continue
+			}
+			switch se.Name.Local {
+			case "record":
+				var r record
+				if err := dec.DecodeElement(&r, &se); err != nil {
+					b.Fatal(err)
+				}
+				sum := sha1.Sum([]byte(r.ID))
+				if err := os.WriteFile(filepath.Join(dir, hex.EncodeToString(sum[:])), r.Metadata.Inner, 0o644); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			case "resumptionToken":
+				if err := dec.DecodeElement(&token, &se); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		resp.Body.Close()
+		if token == "" {
+			break
+		}
+		q = url.Values{"verb": {"ListRecords"}, "resumptionToken": {token}}
+	}
+	if n != want {
+		b.Fatalf("the plain job harvested %d records, want %d", n, want)
+	}
+}
