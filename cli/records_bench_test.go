@@ -51,23 +51,29 @@ func BenchmarkRecords(b *testing.B) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		ours := measure(b, records, func() {
-			if code, out, errb := run(b, "sync", "--source", base, "--protocol", "oai-pmh", "--sink", "fs:"+filepath.Join(dir, "rsharvest"),
-				"--state", filepath.Join(dir, "state.db"), "--progress", "none", "-q"); code != ExitOK {
-				b.Fatalf("sync: exit %d\n%s%s", code, out, errb)
-			}
-		})
-		if n := countFiles(b, filepath.Join(dir, "rsharvest")); n != records {
-			b.Fatalf("rsharvest's mirror holds %d records, want %d", n, records)
+		sync := func(sub string, extra ...string) cost {
+			return measure(b, records, func() {
+				args := append([]string{"sync", "--source", base, "--protocol", "oai-pmh", "--sink", "fs:" + filepath.Join(dir, sub),
+					"--state", filepath.Join(dir, sub+".db"), "--progress", "none", "-q"}, extra...)
+				if code, out, errb := run(b, args...); code != ExitOK {
+					b.Fatalf("sync: exit %d\n%s%s", code, out, errb)
+				}
+				if n := countFiles(b, filepath.Join(dir, sub)); n != records {
+					b.Fatalf("rsharvest's mirror holds %d records, want %d", n, records)
+				}
+			})
 		}
+		ours := sync("rsharvest")
+		wide := sync("rsharvest-8", "--concurrency", "8")
 		plain := measure(b, records, func() { plainOAI(b, base, filepath.Join(dir, "plain"), records) })
-		b.Logf("OAI-PMH, %v per response: rsharvest %s; the plain job %s; rsharvest %.2f× as fast, %.2f× the CPU per record",
-			latency, ours, plain, plain.wall.Seconds()/ours.wall.Seconds(), ours.cpuPerRecord()/plain.cpuPerRecord())
+		b.Logf("OAI-PMH, %v per response: rsharvest %s; with --concurrency 8 %s; the plain job %s; rsharvest %.2f× as fast (%.2f× with --concurrency 8), %.2f× the CPU per record",
+			latency, ours, wide, plain, plain.wall.Seconds()/ours.wall.Seconds(), plain.wall.Seconds()/wide.wall.Seconds(), ours.cpuPerRecord()/plain.cpuPerRecord())
 		name := fmt.Sprintf("oai-%dms", latency.Milliseconds())
 		b.ReportMetric(ours.cpuPerRecord(), name+"-µs/record")
 		b.ReportMetric(ours.perSecond(), name+"-records/s")
 		b.ReportMetric(plain.cpuPerRecord(), name+"-plain-µs/record")
 		b.ReportMetric(plain.wall.Seconds()/ours.wall.Seconds(), name+"-speedup")
+		b.ReportMetric(plain.wall.Seconds()/wide.wall.Seconds(), name+"-speedup-c8")
 	}
 	// A Resource List of small resources.
 	src := filepath.Join(work, "list-source")
