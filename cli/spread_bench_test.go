@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -18,9 +16,9 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"golang.org/x/time/rate"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/sink/s3/s3test"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -79,7 +77,7 @@ func BenchmarkSpread(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := bench.NewHandler(dir, bench.ServeOptions{Wrap: throttle(perConn)})
+	h := bench.NewHandler(dir, bench.ServeOptions{Wrap: harness.ConnWrap(perConn)})
 	defer h.Close()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -169,14 +167,7 @@ func BenchmarkSpread(b *testing.B) {
 
 	// The OAI-PMH repository, a latency per response.
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: oaiRecords, PageSize: oaiPage})
-	oai := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(oaiLatency):
-		case <-r.Context().Done():
-			return
-		}
-		repo.ServeHTTP(w, r)
-	}))
+	oai := httptest.NewServer(harness.Wrap(0, oaiLatency)(repo))
 	defer oai.Close()
 	var o1 time.Duration
 	for _, n := range []int{1, 2, 4} {
@@ -196,8 +187,8 @@ func BenchmarkSpread(b *testing.B) {
 	}
 }
 
-// unitRuns reads the runs of units from the state at db: how many, their
-// mean time, and their total time.
+// unitRuns reads the runs of units from the state at db (but those a
+// killed worker left): how many, their mean time, and their total time.
 func unitRuns(b *testing.B, db string) (int, time.Duration, time.Duration) {
 	b.Helper()
 	st, err := state.Open(b.Context(), db)
@@ -211,7 +202,7 @@ func unitRuns(b *testing.B, db string) (int, time.Duration, time.Duration) {
 	}
 	n, total := 0, time.Duration(0)
 	for _, r := range runs {
-		if r.Site == "" && !r.Finished.IsZero() {
+		if r.Site == "" && !r.Finished.IsZero() && r.Status != state.StatusInterrupted {
 			n++
 			total += r.Finished.Sub(r.Started)
 		}
@@ -240,41 +231,6 @@ func workersAlive(b *testing.B, db string) int {
 	}
 	return n
 }
-
-// throttle serves every response at most perConn bytes a second.
-func throttle(perConn int) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(&throttled{ResponseWriter: w, ctx: r.Context(), lim: rate.NewLimiter(rate.Limit(perConn), 32<<10)}, r)
-		})
-	}
-}
-
-// throttled writes through a limiter of its own: one per connection.
-type throttled struct {
-	http.ResponseWriter
-	ctx context.Context
-	lim *rate.Limiter
-}
-
-func (t *throttled) Write(p []byte) (int, error) {
-	n := 0
-	for len(p) > 0 {
-		k := min(len(p), t.lim.Burst())
-		if err := t.lim.WaitN(t.ctx, k); err != nil {
-			return n, err
-		}
-		m, err := t.ResponseWriter.Write(p[:k])
-		n += m
-		if err != nil {
-			return n, err
-		}
-		p = p[k:]
-	}
-	return n, nil
-}
-
-func (t *throttled) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // leftBy is what a harvest left: the state's resources and changes (but
 // for their stamps and runs) and the bucket's objects under a prefix (key
