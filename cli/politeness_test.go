@@ -6,8 +6,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -61,22 +59,10 @@ func politeness(t *testing.T, bin, pg string, spread bool) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	var daemons []*exec.Cmd
 	for range 4 {
-		cmd := exec.CommandContext(ctx, bin, "daemon", "--state", pg, "--tick", "200ms", "--listen", "", "--log-level", "warn")
-		cmd.Stderr = os.Stderr
-		cmd.WaitDelay = 5 * time.Second
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		daemons = append(daemons, cmd)
+		d := startDaemon(t, ctx, bin, nil, "--state", pg, "--tick", "200ms", "--listen", "", "--log-level", "warn")
+		defer d.stop()
 	}
-	defer func() {
-		for _, d := range daemons {
-			_ = d.Process.Signal(os.Interrupt)
-			_ = d.Wait()
-		}
-	}()
 	waitFor(t, "the site harvested", func() bool { return siteStatus(t, pg, "polite") == "ok" })
 	if spread {
 		db, err := sql.Open("pgx", pg)

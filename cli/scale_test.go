@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,20 +43,8 @@ func TestDaemonsShareRegistry(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	type daemonProc struct {
-		cmd *exec.Cmd
-		out *syncBuffer
-	}
 	start := func() *daemonProc {
-		d := &daemonProc{out: &syncBuffer{}}
-		d.cmd = exec.CommandContext(ctx, bin, "daemon", "--state", pg, "--tick", "200ms", "--rescue-after", "1s", "--listen", "", "--log-level", "warn")
-		d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-		d.cmd.WaitDelay = 5 * time.Second
-		if err := d.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() })
-		return d
+		return startDaemon(t, ctx, bin, nil, "--state", pg, "--tick", "200ms", "--rescue-after", "1s", "--listen", "", "--log-level", "warn")
 	}
 	daemons := []*daemonProc{start(), start()}
 	waitFor(t, "the quick sites harvested and the held one's page held", func() bool {
@@ -83,18 +68,8 @@ func TestDaemonsShareRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	leases, err := st.Leases(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	workers := 0
-	for _, l := range leases {
-		if l.Kind() == state.LeaseWorker {
-			workers++
-		}
-	}
-	if workers != 2 {
-		t.Errorf("leases held %+v: want two workers alive", leases)
+	if workers, err := st.Workers(t.Context()); err != nil || workers != 2 {
+		t.Errorf("workers alive: %d, %v; want two", workers, err)
 	}
 
 	// Kill the daemon holding the site's lease; the other takes it up.
@@ -108,12 +83,10 @@ func TestDaemonsShareRegistry(t *testing.T) {
 	if killed == nil {
 		t.Fatalf("the lease of site held is %+v: neither daemon's", holder)
 	}
-	_ = killed.cmd.Process.Signal(syscall.SIGKILL)
-	_ = killed.cmd.Wait()
+	killed.kill()
 	held.free()
 	waitFor(t, "the held site's harvest taken up by the other daemon and finished", func() bool { return siteStatus(t, pg, "held") == "ok" })
-	_ = survivor.cmd.Process.Signal(os.Interrupt)
-	_ = survivor.cmd.Wait()
+	survivor.stop()
 
 	if !strings.Contains(survivor.out.String(), "site held:") {
 		t.Errorf("the surviving daemon did not finish site held:\n%s", survivor.out.String())

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,7 +56,8 @@ func BenchmarkSpread(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+s3test.AccessKey, "AWS_SECRET_ACCESS_KEY="+s3test.SecretKey, "AWS_SESSION_TOKEN=")
+	creds := []string{"AWS_ACCESS_KEY_ID=" + s3test.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3test.SecretKey, "AWS_SESSION_TOKEN="}
+	env := append(os.Environ(), creds...)
 	sinkOf := func(prefix string) string {
 		return "s3://" + bucket + "/" + prefix + "?endpoint=" + mio.Endpoint() + "&secure=false"
 	}
@@ -95,21 +95,14 @@ func BenchmarkSpread(b *testing.B) {
 	spread := func(name, src, protocol string, n, kills int) (time.Duration, string) {
 		b.Helper()
 		db := pgDatabase(b, pgServer, name)
-		var procs []*exec.Cmd
+		var procs []*daemonProc
 		startOne := func() {
-			cmd := exec.CommandContext(ctx, bin, "daemon", "--state", db, "--tick", "200ms", "--units", "1", "--sites-concurrency", "1",
-				"--rescue-after", "2s", "--listen", "", "--log-level", "warn")
-			cmd.Env = env
-			cmd.WaitDelay = 5 * time.Second
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			procs = append(procs, cmd)
+			procs = append(procs, startDaemon(b, ctx, bin, creds, "--state", db, "--tick", "200ms", "--units", "1", "--sites-concurrency", "1",
+				"--rescue-after", "2s", "--listen", "", "--log-level", "warn"))
 		}
 		defer func() {
 			for _, p := range procs {
-				_ = p.Process.Signal(os.Interrupt)
-				_ = p.Wait()
+				p.stop()
 			}
 		}()
 		for range n {
@@ -131,8 +124,7 @@ func BenchmarkSpread(b *testing.B) {
 			}
 			if kills > 0 && time.Now().After(next) {
 				i := len(procs) - n + rnd.IntN(n) // one of the n alive
-				_ = procs[i].Process.Signal(syscall.SIGKILL)
-				_ = procs[i].Wait()
+				procs[i].kill()
 				startOne()
 				kills--
 				next = time.Now().Add(killEvery)
@@ -219,15 +211,9 @@ func workersAlive(b *testing.B, db string) int {
 		return 0 // not made yet
 	}
 	defer st.Close()
-	held, err := st.Leases(b.Context())
+	n, err := st.Workers(b.Context())
 	if err != nil {
 		b.Fatal(err)
-	}
-	n := 0
-	for _, l := range held {
-		if l.Kind() == state.LeaseWorker {
-			n++
-		}
 	}
 	return n
 }

@@ -10,10 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,20 +53,8 @@ func TestSpreadHarvest(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	type daemonProc struct {
-		cmd *exec.Cmd
-		out *syncBuffer
-	}
 	start := func() *daemonProc {
-		d := &daemonProc{out: &syncBuffer{}}
-		d.cmd = exec.CommandContext(ctx, bin, "daemon", "--state", pg, "--tick", "200ms", "--rescue-after", "1s", "--units", "2", "--listen", "", "--log-level", "info")
-		d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-		d.cmd.WaitDelay = 5 * time.Second
-		if err := d.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() })
-		return d
+		return startDaemon(t, ctx, bin, nil, "--state", pg, "--tick", "200ms", "--rescue-after", "1s", "--units", "2", "--listen", "", "--log-level", "info")
 	}
 	daemons := []*daemonProc{start(), start()}
 	db, err := sql.Open("pgx", pg)
@@ -95,8 +81,7 @@ func TestSpreadHarvest(t *testing.T) {
 		}
 		return false
 	})
-	_ = killed.cmd.Process.Signal(syscall.SIGKILL)
-	_ = killed.cmd.Wait()
+	killed.kill()
 	waitFor(t, "the spread harvest finished by the other daemon", func() bool { return siteStatus(t, pg, "big") == "ok" })
 
 	if n := countFiles(t, mirror); n != records {
@@ -162,8 +147,7 @@ func TestSpreadHarvest(t *testing.T) {
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM tasks WHERE closed = 1 AND mode = 'incremental'").Scan(&tasks); err != nil || tasks != 1 {
 		t.Errorf("incremental tasks closed: %d, %v; want 1", tasks, err)
 	}
-	_ = survivor.cmd.Process.Signal(os.Interrupt)
-	_ = survivor.cmd.Wait()
+	survivor.stop()
 }
 
 // TestSpreadResourceSync: a ResourceSync site spread over a daemon's units
@@ -184,13 +168,8 @@ func TestSpreadResourceSync(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	out := &syncBuffer{}
-	cmd := exec.CommandContext(ctx, bin, "daemon", "--state", pg, "--tick", "200ms", "--units", "2", "--listen", "", "--log-level", "info")
-	cmd.Stdout, cmd.Stderr, cmd.WaitDelay = out, out, 5*time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+	d := startDaemon(t, ctx, bin, nil, "--state", pg, "--tick", "200ms", "--units", "2", "--listen", "", "--log-level", "info")
+	defer d.stop()
 	db, err := sql.Open("pgx", pg)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +213,7 @@ func TestSpreadResourceSync(t *testing.T) {
 	}
 	defer st.Close()
 	if ok, err := st.HasCheckpoint(ctx, srv.URL); err != nil || !ok {
-		t.Errorf("no checkpoint after the spread harvests: %v, %v\n%s", ok, err, out.String())
+		t.Errorf("no checkpoint after the spread harvests: %v, %v\n%s", ok, err, d.out.String())
 	}
 }
 

@@ -124,12 +124,12 @@ func (h *Harvester) awaitUnits(ctx context.Context, t state.Task, j Job, adopted
 		if err != nil {
 			return err
 		}
-		var left []daemon.Unit
+		var left []string // the parts not done
 		changed := live.Units.Total != int64(len(parts))
 		live.Units.Total = int64(len(parts))
 		for _, p := range parts {
 			if !p.Done {
-				left = append(left, daemon.Unit{Site: j.Site, Task: t.ID, Part: p.Name, Slots: h.slots(ctx, j)})
+				left = append(left, p.Name)
 				continue
 			}
 			if summed[p.Name] {
@@ -156,7 +156,11 @@ func (h *Harvester) awaitUnits(ctx context.Context, t state.Task, j Job, adopted
 		}
 		if time.Since(requeued) >= requeueEvery {
 			requeued = time.Now()
-			if err := h.Units.Requeue(ctx, left); err != nil && ctx.Err() == nil {
+			units, slots := make([]daemon.Unit, len(left)), h.slots(ctx, j)
+			for i, name := range left {
+				units[i] = daemon.Unit{Site: j.Site, Task: t.ID, Part: name, Slots: slots}
+			}
+			if err := h.Units.Requeue(ctx, units); err != nil && ctx.Err() == nil {
 				log.Warn("the units not done could not be queued again; at the next try", "error", err)
 			}
 		}
@@ -309,16 +313,8 @@ func (h *Harvester) unit(ctx context.Context, u daemon.Unit, log *slog.Logger, h
 
 // partDone says whether u's part is done.
 func (h *Harvester) partDone(ctx context.Context, u daemon.Unit) (bool, error) {
-	parts, err := h.Store.TaskParts(ctx, u.Task)
-	if err != nil {
-		return false, err
-	}
-	for _, p := range parts {
-		if p.Name == u.Part && p.Done {
-			return true, nil
-		}
-	}
-	return false, nil
+	p, _, err := h.Store.TaskPart(ctx, u.Task, u.Part)
+	return p.Done, err
 }
 
 // slot takes a free slot of u's task, waiting for one, and returns what
@@ -348,15 +344,6 @@ func (h *Harvester) slot(ctx context.Context, u daemon.Unit) (func(), error) {
 
 // workersAlive counts the daemons alive (their worker leases), at least 1.
 func (h *Harvester) workersAlive(ctx context.Context) int {
-	held, err := h.Store.Leases(ctx)
-	if err != nil {
-		return 1
-	}
-	n := 0
-	for _, l := range held {
-		if l.Kind() == state.LeaseWorker {
-			n++
-		}
-	}
+	n, _ := h.Store.Workers(ctx)
 	return max(n, 1)
 }

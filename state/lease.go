@@ -284,3 +284,19 @@ func (s *Store) Leases(ctx context.Context) ([]LeaseHeld, error) {
 	}
 	return out, nil
 }
+
+// Workers counts the workers alive: the worker leases held (WorkerLease),
+// one per daemon, on every machine sharing a store kept in PostgreSQL.
+func (s *Store) Workers(ctx context.Context) (int, error) {
+	held, err := s.Leases(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range held {
+		if l.Kind() == LeaseWorker {
+			n++
+		}
+	}
+	return n, nil
+}

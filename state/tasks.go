@@ -151,6 +151,25 @@ func (s *Store) TaskParts(ctx context.Context, id int64) ([]Part, error) {
 	return out, nil
 }
 
+// TaskPart returns part name of task id, and false when there is none.
+func (s *Store) TaskPart(ctx context.Context, id int64, name string) (Part, bool, error) {
+	p := Part{Task: id, Name: name}
+	var (
+		done  int
+		runID sql.NullInt64
+		holds string
+	)
+	err := s.r.QueryRowContext(ctx, "SELECT done, run_id, holds FROM task_parts WHERE task_id = ? AND name = ?", id, name).Scan(&done, &runID, &holds)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Part{}, false, nil
+	}
+	if err != nil {
+		return Part{}, false, fatal("task part", err)
+	}
+	p.Done, p.RunID, p.Holds = done != 0, runID.Int64, []byte(holds)
+	return p, true, nil
+}
+
 // CloseTask marks task id closed: OpenTask no longer returns it, and a
 // batch of one of its units (Batch.Task) committed after it is refused. A
 // task that does not exist gives an error wrapping ErrNotFound.

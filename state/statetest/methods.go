@@ -1068,6 +1068,14 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	if len(parts) != 3 || parts[0].Done || !parts[1].Done || parts[1].RunID != run || string(parts[1].Holds) != `{"a":"x"}` || parts[2].Done {
 		t.Errorf("TaskParts after p2 done = %+v", parts)
 	}
+	for _, p := range parts {
+		if got, ok, err := st.TaskPart(ctx, id, p.Name); err != nil || !ok || !reflect.DeepEqual(got, p) {
+			t.Errorf("TaskPart(%s) = %+v, %v, %v; want %+v", p.Name, got, ok, err, p)
+		}
+	}
+	if _, ok, err := st.TaskPart(ctx, id, "no such part"); err != nil || ok {
+		t.Errorf("TaskPart(no such part) = %v, %v", ok, err)
+	}
 	// A part given up leaves a part done as it was; one not done is done.
 	must(t, st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p2", Holds: []byte(`{"*":"y"}`), GiveUp: true}}))
 	must(t, st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p0", Holds: []byte(`{"*":"y"}`), GiveUp: true}}))

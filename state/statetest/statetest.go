@@ -104,6 +104,7 @@ type Store[S Snapshot] interface {
 	CreateTask(ctx context.Context, t state.Task, parts []string, also func(context.Context, *sql.Tx, int64) error) (int64, error)
 	OpenTask(ctx context.Context, key string) (state.Task, bool, error)
 	TaskParts(ctx context.Context, id int64) ([]state.Part, error)
+	TaskPart(ctx context.Context, id int64, name string) (state.Part, bool, error)
 	CloseTask(ctx context.Context, id int64) error
 
 	// JobDB opens a pool on the store's file for a job engine; the
