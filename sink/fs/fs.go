@@ -66,6 +66,12 @@ type Options struct {
 	// still written beside its place and renamed into it, atomic on the
 	// shared file system as on a local one.
 	Shared bool
+	// Layout is the directory's layout: LayoutFiles (the default, also
+	// when empty) or LayoutPacked, which Open opens as a Packed.
+	Layout Layout
+	// MaxPacked bounds one body of the packed layout, which holds it in
+	// memory until its batch is written; 0 means DefaultMaxPacked.
+	MaxPacked int64
 }
 
 // FS is the filesystem sink: it holds each resource as a file under one
@@ -113,8 +119,14 @@ func New(dir string, opts Options) (*FS, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Layout != "" && opts.Layout != LayoutFiles {
+		return nil, errclass.Fatalf("fs sink %q: layout %q: New opens the file layout (NewPacked the packed one)", dir, opts.Layout)
+	}
 	if err := os.MkdirAll(abs, dirPerm); err != nil {
 		return nil, errclass.Fatalf("fs sink: %w", err)
+	}
+	if _, err := os.Lstat(filepath.Join(abs, PackedFile)); err == nil {
+		return nil, errclass.Fatalf("fs sink %s: the directory holds a mirror in the packed layout (%s): open it with layout=packed", abs, PackedFile)
 	}
 	root, err := os.OpenRoot(abs)
 	if err != nil {
@@ -247,9 +259,10 @@ func (s *FS) removeStaleTmp() error {
 
 // Open is the sink.Opener for "fs:DIR". The argument is DIR, optionally
 // followed by "?" and URL-style options: "fsync=1" (or any strconv.ParseBool
-// value) sets Options.Fsync, "shared=1" Options.Shared and "concurrency=N"
-// Options.Concurrency.
-// DIR therefore cannot contain "?". Errors are fatal.
+// value) sets Options.Fsync, "shared=1" Options.Shared, "concurrency=N"
+// Options.Concurrency, "layout=packed" (or "files") Options.Layout and
+// "maxpacked=BYTES" Options.MaxPacked; with the packed layout the sink is
+// a Packed. DIR therefore cannot contain "?". Errors are fatal.
 func Open(ctx context.Context, arg string) (sink.Sink, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, errclass.Fatalf("fs sink: %w", err)
@@ -275,9 +288,20 @@ func Open(ctx context.Context, arg string) (sink.Sink, error) {
 			if opts.Concurrency, err = strconv.Atoi(val); err != nil || opts.Concurrency < 1 {
 				return nil, errclass.Fatalf("fs sink %q: concurrency %q: want a positive integer", arg, val)
 			}
+		case "layout":
+			if opts.Layout = Layout(val); opts.Layout != LayoutFiles && opts.Layout != LayoutPacked {
+				return nil, errclass.Fatalf("fs sink %q: layout %q: want %s or %s", arg, val, LayoutFiles, LayoutPacked)
+			}
+		case "maxpacked":
+			if opts.MaxPacked, err = strconv.ParseInt(val, 10, 64); err != nil || opts.MaxPacked < 1 {
+				return nil, errclass.Fatalf("fs sink %q: maxpacked %q: want a positive number of bytes", arg, val)
+			}
 		default:
-			return nil, errclass.Fatalf("fs sink %q: unknown option %q (want fsync, shared, concurrency)", arg, key)
+			return nil, errclass.Fatalf("fs sink %q: unknown option %q (want fsync, shared, concurrency, layout, maxpacked)", arg, key)
 		}
+	}
+	if opts.Layout == LayoutPacked {
+		return NewPacked(ctx, dir, opts)
 	}
 	return New(dir, opts)
 }
