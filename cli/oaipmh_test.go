@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -27,17 +28,19 @@ import (
 // each one's metadata a standalone document.
 func TestOAIPMH(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args func(dir string) []string
+		name   string
+		args   func(dir string) []string
+		packed bool // the fs sink's packed layout
 	}{
-		{"detected", func(string) []string { return nil }},
-		{"forced in the config file", func(dir string) []string {
+		{name: "detected", args: func(string) []string { return nil }},
+		{name: "forced in the config file", args: func(dir string) []string {
 			cfg := filepath.Join(dir, "rsharvest.yaml")
 			if err := os.WriteFile(cfg, []byte("protocol: oai-pmh\nmetadata_prefix: oai_dc\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return []string{"--config", cfg}
 		}},
+		{name: "packed layout", args: func(string) []string { return nil }, packed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			repo := bench.NewOAIRepository(bench.OAIOptions{Records: 40, PageSize: 9, RootNamespaces: true, ControlChars: true})
@@ -47,7 +50,11 @@ func TestOAIPMH(t *testing.T) {
 			defer srv.Close()
 			dir := t.TempDir()
 			mirror := filepath.Join(dir, "mirror")
-			args := append([]string{"--source", srv.URL + "/oai/request", "--sink", "fs:" + mirror, "--state", filepath.Join(dir, "state.db"), "--progress", "none"}, tc.args(dir)...)
+			spec, held := "fs:"+mirror, heldBodies
+			if tc.packed {
+				spec, held = spec+"?layout=packed", heldPacked
+			}
+			args := append([]string{"--source", srv.URL + "/oai/request", "--sink", spec, "--state", filepath.Join(dir, "state.db"), "--progress", "none"}, tc.args(dir)...)
 			for i, mode := range []string{"baseline", "sync"} {
 				if i > 0 {
 					repo.Advance()
@@ -59,7 +66,7 @@ func TestOAIPMH(t *testing.T) {
 				if i > 0 && !strings.Contains(out, "incremental of") {
 					t.Errorf("sync after a baseline did not run incremental:\n%s", out)
 				}
-				held := heldBodies(t, mirror)
+				held := held(t, mirror)
 				live := 0
 				for _, rec := range repo.Records() {
 					body, ok := held[rec.Identifier]
@@ -79,8 +86,43 @@ func TestOAIPMH(t *testing.T) {
 					t.Errorf("%s: %d files, %d live records", mode, len(held), live)
 				}
 			}
+			// The mirror and the state agree, read back through the sink.
+			if code, out, stderr := run(t, append([]string{"audit"}, args...)...); code != ExitOK {
+				t.Errorf("audit: exit %d\n%s\n%s", code, out, stderr)
+			}
 		})
 	}
+}
+
+// heldPacked returns what the packed layout's database in mirror holds (URI
+// → body), read apart from the sink as the sqlite3 tool reads it.
+func heldPacked(t *testing.T, mirror string) map[string]string {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(mirror, fssink.PackedFile)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(t.Context(), "SELECT uri, body FROM records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	held := map[string]string{}
+	for rows.Next() {
+		var uri, body string
+		if err := rows.Scan(&uri, &body); err != nil {
+			t.Fatal(err)
+		}
+		held[uri] = body
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if files, err := filepath.Glob(filepath.Join(mirror, "*", "*")); err != nil || len(files) > 0 {
+		t.Errorf("the packed layout wrote files %v (%v)", files, err)
+	}
+	return held
 }
 
 // TestOAISets: --set, repeated, harvests each set as a resource set of

@@ -116,7 +116,12 @@ func (r *run) readIndex(ctx context.Context, j source.Package, want map[string]*
 	return r.readManifest(ctx, j, entries, nil, nil, want, out)
 }
 
+// handle lists what j names, unless the source reports it deleted (an
+// OAI-PMH deleted header): that is not to be held.
 func (listing) handle(_ context.Context, _ *run, j entryJob) result {
+	if j.rec.Change == source.Deleted && j.arch == nil && j.stream == nil {
+		return result{}
+	}
 	return result{listed: &state.Listed{URI: j.rec.URI, Length: j.rec.Length, Hashes: j.rec.Hashes, Where: j.pkg.URL}}
 }
 
