@@ -96,7 +96,7 @@ func TestOAIPMH(t *testing.T) {
 
 // heldPacked returns what the packed layout's database in mirror holds (URI
 // → body), read apart from the sink as the sqlite3 tool reads it.
-func heldPacked(t *testing.T, mirror string) map[string]string {
+func heldPacked(t testing.TB, mirror string) map[string]string {
 	t.Helper()
 	db, err := sql.Open("sqlite", filepath.Join(mirror, fssink.PackedFile)+"?mode=ro")
 	if err != nil {

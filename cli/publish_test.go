@@ -419,7 +419,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // heldBodies reads every file of an fs mirror, by URI.
-func heldBodies(t *testing.T, mirror string) map[string]string {
+func heldBodies(t testing.TB, mirror string) map[string]string {
 	t.Helper()
 	held := map[string]string{}
 	err := filepath.WalkDir(mirror, func(p string, d os.DirEntry, err error) error {

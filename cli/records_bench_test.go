@@ -25,11 +25,14 @@ import (
 // by "rsharvest serve --oai" in a process of its own, 100 records a page,
 // with no added latency and with 20 ms per response) harvested into an fs
 // sink with the state on the same machine (on /dev/shm when it is there,
-// as tmpfs), by rsharvest ("sync") and by the same job written plainly —
-// the yardstick: ListRecords through its resumption tokens, one list at a
-// time, each record's metadata written to a file of its own — both in
-// this process, whose CPU time (user and system) each is measured by; and
-// a Resource List of 20,000 small resources and a harvest list (seed 004's
+// as tmpfs), by rsharvest ("sync", in a process of its own, as a user
+// runs it: one file a record, and the packed layout) and by the same job
+// written plainly — the yardstick, in this process: ListRecords through
+// its resumption tokens, one list at a time, each record's metadata
+// written to a file of its own; each job's CPU time (user and system) is
+// that of its process. Then the same with no added latency on the disk,
+// each job's time including the writing out of its dirty pages. And a
+// Resource List of 20,000 small resources and a harvest list (seed 004's
 // document list) of 20,000 documents (served by "rsharvest serve").
 // It reports µs of CPU per record and records a second for each, and the
 // ratios. Run it once:
@@ -47,33 +50,46 @@ func BenchmarkRecords(b *testing.B) {
 	}
 	for _, latency := range []time.Duration{0, 20 * time.Millisecond} {
 		base := serveProcess(b, bin, "serve", "--oai", "--oai-records", fmt.Sprint(records), "--oai-page-size", "100", "--latency", latency.String())
-		dir := filepath.Join(work, fmt.Sprintf("oai-%v", latency))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		sync := func(sub string, extra ...string) cost {
-			return measure(b, records, func() {
-				args := append([]string{"sync", "--source", base, "--protocol", "oai-pmh", "--sink", "fs:" + filepath.Join(dir, sub),
-					"--state", filepath.Join(dir, sub+".db"), "--progress", "none", "-q"}, extra...)
-				if code, out, errb := run(b, args...); code != ExitOK {
-					b.Fatalf("sync: exit %d\n%s%s", code, out, errb)
-				}
-				if n := countFiles(b, filepath.Join(dir, sub)); n != records {
-					b.Fatalf("rsharvest's mirror holds %d records, want %d", n, records)
-				}
-			})
-		}
-		ours := sync("rsharvest")
-		wide := sync("rsharvest-8", "--concurrency", "8")
-		plain := measure(b, records, func() { plainOAI(b, base, filepath.Join(dir, "plain"), records) })
-		b.Logf("OAI-PMH, %v per response: rsharvest %s; with --concurrency 8 %s; the plain job %s; rsharvest %.2f× as fast (%.2f× with --concurrency 8), %.2f× the CPU per record",
-			latency, ours, wide, plain, plain.wall.Seconds()/ours.wall.Seconds(), plain.wall.Seconds()/wide.wall.Seconds(), ours.cpuPerRecord()/plain.cpuPerRecord())
 		name := fmt.Sprintf("oai-%dms", latency.Milliseconds())
+		dir := filepath.Join(work, name)
+		ours := syncOAI(b, bin, base, dir, "rsharvest", records)
+		wide := syncOAI(b, bin, base, dir, "rsharvest-8", records, "--concurrency", "8")
+		packed := syncOAI(b, bin, base, dir, "rsharvest-packed", records, "?layout=packed")
+		plain := measure(b, records, func() { plainOAI(b, base, filepath.Join(dir, "plain"), records) })
+		b.Logf("OAI-PMH, %v per response: rsharvest %s; with --concurrency 8 %s; packed %s; the plain job %s; rsharvest %.2f× as fast (%.2f× with --concurrency 8, %.2f× packed), %.2f× the CPU per record",
+			latency, ours, wide, packed, plain, plain.wall.Seconds()/ours.wall.Seconds(), plain.wall.Seconds()/wide.wall.Seconds(),
+			plain.wall.Seconds()/packed.wall.Seconds(), ours.cpuPerRecord()/plain.cpuPerRecord())
 		b.ReportMetric(ours.cpuPerRecord(), name+"-µs/record")
 		b.ReportMetric(ours.perSecond(), name+"-records/s")
+		b.ReportMetric(packed.cpuPerRecord(), name+"-packed-µs/record")
 		b.ReportMetric(plain.cpuPerRecord(), name+"-plain-µs/record")
 		b.ReportMetric(plain.wall.Seconds()/ours.wall.Seconds(), name+"-speedup")
 		b.ReportMetric(plain.wall.Seconds()/wide.wall.Seconds(), name+"-speedup-c8")
+		b.ReportMetric(plain.wall.Seconds()/packed.wall.Seconds(), name+"-speedup-packed")
+		if latency != 0 {
+			continue
+		}
+		// On the disk: the same with the sink and the state in a
+		// directory of the disk, each job after the dirty pages of the one
+		// before are written out (sync), its own included in its time.
+		disk := filepath.Join(b.TempDir(), name)
+		onDisk := func(job func() cost) cost {
+			syscall.Sync()
+			t0 := time.Now()
+			c := job()
+			syscall.Sync()
+			c.wall = time.Since(t0)
+			return c
+		}
+		ours = onDisk(func() cost { return syncOAI(b, bin, base, disk, "rsharvest", records) })
+		packed = onDisk(func() cost { return syncOAI(b, bin, base, disk, "rsharvest-packed", records, "?layout=packed") })
+		plain = onDisk(func() cost {
+			return measure(b, records, func() { plainOAI(b, base, filepath.Join(disk, "plain"), records) })
+		})
+		b.Logf("OAI-PMH on the disk, written out: rsharvest %s; packed %s; the plain job %s; rsharvest %.2f× as fast, %.2f× packed",
+			ours, packed, plain, plain.wall.Seconds()/ours.wall.Seconds(), plain.wall.Seconds()/packed.wall.Seconds())
+		b.ReportMetric(plain.wall.Seconds()/ours.wall.Seconds(), name+"-disk-speedup")
+		b.ReportMetric(plain.wall.Seconds()/packed.wall.Seconds(), name+"-disk-speedup-packed")
 	}
 	// A Resource List of small resources.
 	src := filepath.Join(work, "list-source")
@@ -85,12 +101,8 @@ func BenchmarkRecords(b *testing.B) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	ours := measure(b, records, func() {
-		if code, out, errb := run(b, "sync", "--source", base, "--prefer", "list", "--sink", "fs:"+filepath.Join(dir, "rsharvest"),
-			"--state", filepath.Join(dir, "state.db"), "--progress", "none", "-q"); code != ExitOK {
-			b.Fatalf("sync of the list: exit %d\n%s%s", code, out, errb)
-		}
-	})
+	ours := measureProcess(b, records, bin, "sync", "--source", base, "--prefer", "list", "--sink", "fs:"+filepath.Join(dir, "rsharvest"),
+		"--state", filepath.Join(dir, "state.db"), "--progress", "none", "-q")
 	b.Logf("Resource List of %d resources of 400 bytes: rsharvest %s", records, ours)
 	b.ReportMetric(ours.cpuPerRecord(), "list-µs/record")
 	b.ReportMetric(ours.perSecond(), "list-records/s")
@@ -105,15 +117,43 @@ func BenchmarkRecords(b *testing.B) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	ours = measure(b, records, func() {
-		if code, out, errb := run(b, "sync", "--source", base+"/harvestlist.xml", "--protocol", "harvest-list", "--sink", "fs:"+filepath.Join(dir, "rsharvest"),
-			"--state", filepath.Join(dir, "state.db"), "--progress", "none", "-q"); code != ExitOK {
-			b.Fatalf("sync of the harvest list: exit %d\n%s%s", code, out, errb)
-		}
-	})
+	ours = measureProcess(b, records, bin, "sync", "--source", base+"/harvestlist.xml", "--protocol", "harvest-list", "--sink", "fs:"+filepath.Join(dir, "rsharvest"),
+		"--state", filepath.Join(dir, "state.db"), "--progress", "none", "-q")
 	b.Logf("harvest list of %d documents: rsharvest %s", records, ours)
 	b.ReportMetric(ours.cpuPerRecord(), "harvestlist-µs/record")
 	b.ReportMetric(ours.perSecond(), "harvestlist-records/s")
+}
+
+// syncOAI harvests the OAI-PMH repository at base with "rsharvest sync"
+// into the fs sink dir/sub, its state beside it, and says what that cost.
+// An extra argument starting with "?" is the sink's options; the others
+// are flags.
+func syncOAI(b *testing.B, bin, base, dir, sub string, records int, extra ...string) cost {
+	b.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	spec, packed := "fs:"+filepath.Join(dir, sub), false
+	var flags []string
+	for _, e := range extra {
+		if strings.HasPrefix(e, "?") {
+			spec, packed = spec+e, strings.Contains(e, "layout=packed")
+			continue
+		}
+		flags = append(flags, e)
+	}
+	c := measureProcess(b, records, bin, append([]string{"sync", "--source", base, "--protocol", "oai-pmh", "--sink", spec,
+		"--state", filepath.Join(dir, sub+".db"), "--progress", "none", "-q"}, flags...)...)
+	n := 0
+	if packed {
+		n = len(heldPacked(b, filepath.Join(dir, sub)))
+	} else {
+		n = countFiles(b, filepath.Join(dir, sub))
+	}
+	if n != records {
+		b.Fatalf("rsharvest's mirror %s holds %d records, want %d", sub, n, records)
+	}
+	return c
 }
 
 // serveProcess starts "rsharvest ARGS…" (a serve command) on a free
@@ -168,6 +208,21 @@ func measure(b *testing.B, records int, job func()) cost {
 	c0, t0 := cpu(), time.Now()
 	job()
 	return cost{records: records, wall: time.Since(t0), cpu: cpu() - c0}
+}
+
+// measureProcess runs "rsharvest ARGS…" (bin) in a process of its own,
+// as a user runs it, and says what that cost: its wall time and the
+// process's CPU time.
+func measureProcess(b *testing.B, records int, bin string, args ...string) cost {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("rsharvest %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return cost{records: records, wall: time.Since(t0), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 }
 
 // plainOAI is the yardstick: base's ListRecords (oai_dc) through its
