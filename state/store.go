@@ -256,6 +256,14 @@ func (s *Store) open(ctx context.Context, abs string) error {
 	if err := s.migrate(ctx); err != nil {
 		return err
 	}
+	// A commit's multi-row inserts keep a statement journal, which SQLite
+	// writes to a temporary file (in /var/tmp, on the disk) once past
+	// 64 KiB: about 1.4 pages a record. The writer's statements are a
+	// batch each, so their journals are kept in memory; migrations, which
+	// may sort whole tables, ran before, with temporary files.
+	if _, err := s.w.ExecContext(ctx, "PRAGMA temp_store = MEMORY"); err != nil {
+		return err
+	}
 
 	n := max(4, runtime.GOMAXPROCS(0))
 	rp := url.Values{"_pragma": {"busy_timeout(10000)", "query_only(1)"}}

@@ -112,7 +112,7 @@ func TestOpenCreatesAndReopens(t *testing.T) {
 	for _, p := range []struct {
 		pragma string
 		want   int64
-	}{{"foreign_keys", 1}, {"synchronous", 1}, {"busy_timeout", 10000}, {"application_id", applicationID}} {
+	}{{"foreign_keys", 1}, {"synchronous", 1}, {"busy_timeout", 10000}, {"application_id", applicationID}, {"temp_store", 2}} {
 		var got int64
 		if err := s.w.QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(&got); err != nil || got != p.want {
 			t.Errorf("PRAGMA %s = %d, %v; want %d", p.pragma, got, err, p.want)
