@@ -638,7 +638,7 @@ func (s *FS) Close(context.Context) error {
 
 // createTemp creates a new, empty temporary file and returns its name
 // relative to the root.
-func (s *FS) createTemp() (string, *os.File, error) {
+func (s *FS) createTemp() (string, *tmpFile, error) {
 	for {
 		name := s.pid + "-" + strconv.FormatUint(s.seq.Add(1), 10)
 		f, err := s.tmp.create(name)

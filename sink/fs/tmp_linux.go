@@ -3,6 +3,7 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -168,10 +169,64 @@ func renameat(from *os.File, name string, to *os.File, base string) error {
 // operating system releases the lock when the holder closes d or dies.
 func lockDir(d *os.File) (bool, error) { return flock.TryLock(d) }
 
+// tmpFile is a temporary file written through its descriptor alone. It
+// is not an *os.File, whose creation asks the descriptor's flags (an
+// fcntl) and registers a cleanup: a file written once, by one goroutine,
+// and closed needs neither.
+type tmpFile struct {
+	fd   int
+	name string // for messages
+}
+
+// Write writes all of p, or fails.
+func (f *tmpFile) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := syscall.Write(f.fd, p[n:])
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil:
+			return n, &os.PathError{Op: "write", Path: f.name, Err: err}
+		case m == 0:
+			return n, &os.PathError{Op: "write", Path: f.name, Err: io.ErrShortWrite}
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// Sync commits the file's content to stable storage (fsync).
+func (f *tmpFile) Sync() error {
+	for {
+		err := syscall.Fsync(f.fd)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "fsync", Path: f.name, Err: err}
+		}
+		return nil
+	}
+}
+
+// Close closes the descriptor; calling it again is an error.
+func (f *tmpFile) Close() error {
+	if f.fd < 0 {
+		return &os.PathError{Op: "close", Path: f.name, Err: os.ErrClosed}
+	}
+	err := syscall.Close(f.fd) // not retried on EINTR: Linux closes the descriptor anyway
+	f.fd = -1
+	if err != nil {
+		return &os.PathError{Op: "close", Path: f.name, Err: err}
+	}
+	return nil
+}
+
 // create creates the file name (one path element) in the temporary
 // directory, failing when it exists. Like os.Root it never follows a
 // symbolic link: O_CREAT|O_EXCL fails on one.
-func (t *tmpFiles) create(name string) (*os.File, error) {
+func (t *tmpFiles) create(name string) (*tmpFile, error) {
 	rc, err := t.dir.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -193,14 +248,14 @@ func (t *tmpFiles) create(name string) (*os.File, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "openat", Path: filepath.Join(t.path, name), Err: err}
 	}
-	return os.NewFile(uintptr(fd), filepath.Join(t.path, name)), nil
+	return &tmpFile{fd: fd, name: filepath.Join(t.path, name)}, nil
 }
 
 // closeFile closes f, the temporary file name, first setting its access and
 // modification times to mtime unless that is zero.
-func (t *tmpFiles) closeFile(f *os.File, name string, mtime time.Time) error {
+func (t *tmpFiles) closeFile(f *tmpFile, name string, mtime time.Time) error {
 	if !mtime.IsZero() {
-		if err := futimes(f, mtime); err != nil {
+		if err := futimes(f.fd, mtime); err != nil {
 			_ = f.Close()
 			return &os.PathError{Op: "utimensat", Path: filepath.Join(t.path, name), Err: err}
 		}
@@ -214,31 +269,22 @@ func (t *tmpFiles) close() error {
 	return t.dir.Close()
 }
 
-// futimes sets the access and modification times of f to mtime with
-// utimensat(fd, NULL, times, 0), which is what futimens(3) does; the
-// syscall package has no futimens, and its Futimes goes through
+// futimes sets the access and modification times of the open file fd to
+// mtime with utimensat(fd, NULL, times, 0), which is what futimens(3)
+// does; the syscall package has no futimens, and its Futimes goes through
 // /proc/self/fd, which a container may not mount. The times are converted
 // as os.Chtimes converts them.
-func futimes(f *os.File, mtime time.Time) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
+func futimes(fd int, mtime time.Time) error {
 	ts := [2]syscall.Timespec{syscall.NsecToTimespec(mtime.UnixNano()), syscall.NsecToTimespec(mtime.UnixNano())}
-	var errno syscall.Errno
-	err = rc.Control(func(fd uintptr) {
-		for {
-			_, _, errno = syscall.Syscall6(syscall.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
-			if errno != syscall.EINTR {
-				return
-			}
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+		switch errno {
+		case syscall.EINTR:
+			continue
+		case 0:
+			return nil
+		default:
+			return errno
 		}
-	})
-	if err != nil {
-		return err
 	}
-	if errno != 0 {
-		return errno
-	}
-	return nil
 }

@@ -27,15 +27,18 @@ func openTmpFiles(root *os.Root, _, rel string) (*tmpFiles, error) {
 	return &tmpFiles{root: r}, nil
 }
 
+// tmpFile is a temporary file.
+type tmpFile = os.File
+
 // create creates the file name (one path element) in the temporary
 // directory, failing when it exists.
-func (t *tmpFiles) create(name string) (*os.File, error) {
+func (t *tmpFiles) create(name string) (*tmpFile, error) {
 	return t.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 }
 
 // closeFile closes f, the temporary file name, and then sets its access
 // and modification times to mtime unless that is zero.
-func (t *tmpFiles) closeFile(f *os.File, name string, mtime time.Time) error {
+func (t *tmpFiles) closeFile(f *tmpFile, name string, mtime time.Time) error {
 	if err := f.Close(); err != nil || mtime.IsZero() {
 		return err
 	}
