@@ -77,6 +77,13 @@
 // empty, up to but never including DIR. Every operation goes through an
 // os.Root, so even a symbolic link planted in DIR cannot lead outside it.
 //
+// # Packed layout
+//
+// With "fs:DIR?layout=packed" (Options.Layout, NewPacked) the sink holds
+// every resource as a row of one SQLite database, DIR/records.sqlite,
+// instead of a file: for sources of many small records, which cost a disk
+// an inode, a directory entry and a block each as files. See Packed.
+//
 // # Limitations
 //
 // On case-insensitive filesystems (the macOS and Windows defaults) URIs
