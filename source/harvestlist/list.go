@@ -113,8 +113,8 @@ func Read(r io.Reader, fn func(Document) error, bad func(*EntryError) error) err
 			continue
 		}
 		line, _ := dec.InputPos()
-		var raw rawDocument
-		if err := dec.DecodeElement(&raw, &se); err != nil {
+		raw, err := readDocument(dec)
+		if err != nil {
 			return errclass.NewPermanent(fmt.Errorf("harvest list line %d: %w", line, err))
 		}
 		d, ee := raw.document(line)
@@ -126,6 +126,70 @@ func Read(r io.Reader, fn func(Document) error, bad func(*EntryError) error) err
 		}
 		if err := fn(d); err != nil {
 			return err
+		}
+	}
+}
+
+// readDocument reads the content of a document element, whose start dec
+// has just read, through its end: each field of rawDocument is the
+// character data directly in its element, matched by local name as
+// encoding/xml's Unmarshal would (the last such element wins), and any
+// other element is skipped. It walks the tokens itself, without
+// Unmarshal's reflection: a harvest list names millions of documents.
+func readDocument(dec *xml.Decoder) (rawDocument, error) {
+	var (
+		raw     rawDocument
+		field   *string // the field whose element is open
+		inDocID bool
+		text    []byte
+	)
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return raw, io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return raw, err
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			var target *string
+			switch name := t.Name.Local; {
+			case field != nil: // an element inside a field's: not its text
+			case !inDocID && name == "docid":
+				inDocID = true
+				continue
+			case inDocID && name == "scope":
+				target = &raw.DocID.Scope
+			case inDocID && name == "identifier":
+				target = &raw.DocID.Identifier
+			case inDocID && name == "revision":
+				target = &raw.DocID.Revision
+			case !inDocID && name == "documentType":
+				target = &raw.DocumentType
+			case !inDocID && name == "documentURL":
+				target = &raw.DocumentURL
+			}
+			if target == nil {
+				if err := dec.Skip(); err != nil {
+					return raw, err
+				}
+				continue
+			}
+			field, text = target, text[:0]
+		case xml.CharData:
+			if field != nil {
+				text = append(text, t...)
+			}
+		case xml.EndElement:
+			switch {
+			case field != nil:
+				*field, field = string(text), nil
+			case inDocID:
+				inDocID = false
+			default:
+				return raw, nil // the document's own end
+			}
 		}
 	}
 }
