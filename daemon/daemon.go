@@ -380,9 +380,19 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return errclass.Fatalf("daemon: start: %w", err)
 	}
+	// Every daemon looks for the jobs of dead workers every tick, one
+	// daemon at a time: not the leader alone, in its schedule, whose own
+	// death would leave them until another is elected (River's leadership
+	// outlives its dead holder by up to 15 s).
+	tick := time.NewTicker(opts.Tick)
+	defer tick.Stop()
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
+		case <-tick.C:
+			if err := d.rescueTurn(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("the jobs of stopped workers could not be looked for; at the next tick", "error", err)
+			}
 		case <-opts.Wake:
 			if _, err := client.Insert(ctx, scheduleArgs{}, nil); err != nil && ctx.Err() == nil {
 				log.Warn("the registry could not be read at once; it is at the next tick", "error", err)
@@ -432,14 +442,11 @@ type daemon[TTx any] struct {
 	shared bool // other daemons work the same jobs
 }
 
-// schedule takes up the harvests dead workers left running (rescue), and
-// inserts a harvest job for every due site; a site whose harvest already
-// waits or runs is left alone (the job is unique). River runs it on the
-// leader of the daemons sharing the jobs.
+// schedule inserts a harvest job for every due site; a site whose harvest
+// already waits or runs is left alone (the job is unique). River runs it
+// on the leader of the daemons sharing the jobs. (Every daemon takes up
+// the jobs of dead workers on its own tick: see rescueTurn.)
 func (d *daemon[TTx]) schedule(ctx context.Context, _ *river.Job[scheduleArgs]) error {
-	if err := d.rescue(ctx, false); err != nil {
-		d.log.Warn("the jobs of stopped workers could not be looked for; at the next tick", "error", err)
-	}
 	sites, err := site.Registry{Store: d.opts.Store}.Sites(ctx)
 	if err != nil {
 		return err
@@ -543,6 +550,23 @@ func migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], schem
 // staleOther is how long any other job (the schedule, the daily report)
 // may run before rescue takes it for a dead worker's: none takes that long.
 const staleOther = time.Hour
+
+// rescueTurn runs rescue while holding the rescue lease
+// (state.RescueLease), and does nothing when another daemon holds it: two
+// daemons rescuing at once could give a job a worker had just taken to
+// another (the part's or site's lease would keep the second from doing
+// it, but not from trying).
+func (d *daemon[TTx]) rescueTurn(ctx context.Context) error {
+	l, err := d.opts.Store.Lease(ctx, state.RescueLease(), "rsharvest daemon (looking for dead workers)", 0)
+	if errors.Is(err, state.ErrLocked) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	return d.rescue(ctx, false)
+}
 
 // rescue makes available again the jobs dead workers left running. A
 // harvest job is its worker's as long as the worker holds the site's lease

@@ -58,6 +58,10 @@ func WorkerLease() string {
 	return fmt.Sprintf("%s %s pid %d", LeaseWorker, host, os.Getpid())
 }
 
+// RescueLease is the name of the lease a daemon holds while it looks for
+// the jobs of workers that died: one daemon at a time.
+func RescueLease() string { return LeaseRescue }
+
 // The kinds of lease (LeaseHeld.Kind): the first word of every lease's
 // name.
 const (
@@ -66,6 +70,7 @@ const (
 	LeaseWorker = "worker"
 	LeasePart   = "part"
 	LeaseSlot   = "slot"
+	LeaseRescue = "rescue"
 )
 
 // Kind is the kind of the lease: LeaseSite, LeaseSource, LeaseWorker,
