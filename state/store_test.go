@@ -277,6 +277,31 @@ func TestOpenConcurrently(t *testing.T) {
 	}
 }
 
+// TestOpenWhileWriting: a store whose schema is up to date opens while
+// another holds the write lock (a harvest committing), without waiting
+// for it.
+func TestOpenWhileWriting(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tx, err := s.beginWrite(ctx) // BEGIN IMMEDIATE: the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second) // busy_timeout is 10 s
+	defer cancel()
+	other, err := Open(octx, path)
+	if err != nil {
+		t.Fatalf("Open while another holds the write lock: %v", err)
+	}
+	other.Close()
+}
+
 func TestOpenPaths(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
