@@ -2,6 +2,7 @@ package cli
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/sink/s3/s3test"
+	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -105,27 +108,48 @@ func BenchmarkSpread(b *testing.B) {
 				p.stop()
 			}
 		}()
+		var alive []int // the indexes in procs of the daemons alive
 		for range n {
 			startOne()
+			alive = append(alive, len(procs)-1)
 		}
-		// Timed from when the site is added, every daemon alive.
-		for deadline := time.Now().Add(time.Minute); workersAlive(b, db) < n; time.Sleep(20 * time.Millisecond) {
+		// Timed from when the site is added, every daemon alive and the
+		// schedule running: River's leader starts its periodic jobs about
+		// 2 s after it is elected, once when the daemons start, a delay
+		// that is not the harvest's.
+		for deadline := time.Now().Add(time.Minute); workersAlive(b, db) < n || !scheduleRan(b, db); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				b.Fatalf("%s: %d daemons not all alive after a minute", name, n)
+				b.Fatalf("%s: %d daemons not all alive, or no schedule run, after a minute", name, n)
 			}
+		}
+		// The site's status is read through one store, opened once, as a
+		// status page reads it: not a store opened every poll.
+		st, err := state.Open(ctx, db)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		status := func() string {
+			s, err := site.Registry{Store: st}.Site(ctx, name)
+			if err != nil {
+				return ""
+			}
+			return s.LastStatus
 		}
 		began := time.Now()
 		rsh("sites", "add", name, "--source", src, "--protocol", protocol, "--sink", sinkOf(name), "--concurrency", "1", "--every", "1d", "--spread", "--state", db)
 		rnd := rand.New(rand.NewPCG(uint64(n), uint64(kills)))
 		next := began.Add(killEvery)
-		for deadline := began.Add(10 * time.Minute); siteStatus(b, db, name) != "ok"; time.Sleep(50 * time.Millisecond) {
+		for deadline := began.Add(10 * time.Minute); status() != "ok"; time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("%s: not harvested in 10 minutes", name)
 			}
 			if kills > 0 && time.Now().After(next) {
-				i := len(procs) - n + rnd.IntN(n) // one of the n alive
+				i := alive[rnd.IntN(len(alive))] // one of the n alive
 				procs[i].kill()
+				alive = slices.DeleteFunc(alive, func(j int) bool { return j == i })
 				startOne()
+				alive = append(alive, len(procs)-1)
 				kills--
 				next = time.Now().Add(killEvery)
 			}
@@ -134,8 +158,9 @@ func BenchmarkSpread(b *testing.B) {
 		if kills > 0 {
 			b.Errorf("%s: harvested before all kills were made (%d left)", name, kills)
 		}
-		units, mean, busy := unitRuns(b, db)
-		b.Logf("%s: %d unit runs, %v each on average, the workers busy with units %.0f%% of the time", name, units, mean.Round(time.Millisecond), 100*busy.Seconds()/(float64(n)*took.Seconds()))
+		units, mean, busy, first, last := unitRuns(b, db)
+		b.Logf("%s: %d unit runs, %v each on average, the workers busy with units %.0f%% of the time; the first unit began %v after the site was added, the last ended %v before the harvest was seen ended",
+			name, units, mean.Round(time.Millisecond), 100*busy.Seconds()/(float64(n)*took.Seconds()), first.Sub(began).Round(time.Millisecond), began.Add(took).Sub(last).Round(time.Millisecond))
 		return took, db
 	}
 
@@ -181,7 +206,7 @@ func BenchmarkSpread(b *testing.B) {
 
 // unitRuns reads the runs of units from the state at db (but those a
 // killed worker left): how many, their mean time, and their total time.
-func unitRuns(b *testing.B, db string) (int, time.Duration, time.Duration) {
+func unitRuns(b *testing.B, db string) (n int, mean, total time.Duration, first, last time.Time) {
 	b.Helper()
 	st, err := state.Open(b.Context(), db)
 	if err != nil {
@@ -192,14 +217,19 @@ func unitRuns(b *testing.B, db string) (int, time.Duration, time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, total := 0, time.Duration(0)
 	for _, r := range runs {
 		if r.Site == "" && !r.Finished.IsZero() && r.Status != state.StatusInterrupted {
 			n++
 			total += r.Finished.Sub(r.Started)
+			if first.IsZero() || r.Started.Before(first) {
+				first = r.Started
+			}
+			if r.Finished.After(last) {
+				last = r.Finished
+			}
 		}
 	}
-	return n, total / time.Duration(max(n, 1)), total
+	return n, total / time.Duration(max(n, 1)), total, first, last
 }
 
 // workersAlive counts the daemons alive on the registry at db (their
@@ -216,6 +246,20 @@ func workersAlive(b *testing.B, db string) int {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// scheduleRan reports whether the daemons sharing the state at db have run
+// their schedule job once (in the jobs schema "rsharvest", the default).
+func scheduleRan(b *testing.B, db string) bool {
+	b.Helper()
+	conn, err := sql.Open("pgx", db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	var n int
+	err = conn.QueryRowContext(b.Context(), "SELECT count(*) FROM rsharvest.river_job WHERE kind = 'rsharvest_schedule' AND state = 'completed'").Scan(&n)
+	return err == nil && n > 0 // no table yet: not yet
 }
 
 // leftBy is what a harvest left: the state's resources and changes (but
