@@ -15,6 +15,7 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/internal/testbin"
 	"github.com/rsharvest/rsharvest/runreport"
+	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -214,4 +215,111 @@ func TestDaemonPostgresRestart(t *testing.T) {
 		t.Errorf("the harvest tried again: %d written, %d unchanged of %d: not resumed", rep.Resources.Written, rep.Resources.Unchanged, records)
 	}
 	t.Logf("%d runs; the last wrote %d, found %d unchanged", len(runs), rep.Resources.Written, rep.Resources.Unchanged)
+}
+
+// TestSpreadPostgresRestart: PostgreSQL restarted in the middle of a
+// spread harvest (every session ended, the server away for a second),
+// while two daemons execute its units: the daemons reconnect, the units
+// and the harvest waiting for them fail as temporary failures and are
+// tried again, the harvest takes up its task left open, and every unit is
+// done once; every record is in the mirror, each change recorded once,
+// the checkpoint set.
+func TestSpreadPostgresRestart(t *testing.T) {
+	bin := crashBuildBinary(t)
+	server, err := testbin.StartPostgres(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(server.Stop)
+	pg := pgDatabase(t, server.URL, "spreadrestart")
+	const records = 400
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: 10})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("verb") == "ListRecords" {
+			select { // each unit lasts a while: the restart finds some under way
+			case <-time.After(150 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		repo.ServeHTTP(w, r)
+	}))
+	defer slow.Close()
+	source := slow.URL + "/oai"
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	if code, out, errb := run(t, "sites", "add", "big", "--source", source, "--protocol", "oai-pmh", "--sink", "fs:"+mirror+"?shared=1",
+		"--every", "1d", "--spread", "--state", pg); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, errb)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	var daemons []*daemonProc
+	for range 2 {
+		daemons = append(daemons, startDaemon(t, ctx, bin, nil, "--state", pg, "--tick", "200ms", "--rescue-after", "1s", "--units", "2", "--listen", "", "--log-level", "info"))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, d := range daemons {
+				t.Logf("daemon %d:\n%s", i, d.out.String())
+			}
+		}
+	})
+	unitsDone := func() int {
+		n := 0
+		for _, d := range daemons {
+			n += strings.Count(d.out.String(), "unit done")
+		}
+		return n
+	}
+	waitFor(t, "a unit done", func() bool { return unitsDone() > 0 })
+	if err := server.Restart(t.Context(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before := unitsDone()
+	var status string
+	for deadline := time.Now().Add(3 * time.Minute); status != "ok"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spread harvest did not finish after the restart (status %q)", status)
+		}
+		st, err := state.Open(ctx, pg)
+		if err != nil {
+			continue // the server is still away
+		}
+		if s, err := (site.Registry{Store: st}).Site(ctx, "big"); err == nil {
+			status = s.LastStatus
+		}
+		st.Close()
+	}
+	for _, d := range daemons {
+		d.stop()
+	}
+	t.Logf("%d units done before the restart, %d in all", before, unitsDone())
+	if before >= unitsDone() {
+		t.Errorf("no unit done after the restart: %d before, %d in all", before, unitsDone())
+	}
+	if n := countFiles(t, mirror); n != records {
+		t.Errorf("the mirror holds %d records, want %d", n, records)
+	}
+	db, err := sql.Open("pgx", pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tasks, parts, done, changes, twice int
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM tasks WHERE closed = 1), (SELECT count(*) FROM task_parts),
+		(SELECT count(*) FROM task_parts WHERE done = 1), (SELECT count(*) FROM changes), (SELECT count(*) - count(DISTINCT uri) FROM changes)`).
+		Scan(&tasks, &parts, &done, &changes, &twice); err != nil {
+		t.Fatal(err)
+	}
+	if tasks != 1 || done != parts || changes != records || twice != 0 {
+		t.Errorf("%d tasks closed, %d of %d parts done, %d changes (%d twice); want 1 task, every part done, %d changes each once", tasks, done, parts, changes, twice, records)
+	}
+	st, err := state.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if cp, ok, err := st.Checkpoint(ctx, source, "metadataPrefix=oai_dc"); err != nil || !ok || !cp.Next.Equal(repo.Now()) {
+		t.Errorf("checkpoint = %+v, %v, %v; want next %v", cp, ok, err, repo.Now())
+	}
 }
