@@ -9,6 +9,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/internal/sqlitefile"
 )
 
 // Inventory is a scratch database listing what a source publishes, so that
@@ -35,12 +36,11 @@ func NewInventory(ctx context.Context, dir string) (*Inventory, error) {
 	}
 	f.Close()
 	abs, _ := filepath.Abs(f.Name())
-	db, err := sql.Open("sqlite", dsn(abs, url.Values{"_pragma": {"journal_mode(OFF)", "synchronous(OFF)"}}))
+	db, err := sqlitefile.Open(abs, url.Values{"_pragma": {"journal_mode(OFF)", "synchronous(OFF)"}}, 1)
 	if err != nil {
 		os.Remove(abs)
 		return nil, errclass.Fatalf("inventory: %w", err)
 	}
-	db.SetMaxOpenConns(1)
 	inv := &Inventory{path: abs, db: db}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE listed (uri TEXT PRIMARY KEY, length INTEGER NOT NULL, md5 TEXT, sha1 TEXT, sha256 TEXT, place TEXT NOT NULL) WITHOUT ROWID;
 		CREATE TABLE held (uri TEXT NOT NULL, sink TEXT NOT NULL, PRIMARY KEY (uri, sink)) WITHOUT ROWID;`); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/url"
 	"path/filepath"
+
+	"github.com/rsharvest/rsharvest/internal/sqlitefile"
 )
 
 // JobDB opens a pool on the store's file for a job engine that keeps its
@@ -22,16 +24,12 @@ func (s *Store) JobDB() (*sql.DB, error) {
 	if err != nil {
 		return nil, fatal("job db", err)
 	}
-	db, err := sql.Open("sqlite", dsn(abs, url.Values{
+	db, err := sqlitefile.Open(abs, url.Values{
 		"_pragma": {"busy_timeout(10000)", "synchronous(NORMAL)"},
 		"_txlock": {"immediate"},
-	}))
+	}, 1)
 	if err != nil {
 		return nil, fatal("job db", err)
 	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
 	return db, nil
 }

@@ -71,6 +71,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/internal/retry"
+	"github.com/rsharvest/rsharvest/internal/sqlitefile"
 )
 
 // ErrNotFound is wrapped by the error of a lookup that names a row that does
@@ -224,12 +225,6 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	return tx, nil
 }
 
-// dsn builds a file: URI for abs with the given driver parameters.
-func dsn(abs string, params url.Values) string {
-	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: params.Encode()}
-	return u.String()
-}
-
 func (s *Store) open(ctx context.Context, abs string) error {
 	// journal_mode is deliberately not a DSN parameter: it is persistent, and
 	// a foreign or damaged file must be rejected before anything changes it.
@@ -237,14 +232,10 @@ func (s *Store) open(ctx context.Context, abs string) error {
 		"_pragma": {"busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(1)"},
 		"_txlock": {"immediate"},
 	}
-	w, err := sql.Open("sqlite", dsn(abs, wp))
+	w, err := sqlitefile.Open(abs, wp, 1)
 	if err != nil {
 		return err
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
 	s.w = w
 
 	if err := s.checkIdentity(ctx); err != nil {
@@ -267,14 +258,10 @@ func (s *Store) open(ctx context.Context, abs string) error {
 
 	n := max(4, runtime.GOMAXPROCS(0))
 	rp := url.Values{"_pragma": {"busy_timeout(10000)", "query_only(1)"}}
-	r, err := sql.Open("sqlite", dsn(abs, rp))
+	r, err := sqlitefile.Open(abs, rp, n)
 	if err != nil {
 		return err
 	}
-	r.SetMaxOpenConns(n)
-	r.SetMaxIdleConns(n)
-	r.SetConnMaxLifetime(0)
-	r.SetConnMaxIdleTime(0)
 	s.r = r
 	if err := r.PingContext(ctx); err != nil {
 		return fmt.Errorf("open readers: %w", err)

@@ -18,9 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
-
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/sqlitefile"
 	"github.com/rsharvest/rsharvest/sink"
 )
 
@@ -184,13 +183,10 @@ func (s *Packed) open(ctx context.Context, file string) error {
 	if s.opts.Fsync {
 		durability = "synchronous(FULL)"
 	}
-	w, err := sql.Open("sqlite", sqliteDSN(file, url.Values{"_pragma": {"busy_timeout(10000)", durability}, "_txlock": {"immediate"}}))
+	w, err := sqlitefile.Open(file, url.Values{"_pragma": {"busy_timeout(10000)", durability}, "_txlock": {"immediate"}}, 1)
 	if err != nil {
 		return err
 	}
-	w.SetMaxOpenConns(1)
-	w.SetConnMaxIdleTime(0)
-	w.SetConnMaxLifetime(0)
 	s.w = w
 	var id, objects int64
 	if err := w.QueryRowContext(ctx, "SELECT (SELECT application_id FROM pragma_application_id()), (SELECT count(*) FROM sqlite_schema)").Scan(&id, &objects); err != nil {
@@ -206,24 +202,12 @@ func (s *Packed) open(ctx context.Context, file string) error {
 	if _, err := w.ExecContext(ctx, packedSchema+fmt.Sprintf("PRAGMA application_id = %d;", packedAppID)); err != nil {
 		return fmt.Errorf("%s: %w", PackedFile, err)
 	}
-	n := max(4, runtime.GOMAXPROCS(0))
-	r, err := sql.Open("sqlite", sqliteDSN(file, url.Values{"_pragma": {"busy_timeout(10000)", "query_only(1)"}}))
+	r, err := sqlitefile.Open(file, url.Values{"_pragma": {"busy_timeout(10000)", "query_only(1)"}}, max(4, runtime.GOMAXPROCS(0)))
 	if err != nil {
 		return err
 	}
-	r.SetMaxOpenConns(n)
-	r.SetMaxIdleConns(n)
-	r.SetConnMaxIdleTime(0)
-	r.SetConnMaxLifetime(0)
 	s.r = r
 	return r.PingContext(ctx)
-}
-
-// sqliteDSN builds a file: URI for the database file with the driver's
-// parameters.
-func sqliteDSN(file string, params url.Values) string {
-	u := url.URL{Scheme: "file", Path: filepath.ToSlash(file), RawQuery: params.Encode()}
-	return u.String()
 }
 
 // Dir returns the sink's directory as an absolute path.
