@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/internal/testbin"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
@@ -155,16 +155,8 @@ func TestDaemonPostgresRestart(t *testing.T) {
 	pg := pgDatabase(t, server.URL, "restart")
 	const records = 400
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: 10})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("verb") == "ListRecords" {
-			select { // a slow server: the harvest lasts several seconds
-			case <-time.After(300 * time.Millisecond):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		repo.ServeHTTP(w, r)
-	}))
+	// A slow server: the harvest lasts several seconds.
+	slow := httptest.NewServer(harness.Wrap(0, 300*time.Millisecond)(repo))
 	defer slow.Close()
 	source := slow.URL + "/oai"
 	mirror := filepath.Join(t.TempDir(), "mirror")
@@ -233,24 +225,7 @@ func TestSpreadPostgresRestart(t *testing.T) {
 	t.Cleanup(server.Stop)
 	pg := pgDatabase(t, server.URL, "spreadrestart")
 	const records = 400
-	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: 10})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("verb") == "ListRecords" {
-			select { // each unit lasts a while: the restart finds some under way
-			case <-time.After(150 * time.Millisecond):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		repo.ServeHTTP(w, r)
-	}))
-	defer slow.Close()
-	source := slow.URL + "/oai"
-	mirror := filepath.Join(t.TempDir(), "mirror")
-	if code, out, errb := run(t, "sites", "add", "big", "--source", source, "--protocol", "oai-pmh", "--sink", "fs:"+mirror+"?shared=1",
-		"--every", "1d", "--spread", "--state", pg); code != ExitOK {
-		t.Fatalf("sites add: exit %d\n%s%s", code, out, errb)
-	}
+	repo, source, mirror := spreadSite(t, pg, records)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	var daemons []*daemonProc

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,9 +15,28 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
+
+// spreadSite adds the site "big" to the registry at pg: an OAI-PMH
+// repository of records, served on 127.0.0.1 until t ends with 150 ms a
+// response (each unit lasts a while, so that a fault finds one under
+// way), spread over the daemons, into an fs sink declared shared. It
+// returns the repository, its URL and the mirror's directory.
+func spreadSite(t *testing.T, pg string, records int) (repo *bench.OAIRepository, source, mirror string) {
+	t.Helper()
+	repo = bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: 10})
+	slow := httptest.NewServer(harness.Wrap(0, 150*time.Millisecond)(repo))
+	t.Cleanup(slow.Close)
+	source, mirror = slow.URL+"/oai", filepath.Join(t.TempDir(), "mirror")
+	if code, out, errb := run(t, "sites", "add", "big", "--source", source, "--protocol", "oai-pmh", "--sink", "fs:"+mirror+"?shared=1",
+		"--every", "1d", "--spread", "--state", pg); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, errb)
+	}
+	return repo, source, mirror
+}
 
 // TestSpreadHarvest: a site with --spread, its registry in PostgreSQL,
 // harvested by two daemons (processes): its harvest is divided into units
@@ -33,24 +51,7 @@ func TestSpreadHarvest(t *testing.T) {
 	bin := crashBuildBinary(t)
 	pg := pgDatabase(t, startPostgres(t), "spread")
 	const records = 400
-	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: 10})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("verb") == "ListRecords" || r.URL.Query().Get("resumptionToken") != "" {
-			select { // each unit lasts a while: a kill finds one under way
-			case <-time.After(150 * time.Millisecond):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		repo.ServeHTTP(w, r)
-	}))
-	defer slow.Close()
-	source := slow.URL + "/oai"
-	mirror := filepath.Join(t.TempDir(), "mirror")
-	if code, out, errb := run(t, "sites", "add", "big", "--source", source, "--protocol", "oai-pmh", "--sink", "fs:"+mirror+"?shared=1",
-		"--every", "1d", "--spread", "--state", pg); code != ExitOK {
-		t.Fatalf("sites add: exit %d\n%s%s", code, out, errb)
-	}
+	repo, source, mirror := spreadSite(t, pg, records)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	start := func() *daemonProc {
