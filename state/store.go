@@ -293,7 +293,7 @@ func (s *Store) setWAL(ctx context.Context) error {
 		Retries:   60, // 5 ms growing to 200 ms: about 10 s in all
 		Initial:   5 * time.Millisecond,
 		Max:       200 * time.Millisecond,
-		Retryable: isBusy,
+		Retryable: sqlitefile.Busy,
 	}, func() error {
 		var mode string
 		err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
@@ -305,12 +305,6 @@ func (s *Store) setWAL(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-// isBusy reports whether err is SQLite's SQLITE_BUSY.
-func isBusy(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == 5
 }
 
 // notStateFile adds ErrNotStateFile to the errors SQLite gives for a file

@@ -7,10 +7,11 @@ package sqlitefile
 
 import (
 	"database/sql"
+	"errors"
 	"net/url"
 	"path/filepath"
 
-	_ "modernc.org/sqlite" // the "sqlite" driver
+	"modernc.org/sqlite" // the "sqlite" driver
 )
 
 // DSN returns the file: URI of the database file path (absolute) with the
@@ -34,4 +35,12 @@ func Open(path string, params url.Values, conns int) (*sql.DB, error) {
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
 	return db, nil
+}
+
+// Busy reports whether err is SQLite's SQLITE_BUSY (in any of its extended
+// forms): another connection held the lock longer than busy_timeout, a
+// temporary failure.
+func Busy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == 5
 }

@@ -39,3 +39,34 @@ func TestOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestBusy: a write refused because another connection holds the lock is
+// Busy; other errors are not.
+func TestBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "busy.db")
+	holder, err := Open(path, url.Values{"_txlock": {"immediate"}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(t.Context(), "CREATE TABLE t (x)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := holder.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	other, err := Open(path, url.Values{"_pragma": {"busy_timeout(0)"}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	_, err = other.ExecContext(t.Context(), "INSERT INTO t VALUES (1)")
+	if !Busy(err) {
+		t.Errorf("a write while another holds the lock: %v, not Busy", err)
+	}
+	if _, err := other.ExecContext(t.Context(), "INSERT INTO nothing VALUES (1)"); err == nil || Busy(err) {
+		t.Errorf("a write to no table: %v, want an error that is not Busy", err)
+	}
+}
