@@ -293,8 +293,8 @@ func Open(ctx context.Context, arg string) (sink.Sink, error) {
 				return nil, errclass.Fatalf("fs sink %q: layout %q: want %s or %s", arg, val, LayoutFiles, LayoutPacked)
 			}
 		case "maxpacked":
-			if opts.MaxPacked, err = strconv.ParseInt(val, 10, 64); err != nil || opts.MaxPacked < 1 {
-				return nil, errclass.Fatalf("fs sink %q: maxpacked %q: want a positive number of bytes", arg, val)
+			if opts.MaxPacked, err = strconv.ParseInt(val, 10, 64); err != nil || opts.MaxPacked < 1 || opts.MaxPacked > MaxMaxPacked {
+				return nil, errclass.Fatalf("fs sink %q: maxpacked %q: want a number of bytes from 1 to %d", arg, val, int64(MaxMaxPacked))
 			}
 		default:
 			return nil, errclass.Fatalf("fs sink %q: unknown option %q (want fsync, shared, concurrency, layout, maxpacked)", arg, key)

@@ -48,8 +48,11 @@ const PackedFile = "records.sqlite"
 
 const (
 	// DefaultMaxPacked bounds one body of the packed layout (see
-	// Options.MaxPacked).
+	// Options.MaxPacked), and MaxMaxPacked bounds that bound: SQLite
+	// refuses a blob past 1,000,000,000 bytes, and the body is held in
+	// memory.
 	DefaultMaxPacked = 16 << 20
+	MaxMaxPacked     = 512 << 20
 	// packedFlushBytes and packedFlushOps bound what Put queues before it
 	// writes the queue itself, without waiting for a Flush.
 	packedFlushBytes = 8 << 20
@@ -139,8 +142,11 @@ func NewPacked(ctx context.Context, dir string, opts Options) (*Packed, error) {
 	case opts.Concurrency == 0:
 		opts.Concurrency = 2 * runtime.GOMAXPROCS(0)
 	}
-	if opts.MaxPacked <= 0 {
+	switch {
+	case opts.MaxPacked <= 0:
 		opts.MaxPacked = DefaultMaxPacked
+	case opts.MaxPacked > MaxMaxPacked:
+		return nil, errclass.Fatalf("fs sink %q: a packed body of at most %d bytes, more than the packed layout takes (%d)", dir, opts.MaxPacked, int64(MaxMaxPacked))
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -169,7 +175,7 @@ func onlyPacked(dir string) error {
 		return err
 	}
 	for _, e := range entries {
-		if n := e.Name(); !strings.HasPrefix(n, PackedFile) && !strings.HasPrefix(n, ".") {
+		if n := e.Name(); !strings.HasPrefix(n, PackedFile) && !strings.HasPrefix(n, ".") && n != "lost+found" {
 			return fmt.Errorf("the directory holds %q, a mirror in the file layout: open it without layout=packed, or give the packed layout a directory of its own", n)
 		}
 	}
@@ -199,8 +205,13 @@ func (s *Packed) open(ctx context.Context, file string) error {
 	if err := w.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
 		return fmt.Errorf("%s: %w", PackedFile, err)
 	}
-	if _, err := w.ExecContext(ctx, packedSchema+fmt.Sprintf("PRAGMA application_id = %d;", packedAppID)); err != nil {
-		return fmt.Errorf("%s: %w", PackedFile, err)
+	if id != packedAppID {
+		// A new database: its table and its id in one transaction. (Not
+		// every time: setting the id takes the write lock even when it
+		// is set already, and a database in use is not made to wait.)
+		if err := s.create(ctx); err != nil {
+			return fmt.Errorf("%s: %w", PackedFile, err)
+		}
 	}
 	r, err := sqlitefile.Open(file, url.Values{"_pragma": {"busy_timeout(10000)", "query_only(1)"}}, max(4, runtime.GOMAXPROCS(0)))
 	if err != nil {
@@ -208,6 +219,20 @@ func (s *Packed) open(ctx context.Context, file string) error {
 	}
 	s.r = r
 	return r.PingContext(ctx)
+}
+
+// create makes the table of a new database and marks the database a
+// packed mirror's, in one transaction.
+func (s *Packed) create(ctx context.Context) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, packedSchema+fmt.Sprintf("PRAGMA application_id = %d;", packedAppID)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Dir returns the sink's directory as an absolute path.
@@ -232,7 +257,7 @@ func (s *Packed) Put(ctx context.Context, r *sink.Resource, body io.Reader) erro
 	}
 	var buf bytes.Buffer
 	if r.Length > 0 && r.Length <= s.opts.MaxPacked {
-		buf.Grow(int(r.Length))
+		buf.Grow(int(r.Length) + bytes.MinRead) // ReadFrom wants MinRead free to read without growing
 	}
 	src := &sink.ContextReader{Ctx: ctx, R: body}
 	n, err := buf.ReadFrom(io.LimitReader(src, s.opts.MaxPacked+1))
@@ -280,7 +305,8 @@ func (s *Packed) enqueue(ctx context.Context, op packedOp) {
 
 // Flush writes what is queued in one transaction and returns the writes
 // that failed since the previous Flush. A failure is fatal (the database
-// cannot be written) or, when ctx ended, retryable.
+// cannot be written) or, when ctx ended or another process held the
+// database longer than busy_timeout, retryable.
 func (s *Packed) Flush(ctx context.Context) []sink.Failed {
 	s.write(ctx)
 	s.mu.Lock()
@@ -306,7 +332,9 @@ func (s *Packed) write(ctx context.Context) {
 	if err == nil {
 		return
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || sqlitefile.Busy(err) {
+		// Cancelled, or the database held by another process longer
+		// than busy_timeout: the writes are tried again.
 		err = errclass.Retryablef("fs sink %s: %w", s.dir, err)
 	} else {
 		err = errclass.Fatalf("fs sink %s: %w", s.dir, err)
@@ -381,7 +409,13 @@ func (s *Packed) Walk(ctx context.Context, fn func(uri string) error) error {
 		if err := ctx.Err(); err != nil {
 			return errclass.Retryablef("fs: walk: %w", err)
 		}
-		rows, err := s.r.QueryContext(ctx, `SELECT uri FROM records WHERE ? OR uri > ? ORDER BY uri LIMIT ?`, first, after, packedWalkPage)
+		// The first page from the start, the others after the last URI
+		// read: each a search of the primary key's index, not a scan.
+		query, args := `SELECT uri FROM records ORDER BY uri LIMIT ?`, []any{packedWalkPage}
+		if !first {
+			query, args = `SELECT uri FROM records WHERE uri > ? ORDER BY uri LIMIT ?`, []any{after, packedWalkPage}
+		}
+		rows, err := s.r.QueryContext(ctx, query, args...)
 		if err != nil {
 			return s.dbError(ctx, "walk", after, err)
 		}
@@ -409,10 +443,10 @@ func (s *Packed) Walk(ctx context.Context, fn func(uri string) error) error {
 	}
 }
 
-// dbError classifies a database error: retryable when ctx ended, fatal
-// otherwise.
+// dbError classifies a database error: retryable when ctx ended or the
+// database was busy, fatal otherwise.
 func (s *Packed) dbError(ctx context.Context, op, uri string, err error) error {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || sqlitefile.Busy(err) {
 		return errclass.Retryablef("fs sink %s: %s %s: %w", s.dir, op, short(uri), err)
 	}
 	return errclass.Fatalf("fs sink %s: %s %s: %w", s.dir, op, short(uri), err)

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -217,6 +218,7 @@ func TestPackedRefusesOtherLayouts(t *testing.T) {
 		{"shared", t.TempDir() + "?layout=packed&shared=1", "several machines"},
 		{"unknown layout", t.TempDir() + "?layout=tar", "want files or packed"},
 		{"maxpacked", t.TempDir() + "?layout=packed&maxpacked=0", "maxpacked"},
+		{"maxpacked too big", t.TempDir() + "?layout=packed&maxpacked=9223372036854775807", "maxpacked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Open(t.Context(), tc.arg)
@@ -276,4 +278,33 @@ func TestPackedWalkPages(t *testing.T) {
 	if err := s.Walk(t.Context(), func(uri string) error { return fmt.Errorf("still held: %s", uri) }); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestPackedOpenWhileWriting: a packed mirror opens while another process
+// writes to it (holds its write lock), without waiting; and lost+found,
+// as at the root of a file system, is not taken for a file layout's
+// mirror.
+func TestPackedOpenWhileWriting(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "lost+found"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	newPacked(t, dir, Options{}).Close(t.Context())
+	db, err := sql.Open("sqlite", filepath.Join(dir, PackedFile)+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // busy_timeout is 10 s
+	defer cancel()
+	s, err := NewPacked(ctx, dir, Options{})
+	if err != nil {
+		t.Fatalf("NewPacked while another holds the write lock: %v", err)
+	}
+	s.Close(t.Context())
 }
