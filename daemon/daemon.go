@@ -296,7 +296,11 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 		}
 	}
 	d := &daemon[TTx]{opts: opts, log: log, driver: driver, schema: schema, shared: shared}
-	if err := d.rescue(ctx, true); err != nil {
+	rescue := func(ctx context.Context) error { return d.rescue(ctx, true) }
+	if shared {
+		rescue = d.rescueTurn // the others may be rescuing at this moment
+	}
+	if err := rescue(ctx); err != nil {
 		return err
 	}
 	// This daemon is a worker alive as long as it holds its lease.
