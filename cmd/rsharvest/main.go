@@ -17,13 +17,11 @@ import (
 func main() {
 	// A harvest allocates a little for every record and keeps little
 	// alive: the garbage collector runs at GOGC=400 (a quarter of the
-	// collections of Go's default, about 10 % less CPU a record) under a
-	// soft limit of 1 GiB, unless GOGC or GOMEMLIMIT say otherwise.
+	// collections of Go's default, about 10 % less CPU a record), unless
+	// GOGC says otherwise (GOGC=100 is Go's default; GOMEMLIMIT bounds
+	// the heap as Go's documentation says).
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(1 << 30)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
