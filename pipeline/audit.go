@@ -184,6 +184,15 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 			}
 			ar.Removed++
 		}
+		// A sink that only queues its writes (sink.Batcher) applies the
+		// removals now: the state forgets them next.
+		for _, s := range r.sinks {
+			if bs, ok := s.Sink.(sink.Batcher); ok {
+				if failed := bs.Flush(ctx); len(failed) > 0 {
+					return nil, fmt.Errorf("repair: removing %s from %s (and %d more): %w", failed[0].URI, s.name, len(failed)-1, failed[0].Err)
+				}
+			}
+		}
 		if err := opts.Store.ForgetResources(ctx, opts.SourceKey, append(forget, extras...)); err != nil {
 			return nil, err
 		}

@@ -9,8 +9,11 @@ import (
 	"testing"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/sink/fs"
 )
 
 // TestAudit: after a baseline the audit finds nothing; planted missing,
@@ -124,5 +127,58 @@ func TestAuditByRange(t *testing.T) {
 	}
 	if after, err := h.store.Runs(ctx, 10); err != nil || len(after) != len(runs) {
 		t.Errorf("the audit recorded a run: %d runs before, %d after (%v)", len(runs), len(after), err)
+	}
+}
+
+// queuedDeletes is an fs sink whose deletes only queue (a sink.Batcher,
+// as a bulk API's), and whose Flush reports them failed.
+type queuedDeletes struct {
+	*fs.FS
+	queued []string
+}
+
+func (q *queuedDeletes) Delete(_ context.Context, uri string) error {
+	q.queued = append(q.queued, uri)
+	return nil
+}
+
+func (q *queuedDeletes) Flush(context.Context) []sink.Failed {
+	var failed []sink.Failed
+	for _, uri := range q.queued {
+		failed = append(failed, sink.Failed{URI: uri, Delete: true, Err: errclass.Retryablef("bulk item: 503")})
+	}
+	q.queued = nil
+	return failed
+}
+
+// TestAuditRepairBatching: a repair's removals from a sink that only
+// queues its writes are applied (flushed) before the state forgets them;
+// one the sink then reports failed fails the repair, and the state still
+// knows what it holds.
+func TestAuditRepairBatching(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	srv := serve(t, src)
+	gen := bench.GenOptions{Dir: src, Base: srv.URL, Resources: 20, Packages: 1, Seed: 3, MeanSize: 512, WriteResources: true, NoOddNames: true}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != runreport.StatusOK {
+		t.Fatalf("%s", rep.Summary())
+	}
+	extra := srv.URL + "resources/gone.txt"
+	if err := h.sink.Put(ctx, sinkResource(extra, "no longer at the source"), strings.NewReader("no longer at the source")); err != nil {
+		t.Fatal(err)
+	}
+	opts := h.options(srv.URL)
+	q := &queuedDeletes{FS: h.sink}
+	opts.Sinks = []sink.Sink{q}
+	_, err := pipeline.Audit(ctx, opts, true)
+	if err == nil || !strings.Contains(err.Error(), "repair: removing "+extra) {
+		t.Fatalf("a repair whose removal the sink failed: %v", err)
+	}
+	if n, err := h.store.CountResources(ctx, "", true); err != nil || n != 20 {
+		t.Errorf("the state holds %d resources (%v), want the 20 it held", n, err)
 	}
 }
