@@ -126,7 +126,7 @@ func (s *Store) OpenTask(ctx context.Context, key string) (Task, bool, error) {
 // TaskParts returns the parts of task id, in the order they were created.
 // A task with none (no such task) gives none.
 func (s *Store) TaskParts(ctx context.Context, id int64) ([]Part, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT name, done, run_id, holds FROM task_parts WHERE task_id = ? ORDER BY seq", id)
+	rows, err := s.r.QueryContext(ctx, "SELECT "+partCols+" FROM task_parts WHERE task_id = ? ORDER BY seq", id)
 	if err != nil {
 		return nil, fatal("task parts", err)
 	}
@@ -134,15 +134,9 @@ func (s *Store) TaskParts(ctx context.Context, id int64) ([]Part, error) {
 	var out []Part
 	for rows.Next() {
 		p := Part{Task: id}
-		var (
-			done  int
-			runID sql.NullInt64
-			holds string
-		)
-		if err := rows.Scan(&p.Name, &done, &runID, &holds); err != nil {
+		if err := scanPart(rows, &p); err != nil {
 			return nil, fatal("task parts", err)
 		}
-		p.Done, p.RunID, p.Holds = done != 0, runID.Int64, []byte(holds)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
@@ -153,21 +147,32 @@ func (s *Store) TaskParts(ctx context.Context, id int64) ([]Part, error) {
 
 // TaskPart returns part name of task id, and false when there is none.
 func (s *Store) TaskPart(ctx context.Context, id int64, name string) (Part, bool, error) {
-	p := Part{Task: id, Name: name}
-	var (
-		done  int
-		runID sql.NullInt64
-		holds string
-	)
-	err := s.r.QueryRowContext(ctx, "SELECT done, run_id, holds FROM task_parts WHERE task_id = ? AND name = ?", id, name).Scan(&done, &runID, &holds)
+	p := Part{Task: id}
+	err := scanPart(s.r.QueryRowContext(ctx, "SELECT "+partCols+" FROM task_parts WHERE task_id = ? AND name = ?", id, name), &p)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Part{}, false, nil
 	}
 	if err != nil {
 		return Part{}, false, fatal("task part", err)
 	}
-	p.Done, p.RunID, p.Holds = done != 0, runID.Int64, []byte(holds)
 	return p, true, nil
+}
+
+// partCols are the columns of task_parts that scanPart reads.
+const partCols = "name, done, run_id, holds"
+
+// scanPart reads a row of partCols into p.
+func scanPart(sc scanner, p *Part) error {
+	var (
+		done  int
+		runID sql.NullInt64
+		holds string
+	)
+	if err := sc.Scan(&p.Name, &done, &runID, &holds); err != nil {
+		return err
+	}
+	p.Done, p.RunID, p.Holds = done != 0, runID.Int64, []byte(holds)
+	return nil
 }
 
 // CloseTask marks task id closed: OpenTask no longer returns it, and a
