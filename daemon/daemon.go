@@ -460,9 +460,7 @@ func (d *daemon[TTx]) schedule(ctx context.Context, _ *river.Job[scheduleArgs]) 
 		if !s.Due(now, d.opts.Loc) {
 			continue
 		}
-		res, err := d.client.Insert(ctx, harvestArgs{Site: s.Name}, &river.InsertOpts{Queue: queueHarvest,
-			UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
-				rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled}}})
+		res, err := d.client.Insert(ctx, harvestArgs{Site: s.Name}, &river.InsertOpts{Queue: queueHarvest, UniqueOpts: whileQueued()})
 		if err != nil {
 			return fmt.Errorf("daemon: queue site %s: %w", s.Name, err)
 		}
@@ -507,11 +505,16 @@ func (d *daemon[TTx]) harvest(ctx context.Context, job *river.Job[harvestArgs]) 
 func unitJobs(units []Unit) []river.InsertManyParams {
 	params := make([]river.InsertManyParams, len(units))
 	for i, u := range units {
-		params[i] = river.InsertManyParams{Args: u, InsertOpts: &river.InsertOpts{Queue: queueUnits,
-			UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
-				rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled}}}}
+		params[i] = river.InsertManyParams{Args: u, InsertOpts: &river.InsertOpts{Queue: queueUnits, UniqueOpts: whileQueued()}}
 	}
 	return params
+}
+
+// whileQueued makes a job unique by its arguments while it waits or runs:
+// a site's harvest, a unit, is queued once at a time.
+func whileQueued() river.UniqueOpts {
+	return river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+		rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled}}
 }
 
 // unit executes one unit of a spread task, as harvest does a site.
