@@ -2,9 +2,13 @@ package sink
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"strings"
+
+	"github.com/rsharvest/rsharvest/errclass"
 )
 
 // ContextReader reads from R until Ctx ends, and remembers in Err the error
@@ -27,6 +31,22 @@ func (c *ContextReader) Read(p []byte) (int, error) {
 		c.Err = err
 	}
 	return n, err
+}
+
+// BodyError says whether err, the error of a copy that read c, is the
+// body's — a Read error of R, or Ctx's end — and returns it as a Put
+// returns it: retryable when Ctx ended, wrapped as a failure reading the
+// body otherwise (a fixity mismatch, a broken download). It returns nil
+// when err is not the body's: a sink's own write error, which the sink
+// classifies. what names the operation ("fs: put URI").
+func (c *ContextReader) BodyError(err error, what string) error {
+	if c.Err == nil || !errors.Is(err, c.Err) {
+		return nil
+	}
+	if cerr := c.Ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		return errclass.Retryablef("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: reading body: %w", what, err)
 }
 
 // IsText reports whether a body of media type typ is text worth indexing

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"hash"
 	"io"
 	"strings"
@@ -137,11 +136,10 @@ func (s *ES) readBody(ctx context.Context, r *sink.Resource, src io.Reader) (*bo
 	}
 	cr := &sink.ContextReader{Ctx: ctx, R: src}
 	n, err := io.Copy(io.MultiWriter(append(writers, io.Discard)...), cr)
+	if berr := cr.BodyError(err, "es: put "+short(r.URI)); berr != nil {
+		return nil, berr
+	}
 	switch {
-	case cr.Err != nil && errors.Is(err, cr.Err) && ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return nil, errclass.Retryablef("es: put %s: %w", short(r.URI), err)
-	case cr.Err != nil && errors.Is(err, cr.Err):
-		return nil, fmt.Errorf("es: put %s: reading body: %w", short(r.URI), err)
 	case errors.Is(err, errTooLarge):
 		return nil, errclass.Permanentf("es: put %s: %w (%d bytes)", short(r.URI), err, s.opts.MaxBody)
 	case err != nil:

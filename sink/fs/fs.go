@@ -354,12 +354,10 @@ func (s *FS) Put(ctx context.Context, r *sink.Resource, body io.Reader) (err err
 	bufp := s.bufs.Get().(*[]byte)
 	_, err = io.CopyBuffer(writerOnly{f}, src, *bufp)
 	s.bufs.Put(bufp)
-	switch {
-	case src.Err != nil && errors.Is(err, src.Err) && errors.Is(err, ctx.Err()):
-		return errclass.Retryablef("fs: put %s: %w", short(r.URI), err)
-	case src.Err != nil && errors.Is(err, src.Err):
-		return fmt.Errorf("fs: put %s: reading body: %w", short(r.URI), err)
-	case err != nil:
+	if berr := src.BodyError(err, "fs: put "+short(r.URI)); berr != nil {
+		return berr
+	}
+	if err != nil {
 		return s.fsError("put", r.URI, err)
 	}
 	if s.opts.Fsync {

@@ -261,11 +261,10 @@ func (s *Packed) Put(ctx context.Context, r *sink.Resource, body io.Reader) erro
 	}
 	src := &sink.ContextReader{Ctx: ctx, R: body}
 	n, err := buf.ReadFrom(io.LimitReader(src, s.opts.MaxPacked+1))
+	if berr := src.BodyError(err, "fs: put "+short(r.URI)); berr != nil {
+		return berr
+	}
 	switch {
-	case src.Err != nil && errors.Is(err, src.Err) && errors.Is(err, ctx.Err()):
-		return errclass.Retryablef("fs: put %s: %w", short(r.URI), err)
-	case src.Err != nil && errors.Is(err, src.Err):
-		return fmt.Errorf("fs: put %s: reading body: %w", short(r.URI), err)
 	case err != nil:
 		return errclass.Retryablef("fs: put %s: %w", short(r.URI), err)
 	case n > s.opts.MaxPacked:

@@ -110,11 +110,10 @@ func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reade
 	bufp := s.bufs.Get().(*[]byte)
 	_, err := io.CopyBuffer(c, src, *bufp)
 	s.bufs.Put(bufp)
+	if berr := src.BodyError(err, "solr: put "+short(r.URI)); berr != nil {
+		return op{}, berr
+	}
 	switch {
-	case src.Err != nil && errors.Is(err, src.Err) && errors.Is(err, ctx.Err()):
-		return op{}, errclass.Retryablef("solr: put %s: %w", short(r.URI), err)
-	case src.Err != nil && errors.Is(err, src.Err):
-		return op{}, fmt.Errorf("solr: put %s: reading body: %w", short(r.URI), err)
 	case errors.Is(err, errBodyTooLarge):
 		return op{}, errclass.Permanentf("solr: put %s: %w (%d bytes)", short(r.URI), err, s.opts.BodyMaxBytes)
 	case err != nil:
