@@ -246,7 +246,7 @@ func (p *Planner) prepare(ctx context.Context, task source.Task, held source.Hol
 				continue
 			}
 			l := part.list
-			if v, ok := marks[(&listMark{From: formatOpen(id, l.from), Until: formatOpen(id, l.until)}).key()]; ok {
+			if v, ok := marks[id.windowMark(l.window).key()]; ok {
 				var m listMark
 				if err := json.Unmarshal([]byte(v), &m); err == nil {
 					if m.Done {
@@ -270,10 +270,7 @@ func (p *Planner) prepare(ctx context.Context, task source.Task, held source.Hol
 			return nil, err
 		}
 	}
-	if part != nil {
-		pl.jobs = nil // the records asked for again only
-	}
-	return pl, nil
+	return pl, nil // a part of the records asked for again has no lists
 }
 
 // harvest is the harvest of list l of resource set set, emitting to emit.
@@ -383,12 +380,18 @@ func decodePart(s string) (*part, error) {
 	return pt, nil
 }
 
-// formatOpen is t in the repository's granularity, "" for zero (open).
-func formatOpen(id *Identify, t time.Time) string {
-	if t.IsZero() {
-		return ""
+// windowMark is the mark of a list of window w, as far as its window goes:
+// its bounds in the repository's granularity, "" where open. A list's
+// marks are kept, and found again, under its key.
+func (id *Identify) windowMark(w window) *listMark {
+	m := &listMark{}
+	if !w.from.IsZero() {
+		m.From = id.format(w.from)
 	}
-	return id.format(t)
+	if !w.until.IsZero() {
+		m.Until = id.format(w.until)
+	}
+	return m
 }
 
 // listFailure is a list of resource set set that failed, and the start
@@ -740,7 +743,8 @@ type harvest struct {
 func (h *harvest) list(ctx context.Context, args url.Values) error {
 	w := h.l.window
 	first := h.windowArgs(args, w.from)
-	h.mark = listMark{From: first.Get("from"), Until: first.Get("until"), Edge: h.l.edge, Ordered: true}
+	h.mark = *h.id.windowMark(w)
+	h.mark.Edge, h.mark.Ordered = h.l.edge, true
 	if !w.from.IsZero() {
 		h.lo = ParseDatestamp(first.Get("from"))
 	}
