@@ -581,13 +581,13 @@ func (d *daemon[TTx]) rescueTurn(ctx context.Context) error {
 // (state.PartLease), which its process's death — kill -9 included, or its
 // connection cut — releases: a running harvest whose lease is free is
 // rescued, so that another worker redoes it, and the lease keeps a live
-// worker's alone. At a start with the jobs to itself (not shared), every
-// job left running is a dead daemon's. (River's own rescuer waits
+// worker's alone. With alone — a start with the jobs to itself (not
+// shared) — every job left running is a dead daemon's. (River's own rescuer waits
 // RescueStuckJobsAfter, meant for jobs whose worker may still be alive.)
-func (d *daemon[TTx]) rescue(ctx context.Context, start bool) error {
+func (d *daemon[TTx]) rescue(ctx context.Context, alone bool) error {
 	now := d.opts.Now()
 	harvests, others := now.Add(-d.opts.RescueAfter), now.Add(-staleOther)
-	if start && !d.shared {
+	if alone { // a start with the jobs to itself: every job left running is a dead daemon's
 		harvests, others = now.Add(time.Second), now.Add(time.Second)
 	}
 	exec := d.driver.GetExecutor()

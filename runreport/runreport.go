@@ -175,15 +175,18 @@ func (rep *Report) Add(o *Report) {
 	rep.Versions.Held += o.Versions.Held
 	rep.Planned += o.Planned
 	rep.FailuresTruncated += o.FailuresTruncated
-	k := max(0, min(len(o.Failures), MaxReportedFailures-len(rep.Failures)))
-	rep.Failures = append(rep.Failures, o.Failures[:k]...)
-	rep.FailuresTruncated += int64(len(o.Failures) - k)
-	if k := max(0, min(len(o.Skips), MaxReportedFailures-len(rep.Skips))); k > 0 {
-		rep.Skips = append(rep.Skips, o.Skips[:k]...)
-	}
-	if k := max(0, min(len(o.Documents), MaxReportedFailures-len(rep.Documents))); k > 0 {
-		rep.Documents = append(rep.Documents, o.Documents[:k]...)
-	}
+	var left int
+	rep.Failures, left = appendCapped(rep.Failures, o.Failures)
+	rep.FailuresTruncated += int64(left)
+	rep.Skips, _ = appendCapped(rep.Skips, o.Skips)
+	rep.Documents, _ = appendCapped(rep.Documents, o.Documents)
+}
+
+// appendCapped appends to dst what of src fits under MaxReportedFailures,
+// and says how many of src were left out.
+func appendCapped[T any](dst, src []T) ([]T, int) {
+	k := max(0, min(len(src), MaxReportedFailures-len(dst)))
+	return append(dst, src[:k]...), len(src) - k
 }
 
 // WriteJSON writes the report as indented JSON.
