@@ -354,7 +354,8 @@ type Parter interface {
 	// when every part succeeds. A part holds what it needs to plan alone:
 	// planning it again later (a worker's job rescued) plans the same
 	// range, resuming from the progress marks it committed. Zero parts
-	// (nil, nil, nil) say the task does not divide: plan it whole.
+	// (nil, nil, nil) say the task does not divide: plan it whole. A
+	// part is not divided again: a task with a Part is a fatal error.
 	Parts(ctx context.Context, task Task, held Holdings) ([]string, []Checkpoint, error)
 }
 

@@ -33,7 +33,7 @@ var errDivided = errors.New("divided")
 // whole, it holds its checkpoints as a whole run does.
 func (d *Planner) Parts(ctx context.Context, task source.Task, held source.Holdings) ([]string, []source.Checkpoint, error) {
 	if task.Part != "" {
-		return nil, nil, nil
+		return nil, nil, errclass.Fatalf("resourcesync: part %q cannot be divided", task.Part)
 	}
 	var (
 		units []string
