@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -21,7 +20,7 @@ import (
 type Planner struct {
 	// OpenDocument reads the list (source.Services.OpenDocument).
 	OpenDocument func(ctx context.Context, url string) (io.ReadCloser, error)
-	// ScratchDir holds the list's copy while it is read twice ("": the
+	// ScratchDir holds the list's spool while it is planned ("": the
 	// system's).
 	ScratchDir string
 	Log        *slog.Logger
@@ -29,11 +28,14 @@ type Planner struct {
 
 var _ source.Planner = (*Planner)(nil)
 
-// Plan reads the list at task.Source twice from a local copy: first the
-// highest revision of each docid (8 bytes of hash and 8 of revision per
-// document: a list of 100,000 documents holds under 4 MB), then the
-// records, the documents listed twice (reported as skipped: the highest
-// revision wins) and the document elements that cannot be used (failed).
+// Plan reads the list at task.Source in two passes: the first parses it,
+// keeping the highest revision of each docid (8 bytes of hash and 8 of
+// revision per document: a list of 100,000 documents holds under 4 MB)
+// and spooling its document elements to a scratch file; the second
+// replays the spool and emits the records, the documents listed twice
+// (reported as skipped: the highest revision wins) and the document
+// elements that cannot be used (failed). Nothing is emitted unless the
+// whole list could be read.
 // A list has no changes to follow: an incremental task reads it whole as
 // a baseline does (what is held is skipped all the same). Its one
 // resource set ("") has a checkpoint with no time to continue from.
@@ -46,29 +48,22 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, _ source.Holdings,
 	if p.OpenDocument == nil {
 		return nil, errclass.Fatalf("harvestlist: no way to read documents")
 	}
-	copyOf, err := p.copyList(ctx, task.Source)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { copyOf.Close(); os.Remove(copyOf.Name()) }()
-	// Pass 1: the highest revision of each docid.
 	best := map[uint64]int64{}
-	err = Read(copyOf, func(d Document) error {
+	// Pass 1: the highest revision of each docid, while the list is
+	// spooled for pass 2.
+	list, err := p.readList(ctx, task.Source, func(d Document) {
 		k := key(d.DocID())
 		if r, ok := best[k]; !ok || d.Revision > r {
 			best[k] = d.Revision
 		}
-		return nil
-	}, func(*EntryError) error { return nil })
+	})
 	if err != nil {
-		return nil, &source.SourceError{URL: task.Source, Err: err}
+		return nil, err
 	}
-	if _, err := copyOf.Seek(0, io.SeekStart); err != nil {
-		return nil, errclass.Fatalf("harvestlist: %w", err)
-	}
+	defer list.close()
 	// Pass 2: the records.
 	const emitted = -1 // best's value once the winner is emitted
-	err = Read(copyOf, func(d Document) error {
+	err = list.replay(func(d Document) error {
 		k := key(d.DocID())
 		switch r := best[k]; {
 		case r == emitted || d.Revision < r:
@@ -104,8 +99,11 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, _ source.Holdings,
 	return []source.Checkpoint{{ResourceSet: "", Next: task.From}}, nil
 }
 
-// copyList copies the list at url to a scratch file, to be read twice.
-func (p *Planner) copyList(ctx context.Context, url string) (*os.File, error) {
+// readList reads the list at url once, calling seen with each document,
+// and returns it spooled for the second pass. A list that cannot be read
+// to its end is the source's error, of the class its reading had: nothing
+// of it has been emitted.
+func (p *Planner) readList(ctx context.Context, url string, seen func(Document)) (*listSpool, error) {
 	rc, err := p.OpenDocument(ctx, url)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -114,24 +112,43 @@ func (p *Planner) copyList(ctx context.Context, url string) (*os.File, error) {
 		return nil, &source.SourceError{URL: url, Err: err}
 	}
 	defer rc.Close()
-	f, err := os.CreateTemp(p.ScratchDir, "harvestlist-*.xml")
+	list, err := newListSpool(p.ScratchDir)
 	if err != nil {
-		return nil, errclass.Fatalf("harvestlist: scratch copy: %w", err)
+		return nil, err
 	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &source.SourceError{URL: url, Err: err}
+	in := &readErr{r: rc}
+	err = Read(in, func(d Document) error {
+		seen(d)
+		return list.document(d)
+	}, list.entryError)
+	switch {
+	case err == nil:
+		return list, nil
+	case errclass.IsFatal(err):
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case in.err != nil:
+		// Reading failed, not the list: the reading's class stands.
+		err = &source.SourceError{URL: url, Err: in.err}
+	default:
+		err = &source.SourceError{URL: url, Err: err}
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, errclass.Fatalf("harvestlist: %w", err)
+	list.close()
+	return nil, err
+}
+
+// readErr reads r and keeps its error, other than io.EOF.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
 	}
-	return f, nil
+	return n, err
 }
 
 // key is docid's 64-bit hash, the key of pass 1's map.
