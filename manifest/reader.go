@@ -178,6 +178,10 @@ func (r *Reader) Count() int64 { return r.count }
 // InputOffset returns the number of bytes of the document consumed so far.
 func (r *Reader) InputOffset() int64 { return r.dec.InputOffset() }
 
+// Ended reports whether Next returned io.EOF: the document was read to its
+// proper end, whole.
+func (r *Reader) Ended() bool { return r.err == io.EOF }
+
 // Next returns the next entry of the document. At the end it checks that
 // the document ends properly (the root closed, then nothing but
 // whitespace, comments and processing instructions) and returns io.EOF.

@@ -2,7 +2,10 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,7 +15,9 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
+	"github.com/rsharvest/rsharvest/sink/fs"
 )
 
 // staticServer counts a test server's answers by status and the body
@@ -164,5 +169,155 @@ func TestConditionalResync(t *testing.T) {
 				t.Errorf("after one package changed: downloaded %d package bytes, want %d (that package alone)\n%s", third.Bytes.Downloaded, info.Size(), third.Summary())
 			}
 		})
+	}
+}
+
+// TestDocumentCopyWhole: the copy of a document kept for the next run's
+// conditional request is one the planner read whole. A Resource List
+// served cut short (a body that ends early, under the whole list's
+// validators; the resources read before its end may be fetched) fails its
+// set and is not kept: the next run asks for it
+// unconditionally, reads it whole, and keeps it; the run after asks
+// conditionally, is answered 304 and reads the copy.
+func TestDocumentCopyWhole(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	gen := bench.GenOptions{Dir: src, Resources: 40, Packages: 1, Seed: 5, MeanSize: 1 << 10, NoOddNames: true, WriteResources: true}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu          sync.Mutex
+		cut         = true
+		conditional []bool // of each request for the list
+		status      []int
+	)
+	wrap := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/resourcelist.xml" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			mu.Lock()
+			conditional = append(conditional, r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Modified-Since") != "")
+			status = append(status, rec.Code)
+			short := cut && rec.Code == http.StatusOK
+			mu.Unlock()
+			for k, vs := range rec.Header() {
+				if k != "Content-Length" {
+					w.Header()[k] = vs
+				}
+			}
+			w.WriteHeader(rec.Code)
+			body := rec.Body.Bytes()
+			if short {
+				body = body[:len(body)*2/3]
+			}
+			w.Write(body)
+		})
+	}
+	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{Wrap: wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := newHarness(t)
+	list := func(o *pipeline.Options) { o.Settings.PreferList = true }
+	requests := func() ([]bool, []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		c, s := conditional, status
+		conditional, status = nil, nil
+		return c, s
+	}
+
+	opts := h.options(srv.URL)
+	list(&opts)
+	var se *pipeline.SourceError
+	if _, err := pipeline.Baseline(ctx, opts); !errors.As(err, &se) {
+		t.Fatalf("the list cut short: %v; want the source unreadable", err)
+	}
+	if c, s := requests(); len(c) != 1 || c[0] || s[0] != http.StatusOK {
+		t.Fatalf("the first run asked for the list %d times (conditional %v, answered %v), want once, unconditionally", len(c), c, s)
+	}
+	mu.Lock()
+	cut = false
+	mu.Unlock()
+	if rep := h.baseline(ctx, srv.URL, list); rep.Status != runreport.StatusOK || rep.Resources.Written+rep.Resources.Unchanged != 40 {
+		t.Fatalf("the list whole: %s", rep.Summary())
+	}
+	if c, s := requests(); len(c) != 1 || c[0] || s[0] != http.StatusOK {
+		t.Fatalf("after a list cut short, the run asked for it %d times (conditional %v, answered %v), want once, unconditionally: a copy cut short was kept", len(c), c, s)
+	}
+	if rep := h.baseline(ctx, srv.URL, list); rep.Status != runreport.StatusOK || rep.Resources.Unchanged != 40 {
+		t.Fatalf("the list unchanged: %s", rep.Summary())
+	}
+	if c, s := requests(); len(c) != 1 || !c[0] || s[0] != http.StatusNotModified {
+		t.Fatalf("after the list read whole, the run asked for it %d times (conditional %v, answered %v), want once, conditionally, answered 304: the whole copy was not kept", len(c), c, s)
+	}
+}
+
+// TestContentsCopyKept: the executor keeps the copy of a package's
+// listing (its manifest copy, rel="contents") it read to its end. A
+// Resource Dump harvested into two sinks, then into one of them: each
+// package's copy is read whole (every resource it lists is held), the
+// package skipped, and the copy kept for the next conditional request.
+func TestContentsCopyKept(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	if _, err := bench.Generate(ctx, bench.GenOptions{Dir: src, Resources: 60, Packages: 3, Seed: 6, MeanSize: 1 << 10, NoOddNames: true}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		copies []string // the manifest copies answered 200
+	)
+	wrap := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			if strings.HasSuffix(r.URL.Path, ".manifest.xml") && rec.Code == http.StatusOK {
+				mu.Lock()
+				copies = append(copies, r.URL.Path)
+				mu.Unlock()
+			}
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+		})
+	}
+	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{Wrap: wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := newHarness(t)
+	other, err := fs.New(filepath.Join(t.TempDir(), "other"), fs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Into two sinks, then into one of them: the packages were delivered
+	// to another set of sinks, so each package's copy is read.
+	if rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Sinks = append(o.Sinks, other) }); rep.Status != runreport.StatusOK || rep.Resources.Written != 60 {
+		t.Fatalf("into two sinks: %s", rep.Summary())
+	}
+	mu.Lock()
+	copies = nil
+	mu.Unlock()
+	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != runreport.StatusOK || rep.Resources.Written != 0 {
+		t.Fatalf("into one: %s", rep.Summary())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(copies) != 3 {
+		t.Fatalf("manifest copies read: %v, want the 3 packages'", copies)
+	}
+	for _, p := range copies {
+		u := strings.TrimSuffix(srv.URL, "/") + p
+		if kept, ok, err := h.store.Document(ctx, u); err != nil || !ok || kept.ETag == "" {
+			t.Errorf("%s: the copy %q, %v, %v; want it kept, read whole, with its ETag", u, kept.ETag, ok, err)
+		}
 	}
 }

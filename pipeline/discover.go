@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"io"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/runreport"
@@ -16,7 +17,7 @@ func (r *run) planner() (source.Planner, error) {
 	p, err := r.opts.Protocol.New(r.opts.Settings, source.Services{
 		Client:          r.opts.Client,
 		Log:             r.log,
-		OpenDocument:    r.openDocument,
+		OpenDocument:    r.openForPlanner,
 		OpenPackage:     r.openForPlan,
 		MaxDocumentSize: r.opts.MaxDocumentSize,
 		Concurrency:     r.opts.Concurrency,
@@ -26,6 +27,15 @@ func (r *run) planner() (source.Planner, error) {
 		return nil, errclass.Fatalf("%s: %w", r.opts.Protocol.Name, err)
 	}
 	return p, nil
+}
+
+// openForPlanner is openDocument as source.Services offers it.
+func (r *run) openForPlanner(ctx context.Context, docURL string) (io.ReadCloser, error) {
+	d, err := r.openDocument(ctx, docURL)
+	if err != nil {
+		return nil, err // not a nil *document in an interface
+	}
+	return d, nil
 }
 
 // task is the run's task in mode.

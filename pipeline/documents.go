@@ -13,6 +13,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -21,54 +22,94 @@ import (
 // first means a document that the source republishes mid-transfer (its
 // validator changes on a resume) is simply downloaded again from the start
 // by fetch.Client.Download, before any of its entries has been acted on.
-// Closing the reader closes and removes the spool file.
-func (r *run) openDocument(ctx context.Context, docURL string) (io.ReadCloser, error) {
+// Closing the document removes the spool file, after keeping a copy of it
+// when it was read whole (see document.ReadWhole).
+func (r *run) openDocument(ctx context.Context, docURL string) (*document, error) {
 	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-doc-*.xml")
 	if err != nil {
 		return nil, errclass.Fatalf("spool: %w", err)
 	}
-	done := func() error {
-		f.Close()
-		return os.Remove(f.Name())
-	}
-	encoding, err := r.fetchDocument(ctx, docURL, f)
-	if err != nil {
-		done()
+	d := &document{ctx: ctx, r: r, f: f}
+	if d.encoding, d.keep, err = r.fetchDocument(ctx, docURL, f); err != nil {
+		d.Close()
 		return nil, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		done()
+		d.Close()
 		return nil, errclass.Fatalf("spool: %w", err)
 	}
 	// A document may come gzip-compressed; the cap applies to what it
 	// holds (see fetch.DecodeDocument).
-	in, err := fetch.DecodeDocument(f, docURL, encoding, max(r.opts.MaxDocumentSize, 0))
-	if err != nil {
-		done()
+	if d.Reader, err = fetch.DecodeDocument(f, docURL, d.encoding, max(r.opts.MaxDocumentSize, 0)); err != nil {
+		d.Close()
 		return nil, err
 	}
-	return readCloser{in, done}, nil
+	return d, nil
 }
 
-// readCloser reads r; Close calls close (a spooled document's removes the
-// spool; a package's index entry keeps the package).
-type readCloser struct {
+// document is a document openDocument spooled, read decompressed.
+type document struct {
 	io.Reader
-	close func() error
+	ctx      context.Context
+	r        *run
+	f        *os.File
+	encoding string
+	keep     *copyToKeep // nil: nothing to keep or forget at Close
+	whole    bool
 }
 
-func (c readCloser) Close() error { return c.close() }
+var _ source.WholeReader = (*document)(nil)
+
+// copyToKeep is what Close does with the copy of a document downloaded
+// anew: keep it (its validators, the spool's size) when the document was
+// read whole; else forget the copy held before, if any.
+type copyToKeep struct {
+	doc    state.Document // without its body, read back from the spool
+	size   int64
+	cached bool // a copy is held, now stale
+}
+
+// ReadWhole says the planner read the document to its proper end.
+func (d *document) ReadWhole() { d.whole = true }
+
+// Close keeps the document's copy or forgets the stale one (see
+// copyToKeep), then closes and removes the spool. A copy that cannot be
+// stored is logged, and Close's error: the harvest stands without it.
+func (d *document) Close() error {
+	var err error
+	if k := d.keep; k != nil {
+		d.keep = nil
+		switch {
+		case d.whole:
+			if k.doc.Body, err = readBack(d.f, k.size); err == nil {
+				err = d.r.opts.Store.PutDocument(d.ctx, k.doc)
+			}
+		case k.cached:
+			// Without validators, PutDocument forgets the copy held.
+			err = d.r.opts.Store.PutDocument(d.ctx, state.Document{URL: k.doc.URL})
+		}
+		if err != nil {
+			d.r.log.Warn("the copy of a document for the next run's conditional request could not be stored", "document", k.doc.URL, "error", err)
+		}
+	}
+	d.f.Close()
+	if rerr := os.Remove(d.f.Name()); err == nil {
+		err = rerr
+	}
+	return err
+}
 
 // fetchDocument downloads the document at docURL into f (empty, at offset
 // 0), as it comes (compressed or not), and returns its Content-Encoding.
 // When the state keeps a copy of it with validators, the request is
-// conditional, and on 304 Not Modified the copy is written to f instead; a
-// document downloaded with validators, and small enough, is kept for the
-// next run (see state.Document).
-func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) (string, error) {
+// conditional, and on 304 Not Modified the copy is written to f instead.
+// Of a document downloaded anew it says what to keep (a copy, when it came
+// with validators and is small enough: see state.Document) or forget (the
+// copy held before), once the document is read.
+func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) (string, *copyToKeep, error) {
 	held, cached, err := r.opts.Store.Document(ctx, docURL)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	limit := max(r.opts.MaxDocumentSize, 0)
 	if cached && limit > 0 && int64(len(held.Body)) > limit {
@@ -82,27 +123,24 @@ func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) (str
 	if cached && errors.Is(err, fetch.ErrNotModified) {
 		r.log.Debug("document unchanged since the last run (304); reading the copy kept", "document", docURL)
 		if _, err := f.Write(held.Body); err != nil {
-			return "", errclass.Fatalf("spool: %w", err)
+			return "", nil, errclass.Fatalf("spool: %w", err)
 		}
-		return held.Encoding, nil
+		return held.Encoding, nil, nil
 	}
 	if err != nil {
-		return "", err // a fetch error names the URL
+		return "", nil, err // a fetch error names the URL
 	}
-	keep := state.Document{URL: docURL}
+	keep := &copyToKeep{doc: state.Document{URL: docURL}, cached: cached}
 	switch {
-	case res.Bytes <= state.MaxDocumentCopy && (res.ETag != "" || res.LastModified != "") && r.whole(f, docURL, res.ContentEncoding):
-		// Only a copy that reads in full is kept: one cut short would
-		// otherwise stand for the document on every 304.
-		keep.ETag, keep.LastModified, keep.Encoding = res.ETag, res.LastModified, res.ContentEncoding
-		if keep.Body, err = readBack(f, res.Bytes); err != nil {
-			return "", err
-		}
+	case res.Bytes <= state.MaxDocumentCopy && (res.ETag != "" || res.LastModified != ""):
+		// Kept only if read whole: a copy cut short would otherwise
+		// stand for the document on every 304.
+		keep.doc.ETag, keep.doc.LastModified, keep.doc.Encoding = res.ETag, res.LastModified, res.ContentEncoding
+		keep.size = res.Bytes
 	case !cached:
-		return res.ContentEncoding, nil // nothing to ask about next time, nothing to forget
+		return res.ContentEncoding, nil, nil // nothing to ask about next time, nothing to forget
 	}
-	// Without validators, PutDocument forgets the old copy.
-	return res.ContentEncoding, r.opts.Store.PutDocument(ctx, keep)
+	return res.ContentEncoding, keep, nil
 }
 
 // readBack reads the n bytes written to f from its start.
@@ -112,23 +150,4 @@ func readBack(f *os.File, n int64) ([]byte, error) {
 		return nil, errclass.Fatalf("spool: read back %s: %w", f.Name(), err)
 	}
 	return b, nil
-}
-
-// whole reports whether the document spooled in f (at its start, and left
-// there) is whole, as the run's protocol judges it once decoded: a copy
-// kept for conditional requests must be the whole document, not a body a
-// server cut short.
-func (r *run) whole(f *os.File, docURL, encoding string) bool {
-	if r.opts.Protocol.Whole == nil {
-		return true
-	}
-	defer f.Seek(0, io.SeekStart)
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return false
-	}
-	in, err := fetch.DecodeDocument(f, docURL, encoding, state.MaxDocumentCopy*64)
-	if err != nil {
-		return false
-	}
-	return r.opts.Protocol.Whole(in)
 }

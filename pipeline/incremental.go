@@ -99,6 +99,15 @@ func (r *run) openForPlan(ctx context.Context, j source.Package) (io.ReadCloser,
 	}}, nil
 }
 
+// readCloser reads r; Close calls close (a package's index entry keeps
+// the package).
+type readCloser struct {
+	io.Reader
+	close func() error
+}
+
+func (c readCloser) Close() error { return c.close() }
+
 // heldWin reports whether the destination holds win, a winning change of
 // an incremental plan, already — its exact version (length and hashes) in
 // every sink, or a newer change — so that it is not fetched; the change's

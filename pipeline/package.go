@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -71,7 +72,27 @@ func (r *run) openContents(ctx context.Context, j source.Package) (source.Entrie
 		rc.Close()
 		return nil, nil, errclass.About(j.Contents, err)
 	}
-	return entries, func() { rc.Close() }, nil
+	e := &endedEntries{Entries: entries}
+	return e, func() {
+		if e.ended {
+			rc.ReadWhole() // read to its proper end (source.Entries)
+		}
+		rc.Close()
+	}, nil
+}
+
+// endedEntries notes when the entries of a listing ended (io.EOF).
+type endedEntries struct {
+	source.Entries
+	ended bool
+}
+
+func (e *endedEntries) Next() (*source.Record, error) {
+	rec, err := e.Entries.Next()
+	if err == io.EOF {
+		e.ended = true
+	}
+	return rec, err
 }
 
 // spooled is a downloaded, verified and opened package, or one opened in

@@ -21,7 +21,10 @@ type Index interface {
 // Entries are a package's listing, read in order.
 type Entries interface {
 	// Next returns the next entry's record, with its archive path in
-	// Path. At the end it returns io.EOF. An *EntryError is one malformed
+	// Path. At the end it returns io.EOF, only at the proper end of a
+	// whole listing: the executor then keeps the copy of the listing it
+	// read (Package.Contents) for the next run's conditional request, as
+	// a planner's document read whole (ReadWhole). An *EntryError is one malformed
 	// entry, and the entries after it may still be read; any other error
 	// means the rest of the listing cannot be read.
 	Next() (*Record, error)

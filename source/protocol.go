@@ -28,11 +28,6 @@ type Protocol struct {
 	// --protocol auto). A protocol without one is the fallback, chosen
 	// when no probe says yes.
 	Probe func(ctx context.Context, c *fetch.Client, url string) (bool, error)
-	// Whole, when set, reports whether a document body read from r is
-	// whole: the executor keeps a copy of a small document for the next
-	// run's conditional request only then (a body cut short would stand
-	// for the document on every 304). Nil: every copy is kept.
-	Whole func(r io.Reader) bool
 	// CompareVersions, when set, orders the versions of a resource the
 	// protocol's records carry (Record.Version): negative when a is older
 	// than b, 0 when they are the same version, positive when a is newer.
@@ -72,7 +67,10 @@ type Services struct {
 	Log *slog.Logger
 	// OpenDocument reads the document at url the executor's way: spooled,
 	// under the run's size cap, asked for conditionally when a copy is
-	// kept, decompressed. Closing it releases the spool.
+	// kept, decompressed. Closing it releases the spool. A planner that
+	// read the document to its proper end, whole as its protocol reads
+	// it, says so with ReadWhole before closing it: only then is a copy
+	// kept for the next run's conditional request.
 	OpenDocument func(ctx context.Context, url string) (io.ReadCloser, error)
 	// OpenPackage downloads package p for the planner to read its index
 	// entry (the archive's manifest.xml), and keeps the package for the
@@ -163,4 +161,21 @@ func (reg Registry) Choose(ctx context.Context, name string, c *fetch.Client, ur
 		return Protocol{}, fmt.Errorf("no protocol answers for %s", url)
 	}
 	return p, nil
+}
+
+// WholeReader is a document that can be told it was read whole: those
+// Services.OpenDocument returns are.
+type WholeReader interface {
+	// ReadWhole says the document was read to its proper end, whole as
+	// its protocol reads it (not a body cut short).
+	ReadWhole()
+}
+
+// ReadWhole tells doc, a document Services.OpenDocument opened, that the
+// planner read it to its proper end (see WholeReader); call it before
+// Close. A document that is not a WholeReader is left as it is.
+func ReadWhole(doc io.Reader) {
+	if w, ok := doc.(WholeReader); ok {
+		w.ReadWhole()
+	}
 }

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,6 +108,49 @@ func TestHarvest(t *testing.T) {
 	}
 	if held, _, _ := st.Resource(t.Context(), list, bench.HarvestListDocID(3)); held.Version != "2" {
 		t.Errorf("document 3 held at revision %s, want 2", held.Version)
+	}
+}
+
+// TestListCopyKept: a list read whole, all of whose documents were
+// harvested, is kept for the next harvest's conditional request, which is
+// answered 304 and reads the copy.
+func TestListCopyKept(t *testing.T) {
+	dir := t.TempDir()
+	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: dir, Documents: 5, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var answers atomic.Int64 // 304s to requests for the list
+	wrap := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			if r.URL.Path == "/harvestlist.xml" && rec.Code == http.StatusNotModified {
+				answers.Add(1)
+			}
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+		})
+	}
+	srv, err := bench.Serve(t.Context(), dir, "127.0.0.1:0", bench.ServeOptions{Wrap: wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	mirror, st := destination(t)
+	list := srv.URL + "harvestlist.xml"
+	for round, want := range []int64{5, 0} {
+		rep, err := pipeline.Baseline(t.Context(), pipeline.Options{Source: list, Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
+			Client: fetch.New(fetch.Options{Retries: -1, StallTimeout: 5 * time.Second}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil || rep.Status != runreport.StatusOK || rep.Resources.Written != want {
+			t.Fatalf("harvest %d: %v, %s", round, err, rep.Summary())
+		}
+		if kept, ok, err := st.Document(t.Context(), list); err != nil || !ok || kept.ETag == "" {
+			t.Fatalf("harvest %d: the list's copy %q, %v, %v; want it kept with its ETag", round, kept.ETag, ok, err)
+		}
+	}
+	if got := answers.Load(); got != 1 {
+		t.Errorf("%d answers 304, want 1: the second harvest's request for the list", got)
 	}
 }
 

@@ -123,6 +123,7 @@ func (p *Planner) readList(ctx context.Context, url string, seen func(Document))
 	}, list.entryError)
 	switch {
 	case err == nil:
+		source.ReadWhole(rc) // Read ends only at the list's proper end
 		return list, nil
 	case errclass.IsFatal(err):
 	case ctx.Err() != nil:

@@ -22,10 +22,9 @@ const Name = "resourcesync"
 // of its documents).
 func Protocol() source.Protocol {
 	return source.Protocol{
-		Name:  Name,
-		Help:  "Resource and Change Dumps, else Resource and Change Lists",
-		New:   newPlanner,
-		Whole: manifest.WellFormed,
+		Name: Name,
+		Help: "Resource and Change Dumps, else Resource and Change Lists",
+		New:  newPlanner,
 	}
 }
 
@@ -82,7 +81,12 @@ func (d *Planner) reader(rc io.ReadCloser, err error, wrap func(error) error) (*
 		rc.Close()
 		return nil, nil, wrap(err)
 	}
-	return rd, func() { rc.Close() }, nil
+	return rd, func() {
+		if rd.Ended() {
+			source.ReadWhole(rc)
+		}
+		rc.Close()
+	}, nil
 }
 
 // packageIndex reads a dump package's manifest.xml (or the copy of it the
