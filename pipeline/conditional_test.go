@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"maps"
@@ -319,5 +320,45 @@ func TestContentsCopyKept(t *testing.T) {
 		if kept, ok, err := h.store.Document(ctx, u); err != nil || !ok || kept.ETag == "" {
 			t.Errorf("%s: the copy %q, %v, %v; want it kept, read whole, with its ETag", u, kept.ETag, ok, err)
 		}
+	}
+}
+
+// TestDocumentCopyForgotten: a document read whole that listed something
+// the planner could not use (a malformed entry) is not kept, so that the
+// next run reads the document itself again rather than a copy that failed.
+func TestDocumentCopyForgotten(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	if _, err := bench.Generate(ctx, bench.GenOptions{Dir: src, Resources: 30, Packages: 1, Seed: 8, MeanSize: 1 << 10, NoOddNames: true, WriteResources: true}); err != nil {
+		t.Fatal(err)
+	}
+	list := filepath.Join(src, "resourcelist.xml")
+	b, err := os.ReadFile(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first entry names two locations.
+	if b = bytes.Replace(b, []byte("</loc>"), []byte("</loc><loc>http://127.0.0.1:1/x</loc>"), 1); !bytes.Contains(b, []byte("127.0.0.1:1/x")) {
+		t.Fatal("no entry to break")
+	}
+	if err := os.WriteFile(list, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(ctx, src, "127.0.0.1:0", bench.ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := newHarness(t)
+	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.PreferList = true })
+	if rep.Resources.Written != 29 || len(rep.Failures) != 1 {
+		t.Fatalf("%s", rep.Summary())
+	}
+	u := srv.URL + "resourcelist.xml"
+	if kept, ok, err := h.store.Document(ctx, u); err != nil || ok {
+		t.Errorf("the copy of %s: %q, %v, %v; want none kept: it listed a malformed entry", u, kept.ETag, ok, err)
+	}
+	if kept, ok, err := h.store.Document(ctx, srv.URL+"capabilitylist.xml"); err != nil || !ok {
+		t.Errorf("the capability list's copy: %q, %v, %v; want it kept", kept.ETag, ok, err)
 	}
 }

@@ -95,11 +95,8 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	ep := r.marks.enter()
 	for _, doc := range []string{f.Listed, f.Document} {
-		if doc == "" || !r.forget(doc) {
-			continue
-		}
-		if err := r.opts.Store.PutDocument(ctx, state.Document{URL: doc}); err != nil {
-			r.log.Warn("could not forget a document's copy", "document", doc, "error", err)
+		if doc != "" {
+			r.forgetCopy(ctx, doc)
 		}
 	}
 	if f.WholeSet {
@@ -124,19 +121,33 @@ func (r *run) planFailed(ctx context.Context, f source.Failure) {
 	r.failIn(ctx, runreport.Failure{URI: f.URI, Package: f.Listed, Stage: f.Stage, Error: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)}, set, f.At, c, ep, f.Retry)
 }
 
-// forget reports whether the copy of doc is still to be forgotten by this
-// run (the first time it is asked).
-func (r *run) forget(doc string) bool {
-	r.atMu.Lock()
-	defer r.atMu.Unlock()
+// forgetCopy forgets the copy of doc kept for conditional requests, once
+// a run; a copy of doc this run would keep later is not kept (keepCopy).
+func (r *run) forgetCopy(ctx context.Context, doc string) {
+	r.docMu.Lock()
+	defer r.docMu.Unlock()
 	if r.forgotten[doc] {
-		return false
+		return
 	}
 	if r.forgotten == nil {
 		r.forgotten = map[string]bool{}
 	}
 	r.forgotten[doc] = true
-	return true
+	if err := r.opts.Store.PutDocument(ctx, state.Document{URL: doc}); err != nil {
+		r.log.Warn("could not forget a document's copy", "document", doc, "error", err)
+	}
+}
+
+// keepCopy keeps d as the copy of its document for the next run's
+// conditional request, unless this run forgot that document's copy: what
+// it listed failed.
+func (r *run) keepCopy(ctx context.Context, d state.Document) error {
+	r.docMu.Lock()
+	defer r.docMu.Unlock()
+	if r.forgotten[d.URL] {
+		return nil
+	}
+	return r.opts.Store.PutDocument(ctx, d)
 }
 
 // retryOf is the state's retry of record rec.

@@ -50,7 +50,7 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*document, error
 // document is a document openDocument spooled, read decompressed.
 type document struct {
 	io.Reader
-	ctx      context.Context
+	ctx      context.Context // the run's: Close writes to the state, and takes none
 	r        *run
 	f        *os.File
 	encoding string
@@ -62,7 +62,8 @@ var _ source.WholeReader = (*document)(nil)
 
 // copyToKeep is what Close does with the copy of a document downloaded
 // anew: keep it (its validators, the spool's size) when the document was
-// read whole; else forget the copy held before, if any.
+// read whole, and nothing it listed failed (see run.keepCopy); else forget
+// the copy held before, if any.
 type copyToKeep struct {
 	doc    state.Document // without its body, read back from the spool
 	size   int64
@@ -82,7 +83,7 @@ func (d *document) Close() error {
 		switch {
 		case d.whole:
 			if k.doc.Body, err = readBack(d.f, k.size); err == nil {
-				err = d.r.opts.Store.PutDocument(d.ctx, k.doc)
+				err = d.r.keepCopy(d.ctx, k.doc)
 			}
 		case k.cached:
 			// Without validators, PutDocument forgets the copy held.

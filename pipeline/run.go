@@ -260,10 +260,14 @@ type run struct {
 	// every unit succeeds (set when planning ends).
 	checkpoints []source.Checkpoint
 
-	atMu sync.Mutex
+	// docMu orders the run's decisions on the copies of documents kept
+	// for conditional requests (see keepCopy, forgetCopy).
+	docMu sync.Mutex
 	// forgotten are the documents whose kept copy this run forgot (see
-	// planFailed), each once; guarded by atMu.
+	// planFailed), each once; guarded by docMu.
 	forgotten map[string]bool
+
+	atMu sync.Mutex
 	// holds are, per resource set, the earliest change time of a
 	// temporary failure; temporary counts those failures.
 	holds map[string]time.Time
