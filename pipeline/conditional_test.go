@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -180,7 +181,15 @@ func TestConditionalResync(t *testing.T) {
 // set and is not kept: the next run asks for it
 // unconditionally, reads it whole, and keeps it; the run after asks
 // conditionally, is answered 304 and reads the copy.
+// With the protocol's own judgment of a body (source.Protocol.Whole) and
+// without it, on the planner's word alone (source.ReadWhole).
 func TestDocumentCopyWhole(t *testing.T) {
+	for _, judged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("judged=%v", judged), func(t *testing.T) { testDocumentCopyWhole(t, judged) })
+	}
+}
+
+func testDocumentCopyWhole(t *testing.T, judged bool) {
 	ctx := context.Background()
 	src := t.TempDir()
 	gen := bench.GenOptions{Dir: src, Resources: 40, Packages: 1, Seed: 5, MeanSize: 1 << 10, NoOddNames: true, WriteResources: true}
@@ -225,7 +234,12 @@ func TestDocumentCopyWhole(t *testing.T) {
 	}
 	defer srv.Close()
 	h := newHarness(t)
-	list := func(o *pipeline.Options) { o.Settings.PreferList = true }
+	list := func(o *pipeline.Options) {
+		o.Settings.PreferList = true
+		if !judged {
+			o.Protocol.Whole = nil
+		}
+	}
 	requests := func() ([]bool, []int) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -261,10 +275,12 @@ func TestDocumentCopyWhole(t *testing.T) {
 }
 
 // TestContentsCopyKept: the executor keeps the copy of a package's
-// listing (its manifest copy, rel="contents") it read to its end. A
-// Resource Dump harvested into two sinks, then into one of them: each
-// package's copy is read whole (every resource it lists is held), the
-// package skipped, and the copy kept for the next conditional request.
+// listing (its manifest copy, rel="contents") it read to its end, with
+// no second reading (here the protocol does not judge bodies). A
+// Resource Dump harvested into two sinks, then into one of them: the
+// first run reads each package's copy only to the first resource not
+// held, and keeps none; the second reads each whole (every resource it
+// lists is held), skips the package, and keeps the copy.
 func TestContentsCopyKept(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()
@@ -301,13 +317,15 @@ func TestContentsCopyKept(t *testing.T) {
 	}
 	// Into two sinks, then into one of them: the packages were delivered
 	// to another set of sinks, so each package's copy is read.
-	if rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Sinks = append(o.Sinks, other) }); rep.Status != runreport.StatusOK || rep.Resources.Written != 60 {
+	// On the executor's word alone: the protocol does not judge bodies.
+	unjudged := func(o *pipeline.Options) { o.Protocol.Whole = nil }
+	if rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { unjudged(o); o.Sinks = append(o.Sinks, other) }); rep.Status != runreport.StatusOK || rep.Resources.Written != 60 {
 		t.Fatalf("into two sinks: %s", rep.Summary())
 	}
 	mu.Lock()
 	copies = nil
 	mu.Unlock()
-	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != runreport.StatusOK || rep.Resources.Written != 0 {
+	if rep := h.baseline(ctx, srv.URL, unjudged); rep.Status != runreport.StatusOK || rep.Resources.Written != 0 {
 		t.Fatalf("into one: %s", rep.Summary())
 	}
 	mu.Lock()

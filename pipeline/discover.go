@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -60,7 +61,7 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 	if err != nil {
 		return nil, err
 	}
-	return p.Plan(ctx, task, holdings{r.opts.Store, r.opts.SourceKey}, func(ctx context.Context, u source.Unit) error {
+	cps, err := p.Plan(ctx, task, holdings{r.opts.Store, r.opts.SourceKey}, func(ctx context.Context, u source.Unit) error {
 		if r.listed != nil {
 			// Named, if badly or twice: not "no longer listed".
 			switch {
@@ -86,6 +87,14 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 		}
 		return work(ctx, u)
 	})
+	// A document the source could not be read from is not read from its
+	// copy next time either, if one was kept (it may be the copy that
+	// failed).
+	var se *source.SourceError
+	if errors.As(err, &se) && se.URL != "" {
+		r.forgetCopy(context.WithoutCancel(ctx), se.URL)
+	}
+	return cps, err
 }
 
 // planFailed records a failure the planner met. The copy kept of the

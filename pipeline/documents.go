@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
@@ -23,7 +24,7 @@ import (
 // validator changes on a resume) is simply downloaded again from the start
 // by fetch.Client.Download, before any of its entries has been acted on.
 // Closing the document removes the spool file, after keeping a copy of it
-// when it was read whole (see document.ReadWhole).
+// when it is whole, or forgetting the stale copy held (see copyToKeep).
 func (r *run) openDocument(ctx context.Context, docURL string) (*document, error) {
 	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-doc-*.xml")
 	if err != nil {
@@ -50,7 +51,7 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*document, error
 // document is a document openDocument spooled, read decompressed.
 type document struct {
 	io.Reader
-	ctx      context.Context // the run's: Close writes to the state, and takes none
+	ctx      context.Context // the opener's: Close writes to the state, and takes none
 	r        *run
 	f        *os.File
 	encoding string
@@ -61,11 +62,12 @@ type document struct {
 var _ source.WholeReader = (*document)(nil)
 
 // copyToKeep is what Close does with the copy of a document downloaded
-// anew: keep it (its validators, the spool's size) when the document was
-// read whole, and nothing it listed failed (see run.keepCopy); else forget
-// the copy held before, if any.
+// anew: keep it (with its validators; the spool's size) when the document
+// is whole — the planner read it to its proper end, or else the
+// protocol judges it whole — and nothing the planner could not plan of it
+// failed (see run.keepCopy); else forget the copy held before, if any.
 type copyToKeep struct {
-	doc    state.Document // without its body, read back from the spool
+	doc    state.Document // without its body, read back from the spool; no validators: nothing to keep
 	size   int64
 	cached bool // a copy is held, now stale
 }
@@ -80,14 +82,19 @@ func (d *document) Close() error {
 	var err error
 	if k := d.keep; k != nil {
 		d.keep = nil
-		switch {
-		case d.whole:
-			if k.doc.Body, err = readBack(d.f, k.size); err == nil {
-				err = d.r.keepCopy(d.ctx, k.doc)
-			}
-		case k.cached:
-			// Without validators, PutDocument forgets the copy held.
-			err = d.r.opts.Store.PutDocument(d.ctx, state.Document{URL: k.doc.URL})
+		// Without validators, keepCopy forgets the copy held.
+		doc := state.Document{URL: k.doc.URL}
+		whole := k.doc.ETag != "" || k.doc.LastModified != ""
+		if whole = whole && (d.whole || d.r.whole(d.f, k.doc.URL, k.doc.Encoding)); whole {
+			doc = k.doc
+			doc.Body, err = readBack(d.f, k.size)
+		}
+		if err == nil && (whole || k.cached) {
+			// Not the opener's cancellation: a copy is the run's to keep
+			// or forget.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 30*time.Second)
+			err = d.r.keepCopy(ctx, doc)
+			cancel()
 		}
 		if err != nil {
 			d.r.log.Warn("the copy of a document for the next run's conditional request could not be stored", "document", k.doc.URL, "error", err)
@@ -98,6 +105,24 @@ func (d *document) Close() error {
 		err = rerr
 	}
 	return err
+}
+
+// whole reports whether the document spooled in f is whole, as the run's
+// protocol judges it once decoded (source.Protocol.Whole; without one,
+// it is not known to be): for a document the planner did not read to its
+// proper end.
+func (r *run) whole(f *os.File, docURL, encoding string) bool {
+	if r.opts.Protocol.Whole == nil {
+		return false
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return false
+	}
+	in, err := fetch.DecodeDocument(f, docURL, encoding, state.MaxDocumentCopy*64)
+	if err != nil {
+		return false
+	}
+	return r.opts.Protocol.Whole(in)
 }
 
 // fetchDocument downloads the document at docURL into f (empty, at offset
@@ -134,8 +159,8 @@ func (r *run) fetchDocument(ctx context.Context, docURL string, f *os.File) (str
 	keep := &copyToKeep{doc: state.Document{URL: docURL}, cached: cached}
 	switch {
 	case res.Bytes <= state.MaxDocumentCopy && (res.ETag != "" || res.LastModified != ""):
-		// Kept only if read whole: a copy cut short would otherwise
-		// stand for the document on every 304.
+		// Kept only if whole: a copy cut short would otherwise stand
+		// for the document on every 304.
 		keep.doc.ETag, keep.doc.LastModified, keep.doc.Encoding = res.ETag, res.LastModified, res.ContentEncoding
 		keep.size = res.Bytes
 	case !cached:

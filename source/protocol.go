@@ -28,6 +28,14 @@ type Protocol struct {
 	// --protocol auto). A protocol without one is the fallback, chosen
 	// when no probe says yes.
 	Probe func(ctx context.Context, c *fetch.Client, url string) (bool, error)
+	// Whole, when set, judges whether a document body read from r is
+	// whole, for a document its planner did not read to its proper end
+	// (see Services.OpenDocument: a planner that reads only a document's
+	// head, or stops early): the executor keeps a copy of such a document
+	// for the next run's conditional request only then (a body cut short
+	// would stand for the document on every 304). Nil: only the copies of
+	// documents the planner read whole are kept.
+	Whole func(r io.Reader) bool
 	// CompareVersions, when set, orders the versions of a resource the
 	// protocol's records carry (Record.Version): negative when a is older
 	// than b, 0 when they are the same version, positive when a is newer.
@@ -69,8 +77,10 @@ type Services struct {
 	// under the run's size cap, asked for conditionally when a copy is
 	// kept, decompressed. Closing it releases the spool. A planner that
 	// read the document to its proper end, whole as its protocol reads
-	// it, says so with ReadWhole before closing it: only then is a copy
-	// kept for the next run's conditional request.
+	// it, says so with ReadWhole before closing it: a copy is then kept
+	// for the next run's conditional request without a second reading
+	// (of another document, only when the protocol's Whole judges it
+	// whole).
 	OpenDocument func(ctx context.Context, url string) (io.ReadCloser, error)
 	// OpenPackage downloads package p for the planner to read its index
 	// entry (the archive's manifest.xml), and keeps the package for the

@@ -2,6 +2,7 @@ package harvestlist_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/harvestlist"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -43,7 +45,8 @@ func destination(t *testing.T) (*fs.FS, *state.Store) {
 
 // TestHarvest: a harvest of a list through the executor fetches every
 // document at its highest revision, fails the unreachable one and the
-// element without a revision, skips the docid listed twice; once the
+// element without a revision, skips the docid listed twice, keeps no copy
+// of the list for a conditional request (what it named failed); once the
 // site's revisions rose, the next harvest fetches only the documents
 // whose revision rose, requests nothing of the others, and reports the
 // one listed at a lower revision than held without applying it.
@@ -74,6 +77,11 @@ func TestHarvest(t *testing.T) {
 	held, ok, err := st.Resource(t.Context(), list, bench.HarvestListDocID(3))
 	if err != nil || !ok || held.Version != "1" {
 		t.Fatalf("document 3 held: %+v %v %v", held, ok, err)
+	}
+	// The list named an element it could not use: its copy is not kept,
+	// so that the next harvest reads the list itself.
+	if _, ok, err := st.Document(t.Context(), list); err != nil || ok {
+		t.Errorf("the list's copy kept (%v, %v), though an element it names failed", ok, err)
 	}
 
 	// The site moves on: every third document at revision 2, document 7
@@ -151,6 +159,79 @@ func TestListCopyKept(t *testing.T) {
 	}
 	if got := answers.Load(); got != 1 {
 		t.Errorf("%d answers 304, want 1: the second harvest's request for the list", got)
+	}
+}
+
+// TestListCopyCutShort: a list served cut short (under the whole list's
+// validators) fails the harvest and leaves no copy; a copy cut short kept
+// earlier, read on a 304, fails the harvest and is forgotten, so that
+// the next harvest asks for the list itself.
+func TestListCopyCutShort(t *testing.T) {
+	dir := t.TempDir()
+	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: dir, Documents: 5, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var cut atomic.Bool
+	wrap := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			if r.URL.Path == "/harvestlist.xml" && rec.Code == http.StatusOK && cut.Load() {
+				body = body[:len(body)/2]
+			}
+			for k, vs := range rec.Header() {
+				if k != "Content-Length" {
+					w.Header()[k] = vs
+				}
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(body)
+		})
+	}
+	srv, err := bench.Serve(t.Context(), dir, "127.0.0.1:0", bench.ServeOptions{Wrap: wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	mirror, st := destination(t)
+	list := srv.URL + "harvestlist.xml"
+	harvest := func() (*runreport.Report, error) {
+		return pipeline.Baseline(t.Context(), pipeline.Options{Source: list, Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
+			Client: fetch.New(fetch.Options{Retries: -1, StallTimeout: 5 * time.Second}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	}
+	var se *source.SourceError
+
+	cut.Store(true)
+	if _, err := harvest(); !errors.As(err, &se) {
+		t.Fatalf("the list cut short: %v, want the source's error", err)
+	}
+	if _, ok, err := st.Document(t.Context(), list); err != nil || ok {
+		t.Fatalf("a copy of the list cut short is kept (%v, %v)", ok, err)
+	}
+
+	// A copy cut short under the list's validators, as a version that
+	// kept every copy could leave.
+	cut.Store(false)
+	if rep, err := harvest(); err != nil || rep.Status != runreport.StatusOK {
+		t.Fatalf("the list whole: %v", err)
+	}
+	kept, ok, err := st.Document(t.Context(), list)
+	if err != nil || !ok {
+		t.Fatalf("the list read whole is not kept (%v, %v)", ok, err)
+	}
+	kept.Body = kept.Body[:len(kept.Body)/2]
+	if err := st.PutDocument(t.Context(), kept); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := harvest(); !errors.As(err, &se) {
+		t.Fatalf("the copy cut short: %v, want the source's error", err)
+	}
+	if _, ok, err := st.Document(t.Context(), list); err != nil || ok {
+		t.Errorf("the copy cut short is still kept (%v, %v) after it failed", ok, err)
+	}
+	if rep, err := harvest(); err != nil || rep.Status != runreport.StatusOK {
+		t.Fatalf("after the copy cut short was forgotten: %v", err)
 	}
 }
 

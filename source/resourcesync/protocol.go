@@ -22,9 +22,10 @@ const Name = "resourcesync"
 // of its documents).
 func Protocol() source.Protocol {
 	return source.Protocol{
-		Name: Name,
-		Help: "Resource and Change Dumps, else Resource and Change Lists",
-		New:  newPlanner,
+		Name:  Name,
+		Help:  "Resource and Change Dumps, else Resource and Change Lists",
+		New:   newPlanner,
+		Whole: manifest.WellFormed,
 	}
 }
 
