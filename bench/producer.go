@@ -41,6 +41,16 @@ var pythonJob string
 // number of entries written.
 func PythonJob() string { return pythonJob }
 
+//go:embed oaijob.py
+var pythonOAIJob string
+
+// PythonOAIJob returns bench/oaijob.py: an OAI-PMH harvest written plainly
+// in Python (ListRecords, oai_dc, through its resumption tokens, one list
+// at a time, each record's metadata written to a file of its own). Run as
+// python3 -c SCRIPT BASE_URL OUT_DIR; it prints the number of records
+// written.
+func PythonOAIJob() string { return pythonOAIJob }
+
 // repack rewrites the package at path as producer writes it (see
 // GenOptions.Producer) and returns its new length and digests; the
 // rsharvest producer leaves it as it is (ok false).

@@ -30,10 +30,11 @@ import (
 // sink with the state on the same machine (on /dev/shm when it is there,
 // as tmpfs), by rsharvest ("sync", in a process of its own, as a user
 // runs it: one file a record, and the packed layout) and by the same job
-// written plainly — the yardstick, in this process: ListRecords through
-// its resumption tokens, one list at a time, each record's metadata
-// written to a file of its own; each job's CPU time (user and system) is
-// that of its process. Then the same with no added latency on the disk,
+// written plainly — the yardsticks: in Go, in this process, and in Python
+// (bench/oaijob.py, in a process of its own): ListRecords through its
+// resumption tokens, one list at a time, each record's metadata written
+// to a file of its own; each job's CPU time (user and system) is that of
+// its process. Then the same with no added latency on the disk,
 // each job's time including the writing out of its dirty pages. And a
 // Resource List of 20,000 small resources and a harvest list (seed 004's
 // document list) of 20,000 documents (served by "rsharvest serve", each
@@ -66,9 +67,14 @@ func BenchmarkRecords(b *testing.B) {
 		plain := srv.served(b, func() cost {
 			return measure(b, records, func() { plainOAI(b, base, filepath.Join(dir, "plain"), records) })
 		})
+		py := srv.served(b, func() cost { return pythonOAI(b, base, filepath.Join(dir, "python"), records) })
 		b.Logf("OAI-PMH, %v per response: rsharvest %s; with --concurrency 8 %s; packed %s; the plain job %s; rsharvest %.2f× as fast (%.2f× with --concurrency 8, %.2f× packed), %.2f× the CPU per record",
 			latency, ours, wide, packed, plain, plain.wall.Seconds()/ours.wall.Seconds(), plain.wall.Seconds()/wide.wall.Seconds(),
 			plain.wall.Seconds()/packed.wall.Seconds(), ours.cpuPerRecord()/plain.cpuPerRecord())
+		b.Logf("OAI-PMH, %v per response: the job in Python %s; rsharvest %.2f× as fast (%.2f× with --concurrency 8, %.2f× packed)",
+			latency, py, py.wall.Seconds()/ours.wall.Seconds(), py.wall.Seconds()/wide.wall.Seconds(), py.wall.Seconds()/packed.wall.Seconds())
+		b.ReportMetric(py.cpuPerRecord(), name+"-python-µs/record")
+		b.ReportMetric(py.wall.Seconds()/ours.wall.Seconds(), name+"-speedup-python")
 		b.ReportMetric(ours.cpuPerRecord(), name+"-µs/record")
 		b.ReportMetric(ours.perSecond(), name+"-records/s")
 		b.ReportMetric(packed.cpuPerRecord(), name+"-packed-µs/record")
@@ -303,6 +309,29 @@ func measureProcess(b *testing.B, records int, bin string, args ...string) cost 
 		b.Fatalf("rsharvest %s: %v\n%s", strings.Join(args, " "), err, out.String())
 	}
 	return cost{records: records, wall: time.Since(t0), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+}
+
+// pythonOAI runs the same job written plainly in Python
+// (bench.PythonOAIJob) into dir, in a process of its own, and says what
+// that cost.
+func pythonOAI(b *testing.B, base, dir string, want int) cost {
+	b.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		b.Fatal("no python3 for the job in Python:", err)
+	}
+	cmd := exec.Command(py, "-c", bench.PythonOAIJob(), base, dir)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("the job in Python: %v\n%s", err, out.String())
+	}
+	c := cost{records: want, wall: time.Since(t0), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+	if n := strings.TrimSpace(out.String()); n != strconv.Itoa(want) {
+		b.Fatalf("the job in Python harvested %s records, want %d", n, want)
+	}
+	return c
 }
 
 // plainOAI is the yardstick: base's ListRecords (oai_dc) through its
