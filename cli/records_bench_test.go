@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,8 +40,9 @@ import (
 // Resource List of 20,000 small resources and a harvest list (seed 004's
 // document list) of 20,000 documents (served by "rsharvest serve", each
 // harvested twice, the second measured: see syncWarm).
-// It reports µs of CPU per record and records a second for each, and the
-// ratios; for the OAI-PMH jobs also the server's CPU per record and, with
+// Each job is measured in rounds (see rounds), each row the median of
+// its rounds. It reports µs of CPU per record and records a second for
+// each, and the ratios; for the OAI-PMH jobs also the server's CPU per record and, with
 // no added latency, the most CPU per record rsharvest could use and still
 // be 1.5× as fast as the plain job on this machine's cores (a bound set by
 // the CPU that it and the server need). Run it once:
@@ -61,13 +63,16 @@ func BenchmarkRecords(b *testing.B) {
 		base := srv.url
 		name := fmt.Sprintf("oai-%dms", latency.Milliseconds())
 		dir := filepath.Join(work, name)
-		ours := srv.served(b, func() cost { return syncOAI(b, bin, base, dir, "rsharvest", records) })
-		wide := srv.served(b, func() cost { return syncOAI(b, bin, base, dir, "rsharvest-8", records, "--concurrency", "8") })
-		packed := srv.served(b, func() cost { return syncOAI(b, bin, base, dir, "rsharvest-packed", records, "?layout=packed") })
-		plain := srv.served(b, func() cost {
-			return measure(b, records, func() { plainOAI(b, base, filepath.Join(dir, "plain"), records) })
+		var ours, wide, packed, plain, py cost
+		inRounds(b, func(round string) {
+			ours.add(srv.served(b, func() cost { return syncOAI(b, bin, base, dir, "rsharvest"+round, records) }))
+			wide.add(srv.served(b, func() cost { return syncOAI(b, bin, base, dir, "rsharvest-8"+round, records, "--concurrency", "8") }))
+			packed.add(srv.served(b, func() cost { return syncOAI(b, bin, base, dir, "rsharvest-packed"+round, records, "?layout=packed") }))
+			plain.add(srv.served(b, func() cost {
+				return measure(b, records, func() { plainOAI(b, base, filepath.Join(dir, "plain"+round), records) })
+			}))
+			py.add(srv.served(b, func() cost { return pythonOAI(b, base, filepath.Join(dir, "python"+round), records) }))
 		})
-		py := srv.served(b, func() cost { return pythonOAI(b, base, filepath.Join(dir, "python"), records) })
 		b.Logf("OAI-PMH, %v per response: rsharvest %s; with --concurrency 8 %s; packed %s; the plain job %s; rsharvest %.2f× as fast (%.2f× with --concurrency 8, %.2f× packed), %.2f× the CPU per record",
 			latency, ours, wide, packed, plain, plain.wall.Seconds()/ours.wall.Seconds(), plain.wall.Seconds()/wide.wall.Seconds(),
 			plain.wall.Seconds()/packed.wall.Seconds(), ours.cpuPerRecord()/plain.cpuPerRecord())
@@ -109,10 +114,13 @@ func BenchmarkRecords(b *testing.B) {
 			c.wall = time.Since(t0)
 			return c
 		}
-		ours = onDisk(func() cost { return syncOAI(b, bin, base, disk, "rsharvest", records) })
-		packed = onDisk(func() cost { return syncOAI(b, bin, base, disk, "rsharvest-packed", records, "?layout=packed") })
-		plain = onDisk(func() cost {
-			return measure(b, records, func() { plainOAI(b, base, filepath.Join(disk, "plain"), records) })
+		ours, packed, plain = cost{}, cost{}, cost{}
+		inRounds(b, func(round string) {
+			ours.add(onDisk(func() cost { return syncOAI(b, bin, base, disk, "rsharvest"+round, records) }))
+			packed.add(onDisk(func() cost { return syncOAI(b, bin, base, disk, "rsharvest-packed"+round, records, "?layout=packed") }))
+			plain.add(onDisk(func() cost {
+				return measure(b, records, func() { plainOAI(b, base, filepath.Join(disk, "plain"+round), records) })
+			}))
 		})
 		b.Logf("OAI-PMH on the disk, written out: rsharvest %s; packed %s; the plain job %s; rsharvest %.2f× as fast, %.2f× packed",
 			ours, packed, plain, plain.wall.Seconds()/ours.wall.Seconds(), plain.wall.Seconds()/packed.wall.Seconds())
@@ -150,19 +158,57 @@ func BenchmarkRecords(b *testing.B) {
 // for and the second does not.
 func syncWarm(b *testing.B, bin, dir string, records int, args ...string) cost {
 	b.Helper()
-	var c cost
-	for _, round := range []string{"warm-up", "measured"} {
+	harvest := func(round string) cost {
 		sub := filepath.Join(dir, round)
 		if err := os.MkdirAll(sub, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		c = measureProcess(b, records, bin, append([]string{"sync", "--sink", "fs:" + filepath.Join(sub, "rsharvest"),
+		c := measureProcess(b, records, bin, append([]string{"sync", "--sink", "fs:" + filepath.Join(sub, "rsharvest"),
 			"--state", filepath.Join(sub, "state.db"), "--progress", "none", "-q"}, args...)...)
 		if n := countFiles(b, filepath.Join(sub, "rsharvest")); n != records {
 			b.Fatalf("%s: rsharvest's mirror holds %d records, want %d", round, n, records)
 		}
+		return c
 	}
+	harvest("warm-up")
+	var c cost
+	inRounds(b, func(round string) { c.add(harvest("measured" + round)) })
 	return c
+}
+
+// rounds is how many times BenchmarkRecords measures each job, round
+// after round; each row is the median of its rounds (the machines are
+// shared and noisy).
+const rounds = 3
+
+// inRounds calls measure once a round, with the round's name ("-1", …) to
+// keep the rounds' mirrors apart.
+func inRounds(b *testing.B, measure func(round string)) {
+	b.Helper()
+	for i := range rounds {
+		measure(fmt.Sprintf("-%d", i+1))
+	}
+}
+
+// add adds the cost of one round; the cost is then its rounds' median
+// (wall time, CPU and the server's CPU each).
+func (c *cost) add(r cost) {
+	c.rounds = append(c.rounds, r)
+	med := func(f func(cost) time.Duration) time.Duration {
+		v := make([]time.Duration, len(c.rounds))
+		for i, x := range c.rounds {
+			v[i] = f(x)
+		}
+		slices.Sort(v)
+		if n := len(v); n%2 == 0 {
+			return (v[n/2-1] + v[n/2]) / 2
+		}
+		return v[len(v)/2]
+	}
+	c.records = r.records
+	c.wall = med(func(x cost) time.Duration { return x.wall })
+	c.cpu = med(func(x cost) time.Duration { return x.cpu })
+	c.server = med(func(x cost) time.Duration { return x.server })
 }
 
 // syncOAI harvests the OAI-PMH repository at base with "rsharvest sync"
@@ -269,6 +315,7 @@ func (s server) served(b *testing.B, job func() cost) cost {
 type cost struct {
 	records           int
 	wall, cpu, server time.Duration
+	rounds            []cost // when measured in rounds (see add)
 }
 
 func (c cost) cpuPerRecord() float64 { return float64(c.cpu.Microseconds()) / float64(c.records) }
@@ -277,6 +324,13 @@ func (c cost) String() string {
 	s := fmt.Sprintf("%v, %.0f records/s, %.0f µs of CPU per record", c.wall.Round(10*time.Millisecond), c.perSecond(), c.cpuPerRecord())
 	if c.server > 0 {
 		s += fmt.Sprintf(" (the server %.0f)", float64(c.server.Microseconds())/float64(c.records))
+	}
+	if len(c.rounds) > 1 {
+		var each []string
+		for _, r := range c.rounds {
+			each = append(each, fmt.Sprintf("%.0f", r.cpuPerRecord()))
+		}
+		s += fmt.Sprintf(" [median of %d rounds; µs per record %s]", len(c.rounds), strings.Join(each, ", "))
 	}
 	return s
 }
