@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -43,6 +42,45 @@ func destination(t *testing.T) (*fs.FS, *state.Store) {
 	return mirror, st
 }
 
+// harvestOf runs a harvest of the list at list into mirror and st, as the
+// executor runs one; mod, when set, changes its options.
+func harvestOf(t *testing.T, list string, mirror sink.Sink, st *state.Store, mod func(*pipeline.Options)) (*runreport.Report, error) {
+	t.Helper()
+	o := pipeline.Options{Source: list, Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
+		Client: fetch.New(fetch.Options{Retries: -1, StallTimeout: 5 * time.Second}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
+	if mod != nil {
+		mod(&o)
+	}
+	return pipeline.Baseline(t.Context(), o)
+}
+
+// servedList generates a harvest list of n documents (nothing odd) and
+// serves it through wrap; it returns the list's URL.
+func servedList(t *testing.T, n int, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: dir, Documents: n, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bench.Serve(t.Context(), dir, "127.0.0.1:0", bench.ServeOptions{Wrap: wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv.URL + "harvestlist.xml"
+}
+
+// relay answers w with rec's status and headers (but its length) and body.
+func relay(w http.ResponseWriter, rec *httptest.ResponseRecorder, body []byte) {
+	for k, vs := range rec.Header() {
+		if k != "Content-Length" {
+			w.Header()[k] = vs
+		}
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(body)
+}
+
 // TestHarvest: a harvest of a list through the executor fetches every
 // document at its highest revision, fails the unreachable one and the
 // element without a revision, skips the docid listed twice, keeps no copy
@@ -57,8 +95,7 @@ func TestHarvest(t *testing.T) {
 	list := srv.URL + "harvestlist.xml"
 	harvest := func() *runreport.Report {
 		t.Helper()
-		rep, err := pipeline.Baseline(t.Context(), pipeline.Options{Source: list, Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
-			Client: fetch.New(fetch.Options{Retries: -1, StallTimeout: 5 * time.Second}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+		rep, err := harvestOf(t, list, mirror, st, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,33 +160,20 @@ func TestHarvest(t *testing.T) {
 // harvested, is kept for the next harvest's conditional request, which is
 // answered 304 and reads the copy.
 func TestListCopyKept(t *testing.T) {
-	dir := t.TempDir()
-	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: dir, Documents: 5, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
 	var answers atomic.Int64 // 304s to requests for the list
-	wrap := func(next http.Handler) http.Handler {
+	list := servedList(t, 5, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rec := httptest.NewRecorder()
 			next.ServeHTTP(rec, r)
 			if r.URL.Path == "/harvestlist.xml" && rec.Code == http.StatusNotModified {
 				answers.Add(1)
 			}
-			maps.Copy(w.Header(), rec.Header())
-			w.WriteHeader(rec.Code)
-			w.Write(rec.Body.Bytes())
+			relay(w, rec, rec.Body.Bytes())
 		})
-	}
-	srv, err := bench.Serve(t.Context(), dir, "127.0.0.1:0", bench.ServeOptions{Wrap: wrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	})
 	mirror, st := destination(t)
-	list := srv.URL + "harvestlist.xml"
 	for round, want := range []int64{5, 0} {
-		rep, err := pipeline.Baseline(t.Context(), pipeline.Options{Source: list, Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
-			Client: fetch.New(fetch.Options{Retries: -1, StallTimeout: 5 * time.Second}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+		rep, err := harvestOf(t, list, mirror, st, nil)
 		if err != nil || rep.Status != runreport.StatusOK || rep.Resources.Written != want {
 			t.Fatalf("harvest %d: %v, %s", round, err, rep.Summary())
 		}
@@ -167,12 +191,8 @@ func TestListCopyKept(t *testing.T) {
 // earlier, read on a 304, fails the harvest and is forgotten, so that
 // the next harvest asks for the list itself.
 func TestListCopyCutShort(t *testing.T) {
-	dir := t.TempDir()
-	if err := bench.GenerateHarvestList(t.Context(), bench.HarvestListOptions{Dir: dir, Documents: 5, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
 	var cut atomic.Bool
-	wrap := func(next http.Handler) http.Handler {
+	list := servedList(t, 5, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rec := httptest.NewRecorder()
 			next.ServeHTTP(rec, r)
@@ -180,26 +200,11 @@ func TestListCopyCutShort(t *testing.T) {
 			if r.URL.Path == "/harvestlist.xml" && rec.Code == http.StatusOK && cut.Load() {
 				body = body[:len(body)/2]
 			}
-			for k, vs := range rec.Header() {
-				if k != "Content-Length" {
-					w.Header()[k] = vs
-				}
-			}
-			w.WriteHeader(rec.Code)
-			w.Write(body)
+			relay(w, rec, body)
 		})
-	}
-	srv, err := bench.Serve(t.Context(), dir, "127.0.0.1:0", bench.ServeOptions{Wrap: wrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	})
 	mirror, st := destination(t)
-	list := srv.URL + "harvestlist.xml"
-	harvest := func() (*runreport.Report, error) {
-		return pipeline.Baseline(t.Context(), pipeline.Options{Source: list, Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
-			Client: fetch.New(fetch.Options{Retries: -1, StallTimeout: 5 * time.Second}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	}
+	harvest := func() (*runreport.Report, error) { return harvestOf(t, list, mirror, st, nil) }
 	var se *source.SourceError
 
 	cut.Store(true)
@@ -294,8 +299,7 @@ func TestUnlisted(t *testing.T) {
 	list := srv.URL + "harvestlist.xml"
 	harvest := func(deleteUnlisted bool) *runreport.Report {
 		t.Helper()
-		rep, err := pipeline.Baseline(t.Context(), pipeline.Options{Source: list, Protocol: harvestlist.Protocol(), Sinks: []sink.Sink{mirror}, Store: st,
-			Client: fetch.New(fetch.Options{Retries: -1}), SpoolDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), DeleteUnlisted: deleteUnlisted})
+		rep, err := harvestOf(t, list, mirror, st, func(o *pipeline.Options) { o.DeleteUnlisted = deleteUnlisted })
 		if err != nil {
 			t.Fatal(err)
 		}
