@@ -72,6 +72,7 @@ func BenchmarkRecords(b *testing.B) {
 				return measure(b, records, func() { plainOAI(b, base, filepath.Join(dir, "plain"+round), records) })
 			}))
 			py.add(srv.served(b, func() cost { return pythonOAI(b, base, filepath.Join(dir, "python"+round), records) }))
+			drop(b, dir)
 		})
 		b.Logf("OAI-PMH, %v per response: rsharvest %s; with --concurrency 8 %s; packed %s; the plain job %s; rsharvest %.2f× as fast (%.2f× with --concurrency 8, %.2f× packed), %.2f× the CPU per record",
 			latency, ours, wide, packed, plain, plain.wall.Seconds()/ours.wall.Seconds(), plain.wall.Seconds()/wide.wall.Seconds(),
@@ -121,6 +122,7 @@ func BenchmarkRecords(b *testing.B) {
 			plain.add(onDisk(func() cost {
 				return measure(b, records, func() { plainOAI(b, base, filepath.Join(disk, "plain"+round), records) })
 			}))
+			drop(b, disk)
 		})
 		b.Logf("OAI-PMH on the disk, written out: rsharvest %s; packed %s; the plain job %s; rsharvest %.2f× as fast, %.2f× packed",
 			ours, packed, plain, plain.wall.Seconds()/ours.wall.Seconds(), plain.wall.Seconds()/packed.wall.Seconds())
@@ -171,9 +173,24 @@ func syncWarm(b *testing.B, bin, dir string, records int, args ...string) cost {
 		return c
 	}
 	harvest("warm-up")
+	drop(b, dir)
 	var c cost
-	inRounds(b, func(round string) { c.add(harvest("measured" + round)) })
+	inRounds(b, func(round string) {
+		c.add(harvest("measured" + round))
+		drop(b, dir)
+	})
 	return c
+}
+
+// drop removes what the jobs of a round wrote in dir, once measured, so
+// that a round (and the jobs after it) start from the same empty file
+// system: hundreds of thousands of files left behind slow the file
+// system's work for the rest.
+func drop(b *testing.B, dir string) {
+	b.Helper()
+	if err := os.RemoveAll(dir); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // rounds is how many times BenchmarkRecords measures each job, round
