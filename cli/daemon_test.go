@@ -198,6 +198,19 @@ func startPostgres(t testing.TB) string {
 	return url
 }
 
+// restartablePostgres starts a PostgreSQL server on 127.0.0.1 for the
+// test, stopped at its end, with a database name of its own, and returns
+// the server (to restart it) and the database's URL.
+func restartablePostgres(t *testing.T, name string) (*testbin.PostgresServer, string) {
+	t.Helper()
+	server, err := testbin.StartPostgres(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(server.Stop)
+	return server, pgDatabase(t, server.URL, name)
+}
+
 func daemonKillResume(t *testing.T, bin, db string, daemonArgs []string) {
 	const records, pageSize, holdAt = 400, 20, 8
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: pageSize})

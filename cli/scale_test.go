@@ -13,7 +13,6 @@ import (
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/bench/harness"
-	"github.com/rsharvest/rsharvest/internal/testbin"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
@@ -147,12 +146,7 @@ func leaseHolder(t *testing.T, pg, key string) state.Holder {
 // temporary failure — is tried again, resumes from its progress marks and
 // finishes; every record is in the mirror.
 func TestDaemonPostgresRestart(t *testing.T) {
-	server, err := testbin.StartPostgres(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(server.Stop)
-	pg := pgDatabase(t, server.URL, "restart")
+	server, pg := restartablePostgres(t, "restart")
 	const records = 400
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: records, PageSize: 10})
 	// A slow server: the harvest lasts several seconds.
@@ -218,12 +212,7 @@ func TestDaemonPostgresRestart(t *testing.T) {
 // the checkpoint set.
 func TestSpreadPostgresRestart(t *testing.T) {
 	bin := crashBuildBinary(t)
-	server, err := testbin.StartPostgres(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(server.Stop)
-	pg := pgDatabase(t, server.URL, "spreadrestart")
+	server, pg := restartablePostgres(t, "spreadrestart")
 	const records = 400
 	repo, source, mirror := spreadSite(t, pg, records)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
