@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/runreport"
@@ -18,7 +17,7 @@ func (r *run) planner() (source.Planner, error) {
 	p, err := r.opts.Protocol.New(r.opts.Settings, source.Services{
 		Client:          r.opts.Client,
 		Log:             r.log,
-		OpenDocument:    r.openForPlanner,
+		OpenDocument:    r.openDocument,
 		OpenPackage:     r.openForPlan,
 		MaxDocumentSize: r.opts.MaxDocumentSize,
 		Concurrency:     r.opts.Concurrency,
@@ -28,15 +27,6 @@ func (r *run) planner() (source.Planner, error) {
 		return nil, errclass.Fatalf("%s: %w", r.opts.Protocol.Name, err)
 	}
 	return p, nil
-}
-
-// openForPlanner is openDocument as source.Services offers it.
-func (r *run) openForPlanner(ctx context.Context, docURL string) (io.ReadCloser, error) {
-	d, err := r.openDocument(ctx, docURL)
-	if err != nil {
-		return nil, err // not a nil *document in an interface
-	}
-	return d, nil
 }
 
 // task is the run's task in mode.

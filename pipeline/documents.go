@@ -25,13 +25,14 @@ import (
 // by fetch.Client.Download, before any of its entries has been acted on.
 // Closing the document removes the spool file, after keeping a copy of it
 // when it is whole, or forgetting the stale copy held (see copyToKeep).
-func (r *run) openDocument(ctx context.Context, docURL string) (*document, error) {
+func (r *run) openDocument(ctx context.Context, docURL string) (io.ReadCloser, error) {
 	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-doc-*.xml")
 	if err != nil {
 		return nil, errclass.Fatalf("spool: %w", err)
 	}
 	d := &document{ctx: ctx, r: r, f: f}
-	if d.encoding, d.keep, err = r.fetchDocument(ctx, docURL, f); err != nil {
+	var encoding string
+	if encoding, d.keep, err = r.fetchDocument(ctx, docURL, f); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -41,7 +42,7 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*document, error
 	}
 	// A document may come gzip-compressed; the cap applies to what it
 	// holds (see fetch.DecodeDocument).
-	if d.Reader, err = fetch.DecodeDocument(f, docURL, d.encoding, max(r.opts.MaxDocumentSize, 0)); err != nil {
+	if d.Reader, err = fetch.DecodeDocument(f, docURL, encoding, max(r.opts.MaxDocumentSize, 0)); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -51,12 +52,11 @@ func (r *run) openDocument(ctx context.Context, docURL string) (*document, error
 // document is a document openDocument spooled, read decompressed.
 type document struct {
 	io.Reader
-	ctx      context.Context // the opener's: Close writes to the state, and takes none
-	r        *run
-	f        *os.File
-	encoding string
-	keep     *copyToKeep // nil: nothing to keep or forget at Close
-	whole    bool
+	ctx   context.Context // the opener's: Close writes to the state, and takes none
+	r     *run
+	f     *os.File
+	keep  *copyToKeep // nil: nothing to keep or forget at Close
+	whole bool
 }
 
 var _ source.WholeReader = (*document)(nil)
@@ -72,6 +72,9 @@ type copyToKeep struct {
 	cached bool // a copy is held, now stale
 }
 
+// keepable says the document came with validators, small enough to keep.
+func (k *copyToKeep) keepable() bool { return k.doc.ETag != "" || k.doc.LastModified != "" }
+
 // ReadWhole says the planner read the document to its proper end.
 func (d *document) ReadWhole() { d.whole = true }
 
@@ -82,10 +85,9 @@ func (d *document) Close() error {
 	var err error
 	if k := d.keep; k != nil {
 		d.keep = nil
-		// Without validators, keepCopy forgets the copy held.
-		doc := state.Document{URL: k.doc.URL}
-		whole := k.doc.ETag != "" || k.doc.LastModified != ""
-		if whole = whole && (d.whole || d.r.whole(d.f, k.doc.URL, k.doc.Encoding)); whole {
+		whole := k.keepable() && (d.whole || d.r.whole(d.f, k.doc.URL, k.doc.Encoding))
+		doc := state.Document{URL: k.doc.URL} // without validators: keepCopy forgets the copy held
+		if whole {
 			doc = k.doc
 			doc.Body, err = readBack(d.f, k.size)
 		}

@@ -75,7 +75,7 @@ func (r *run) openContents(ctx context.Context, j source.Package) (source.Entrie
 	e := &endedEntries{Entries: entries}
 	return e, func() {
 		if e.ended {
-			rc.ReadWhole() // read to its proper end (source.Entries)
+			source.ReadWhole(rc) // read to its proper end (source.Entries)
 		}
 		rc.Close()
 	}, nil
