@@ -372,14 +372,22 @@ func measure(b *testing.B, records int, job func()) cost {
 // process's CPU time.
 func measureProcess(b *testing.B, records int, bin string, args ...string) cost {
 	b.Helper()
-	cmd := exec.Command(bin, args...)
+	c, _ := measureCommand(b, records, bin, args...)
+	return c
+}
+
+// measureCommand runs the program prog with args in a process of its own
+// and says what that cost, and what it wrote (standard output and error).
+func measureCommand(b *testing.B, records int, prog string, args ...string) (cost, string) {
+	b.Helper()
+	cmd := exec.Command(prog, args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t0 := time.Now()
 	if err := cmd.Run(); err != nil {
-		b.Fatalf("rsharvest %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		b.Fatalf("%s %s: %v\n%s", filepath.Base(prog), strings.Join(args, " "), err, out.String())
 	}
-	return cost{records: records, wall: time.Since(t0), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+	return cost{records: records, wall: time.Since(t0), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}, out.String()
 }
 
 // pythonOAI runs the same job written plainly in Python
@@ -391,15 +399,8 @@ func pythonOAI(b *testing.B, base, dir string, want int) cost {
 	if err != nil {
 		b.Fatal("no python3 for the job in Python:", err)
 	}
-	cmd := exec.Command(py, "-c", bench.PythonOAIJob(), base, dir)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	t0 := time.Now()
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("the job in Python: %v\n%s", err, out.String())
-	}
-	c := cost{records: want, wall: time.Since(t0), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
-	if n := strings.TrimSpace(out.String()); n != strconv.Itoa(want) {
+	c, out := measureCommand(b, want, py, "-c", bench.PythonOAIJob(), base, dir)
+	if n := strings.TrimSpace(out); n != strconv.Itoa(want) {
 		b.Fatalf("the job in Python harvested %s records, want %d", n, want)
 	}
 	return c
