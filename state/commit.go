@@ -350,14 +350,31 @@ func clearDeliveries(ctx context.Context, tx *sql.Tx, keys []Key) error {
 	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM deliveries)").Scan(&some); err != nil || !some {
 		return err
 	}
-	st, err := tx.PrepareContext(ctx, "DELETE FROM deliveries WHERE source = ? AND uri = ?")
+	return execEach(ctx, tx, "DELETE FROM deliveries WHERE source = ? AND uri = ?", len(keys), func(i int) ([]any, error) {
+		return []any{keys[i].Source, keys[i].URI}, nil
+	}, func(i int, err error) error { return fmt.Errorf("delivered %q: %w", keys[i].URI, err) })
+}
+
+// execEach executes query for each of n rows within tx, the statement
+// prepared once for them all (preparing is most of a small statement's
+// cost): args gives row i's arguments (nil: row i is left out), and fail
+// names row i in an error, args' or the database's.
+func execEach(ctx context.Context, tx *sql.Tx, query string, n int, args func(i int) ([]any, error), fail func(i int, err error) error) error {
+	if n == 0 {
+		return nil
+	}
+	st, err := tx.PrepareContext(ctx, query)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	for _, k := range keys {
-		if _, err := st.ExecContext(ctx, k.Source, k.URI); err != nil {
-			return fmt.Errorf("delivered %q: %w", k.URI, err)
+	for i := range n {
+		a, err := args(i)
+		if err == nil && a != nil {
+			_, err = st.ExecContext(ctx, a...)
+		}
+		if err != nil {
+			return fail(i, err)
 		}
 	}
 	return nil
@@ -820,42 +837,22 @@ func commitRetries(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) err
 	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM retries)").Scan(&some); err != nil || !some {
 		return err
 	}
-	// Each statement is prepared once for the batch: a batch holds
-	// hundreds of resources, and preparing is most of a delete's cost.
-	if held := b.Resources; len(held) > 0 {
-		del, err := tx.PrepareContext(ctx, "DELETE FROM retries WHERE source = ? AND uri = ? AND coalesce(change_time, '') <= coalesce(?, '')")
-		if err != nil {
-			return err
+	held := b.Resources
+	err := execEach(ctx, tx, "DELETE FROM retries WHERE source = ? AND uri = ? AND coalesce(change_time, '') <= coalesce(?, '')", len(held), func(i int) ([]any, error) {
+		r := &held[i]
+		if r.Outcome == OutcomeFailed {
+			return nil, nil
 		}
-		defer del.Close()
-		for i := range held {
-			r := &held[i]
-			if r.Outcome == OutcomeFailed {
-				continue
-			}
-			// A version as new as the change that failed, or newer, is held.
-			ct, err := encodeTime(r.ChangeTime)
-			if err == nil {
-				_, err = del.ExecContext(ctx, r.Source, r.URI, ct)
-			}
-			if err != nil {
-				return fmt.Errorf("resolved %q: %w", r.URI, err)
-			}
-		}
+		// A version as new as the change that failed, or newer, is held.
+		ct, err := encodeTime(r.ChangeTime)
+		return []any{r.Source, r.URI, ct}, err
+	}, func(i int, err error) error { return fmt.Errorf("resolved %q: %w", held[i].URI, err) })
+	if err != nil {
+		return err
 	}
-	if len(b.Resolved) > 0 {
-		del, err := tx.PrepareContext(ctx, "DELETE FROM retries WHERE source = ? AND uri = ?")
-		if err != nil {
-			return err
-		}
-		defer del.Close()
-		for _, k := range b.Resolved {
-			if _, err := del.ExecContext(ctx, k.Source, k.URI); err != nil {
-				return fmt.Errorf("resolved %q: %w", k.URI, err)
-			}
-		}
-	}
-	return nil
+	return execEach(ctx, tx, "DELETE FROM retries WHERE source = ? AND uri = ?", len(b.Resolved), func(i int) ([]any, error) {
+		return []any{b.Resolved[i].Source, b.Resolved[i].URI}, nil
+	}, func(i int, err error) error { return fmt.Errorf("resolved %q: %w", b.Resolved[i].URI, err) })
 }
 
 // Retries returns the outstanding retries of source's resource set set,
