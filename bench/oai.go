@@ -178,11 +178,31 @@ func (r *OAIRepository) count(rev int) int {
 
 // recordAt returns record i of revision rev (0 <= i < count(rev)),
 // computed: a list request costs what its page holds, not the
-// repository's size.
+// repository's size (see headAt).
 func (r *OAIRepository) recordAt(rev, i int) OAIRecord {
+	rec, version := r.headAt(rev, i)
+	rec.Identifier = fmt.Sprintf(oaiIDFormat, i)
+	if !rec.Deleted {
+		rec.Title = fmt.Sprintf("Record %d, version %d", i, version)
+		if r.o.ControlChars && i%7 == 3 {
+			rec.Title += " \x01\x1f"
+		}
+		if i%3 == 0 {
+			rec.About = fmt.Sprintf(`<provenance xmlns="%s"><originDescription harvestDate="%s" altered="false"><baseURL>http://origin.example/oai</baseURL><identifier>%s</identifier></originDescription></provenance>`,
+				OAIProvenanceNamespace, oaiBase.Format("2006-01-02"), rec.Identifier)
+		}
+	}
+	return rec
+}
+
+// headAt returns what a selective list asks of record i of revision rev
+// (its datestamp, sets and whether it is deleted, in an OAIRecord with
+// nothing else set) and its version: cheap, so that a list request
+// skipping the records before its window (as a repository's index does)
+// costs little next to the page it answers.
+func (r *OAIRepository) headAt(rev, i int) (rec OAIRecord, version int) {
 	changed := r.now(0).Add(24 * time.Hour)
-	rec := OAIRecord{Identifier: fmt.Sprintf(oaiIDFormat, i), Datestamp: oaiBase.Add(time.Duration(i) * time.Minute)}
-	version := 0
+	rec.Datestamp = oaiBase.Add(time.Duration(i) * time.Minute)
 	switch {
 	case i >= r.o.Records: // created in revision 1
 		rec.Datestamp = changed.Add(time.Duration(i) * time.Second)
@@ -201,17 +221,7 @@ func (r *OAIRepository) recordAt(rev, i int) OAIRecord {
 	if i%10 == 0 {
 		rec.Sets = append(rec.Sets, "tens")
 	}
-	if !rec.Deleted {
-		rec.Title = fmt.Sprintf("Record %d, version %d", i, version)
-		if r.o.ControlChars && i%7 == 3 {
-			rec.Title += " \x01\x1f"
-		}
-		if i%3 == 0 {
-			rec.About = fmt.Sprintf(`<provenance xmlns="%s"><originDescription harvestDate="%s" altered="false"><baseURL>http://origin.example/oai</baseURL><identifier>%s</identifier></originDescription></provenance>`,
-				OAIProvenanceNamespace, oaiBase.Format("2006-01-02"), rec.Identifier)
-		}
-	}
-	return rec
+	return rec, version
 }
 
 // OAIProvenanceNamespace is the namespace of the provenance about
@@ -362,11 +372,11 @@ func (r *OAIRepository) list(verb string, get func(string) string, rev int) (str
 	// of the match after it (-1: none).
 	scan := func(from int) (page []OAIRecord, next int) {
 		for i := from; i < r.count(rev); i++ {
-			if rec := r.recordAt(rev, i); match(rec) {
+			if head, _ := r.headAt(rev, i); match(head) {
 				if len(page) == r.o.PageSize {
 					return page, i
 				}
-				page = append(page, rec)
+				page = append(page, r.recordAt(rev, i))
 			}
 		}
 		return page, -1
