@@ -295,10 +295,10 @@ type multiInsert struct {
 }
 
 // insertRows inserts n rows through st within tx, rowsPerInsert at a time
-// and the rest one by one; args gives row i's arguments, or an error that
-// stops the insert. A failure of the database names the rows it was
+// and the rest one by one; args appends row i's arguments to dst, or
+// returns an error that stops the insert. A failure of the database names the rows it was
 // inserting.
-func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, st multiInsert, n int, args func(i int) ([]any, error)) error {
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, st multiInsert, n int, args func(dst []any, i int) ([]any, error)) error {
 	if n == 0 {
 		return nil
 	}
@@ -311,11 +311,10 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, st multiInsert, n in
 		}
 		batch = batch[:0]
 		for j := i; j < i+k; j++ {
-			a, err := args(j)
-			if err != nil {
+			var err error
+			if batch, err = args(batch, j); err != nil {
 				return err
 			}
-			batch = append(batch, a...)
 		}
 		var stmt *sql.Stmt
 		if k == 1 {
@@ -388,9 +387,10 @@ func placeholders(cols string, n int) string {
 }
 
 func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) error {
-	err := s.insertRows(ctx, tx, s.upsertResource, len(b.Resources), func(i int) ([]any, error) {
+	var tt timeTexts
+	err := s.insertRows(ctx, tx, s.upsertResource, len(b.Resources), func(dst []any, i int) ([]any, error) {
 		r := &b.Resources[i]
-		args, err := resourceArgs(r, now)
+		args, err := resourceArgs(dst, r, now, &tt)
 		if err != nil {
 			return nil, fmt.Errorf("resource %d (%q): %w", i, r.URI, err)
 		}
@@ -418,10 +418,10 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 		if err != nil {
 			return err
 		}
-		err = s.insertRows(ctx, tx, s.insertChange, len(b.Changes), func(i int) ([]any, error) {
+		err = s.insertRows(ctx, tx, s.insertChange, len(b.Changes), func(dst []any, i int) ([]any, error) {
 			c := &b.Changes[i]
 			c.Recorded = time.UnixMicro(base + int64(i)).UTC()
-			args, err := changeArgs(c)
+			args, err := changeArgs(dst, c, &tt)
 			if err != nil {
 				return nil, fmt.Errorf("change %d (%q): %w", i, c.URI, err)
 			}
@@ -566,7 +566,9 @@ func insertChanges(n int) string {
 // The columns of a change record, in the order scanChange reads them.
 const changeCols = `uri, change, datetime, run_id, package, source, recorded, length, md5, sha1, sha256, hash_other, type, lastmod`
 
-func changeArgs(c *ChangeRecord) ([]any, error) {
+// changeArgs validates c and appends its insert's arguments to dst, its
+// times encoded through tt.
+func changeArgs(dst []any, c *ChangeRecord, tt *timeTexts) ([]any, error) {
 	switch {
 	case c.URI == "":
 		return nil, errors.New("empty URI")
@@ -575,16 +577,16 @@ func changeArgs(c *ChangeRecord) ([]any, error) {
 	case c.Length < -1:
 		return nil, fmt.Errorf("length %d (want >= 0, or -1 for unknown)", c.Length)
 	}
-	dt, err := encodeTime(c.Datetime)
+	dt, err := tt.encode(c.Datetime)
 	if err != nil {
 		return nil, fmt.Errorf("datetime: %w", err)
 	}
-	lm, err := encodeTime(c.Lastmod)
+	lm, err := tt.encode(c.Lastmod)
 	if err != nil {
 		return nil, fmt.Errorf("lastmod: %w", err)
 	}
-	return []any{c.URI, c.Change, dt, nullID(c.RunID), c.Package, c.Source, stamp(c.Recorded), c.Length,
-		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type, lm}, nil
+	return append(dst, c.URI, c.Change, dt, nullID(c.RunID), c.Package, c.Source, stamp(c.Recorded), c.Length,
+		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type, lm), nil
 }
 
 // nextStamp returns the stamp (microseconds since the Unix epoch) of a

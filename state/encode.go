@@ -60,6 +60,37 @@ func decodeStamp(v sql.NullInt64) time.Time {
 	return time.UnixMicro(v.Int64).UTC()
 }
 
+// timeTexts encodes times as encodeTime does, keeping the texts of the
+// last few it encoded: the rows a commit writes share most of their times
+// (the commit's own, a record's lastmod and change time in its resource
+// row and its change row), and formatting a time is a good part of a
+// row's cost. The zero value is ready to use; it is not safe for
+// concurrent use.
+type timeTexts struct {
+	times [4]time.Time
+	texts [4]any
+	next  int
+}
+
+// encode gives the column value for t, as encodeTime.
+func (c *timeTexts) encode(t time.Time) (any, error) {
+	if t.IsZero() {
+		return nil, nil
+	}
+	for i, v := range c.texts {
+		if v != nil && c.times[i].Equal(t) {
+			return v, nil
+		}
+	}
+	v, err := encodeTime(t)
+	if err != nil {
+		return nil, err
+	}
+	c.times[c.next], c.texts[c.next] = t, v
+	c.next = (c.next + 1) % len(c.times)
+	return v, nil
+}
+
 // timeCols encodes several times at once, naming the field that fails.
 func timeCols(names []string, ts ...time.Time) ([]any, error) {
 	out := make([]any, len(ts))

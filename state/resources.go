@@ -124,9 +124,9 @@ ON CONFLICT (source, uri) DO UPDATE SET
 	last_modified = excluded.last_modified, links = excluded.links, verified = excluded.verified, version = excluded.version`
 }
 
-// resourceArgs validates r and gives the upsert's arguments. A zero Updated
-// becomes now.
-func resourceArgs(r *Resource, now time.Time) ([]any, error) {
+// resourceArgs validates r and appends the upsert's arguments to dst,
+// its times encoded through tt. A zero Updated becomes now.
+func resourceArgs(dst []any, r *Resource, now time.Time, tt *timeTexts) ([]any, error) {
 	switch {
 	case r.URI == "":
 		return nil, errors.New("empty URI")
@@ -139,16 +139,20 @@ func resourceArgs(r *Resource, now time.Time) ([]any, error) {
 	if updated.IsZero() {
 		updated = now
 	}
-	ts, err := timeCols([]string{"lastmod", "change time", "updated"}, r.Lastmod, r.ChangeTime, updated)
-	if err != nil {
-		return nil, err
+	var ts [3]any
+	for i, t := range [...]time.Time{r.Lastmod, r.ChangeTime, updated} {
+		v, err := tt.encode(t)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", [...]string{"lastmod", "change time", "updated"}[i], err)
+		}
+		ts[i] = v
 	}
-	return []any{
+	return append(dst,
 		r.URI, r.Source, r.ResourceSet, r.Length,
 		encodeDigest(r.Hashes.MD5), encodeDigest(r.Hashes.SHA1), encodeDigest(r.Hashes.SHA256), encodeOther(r.Hashes),
 		r.Type, ts[0], ts[1], r.Package, r.Outcome, boolInt(r.Deleted), nullID(r.RunID), ts[2],
 		r.ETag, r.LastModified, linksArg(r.Links), r.Verified, nullString(r.Version),
-	}, nil
+	), nil
 }
 
 func linksArg(ls []Link) any {
