@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/bits"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rsharvest/rsharvest/fixity"
@@ -241,6 +244,11 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 	if b.Empty() {
 		return nil
 	}
+	for _, m := range []*multiInsert{&s.upsertResource, &s.insertChange} {
+		if err := m.prepareWanted(ctx, s.w); err != nil {
+			return fatal("commit", err)
+		}
+	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return fatal("commit", err)
@@ -288,22 +296,211 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 // for them all.
 const rowsPerInsert = 50
 
-// multiInsert is an insert statement prepared twice: for one row, and for
-// rowsPerInsert rows.
+// multiInsert is an insert statement of rows of cols columns, prepared
+// for one row and for rowsPerInsert rows. The statement for rowsPerInsert
+// rows also comes in shapes, one for each set of columns whose value every
+// row of an insert shares (the source, the run, the commit's time, NULL
+// digests…): a shape binds each such value once, not once a row, and
+// binding is most of the driver's work on a row. A shape is prepared
+// before the commit after the first that wanted it (a commit holds the
+// store's one writing connection, which preparing needs too), at most
+// maxShapes of them; until then a wider one, or the plain statement,
+// serves.
 type multiInsert struct {
 	one, many *sql.Stmt
+	// cols is how many columns a row has; query makes the statement from
+	// its VALUES groups.
+	cols  int
+	query func(values string) string
+
+	mu     sync.Mutex
+	shapes map[uint64]*sql.Stmt // by the columns (bits) shared, on the writing DB
+	wanted map[uint64]bool      // shapes to prepare before the next commit
+}
+
+// maxShapes bounds the shapes of a multiInsert.
+const maxShapes = 8
+
+// prepare makes m the insert of rows of cols columns (a comma-separated
+// list) that query makes from its VALUES groups, prepared on db for one
+// row and for rowsPerInsert rows.
+func (m *multiInsert) prepare(ctx context.Context, db *sql.DB, cols string, query func(values string) string) error {
+	m.cols, m.query = strings.Count(cols, ",")+1, query
+	var err error
+	if m.one, err = db.PrepareContext(ctx, query(placeholders(cols, 1))); err != nil {
+		return err
+	}
+	m.many, err = db.PrepareContext(ctx, query(placeholders(cols, rowsPerInsert)))
+	return err
+}
+
+// shape returns the statement for rowsPerInsert rows that share the
+// columns shared (bits), binding once the columns it returns (a subset of
+// shared), and asks for the shape of shared when it has none yet.
+func (m *multiInsert) shape(shared uint64) (uint64, *sql.Stmt) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st, ok := m.shapes[shared]; ok {
+		return shared, st
+	}
+	best, st := uint64(0), m.many
+	for mask, s := range m.shapes {
+		if mask&^shared == 0 && bits.OnesCount64(mask) > bits.OnesCount64(best) {
+			best, st = mask, s
+		}
+	}
+	if shared != 0 && len(m.shapes)+len(m.wanted) < maxShapes {
+		if m.wanted == nil {
+			m.wanted = map[uint64]bool{}
+		}
+		m.wanted[shared] = true
+	}
+	return best, st
+}
+
+// prepareWanted prepares on db the shapes asked for; it must not be called
+// within a transaction on db's only connection.
+func (m *multiInsert) prepareWanted(ctx context.Context, db *sql.DB) error {
+	m.mu.Lock()
+	wanted := m.wanted
+	m.wanted = nil
+	m.mu.Unlock()
+	for mask := range wanted {
+		st, err := db.PrepareContext(ctx, m.query(sharedPlaceholders(m.cols, rowsPerInsert, mask)))
+		if err != nil {
+			return fmt.Errorf("prepare an insert's shape: %w", err)
+		}
+		m.mu.Lock()
+		if m.shapes == nil {
+			m.shapes = map[uint64]*sql.Stmt{}
+		}
+		m.shapes[mask] = st
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// statements returns every statement m prepared.
+func (m *multiInsert) statements() []*sql.Stmt {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*sql.Stmt
+	for _, st := range []*sql.Stmt{m.one, m.many} {
+		if st != nil {
+			out = append(out, st)
+		}
+	}
+	for _, st := range m.shapes {
+		out = append(out, st)
+	}
+	return out
+}
+
+// sharedPlaceholders returns n groups of cols numbered parameters, the
+// columns of shared (bits) taking the same parameters in every group,
+// numbered first (see sharedArgs).
+func sharedPlaceholders(cols, n int, shared uint64) string {
+	nShared := bits.OnesCount64(shared)
+	vary := cols - nShared
+	var b strings.Builder
+	for r := range n {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		s, v := 0, 0
+		for c := range cols {
+			if c > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteByte('?')
+			if shared&(1<<c) != 0 {
+				s++
+				b.WriteString(strconv.Itoa(s))
+			} else {
+				v++
+				b.WriteString(strconv.Itoa(nShared + r*vary + v))
+			}
+		}
+		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+// sharedColumns returns the columns (bits) whose value is the same in
+// every one of the n rows of cols values in args, each a value the
+// database's driver takes (see bindsAsIs).
+func sharedColumns(args []any, cols, n int) uint64 {
+	var shared uint64
+	for c := range min(cols, 64) {
+		v := args[c]
+		if !bindsAsIs(v) {
+			continue
+		}
+		same := true
+		for r := 1; r < n && same; r++ {
+			w := args[r*cols+c]
+			same = bindsAsIs(w) && w == v
+		}
+		if same {
+			shared |= 1 << c
+		}
+	}
+	return shared
+}
+
+// bindsAsIs reports whether v is a value whose equality to another can be
+// told by ==: a row's column value of this package's own types.
+func bindsAsIs(v any) bool {
+	switch v.(type) {
+	case nil, string, int64, int, bool:
+		return true
+	}
+	return false
+}
+
+// sharedArgs appends to dst the arguments of a shape sharing the columns
+// shared (bits) for the n rows of cols values in args: the shared values
+// once, then each row's others (see sharedPlaceholders).
+func sharedArgs(dst, args []any, cols, n int, shared uint64) []any {
+	for c := range cols {
+		if shared&(1<<c) != 0 {
+			dst = append(dst, args[c])
+		}
+	}
+	for r := range n {
+		for c := range cols {
+			if shared&(1<<c) == 0 {
+				dst = append(dst, args[r*cols+c])
+			}
+		}
+	}
+	return dst
 }
 
 // insertRows inserts n rows through st within tx, rowsPerInsert at a time
-// and the rest one by one; args appends row i's arguments to dst, or
-// returns an error that stops the insert. A failure of the database names the rows it was
-// inserting.
-func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, st multiInsert, n int, args func(dst []any, i int) ([]any, error)) error {
+// (in st's shape for what they share) and the rest one by one; args
+// appends row i's arguments to dst, or returns an error that stops the
+// insert. A failure of the database names the rows it was inserting.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, st *multiInsert, n int, args func(dst []any, i int) ([]any, error)) error {
 	if n == 0 {
 		return nil
 	}
-	var one, many *sql.Stmt
-	var batch []any
+	stmts := map[*sql.Stmt]*sql.Stmt{}
+	defer func() {
+		for _, t := range stmts {
+			t.Close()
+		}
+	}()
+	within := func(db *sql.Stmt) *sql.Stmt {
+		t, ok := stmts[db]
+		if !ok {
+			t = tx.StmtContext(ctx, db)
+			stmts[db] = t
+		}
+		return t
+	}
+	var batch, shaped []any
 	for i := 0; i < n; {
 		k := 1
 		if n-i >= rowsPerInsert {
@@ -316,21 +513,14 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, st multiInsert, n in
 				return err
 			}
 		}
-		var stmt *sql.Stmt
-		if k == 1 {
-			if one == nil {
-				one = tx.StmtContext(ctx, st.one)
-				defer one.Close()
-			}
-			stmt = one
-		} else {
-			if many == nil {
-				many = tx.StmtContext(ctx, st.many)
-				defer many.Close()
-			}
-			stmt = many
+		stmt, bound := st.one, batch
+		if k > 1 {
+			var shared uint64
+			shared, stmt = st.shape(sharedColumns(batch, st.cols, k))
+			shaped = sharedArgs(shaped[:0], batch, st.cols, k, shared)
+			bound = shaped
 		}
-		if _, err := stmt.ExecContext(ctx, batch...); err != nil {
+		if _, err := within(stmt).ExecContext(ctx, bound...); err != nil {
 			return fmt.Errorf("rows %d to %d: %w", i, i+k-1, err)
 		}
 		i += k
@@ -388,7 +578,7 @@ func placeholders(cols string, n int) string {
 
 func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) error {
 	var tt timeTexts
-	err := s.insertRows(ctx, tx, s.upsertResource, len(b.Resources), func(dst []any, i int) ([]any, error) {
+	err := s.insertRows(ctx, tx, &s.upsertResource, len(b.Resources), func(dst []any, i int) ([]any, error) {
 		r := &b.Resources[i]
 		args, err := resourceArgs(dst, r, now, &tt)
 		if err != nil {
@@ -418,7 +608,7 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 		if err != nil {
 			return err
 		}
-		err = s.insertRows(ctx, tx, s.insertChange, len(b.Changes), func(dst []any, i int) ([]any, error) {
+		err = s.insertRows(ctx, tx, &s.insertChange, len(b.Changes), func(dst []any, i int) ([]any, error) {
 			c := &b.Changes[i]
 			c.Recorded = time.UnixMicro(base + int64(i)).UTC()
 			args, err := changeArgs(dst, c, &tt)
@@ -558,9 +748,10 @@ func (s *Store) Failures(ctx context.Context, runID int64) ([]Failure, error) {
 	return out, nil
 }
 
-// insertChanges returns the insert of n change records in one statement.
-func insertChanges(n int) string {
-	return "INSERT INTO changes (" + changeCols + ") VALUES " + placeholders(changeCols, n)
+// insertChangesWith returns the insert of the change records values gives
+// (its parenthesised groups of changeCols).
+func insertChangesWith(values string) string {
+	return "INSERT INTO changes (" + changeCols + ") VALUES " + values
 }
 
 // The columns of a change record, in the order scanChange reads them.

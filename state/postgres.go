@@ -158,8 +158,9 @@ func (c rebindConn) QueryContext(ctx context.Context, query string, args []drive
 	return c.pgConn.QueryContext(ctx, rebind(query), args)
 }
 
-// rebind numbers the ? placeholders of query $1, $2, … in order, leaving
-// quoted strings and identifiers as they are.
+// rebind numbers the ? placeholders of query $1, $2, … in order, and
+// writes a numbered one (?N) $N, leaving quoted strings and identifiers
+// as they are.
 func rebind(query string) string {
 	if !strings.Contains(query, "?") {
 		return query
@@ -177,6 +178,9 @@ func rebind(query string) string {
 			}
 		case ch == '\'' || ch == '"':
 			quote = ch
+		case ch == '?' && i+1 < len(query) && query[i+1] >= '0' && query[i+1] <= '9':
+			b.WriteByte('$')
+			continue
 		case ch == '?':
 			n++
 			fmt.Fprintf(&b, "$%d", n)

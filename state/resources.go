@@ -111,10 +111,11 @@ const resourceCols = `uri, source, resource_set, length, md5, sha1, sha256, hash
 
 const selectResource = "SELECT " + resourceCols + " FROM resources"
 
-// upsertResources returns the upsert of n resources in one statement (in
-// order: a later row for the same key wins).
-func upsertResources(n int) string {
-	return "INSERT INTO resources (" + resourceCols + ") VALUES " + placeholders(resourceCols, n) + `
+// upsertResourcesWith returns the upsert of the resources values gives
+// (its parenthesised groups of resourceCols), in one statement (in order:
+// a later row for the same key wins).
+func upsertResourcesWith(values string) string {
+	return "INSERT INTO resources (" + resourceCols + ") VALUES " + values + `
 ON CONFLICT (source, uri) DO UPDATE SET
 	resource_set = excluded.resource_set, length = excluded.length,
 	md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, hash_other = excluded.hash_other,

@@ -347,11 +347,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		query string
 	}{
 		{s.r, &s.getResource, selectResource + " WHERE source = ? AND uri = ?"},
-		{s.w, &s.upsertResource.one, upsertResources(1)},
-		{s.w, &s.upsertResource.many, upsertResources(rowsPerInsert)},
 		{s.w, &s.insertFailure, insertFailureSQL},
-		{s.w, &s.insertChange.one, insertChanges(1)},
-		{s.w, &s.insertChange.many, insertChanges(rowsPerInsert)},
 		{s.w, &s.upsertCheckpoint, upsertCheckpointSQL},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.query)
@@ -359,6 +355,12 @@ func (s *Store) prepare(ctx context.Context) error {
 			return fmt.Errorf("prepare: %w", err)
 		}
 		*p.dst = st
+	}
+	if err := s.upsertResource.prepare(ctx, s.w, resourceCols, upsertResourcesWith); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	if err := s.insertChange.prepare(ctx, s.w, changeCols, insertChangesWith); err != nil {
+		return fmt.Errorf("prepare: %w", err)
 	}
 	return nil
 }
@@ -386,8 +388,8 @@ func (s *Store) closeAll() error {
 	for _, l := range held {
 		errs = append(errs, l.Release()) // the holder is leaving
 	}
-	for _, st := range []*sql.Stmt{s.getResource, s.upsertResource.one, s.upsertResource.many, s.insertFailure,
-		s.insertChange.one, s.insertChange.many, s.upsertCheckpoint} {
+	stmts := append(s.upsertResource.statements(), s.insertChange.statements()...)
+	for _, st := range append(stmts, s.getResource, s.insertFailure, s.upsertCheckpoint) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
