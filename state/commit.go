@@ -308,10 +308,11 @@ const rowsPerInsert = 50
 // serves.
 type multiInsert struct {
 	one, many *sql.Stmt
-	// cols is how many columns a row has; query makes the statement from
-	// its VALUES groups.
+	// names are a row's columns, in order; query makes the statement
+	// from its column list and its VALUES groups.
+	names []string
 	cols  int
-	query func(values string) string
+	query func(cols, values string) string
 
 	mu     sync.Mutex
 	shapes map[uint64]*sql.Stmt // by the columns (bits) shared, on the writing DB
@@ -322,15 +323,16 @@ type multiInsert struct {
 const maxShapes = 8
 
 // prepare makes m the insert of rows of cols columns (a comma-separated
-// list) that query makes from its VALUES groups, prepared on db for one
-// row and for rowsPerInsert rows.
-func (m *multiInsert) prepare(ctx context.Context, db *sql.DB, cols string, query func(values string) string) error {
-	m.cols, m.query = strings.Count(cols, ",")+1, query
+// list) that query makes from a column list and its VALUES groups,
+// prepared on db for one row and for rowsPerInsert rows.
+func (m *multiInsert) prepare(ctx context.Context, db *sql.DB, cols string, query func(cols, values string) string) error {
+	m.names = strings.Split(strings.ReplaceAll(cols, " ", ""), ",")
+	m.cols, m.query = len(m.names), query
 	var err error
-	if m.one, err = db.PrepareContext(ctx, query(placeholders(cols, 1))); err != nil {
+	if m.one, err = db.PrepareContext(ctx, query(cols, placeholders(cols, 1))); err != nil {
 		return err
 	}
-	m.many, err = db.PrepareContext(ctx, query(placeholders(cols, rowsPerInsert)))
+	m.many, err = db.PrepareContext(ctx, query(cols, placeholders(cols, rowsPerInsert)))
 	return err
 }
 
@@ -366,7 +368,8 @@ func (m *multiInsert) prepareWanted(ctx context.Context, db *sql.DB) error {
 	m.wanted = nil
 	m.mu.Unlock()
 	for mask := range wanted {
-		st, err := db.PrepareContext(ctx, m.query(sharedPlaceholders(m.cols, rowsPerInsert, mask)))
+		cols, values := m.shaped(rowsPerInsert, mask)
+		st, err := db.PrepareContext(ctx, m.query(cols, values))
 		if err != nil {
 			return fmt.Errorf("prepare an insert's shape: %w", err)
 		}
@@ -396,35 +399,30 @@ func (m *multiInsert) statements() []*sql.Stmt {
 	return out
 }
 
-// sharedPlaceholders returns n groups of cols numbered parameters, the
-// columns of shared (bits) taking the same parameters in every group,
-// numbered first (see sharedArgs).
-func sharedPlaceholders(cols, n int, shared uint64) string {
-	nShared := bits.OnesCount64(shared)
-	vary := cols - nShared
-	var b strings.Builder
-	for r := range n {
-		if r > 0 {
-			b.WriteString(", ")
+// shaped returns the column list and the VALUES groups of n rows of
+// m's shape for the columns shared (bits): the shared columns first,
+// each a numbered parameter (?1, ?2, …) that every row repeats, then the
+// others, each a parameter of its own (?), numbered on from the shared
+// ones in the order they come — as sharedArgs lays out the arguments.
+// Only the shared parameters are named, so that the driver finds every
+// parameter's name in a short list.
+func (m *multiInsert) shaped(n int, shared uint64) (cols, values string) {
+	var first, rest []string
+	for c, name := range m.names {
+		if shared&(1<<c) != 0 {
+			first = append(first, name)
+		} else {
+			rest = append(rest, name)
 		}
-		b.WriteByte('(')
-		s, v := 0, 0
-		for c := range cols {
-			if c > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteByte('?')
-			if shared&(1<<c) != 0 {
-				s++
-				b.WriteString(strconv.Itoa(s))
-			} else {
-				v++
-				b.WriteString(strconv.Itoa(nShared + r*vary + v))
-			}
-		}
-		b.WriteByte(')')
 	}
-	return b.String()
+	var row strings.Builder
+	row.WriteByte('(')
+	for i := range first {
+		row.WriteString("?" + strconv.Itoa(i+1) + ", ")
+	}
+	row.WriteString(strings.Repeat("?, ", len(rest)))
+	group := strings.TrimSuffix(row.String(), ", ") + ")"
+	return strings.Join(append(first, rest...), ", "), strings.Repeat(group+", ", n-1) + group
 }
 
 // sharedColumns returns the columns (bits) whose value is the same in
@@ -461,7 +459,7 @@ func bindsAsIs(v any) bool {
 
 // sharedArgs appends to dst the arguments of a shape sharing the columns
 // shared (bits) for the n rows of cols values in args: the shared values
-// once, then each row's others (see sharedPlaceholders).
+// once, then each row's others (see shaped).
 func sharedArgs(dst, args []any, cols, n int, shared uint64) []any {
 	for c := range cols {
 		if shared&(1<<c) != 0 {
@@ -749,9 +747,10 @@ func (s *Store) Failures(ctx context.Context, runID int64) ([]Failure, error) {
 }
 
 // insertChangesWith returns the insert of the change records values gives
-// (its parenthesised groups of changeCols).
-func insertChangesWith(values string) string {
-	return "INSERT INTO changes (" + changeCols + ") VALUES " + values
+// (its parenthesised groups of the columns cols lists, changeCols in some
+// order).
+func insertChangesWith(cols, values string) string {
+	return "INSERT INTO changes (" + cols + ") VALUES " + values
 }
 
 // The columns of a change record, in the order scanChange reads them.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -158,9 +159,10 @@ func (c rebindConn) QueryContext(ctx context.Context, query string, args []drive
 	return c.pgConn.QueryContext(ctx, rebind(query), args)
 }
 
-// rebind numbers the ? placeholders of query $1, $2, … in order, and
-// writes a numbered one (?N) $N, leaving quoted strings and identifiers
-// as they are.
+// rebind writes the placeholders of query as PostgreSQL's, numbered as
+// SQLite numbers them: ?N is $N, and ? is the number after the highest
+// one so far ($1, $2, … when query numbers none). Quoted strings and
+// identifiers are left as they are.
 func rebind(query string) string {
 	if !strings.Contains(query, "?") {
 		return query
@@ -178,12 +180,18 @@ func rebind(query string) string {
 			}
 		case ch == '\'' || ch == '"':
 			quote = ch
-		case ch == '?' && i+1 < len(query) && query[i+1] >= '0' && query[i+1] <= '9':
-			b.WriteByte('$')
-			continue
 		case ch == '?':
-			n++
-			fmt.Fprintf(&b, "$%d", n)
+			j := i + 1
+			for j < len(query) && query[j] >= '0' && query[j] <= '9' {
+				j++
+			}
+			k := n + 1
+			if j > i+1 {
+				k, _ = strconv.Atoi(query[i+1 : j])
+			}
+			n = max(n, k)
+			fmt.Fprintf(&b, "$%d", k)
+			i = j - 1
 			continue
 		}
 		b.WriteByte(ch)

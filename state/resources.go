@@ -112,10 +112,11 @@ const resourceCols = `uri, source, resource_set, length, md5, sha1, sha256, hash
 const selectResource = "SELECT " + resourceCols + " FROM resources"
 
 // upsertResourcesWith returns the upsert of the resources values gives
-// (its parenthesised groups of resourceCols), in one statement (in order:
-// a later row for the same key wins).
-func upsertResourcesWith(values string) string {
-	return "INSERT INTO resources (" + resourceCols + ") VALUES " + values + `
+// (its parenthesised groups of the columns cols lists, resourceCols in
+// some order), in one statement (in order: a later row for the same key
+// wins).
+func upsertResourcesWith(cols, values string) string {
+	return "INSERT INTO resources (" + cols + ") VALUES " + values + `
 ON CONFLICT (source, uri) DO UPDATE SET
 	resource_set = excluded.resource_set, length = excluded.length,
 	md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, hash_other = excluded.hash_other,
