@@ -315,11 +315,20 @@ type multiInsert struct {
 	query func(cols, values string) string
 
 	mu     sync.Mutex
-	shapes map[uint64]*sql.Stmt // by the columns (bits) shared, on the writing DB
-	wanted map[uint64]bool      // shapes to prepare before the next commit
+	shapes map[uint64]*sql.Stmt     // prepared, by the columns (bits) shared, on the writing DB
+	asked  map[uint64]shapeProgress // asked for and not prepared
 }
 
-// maxShapes bounds the shapes of a multiInsert.
+// shapeProgress is how far a shape asked for got.
+type shapeProgress int
+
+const (
+	shapeWanted    shapeProgress = iota // to prepare before the next commit
+	shapePreparing                      // a commit is preparing it
+	shapeRefused                        // preparing it failed: a wider shape, or the plain statement, serves
+)
+
+// maxShapes bounds the shapes of a multiInsert, prepared or asked for.
 const maxShapes = 8
 
 // prepare makes m the insert of rows of cols columns (a comma-separated
@@ -351,33 +360,49 @@ func (m *multiInsert) shape(shared uint64) (uint64, *sql.Stmt) {
 			best, st = mask, s
 		}
 	}
-	if shared != 0 && len(m.shapes)+len(m.wanted) < maxShapes {
-		if m.wanted == nil {
-			m.wanted = map[uint64]bool{}
+	if _, ok := m.asked[shared]; !ok && shared != 0 && len(m.shapes)+len(m.asked) < maxShapes {
+		if m.asked == nil {
+			m.asked = map[uint64]shapeProgress{}
 		}
-		m.wanted[shared] = true
+		m.asked[shared] = shapeWanted
 	}
 	return best, st
 }
 
-// prepareWanted prepares on db the shapes asked for; it must not be called
-// within a transaction on db's only connection.
+// prepareWanted prepares on db the shapes asked for that no other call is
+// preparing; it must not be called within a transaction on db's only
+// connection. A shape that cannot be prepared is not asked for again (a
+// shape only saves work); the error is ctx's only.
 func (m *multiInsert) prepareWanted(ctx context.Context, db *sql.DB) error {
 	m.mu.Lock()
-	wanted := m.wanted
-	m.wanted = nil
+	var todo []uint64
+	for mask, p := range m.asked {
+		if p == shapeWanted {
+			m.asked[mask] = shapePreparing
+			todo = append(todo, mask)
+		}
+	}
 	m.mu.Unlock()
-	for mask := range wanted {
+	for i, mask := range todo {
 		cols, values := m.shaped(rowsPerInsert, mask)
 		st, err := db.PrepareContext(ctx, m.query(cols, values))
-		if err != nil {
-			return fmt.Errorf("prepare an insert's shape: %w", err)
-		}
 		m.mu.Lock()
-		if m.shapes == nil {
-			m.shapes = map[uint64]*sql.Stmt{}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			for _, k := range todo[i:] {
+				m.asked[k] = shapeWanted
+			}
+			m.mu.Unlock()
+			return fmt.Errorf("prepare an insert's shape: %w", err)
+		case err != nil:
+			m.asked[mask] = shapeRefused
+		default:
+			delete(m.asked, mask)
+			if m.shapes == nil {
+				m.shapes = map[uint64]*sql.Stmt{}
+			}
+			m.shapes[mask] = st
 		}
-		m.shapes[mask] = st
 		m.mu.Unlock()
 	}
 	return nil

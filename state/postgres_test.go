@@ -21,6 +21,7 @@ func TestRebind(t *testing.T) {
 		{"WHERE a = 'it''s' AND b = ?", "WHERE a = 'it''s' AND b = $1"},
 		{"VALUES (?1, ?2, '?2', ?, ?), (?1, ?2, ?, ?)", "VALUES ($1, $2, '?2', $3, $4), ($1, $2, $5, $6)"},
 		{"SELECT ?3, ?, ?1, ?", "SELECT $3, $4, $1, $5"},
+		{"SELECT '?'?, ??", "SELECT '?'$1, $2$3"},
 	} {
 		if got := rebind(c.in); got != c.want {
 			t.Errorf("rebind(%q) = %q, want %q", c.in, got, c.want)

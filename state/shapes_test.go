@@ -3,10 +3,12 @@ package state
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rsharvest/rsharvest/internal/testbin"
+	"golang.org/x/sync/errgroup"
 )
 
 // TestCommitShapes: batches whose rows share some columns and not others
@@ -130,11 +132,120 @@ func testCommitShapes(t *testing.T, s *Store) {
 	if len(got) != len(changes) {
 		t.Fatalf("%d changes, want %d", len(got), len(changes))
 	}
+	checkShapes(t, s, true)
 	for i, w := range changes {
 		g := got[i]
 		if g.URI != w.URI || g.Change != w.Change || !sameTime(g.Datetime, w.Datetime) || g.RunID != w.RunID || g.Package != w.Package ||
 			g.Source != w.Source || g.Length != w.Length || !g.Hashes.Equal(w.Hashes) || g.Type != w.Type || !g.Lastmod.Equal(w.Lastmod) {
 			t.Errorf("change %d = %+v, want %+v", i, g, w)
 		}
+	}
+}
+
+// checkShapes checks that s's inserts hold at most maxShapes shapes,
+// prepared or asked for, none left half prepared, and, if used, that
+// some were prepared.
+func checkShapes(t *testing.T, s *Store, used bool) {
+	t.Helper()
+	for name, m := range map[string]*multiInsert{"resources": &s.upsertResource, "changes": &s.insertChange} {
+		m.mu.Lock()
+		prepared, asked := len(m.shapes), len(m.asked)
+		for mask, p := range m.asked {
+			if p == shapePreparing {
+				t.Errorf("%s: shape %x left half prepared", name, mask)
+			}
+		}
+		m.mu.Unlock()
+		if prepared+asked > maxShapes || used && prepared == 0 {
+			t.Errorf("%s: %d shapes prepared, %d asked for", name, prepared, asked)
+		}
+	}
+}
+
+// TestCommitShapesConcurrently: commits from several goroutines at once,
+// each with rows sharing other columns, store every row, and prepare each
+// shape once, within the bound.
+func TestCommitShapesConcurrently(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	run := mustRun(t, s)
+	const workers, batches = 4, 12
+	var g errgroup.Group
+	for w := range workers {
+		g.Go(func() error {
+			for b := range batches {
+				var batch Batch
+				for i := range 2 * rowsPerInsert {
+					r := Resource{URI: fmt.Sprintf("http://example.com/c/%d/%d/%d", w, b, i), Source: "http://example.com/",
+						Length: 1, Outcome: OutcomeWritten, RunID: run, Type: fmt.Sprintf("type/%d", w)}
+					switch (w + b) % 3 {
+					case 1:
+						r.Length = int64(i)
+					case 2:
+						r.ETag = fmt.Sprint(i)
+					}
+					batch.Resources = append(batch.Resources, r)
+					batch.Changes = append(batch.Changes, ChangeRecord{URI: r.URI, Change: ChangeCreated, RunID: run, Source: r.Source, Length: r.Length, Type: r.Type})
+				}
+				if err := s.Commit(ctx, batch); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.CountResources(ctx, "http://example.com/", true); err != nil || n != workers*batches*2*rowsPerInsert {
+		t.Errorf("CountResources = %d, %v; want %d", n, err, workers*batches*2*rowsPerInsert)
+	}
+	changes, err := s.Changes(ctx, run)
+	if err != nil || len(changes) != workers*batches*2*rowsPerInsert {
+		t.Errorf("%d changes, %v; want %d", len(changes), err, workers*batches*2*rowsPerInsert)
+	}
+	for _, c := range changes {
+		var w, b, i int
+		if _, err := fmt.Sscanf(c.URI, "http://example.com/c/%d/%d/%d", &w, &b, &i); err != nil || c.Type != fmt.Sprintf("type/%d", w) {
+			t.Fatalf("change %+v", c)
+		}
+		if want := int64(1); (w+b)%3 == 1 && c.Length != int64(i) || (w+b)%3 != 1 && c.Length != want {
+			t.Fatalf("change %+v: length", c)
+		}
+	}
+	checkShapes(t, s, true)
+}
+
+// TestPrepareWanted: a shape that cannot be prepared is refused, not
+// asked for again, and fails no commit; a cancelled context leaves the
+// shapes asked for to the next commit, and says so.
+func TestPrepareWanted(t *testing.T) {
+	s, _ := openTemp(t)
+	m := &multiInsert{names: []string{"a", "b"}, cols: 2, query: func(cols, values string) string {
+		return "INSERT INTO no_such_table (" + cols + ") VALUES " + values
+	}}
+	if _, st := m.shape(1); st != nil { // nil: m's plain statement, not prepared here
+		t.Fatalf("a shape before any was prepared: %v", st)
+	}
+	if err := m.prepareWanted(context.Background(), s.w); err != nil {
+		t.Fatalf("a refused shape failed the commit: %v", err)
+	}
+	if p, ok := m.asked[1]; !ok || p != shapeRefused || len(m.shapes) != 0 {
+		t.Fatalf("asked %v, shapes %v: want shape 1 refused", m.asked, m.shapes)
+	}
+	m.shape(1)
+	if m.asked[1] != shapeRefused {
+		t.Errorf("a refused shape was asked for again: %v", m.asked)
+	}
+
+	m.query = func(cols, values string) string { return "SELECT " + strings.ReplaceAll(values, "(", "") }
+	m.shape(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.prepareWanted(ctx, s.w); err == nil {
+		t.Fatal("prepared with a cancelled context")
+	}
+	if m.asked[2] != shapeWanted {
+		t.Errorf("after a cancelled commit, asked %v: want shape 2 still wanted", m.asked)
 	}
 }
