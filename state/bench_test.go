@@ -7,8 +7,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/rsharvest/rsharvest/internal/testbin"
 )
 
 // onStores runs bench as sub-benchmarks "sqlite" (a file on the test's
@@ -31,16 +29,7 @@ func onStores(b *testing.B, bench func(b *testing.B, s *Store)) {
 		})
 	})
 	b.Run("postgres", func(b *testing.B) {
-		server, stop, err := testbin.Postgres(b.Context())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer stop()
-		s, err := Open(b.Context(), server)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
+		s, server := openPostgresTemp(b)
 		bench(b, s)
 		reportSize(b, s, func() int64 {
 			var n int64

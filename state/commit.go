@@ -296,7 +296,7 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 // for them all.
 const rowsPerInsert = 50
 
-// multiInsert is an insert statement of rows of cols columns, prepared
+// multiInsert is an insert statement of rows of the same columns, prepared
 // for one row and for rowsPerInsert rows. The statement for rowsPerInsert
 // rows also comes in shapes, one for each set of columns whose value every
 // row of an insert shares (the source, the run, the commit's time, NULL
@@ -311,7 +311,6 @@ type multiInsert struct {
 	// names are a row's columns, in order; query makes the statement
 	// from its column list and its VALUES groups.
 	names []string
-	cols  int
 	query func(cols, values string) string
 
 	mu     sync.Mutex
@@ -335,8 +334,7 @@ const maxShapes = 8
 // list) that query makes from a column list and its VALUES groups,
 // prepared on db for one row and for rowsPerInsert rows.
 func (m *multiInsert) prepare(ctx context.Context, db *sql.DB, cols string, query func(cols, values string) string) error {
-	m.names = strings.Split(strings.ReplaceAll(cols, " ", ""), ",")
-	m.cols, m.query = len(m.names), query
+	m.names, m.query = strings.Split(strings.ReplaceAll(cols, " ", ""), ","), query
 	var err error
 	if m.one, err = db.PrepareContext(ctx, query(cols, placeholders(cols, 1))); err != nil {
 		return err
@@ -539,8 +537,8 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, st *multiInsert, n i
 		stmt, bound := st.one, batch
 		if k > 1 {
 			var shared uint64
-			shared, stmt = st.shape(sharedColumns(batch, st.cols, k))
-			shaped = sharedArgs(shaped[:0], batch, st.cols, k, shared)
+			shared, stmt = st.shape(sharedColumns(batch, len(st.names), k))
+			shaped = sharedArgs(shaped[:0], batch, len(st.names), k, shared)
 			bound = shaped
 		}
 		if _, err := within(stmt).ExecContext(ctx, bound...); err != nil {
@@ -730,7 +728,7 @@ func failureArgs(f *Failure, now time.Time) ([]any, error) {
 	if at.IsZero() {
 		at = now
 	}
-	ts, err := timeCols([]string{"change time", "at"}, f.ChangeTime, at)
+	ts, err := timeCols(nil, []string{"change time", "at"}, f.ChangeTime, at)
 	if err != nil {
 		return nil, err
 	}
@@ -887,7 +885,7 @@ func checkpointArgs(c *Checkpoint, now time.Time) ([]any, error) {
 	if updated.IsZero() {
 		updated = now
 	}
-	ts, err := timeCols([]string{"next", "baseline", "updated"}, c.Next, c.Baseline, updated)
+	ts, err := timeCols(nil, []string{"next", "baseline", "updated"}, c.Next, c.Baseline, updated)
 	if err != nil {
 		return nil, err
 	}
@@ -976,7 +974,7 @@ func recordChangeDocument(ctx context.Context, tx *sql.Tx, d ChangeDocument, now
 	if d.Seen.IsZero() {
 		d.Seen = now
 	}
-	ts, err := timeCols([]string{"from", "until", "seen"}, d.From, d.Until, d.Seen)
+	ts, err := timeCols(nil, []string{"from", "until", "seen"}, d.From, d.Until, d.Seen)
 	if err != nil {
 		return err
 	}

@@ -72,8 +72,12 @@ type timeTexts struct {
 	next  int
 }
 
-// encode gives the column value for t, as encodeTime.
+// encode gives the column value for t, as encodeTime (which a nil c
+// calls, keeping nothing).
 func (c *timeTexts) encode(t time.Time) (any, error) {
+	if c == nil {
+		return encodeTime(t)
+	}
 	if t.IsZero() {
 		return nil, nil
 	}
@@ -91,11 +95,12 @@ func (c *timeTexts) encode(t time.Time) (any, error) {
 	return v, nil
 }
 
-// timeCols encodes several times at once, naming the field that fails.
-func timeCols(names []string, ts ...time.Time) ([]any, error) {
+// timeCols encodes several times at once through tt (nil: none kept),
+// naming the field that fails.
+func timeCols(tt *timeTexts, names []string, ts ...time.Time) ([]any, error) {
 	out := make([]any, len(ts))
 	for i, t := range ts {
-		v, err := encodeTime(t)
+		v, err := tt.encode(t)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", names[i], err)
 		}

@@ -37,6 +37,11 @@ func TestTimeTexts(t *testing.T) {
 			}
 		})
 	}
+	var none *timeTexts // keeps nothing: encodeTime itself
+	got, err := none.encode(base)
+	if want, _ := encodeTime(base); got != want || err != nil {
+		t.Errorf("nil: %v, %v; want %v", got, err, want)
+	}
 	var tt timeTexts
 	if _, err := tt.encode(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil {
 		t.Error("the year 10000 was encoded")

@@ -141,13 +141,9 @@ func resourceArgs(dst []any, r *Resource, now time.Time, tt *timeTexts) ([]any, 
 	if updated.IsZero() {
 		updated = now
 	}
-	var ts [3]any
-	for i, t := range [...]time.Time{r.Lastmod, r.ChangeTime, updated} {
-		v, err := tt.encode(t)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", [...]string{"lastmod", "change time", "updated"}[i], err)
-		}
-		ts[i] = v
+	ts, err := timeCols(tt, []string{"lastmod", "change time", "updated"}, r.Lastmod, r.ChangeTime, updated)
+	if err != nil {
+		return nil, err
 	}
 	return append(dst,
 		r.URI, r.Source, r.ResourceSet, r.Length,

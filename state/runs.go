@@ -45,7 +45,7 @@ func (s *Store) BeginRun(ctx context.Context, r Run) (int64, error) {
 	if err != nil {
 		return 0, fatal("begin run", err)
 	}
-	ts, err := timeCols([]string{"started", "finished"}, r.Started, r.Finished)
+	ts, err := timeCols(nil, []string{"started", "finished"}, r.Started, r.Finished)
 	if err != nil {
 		return 0, fatal("begin run", err)
 	}

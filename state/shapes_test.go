@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rsharvest/rsharvest/internal/testbin"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -22,16 +21,7 @@ func TestCommitShapes(t *testing.T) {
 		testCommitShapes(t, s)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		server, stop, err := testbin.Postgres(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer stop()
-		s, err := Open(t.Context(), server)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s, _ := openPostgresTemp(t)
 		testCommitShapes(t, s)
 	})
 }
@@ -221,7 +211,7 @@ func TestCommitShapesConcurrently(t *testing.T) {
 // shapes asked for to the next commit, and says so.
 func TestPrepareWanted(t *testing.T) {
 	s, _ := openTemp(t)
-	m := &multiInsert{names: []string{"a", "b"}, cols: 2, query: func(cols, values string) string {
+	m := &multiInsert{names: []string{"a", "b"}, query: func(cols, values string) string {
 		return "INSERT INTO no_such_table (" + cols + ") VALUES " + values
 	}}
 	if _, st := m.shape(1); st != nil { // nil: m's plain statement, not prepared here

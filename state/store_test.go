@@ -19,6 +19,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/internal/testbin"
 )
 
 func openTemp(t testing.TB) (*Store, string) {
@@ -34,6 +35,27 @@ func openTemp(t testing.TB) (*Store, string) {
 		}
 	})
 	return s, path
+}
+
+// openPostgresTemp opens a store in a PostgreSQL server of its own,
+// started for tb and stopped after it, and returns the server's URL.
+func openPostgresTemp(tb testing.TB) (*Store, string) {
+	tb.Helper()
+	server, stop, err := testbin.Postgres(tb.Context())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(stop)
+	s, err := Open(tb.Context(), server)
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return s, server
 }
 
 func mustRun(t testing.TB, s *Store) int64 {
