@@ -336,10 +336,10 @@ const maxShapes = 8
 func (m *multiInsert) prepare(ctx context.Context, db *sql.DB, cols string, query func(cols, values string) string) error {
 	m.names, m.query = strings.Split(strings.ReplaceAll(cols, " ", ""), ","), query
 	var err error
-	if m.one, err = db.PrepareContext(ctx, query(cols, placeholders(cols, 1))); err != nil {
+	if m.one, err = db.PrepareContext(ctx, query(m.shaped(1, 0))); err != nil {
 		return err
 	}
-	m.many, err = db.PrepareContext(ctx, query(cols, placeholders(cols, rowsPerInsert)))
+	m.many, err = db.PrepareContext(ctx, query(m.shaped(rowsPerInsert, 0)))
 	return err
 }
 
@@ -588,13 +588,6 @@ func execEach(ctx context.Context, tx *sql.Tx, query string, n int, args func(i 
 		}
 	}
 	return nil
-}
-
-// placeholders returns n groups "(?, …)", each of a placeholder per
-// column of cols (a comma-separated list), separated by commas.
-func placeholders(cols string, n int) string {
-	row := "(" + strings.Repeat("?, ", strings.Count(cols, ",")) + "?)"
-	return strings.Repeat(row+", ", n-1) + row
 }
 
 func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) error {

@@ -25,16 +25,7 @@ import (
 func openTemp(t testing.TB) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s, path
+	return openClosed(t, path), path
 }
 
 // openPostgresTemp opens a store in a PostgreSQL server of its own,
@@ -46,7 +37,14 @@ func openPostgresTemp(tb testing.TB) (*Store, string) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(stop)
-	s, err := Open(tb.Context(), server)
+	return openClosed(tb, server), server
+}
+
+// openClosed opens the store at path (a file or a postgres:// URL),
+// closed when tb ends, a failure to close an error of tb's.
+func openClosed(tb testing.TB, path string) *Store {
+	tb.Helper()
+	s, err := Open(tb.Context(), path)
 	if err != nil {
 		tb.Fatalf("Open: %v", err)
 	}
@@ -55,7 +53,7 @@ func openPostgresTemp(tb testing.TB) (*Store, string) {
 			tb.Errorf("Close: %v", err)
 		}
 	})
-	return s, server
+	return s
 }
 
 func mustRun(t testing.TB, s *Store) int64 {
