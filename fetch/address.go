@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,20 +79,30 @@ type Resolver interface {
 // AddressPolicy is the address rule (server-side request forgery): a
 // source lists the URLs the harvester fetches, so a hostile one could make
 // it fetch from the machine itself, the intranet or a cloud metadata
-// service, and read the answer back through a republished copy. Every
-// connection's address is checked after the name is resolved, on the very
-// address then dialled (so a name that resolves differently the next time,
-// DNS rebinding, cannot slip past): an address that is not public is
-// refused before any connection is attempted, unless the source itself is
-// served from an address of that class (a harvester inside an intranet, or
-// every test on 127.0.0.1) or Allow is set. A cloud metadata address is
-// allowed only by Allow.
+// service, and read the answer back through a republished copy.
+//
+// A loopback, link-local, private or unspecified address is dialled only
+// when Allow is set, or when the source is itself local: its URL's host is
+// such an address, or a name that resolves only to such addresses (a test
+// source on 127.0.0.1, a harvester inside an intranet) — then the classes
+// of its addresses are allowed. A name with any public address is public:
+// its other addresses are never dialled, nor those of any other name. A
+// cloud metadata address is allowed only by Allow. Every connection's
+// address is checked after the name is resolved, and the address checked
+// is the one dialled (so a name that resolves differently the next time,
+// DNS rebinding, cannot slip past).
+//
+// Through a proxy (HTTP_PROXY, HTTPS_PROXY), the proxy resolves the name
+// again, so a target is asked for only when every address its name has
+// here is one the rule allows; the proxy itself, the operator's choice, is
+// dialled whatever its address.
 type AddressPolicy struct {
 	// Allow turns the rule off (--allow-private-addresses).
 	Allow bool
-	// Source is the URL of the source harvested: the classes of the
-	// addresses its host resolves to are allowed (looked up once, at the
-	// first connection).
+	// Source is the URL of the source harvested: when its host is a
+	// local address, or a name whose every address is local, the classes
+	// of those addresses are allowed (looked up once, at the first
+	// connection).
 	Source string
 	// Resolver resolves host names (nil: net.DefaultResolver). Tests give
 	// a stub.
@@ -98,13 +110,19 @@ type AddressPolicy struct {
 	// Dial connects to an address the rule allowed (nil: a net.Dialer).
 	// Tests give one that counts.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Proxy chooses the proxy of a request (nil: http.ProxyFromEnvironment).
+	// Tests give a fixed one.
+	Proxy func(*http.Request) (*url.URL, error)
 }
 
-// guard is an AddressPolicy at work: the transport's DialContext.
+// guard is an AddressPolicy at work: the transport's DialContext and Proxy.
 type guard struct {
 	p       AddressPolicy
 	once    sync.Once
 	allowed map[AddressClass]bool
+
+	mu      sync.Mutex
+	proxies map[string]bool // host:port of each proxy chosen so far
 }
 
 func newGuard(p AddressPolicy) *guard {
@@ -115,10 +133,14 @@ func newGuard(p AddressPolicy) *guard {
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 		p.Dial = d.DialContext
 	}
-	return &guard{p: p}
+	if p.Proxy == nil {
+		p.Proxy = http.ProxyFromEnvironment
+	}
+	return &guard{p: p, proxies: map[string]bool{}}
 }
 
-// sourceClasses looks up, once, the classes of the source's addresses.
+// sourceClasses looks up, once, the classes the source's own addresses
+// allow: public always; a local source's classes too (see AddressPolicy).
 func (g *guard) sourceClasses(ctx context.Context) map[AddressClass]bool {
 	g.once.Do(func() {
 		g.allowed = map[AddressClass]bool{ClassPublic: true}
@@ -127,13 +149,30 @@ func (g *guard) sourceClasses(ctx context.Context) map[AddressClass]bool {
 			return
 		}
 		as, _ := g.resolve(ctx, u.Hostname())
+		local := map[AddressClass]bool{}
 		for _, a := range as {
-			if c := ClassOf(a); c != ClassMetadata {
-				g.allowed[c] = true
+			c := ClassOf(a)
+			if c == ClassPublic {
+				return // a name with a public address is public
 			}
+			if c != ClassMetadata {
+				local[c] = true
+			}
+		}
+		for c := range local {
+			g.allowed[c] = true
 		}
 	})
 	return g.allowed
+}
+
+// refuses returns the refusal of address a of host, or nil when the rule
+// allows it.
+func (g *guard) refuses(ctx context.Context, host string, a netip.Addr) *RefusedError {
+	if c := ClassOf(a); !g.p.Allow && !g.sourceClasses(ctx)[c] {
+		return &RefusedError{Host: host, Addr: a, Class: c}
+	}
+	return nil
 }
 
 // resolve returns host's addresses: itself when it is one.
@@ -145,7 +184,8 @@ func (g *guard) resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 }
 
 // dial resolves addr's host, checks each address against the rule and
-// dials the first allowed one that answers, by its address.
+// dials the first allowed one that answers, by its address. A proxy the
+// guard chose is dialled unchecked: its target was checked (see proxy).
 func (g *guard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -159,12 +199,13 @@ func (g *guard) dial(ctx context.Context, network, addr string) (net.Conn, error
 	if err != nil {
 		return nil, err
 	}
+	proxy := g.isProxy(addr)
 	var refused *RefusedError
 	var last error
 	for _, a := range addrs {
-		if c := ClassOf(a); !g.p.Allow && !g.sourceClasses(ctx)[c] {
+		if r := g.refuses(ctx, host, a); r != nil && !proxy {
 			if refused == nil {
-				refused = &RefusedError{Host: host, Addr: a, Class: c}
+				refused = r
 			}
 			continue
 		}
@@ -183,12 +224,66 @@ func (g *guard) dial(ctx context.Context, network, addr string) (net.Conn, error
 	return nil, fmt.Errorf("dial %s: no address", host)
 }
 
+// proxy is the transport's Proxy: the proxy the policy chooses for req,
+// once req's target passed the rule. The proxy resolves the target's name
+// again, so every address the name has here must be allowed.
+func (g *guard) proxy(req *http.Request) (*url.URL, error) {
+	u, err := g.p.Proxy(req)
+	if err != nil {
+		return nil, err
+	}
+	target := hostPort(req.URL)
+	if u == nil && !g.isProxy(target) {
+		return nil, nil // dialled directly, checked by dial
+	}
+	if u != nil {
+		g.mu.Lock()
+		g.proxies[hostPort(u)] = true
+		g.mu.Unlock()
+	}
+	host := req.URL.Hostname()
+	addrs, err := g.resolve(req.Context(), host)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if r := g.refuses(req.Context(), host, a); r != nil {
+			r.Proxied = true
+			return nil, errclass.NewPermanent(r)
+		}
+	}
+	return u, nil
+}
+
+// isProxy reports whether addr (host:port) is a proxy the guard chose.
+func (g *guard) isProxy(addr string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.proxies[strings.ToLower(addr)]
+}
+
+// hostPort is u's host:port, the scheme's default port when it names none,
+// in lower case.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if strings.EqualFold(u.Scheme, "https") {
+			port = "443"
+		}
+	}
+	return strings.ToLower(net.JoinHostPort(u.Hostname(), port))
+}
+
 // RefusedError is the error of a connection the address rule refused
 // (classified permanent); it wraps ErrAddressRefused.
 type RefusedError struct {
 	Host  string
 	Addr  netip.Addr
 	Class AddressClass
+	// Proxied: the request would have gone through a proxy, which
+	// resolves the name again (see AddressPolicy).
+	Proxied bool
 }
 
 // Error names the host, its address, the rule and the flag that lifts it.
@@ -197,8 +292,12 @@ func (e *RefusedError) Error() string {
 	if e.Host != who {
 		who = e.Host + " (" + who + ")"
 	}
-	return fmt.Sprintf("%s: %s is a %s address and the source is not served from one; refused before connecting (--allow-private-addresses allows it)",
-		ErrAddressRefused, who, e.Class)
+	how := "refused before connecting"
+	if e.Proxied {
+		how = "not asked of the proxy"
+	}
+	return fmt.Sprintf("%s: %s is a %s address and the source is not served from one; %s (--allow-private-addresses allows it)",
+		ErrAddressRefused, who, e.Class, how)
 }
 
 // Unwrap returns ErrAddressRefused.

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +91,11 @@ func TestAddressRule(t *testing.T) {
 		// A name with a public and a private address: only the public
 		// one is dialled.
 		"mixed.example": {netip.MustParseAddr("192.168.1.1"), public},
+		// A source whose name has a public and a loopback address is
+		// public: it may not lead inward.
+		"mixedlocal.example": {netip.MustParseAddr("127.0.0.1"), source},
+		// A name with only local addresses is a local source.
+		"localonly.example": {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")},
 	}
 	at := func(host string) string { return fmt.Sprintf("http://%s:%d/x", host, port) }
 	loopbackURL := fmt.Sprintf("http://127.0.0.1:%d/x", port)
@@ -114,6 +121,9 @@ func TestAddressRule(t *testing.T) {
 		{"a source on loopback may list loopback", loopbackURL, at("local.example"), false, ""},
 		{"a source on loopback still may not list metadata", loopbackURL, at("metadata.example"), false, ClassMetadata},
 		{"a source on the intranet may list the intranet", at("intranet.example"), at("intranet.example"), false, ""},
+		{"a source named with a public and a loopback address is public", at("mixedlocal.example"), at("local.example"), false, ClassLoopback},
+		{"a source named with a public and a private address is public", at("mixed.example"), at("intranet.example"), false, ClassPrivate},
+		{"a source named with only loopback addresses may list loopback", at("localonly.example"), at("local.example"), false, ""},
 		{"allowed by the operator", at("source.example"), at("local.example"), true, ""},
 	}
 	for _, tc := range tests {
@@ -174,5 +184,115 @@ func TestClassOf(t *testing.T) {
 		if got := ClassOf(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("ClassOf(%s) = %s, want %s", addr, got, want)
 		}
+	}
+}
+
+// TestAddressRuleMixedSource: the source's own name, with a public and a
+// loopback address, is dialled at its public address only.
+func TestAddressRuleMixedSource(t *testing.T) {
+	srv := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	public := netip.MustParseAddr("203.0.113.10")
+	res := stubResolver{"mixedlocal.example": {netip.MustParseAddr("127.0.0.1"), public}}
+	n := &network{route: map[netip.Addr]string{public: srv.Listener.Addr().String()}}
+	src := fmt.Sprintf("http://mixedlocal.example:%d/x", port)
+	c := New(Options{Retries: -1, Addresses: &AddressPolicy{Source: src, Resolver: res, Dial: n.dial}})
+	for range 3 {
+		body, err := c.Open(t.Context(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, body)
+		body.Close()
+	}
+	for _, d := range n.dials() {
+		if ap := netip.MustParseAddrPort(d); ap.Addr() != public {
+			t.Errorf("dialled %s; want only the public address %s", d, public)
+		}
+	}
+}
+
+// TestAddressRuleThroughProxy: with a proxy, each target is checked
+// before the proxy is asked for it (the proxy resolves it again, so a
+// name with any refused address is refused); the proxy itself, on
+// loopback, is the operator's and is dialled.
+func TestAddressRuleThroughProxy(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	proxy := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.String())
+		mu.Unlock()
+		io.WriteString(w, "via proxy")
+	})
+	proxyURL, _ := url.Parse(proxy.URL)
+	public, source := netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("203.0.113.10")
+	res := stubResolver{
+		"source.example": {source},
+		"public.example": {public},
+		"local.example":  {netip.MustParseAddr("127.0.0.1")},
+		"mixed.example":  {public, netip.MustParseAddr("10.0.0.1")},
+		"meta.example":   {netip.MustParseAddr("169.254.169.254")},
+	}
+	tests := []struct {
+		target string
+		class  AddressClass // "": asked of the proxy
+	}{
+		{"http://public.example/x", ""},
+		{"https://public.example/x", ""},
+		{"http://local.example/x", ClassLoopback},
+		{"http://127.0.0.1:9/x", ClassLoopback},
+		{"http://mixed.example/x", ClassPrivate},
+		{"http://meta.example/latest", ClassMetadata},
+	}
+	for _, tc := range tests {
+		t.Run(tc.target, func(t *testing.T) {
+			mu.Lock()
+			asked = nil
+			mu.Unlock()
+			var d net.Dialer
+			c := New(Options{Retries: -1, Addresses: &AddressPolicy{
+				Source: "http://source.example/", Resolver: res, Dial: d.DialContext,
+				Proxy: func(*http.Request) (*url.URL, error) { return proxyURL, nil },
+			}})
+			if strings.HasPrefix(tc.target, "https:") {
+				// A CONNECT to the proxy: the test proxy refuses it, so
+				// only whether it was asked is checked.
+				body, err := c.Open(t.Context(), tc.target)
+				if err == nil {
+					body.Close()
+				}
+				if errors.Is(err, ErrAddressRefused) {
+					t.Fatalf("Open(%s): %v; want it asked of the proxy", tc.target, err)
+				}
+				return
+			}
+			body, err := c.Open(t.Context(), tc.target)
+			mu.Lock()
+			got := slices.Clone(asked)
+			mu.Unlock()
+			if tc.class == "" {
+				if err != nil {
+					t.Fatalf("Open(%s): %v", tc.target, err)
+				}
+				b, _ := io.ReadAll(body)
+				body.Close()
+				if string(b) != "via proxy" || len(got) != 1 || got[0] != tc.target {
+					t.Fatalf("body %q, proxy asked for %q", b, got)
+				}
+				return
+			}
+			if err == nil {
+				body.Close()
+				t.Fatalf("Open(%s) went through the proxy; want a refusal", tc.target)
+			}
+			var re *RefusedError
+			if !errors.As(err, &re) || re.Class != tc.class || !re.Proxied || !errclass.IsPermanent(err) {
+				t.Fatalf("error %v; want a permanent RefusedError of class %s, proxied", err, tc.class)
+			}
+			if len(got) != 0 {
+				t.Errorf("the proxy was asked for %q", got)
+			}
+		})
 	}
 }

@@ -108,6 +108,7 @@ type attempt struct {
 	cancel   context.CancelCauseFunc
 	watchdog *time.Timer
 	skip     int64 // leading bytes to discard
+	speed    *lowSpeed
 }
 
 func (a *attempt) close() {
@@ -412,7 +413,7 @@ func (b *Body) try() error {
 		cancel(nil)
 		return err
 	}
-	a := &attempt{resp: resp, ctx: actx, cancel: cancel, skip: skip}
+	a := &attempt{resp: resp, ctx: actx, cancel: cancel, skip: skip, speed: b.c.newLowSpeed()}
 	a.watchdog = time.AfterFunc(time.Hour, func() { cancel(errStalled) })
 	a.watchdog.Stop()
 	b.cur = a
@@ -568,8 +569,13 @@ func (b *Body) readAttempt(p []byte) (int, error) {
 			buf = buf[:a.skip]
 		}
 		a.watchdog.Reset(b.c.opts.StallTimeout)
+		began := time.Now()
 		n, err := a.resp.Body.Read(buf)
 		a.watchdog.Stop()
+		if serr := a.speed.add(n, time.Since(began)); serr != nil && err == nil {
+			b.c.bytes.Add(int64(n))
+			return 0, errclass.Retryablef("GET %s: %w", b.reqURL, serr)
+		}
 		if n > 0 {
 			b.c.bytes.Add(int64(n))
 			if terr := b.c.throttle(b.bctx, n); terr != nil {

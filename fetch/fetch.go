@@ -25,6 +25,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,12 +62,19 @@ const (
 type Options struct {
 	// UserAgent is sent on every request. Default DefaultUserAgent.
 	UserAgent string
-	// Header holds extra headers sent on every request, redirects, retries
-	// and resumes included. Authorization is dropped when a redirect leaves
-	// the original host (or downgrades https to http); the standard library
+	// Header holds extra headers sent on every request to the origins
+	// HeaderOrigins lists, redirects, retries and resumes included: a
+	// request or a redirect to another origin carries none of them.
+	// Authorization is also dropped when a redirect leaves the original
+	// host (or downgrades https to http); the standard library
 	// additionally drops Cookie and WWW-Authenticate on such redirects.
-	// Everything else is forwarded. New copies the map.
+	// New copies the map.
 	Header http.Header
+	// HeaderOrigins are the origins (scheme://host[:port], see Origin)
+	// Header is sent to: the source's, and those the operator names
+	// (--header-origin). Nil sends Header to every origin, for callers
+	// that fetch only what the user named.
+	HeaderOrigins []string
 	// Rate is the number of requests per second allowed per host (the
 	// host[:port] of the URL). <= 0 means unlimited.
 	Rate float64
@@ -100,6 +108,13 @@ type Options struct {
 	// body Read receives no bytes for this long. Time the caller spends
 	// between Reads does not count. Default DefaultStallTimeout.
 	StallTimeout time.Duration
+	// LowSpeedLimit and LowSpeedTime cut a response whose body arrives
+	// slower than LowSpeedLimit bytes a second for LowSpeedTime (curl's
+	// --speed-limit and --speed-time): a temporary failure wrapping
+	// ErrTooSlow, not resumed. Defaults DefaultLowSpeedLimit and
+	// DefaultLowSpeedTime; a negative LowSpeedLimit turns the cutoff off.
+	LowSpeedLimit int64
+	LowSpeedTime  time.Duration
 	// Timeout bounds connecting and receiving the response headers of one
 	// attempt, redirects included. It does not bound the body. Default
 	// DefaultTimeout.
@@ -170,6 +185,8 @@ type Client struct {
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
+	// origins are Options.HeaderOrigins as Origin gives them; nil: all.
+	origins map[string]bool
 	// bw caps the body bytes per second (Options.Bandwidth), or nil.
 	bw *rate.Limiter
 
@@ -201,6 +218,12 @@ func New(opts Options) *Client {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.LowSpeedLimit == 0 {
+		opts.LowSpeedLimit = DefaultLowSpeedLimit
+	}
+	if opts.LowSpeedTime <= 0 {
+		opts.LowSpeedTime = DefaultLowSpeedTime
+	}
 	if opts.RangePartMin <= 0 {
 		opts.RangePartMin = DefaultRangePartMin
 	}
@@ -208,7 +231,8 @@ func New(opts Options) *Client {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
 		if opts.Addresses != nil {
-			t.DialContext = newGuard(*opts.Addresses).dial
+			g := newGuard(*opts.Addresses)
+			t.DialContext, t.Proxy = g.dial, g.proxy
 		}
 		opts.Transport = t
 	}
@@ -225,6 +249,14 @@ func New(opts Options) *Client {
 	}
 	if opts.Bandwidth > 0 {
 		c.bw = rate.NewLimiter(rate.Limit(opts.Bandwidth), max(int(opts.Bandwidth/4), bandwidthBurst))
+	}
+	if opts.HeaderOrigins != nil {
+		c.origins = map[string]bool{}
+		for _, o := range opts.HeaderOrigins {
+			if u, err := url.Parse(o); err == nil {
+				c.origins[Origin(u)] = true
+			}
+		}
 	}
 	c.hc = &http.Client{Transport: opts.Transport, CheckRedirect: c.checkRedirect}
 	return c
@@ -276,10 +308,24 @@ func (c *Client) Stats() Stats {
 	}
 }
 
-// setHeaders puts the configured headers on req.
+// Origin is u's origin as RFC 6454 names it: scheme://host:port, in lower
+// case, with the scheme's default port when u names none.
+func Origin(u *url.URL) string {
+	return strings.ToLower(u.Scheme) + "://" + hostPort(u)
+}
+
+// headersFor reports whether the configured headers may go to u.
+func (c *Client) headersFor(u *url.URL) bool {
+	return c.origins == nil || c.origins[Origin(u)]
+}
+
+// setHeaders puts the configured headers on req: the extra ones only when
+// it goes to one of their origins.
 func (c *Client) setHeaders(req *http.Request) {
-	for k, vs := range c.opts.Header {
-		req.Header[k] = append([]string(nil), vs...)
+	if c.headersFor(req.URL) {
+		for k, vs := range c.opts.Header {
+			req.Header[k] = append([]string(nil), vs...)
+		}
 	}
 	req.Header.Set("User-Agent", c.opts.UserAgent)
 	// Ranges refer to the bytes on the wire: ask for them unencoded so the
@@ -290,11 +336,20 @@ func (c *Client) setHeaders(req *http.Request) {
 }
 
 // checkRedirect bounds redirects, keeps Authorization on the original host
-// and rate-limits every hop.
+// and the extra headers on their origins, and rate-limits every hop.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > MaxRedirects {
 		return errclass.Permanentf("stopped after %d redirects", MaxRedirects)
 	}
+	allowed := c.headersFor(req.URL)
+	for k, vs := range c.opts.Header {
+		if allowed {
+			req.Header[k] = append([]string(nil), vs...)
+		} else {
+			req.Header.Del(k)
+		}
+	}
+	req.Header.Set("User-Agent", c.opts.UserAgent)
 	orig := via[0].URL
 	for _, r := range append(via[1:], req) {
 		if !strings.EqualFold(r.URL.Host, orig.Host) || (orig.Scheme == "https" && r.URL.Scheme != "https") {

@@ -6,6 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +79,83 @@ func TestOpenIfChanged(t *testing.T) {
 				t.Fatalf("body %q etag %q", got, b.ETag)
 			}
 		})
+	}
+}
+
+// TestHeadersStayWithTheirOrigin: the extra headers (credentials, such as
+// X-Api-Key) go only to the origins named — not to another host a source
+// lists, nor across a redirect to another origin — and to any origin the
+// operator adds.
+func TestHeadersStayWithTheirOrigin(t *testing.T) {
+	other := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/back" {
+			http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+			return
+		}
+		io.WriteString(w, "other")
+	})
+	origin := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/away" {
+			http.Redirect(w, r, other.URL+"/file", http.StatusFound)
+			return
+		}
+		io.WriteString(w, "origin")
+	})
+	tests := []struct {
+		name    string
+		origins []string
+		url     string
+		// want: the X-Api-Key each server saw, in order of requests.
+		wantOrigin, wantOther []bool
+	}{
+		{"the origin", []string{origin.URL}, origin.URL + "/x", []bool{true}, nil},
+		{"the origin, named with its path and case", []string{strings.ToUpper(origin.URL[:4]) + origin.URL[4:] + "/a/b"}, origin.URL + "/x", []bool{true}, nil},
+		{"another host listed", []string{origin.URL}, other.URL + "/file", nil, []bool{false}},
+		{"a redirect to another origin", []string{origin.URL}, origin.URL + "/away", []bool{true}, []bool{false}},
+		{"a redirect back to the origin", []string{origin.URL}, other.URL + "/back?to=" + url.QueryEscape(origin.URL+"/x"), []bool{true}, []bool{false}},
+		{"another origin the operator named", []string{origin.URL, other.URL}, origin.URL + "/away", []bool{true}, []bool{true}},
+		{"every origin, when none is named", nil, origin.URL + "/away", []bool{true}, []bool{true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o0, n0 := len(origin.requests()), len(other.requests())
+			o := testOptions()
+			o.Header = http.Header{"X-Api-Key": {"secret"}}
+			o.HeaderOrigins = tc.origins
+			c, _ := newTestClient(t, o)
+			if _, _, err := readAll(t.Context(), c, tc.url); err != nil {
+				t.Fatal(err)
+			}
+			saw := func(reqs []http.Header) []bool {
+				var out []bool
+				for _, h := range reqs {
+					out = append(out, h.Get("X-Api-Key") == "secret")
+					if h.Get("User-Agent") != "rsharvest/test" {
+						t.Errorf("User-Agent %q", h.Get("User-Agent"))
+					}
+				}
+				return out
+			}
+			if got := saw(origin.requests()[o0:]); !slices.Equal(got, tc.wantOrigin) {
+				t.Errorf("the origin saw the key: %v, want %v", got, tc.wantOrigin)
+			}
+			if got := saw(other.requests()[n0:]); !slices.Equal(got, tc.wantOther) {
+				t.Errorf("the other host saw the key: %v, want %v", got, tc.wantOther)
+			}
+		})
+	}
+}
+
+func TestOrigin(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://Example.org/a":      "http://example.org:80",
+		"HTTPS://example.org":       "https://example.org:443",
+		"http://example.org:8080/x": "http://example.org:8080",
+		"http://[::1]:80/":          "http://[::1]:80",
+	} {
+		u, _ := url.Parse(in)
+		if got := Origin(u); got != want {
+			t.Errorf("Origin(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

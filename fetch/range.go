@@ -352,12 +352,17 @@ func (c *Client) send(ctx context.Context, rawURL string, set func(http.Header))
 func (c *Client) readFull(actx context.Context, cancel context.CancelCauseFunc, body io.Reader, p []byte) (int, error) {
 	watchdog := time.AfterFunc(c.opts.StallTimeout, func() { cancel(errStalled) })
 	defer watchdog.Stop()
+	speed := c.newLowSpeed()
 	n := 0
 	for n < len(p) {
 		watchdog.Reset(c.opts.StallTimeout)
+		began := time.Now()
 		k, err := body.Read(p[n:])
 		n += k
 		c.bytes.Add(int64(k))
+		if serr := speed.add(k, time.Since(began)); serr != nil && err == nil {
+			return n, serr
+		}
 		if terr := c.throttle(actx, k); terr != nil {
 			return n, terr
 		}
