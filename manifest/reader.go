@@ -99,8 +99,7 @@ func (e *EntryError) Unwrap() error { return e.Err }
 // Memory use does not depend on the size of the document. A Reader is not
 // safe for concurrent use.
 type Reader struct {
-	dec  *xml.Decoder
-	in   *capReader
+	dec  *Decoder
 	opts Options
 	log  *slog.Logger
 
@@ -111,7 +110,6 @@ type Reader struct {
 	hasPending bool
 	rootClosed bool
 
-	depth int
 	seen  int64 // entries started
 	count int64 // entries returned
 	err   error // sticky: terminal error or io.EOF
@@ -147,16 +145,14 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	src, sniffed := sniffEncoding(r)
-	in := newCapReader(src, int64(opts.MaxTokenSize))
-	dec := xml.NewDecoder(in)
-	dec.Strict = true
+	dec := NewDecoder(src, opts.MaxTokenSize, opts.MaxDepth)
 	dec.CharsetReader = charsetReader
 	if sniffed != "" {
 		// A byte order mark (or UTF-16's own shape) decides; a declaration
 		// naming something else is a producer's slip (see checkDecl).
 		dec.CharsetReader = func(_ string, input io.Reader) (io.Reader, error) { return input, nil }
 	}
-	mr := &Reader{dec: dec, in: in, opts: opts, log: log, sniffed: sniffed}
+	mr := &Reader{dec: dec, opts: opts, log: log, sniffed: sniffed}
 	if err := mr.readHeader(); err != nil {
 		return nil, err
 	}
@@ -251,16 +247,7 @@ func (r *Reader) token() (xml.Token, error) {
 	if err != nil {
 		return nil, r.decodeError(err)
 	}
-	r.in.mark(r.dec.InputOffset())
-	switch t := tok.(type) {
-	case xml.StartElement:
-		r.depth++
-		if r.depth > r.opts.MaxDepth {
-			return nil, r.malformed("elements nested deeper than %d", r.opts.MaxDepth)
-		}
-	case xml.EndElement:
-		r.depth--
-	case xml.Directive:
+	if t, ok := tok.(xml.Directive); ok {
 		return nil, r.malformed("%s is not allowed (no DOCTYPE or entity declarations)", directiveName(t))
 	}
 	return tok, nil
@@ -271,11 +258,13 @@ func (r *Reader) decodeError(err error) error {
 	switch {
 	case err == io.EOF:
 		return io.EOF
-	case r.in.err != nil:
+	case r.dec.SourceErr() != nil:
 		line, _ := r.dec.InputPos()
-		return fmt.Errorf("manifest: reading document at line %d: %w", line, r.in.err)
-	case errors.Is(err, errTokenTooLarge):
+		return fmt.Errorf("manifest: reading document at line %d: %w", line, r.dec.SourceErr())
+	case errors.Is(err, ErrTokenTooLarge):
 		return r.malformed("a token (tag, text or comment) is larger than %d bytes", r.opts.MaxTokenSize)
+	case errors.Is(err, ErrTooDeep):
+		return r.malformed("elements nested deeper than %d", r.opts.MaxDepth)
 	}
 	var se *xml.SyntaxError
 	if errors.As(err, &se) {
@@ -299,8 +288,8 @@ func (r *Reader) notRS(format string, a ...any) error {
 
 // skip consumes the rest of the element whose start tag was just read.
 func (r *Reader) skip() error {
-	end := r.depth - 1
-	for r.depth > end {
+	end := r.dec.Depth() - 1
+	for r.dec.Depth() > end {
 		if _, err := r.token(); err != nil {
 			return r.unexpectedEOF(err)
 		}
@@ -441,13 +430,13 @@ func (r *Reader) readEntry(start xml.StartElement) (*Entry, error) {
 		}
 	}
 	var haveLoc, haveLastmod, haveMD bool
-	base := r.depth
+	base := r.dec.Depth()
 	for {
 		tok, err := r.token()
 		if err != nil {
 			return nil, r.unexpectedEOF(err)
 		}
-		if _, ok := tok.(xml.EndElement); ok && r.depth < base {
+		if _, ok := tok.(xml.EndElement); ok && r.dec.Depth() < base {
 			break
 		}
 		t, ok := tok.(xml.StartElement)
@@ -517,7 +506,7 @@ func (r *Reader) readEntry(start xml.StartElement) (*Entry, error) {
 // read, consuming its end tag. nested reports child elements (whose text
 // is not included).
 func (r *Reader) readText() (s string, nested bool, err error) {
-	base := r.depth
+	base := r.dec.Depth()
 	r.text = r.text[:0]
 	for {
 		tok, err := r.token()
@@ -526,7 +515,7 @@ func (r *Reader) readText() (s string, nested bool, err error) {
 		}
 		switch t := tok.(type) {
 		case xml.CharData:
-			if r.depth != base {
+			if r.dec.Depth() != base {
 				continue
 			}
 			if len(r.text)+len(t) > r.opts.MaxTokenSize {
@@ -536,7 +525,7 @@ func (r *Reader) readText() (s string, nested bool, err error) {
 		case xml.StartElement:
 			nested = true
 		case xml.EndElement:
-			if r.depth < base {
+			if r.dec.Depth() < base {
 				return string(r.text), nested, nil
 			}
 		}

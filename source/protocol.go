@@ -64,6 +64,9 @@ type Settings struct {
 	// PreferList walks a set's lists before its dumps, where the
 	// protocol has both.
 	PreferList bool
+	// MaxPages bounds the pages of one list, where the protocol pages its
+	// lists with tokens (OAI-PMH's resumption tokens; 0: its default).
+	MaxPages int
 }
 
 // Services are what the executor offers the planner of one run.

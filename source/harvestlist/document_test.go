@@ -2,8 +2,14 @@ package harvestlist
 
 import (
 	"encoding/xml"
+	"errors"
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/rsharvest/rsharvest/errclass"
+
+	"github.com/rsharvest/rsharvest/manifest"
 )
 
 // FuzzReadDocument: readDocument reads a document element as
@@ -21,7 +27,7 @@ func FuzzReadDocument(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
-		start := func(dec *xml.Decoder) (*xml.StartElement, bool) {
+		start := func(dec interface{ Token() (xml.Token, error) }) (*xml.StartElement, bool) {
 			for {
 				tok, err := dec.Token()
 				if err != nil {
@@ -40,10 +46,10 @@ func FuzzReadDocument(f *testing.F) {
 			return
 		}
 		wantErr := dec.DecodeElement(&want, se)
-		dec = xml.NewDecoder(strings.NewReader(doc))
-		dec.Strict = true
-		start(dec)
-		got, gotErr := readDocument(dec)
+		// The same reading, its limits out of the way.
+		capped := manifest.NewDecoder(strings.NewReader(doc), 1<<30, 1<<30)
+		start(capped)
+		got, gotErr := readDocument(capped)
 		if (gotErr != nil) != (wantErr != nil) {
 			t.Fatalf("readDocument: %+v, %v; DecodeElement: %+v, %v", got, gotErr, want, wantErr)
 		}
@@ -51,4 +57,64 @@ func FuzzReadDocument(f *testing.F) {
 			t.Errorf("readDocument: %+v; DecodeElement: %+v", got, want)
 		}
 	})
+}
+
+// endless is a reader of head, then body repeated n times, then tail,
+// made as it is read (a document of hundreds of megabytes costs nothing to
+// hold); read counts the bytes handed out.
+type endless struct {
+	head, body, tail []byte
+	n                int // repetitions of body left
+	cur              []byte
+	read             int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	for len(e.cur) == 0 {
+		switch {
+		case e.head != nil:
+			e.cur, e.head = e.head, nil
+		case e.n > 0:
+			e.cur, e.n = e.body, e.n-1
+		case e.tail != nil:
+			e.cur, e.tail = e.tail, nil
+		default:
+			return 0, io.EOF
+		}
+	}
+	k := copy(p, e.cur)
+	e.cur = e.cur[k:]
+	e.read += int64(k)
+	return k, nil
+}
+
+func newEndless(head, body string, n int, tail string) *endless {
+	return &endless{head: []byte(head), body: []byte(body), n: n, tail: []byte(tail)}
+}
+
+// TestListLimits: a list nested a million deep, or holding an attribute or
+// a text of 200 MB, is refused once past the parser's limits — a few
+// megabytes read, not the whole list held.
+func TestListLimits(t *testing.T) {
+	const head = `<harvestList xmlns="eml://ecoinformatics.org/harvestList">`
+	tests := []struct {
+		name string
+		r    *endless
+		want error
+	}{
+		{"nested a million deep", newEndless(head, "<document>", 1_000_000, ""), manifest.ErrTooDeep},
+		{"a 200 MB attribute", newEndless(head+`<document x="`, "abcdefgh", 25_000_000, `"/>`), manifest.ErrTokenTooLarge},
+		{"a 200 MB scope", newEndless(head+`<document><docid><scope>`, "abcdefgh", 25_000_000, `</scope></docid></document>`), manifest.ErrTokenTooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Read(tc.r, func(Document) error { return nil }, func(*EntryError) error { return nil })
+			if !errors.Is(err, tc.want) || !errclass.IsPermanent(err) {
+				t.Fatalf("Read: %v; want a permanent error wrapping %v", err, tc.want)
+			}
+			if tc.r.read > 4*MaxTokenSize {
+				t.Errorf("%d bytes read before the refusal", tc.r.read)
+			}
+		})
+	}
 }

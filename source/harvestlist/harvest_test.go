@@ -406,3 +406,40 @@ func TestHarvestUnderFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestLongIdentifier: a document whose docid is longer than
+// source.MaxURILength (a scope of 2 MB) is that document's permanent
+// failure — shown cut, not asked for, nothing written for it — and the
+// others are harvested.
+func TestLongIdentifier(t *testing.T) {
+	var docs atomic.Int64
+	mux := http.NewServeMux()
+	var base string
+	mux.HandleFunc("/harvestlist.xml", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<hl:harvestList xmlns:hl="eml://ecoinformatics.org/harvestList">`)
+		for i, scope := range []string{"knb", strings.Repeat("s", 2<<20), "knb"} {
+			fmt.Fprintf(w, `<document><docid><scope>%s</scope><identifier>%d</identifier><revision>1</revision></docid>`+
+				`<documentType>text/plain</documentType><documentURL>%sdoc/%d</documentURL></document>`, scope, i, base, i)
+		}
+		io.WriteString(w, `</hl:harvestList>`)
+	})
+	mux.HandleFunc("/doc/", func(w http.ResponseWriter, r *http.Request) {
+		docs.Add(1)
+		io.WriteString(w, "document "+r.URL.Path)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	base = srv.URL + "/"
+	mirror, st := destination(t)
+	rep, err := harvestOf(t, base+"harvestlist.xml", mirror, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Resources.Written != 2 || rep.Resources.Failed != 1 || docs.Load() != 2 {
+		t.Fatalf("%s; %d documents asked for", rep.Summary(), docs.Load())
+	}
+	f := rep.Failures[0]
+	if !f.Permanent || !strings.Contains(f.Error, "identifier too long") || len(f.URI) > 300 {
+		t.Errorf("failure %+v", f)
+	}
+}

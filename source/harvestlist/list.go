@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/manifest"
 )
 
 // Namespace is the harvest list's namespace.
@@ -72,14 +73,27 @@ type rawDocument struct {
 	DocumentURL  string `xml:"documentURL"`
 }
 
+// The limits of a harvest list's parser: memory is bounded by them, not by
+// the list (a list nested a million deep, or an attribute of 200 MB, is
+// refused).
+const (
+	// MaxTokenSize is the largest token (a tag with its attributes, a
+	// text) of a harvest list: a docid too long to be held (past
+	// source.MaxURILength) below it is that document's failure, above it
+	// the list's.
+	MaxTokenSize = manifest.DefaultMaxTokenSize
+	// MaxDepth is the deepest nesting of a harvest list's elements (the
+	// schema's is 4).
+	MaxDepth = 32
+)
+
 // Read reads the harvest list r as a stream, calling fn with each
 // document in order (memory does not grow with the list). A document
 // element that cannot be used is given to bad (an *EntryError) and the
 // list goes on. A document that is not a harvest list is an error
 // wrapping ErrNotHarvestList (permanent); fn's and bad's errors end Read.
 func Read(r io.Reader, fn func(Document) error, bad func(*EntryError) error) error {
-	dec := xml.NewDecoder(r)
-	dec.Strict = true
+	dec := manifest.NewDecoder(r, MaxTokenSize, MaxDepth)
 	root := false
 	for {
 		tok, err := dec.Token()
@@ -136,7 +150,7 @@ func Read(r io.Reader, fn func(Document) error, bad func(*EntryError) error) err
 // encoding/xml's Unmarshal would (the last such element wins), and any
 // other element is skipped. It walks the tokens itself, without
 // Unmarshal's reflection: a harvest list names millions of documents.
-func readDocument(dec *xml.Decoder) (rawDocument, error) {
+func readDocument(dec *manifest.Decoder) (rawDocument, error) {
 	var (
 		raw     rawDocument
 		field   *string // the field whose element is open

@@ -118,6 +118,9 @@ func (p *Planner) readList(ctx context.Context, url string, seen func(Document))
 	}
 	in := &readErr{r: rc}
 	err = Read(in, func(d Document) error {
+		if err := ctx.Err(); err != nil {
+			return err // a list of millions is read in seconds: stop at once
+		}
 		seen(d)
 		return list.document(d)
 	}, list.entryError)

@@ -12,6 +12,7 @@ import (
 	"net/url"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/source"
 )
 
@@ -21,7 +22,8 @@ import (
 // a request that failed.
 func malformedPage(err error) bool {
 	var es Errors
-	return errors.Is(err, ErrMalformed) && !errors.As(err, &es) && !errors.Is(err, ErrTooLarge)
+	return errors.Is(err, ErrMalformed) && !errors.As(err, &es) && !errors.Is(err, ErrTooLarge) &&
+		!errors.Is(err, manifest.ErrTooDeep) && !errors.Is(err, manifest.ErrTokenTooLarge)
 }
 
 // isolate recovers what it can of a list page that was not well-formed
@@ -48,12 +50,12 @@ func (h *harvest) isolate(ctx context.Context, args url.Values, err error) (stri
 		return token, err
 	}
 	h.log.Warn("a page still not well-formed; recovering its records one at a time", "source", h.base, "error", err)
-	var found pageScan
+	found := pageScan{max: h.maxPageRecords()}
 	if err := h.open(ctx, h.base, args, func(in io.Reader) error { return found.scan(in) }); err != nil {
 		return "", err
 	}
 	for _, id := range found.ids {
-		if h.taken[id] {
+		if h.took(id) {
 			continue
 		}
 		rec, err := h.getRecord(ctx, id)
@@ -114,6 +116,7 @@ func (h *harvest) retry(ctx context.Context, recs []source.Record) error {
 // of its records' headers, its resumption token, and whether the response
 // was complete (its root element closed).
 type pageScan struct {
+	max      int // most ids (0: DefaultMaxPageRecords)
 	ids      []string
 	token    string
 	complete bool
@@ -167,6 +170,9 @@ func (s *pageScan) scan(in io.Reader) error {
 			if name == "resumptionToken" {
 				s.token = v
 			} else if v != "" {
+				if n := cmp.Or(s.max, DefaultMaxPageRecords); len(s.ids) >= n {
+					return errclass.Permanentf("%w: more than %d records in one page", ErrPageTooLong, n)
+				}
 				s.ids = append(s.ids, v)
 			}
 		}

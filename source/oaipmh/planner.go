@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"maps"
@@ -27,8 +28,11 @@ import (
 // OAI-PMH repository must offer unqualified Dublin Core.
 const DefaultMetadataPrefix = "oai_dc"
 
-// DefaultMaxPages bounds the pages of one list (Planner.MaxPages).
-const DefaultMaxPages = 1_000_000
+// DefaultMaxPages bounds the pages of one list, each date window of a
+// harvest its own (Planner.MaxPages): 100,000 pages of 100 records are ten
+// million records a window, and a repository that sends new resumption
+// tokens forever is stopped there, the next run going on from the last page.
+const DefaultMaxPages = 100_000
 
 // DefaultMaxGetURL is the longest request URL sent with GET
 // (Planner.MaxGetURL): a longer request (a long resumption token, a long
@@ -39,6 +43,22 @@ const DefaultMaxGetURL = 2000
 // ErrTokenLoop is wrapped by the error of a list whose server sends back a
 // resumptionToken it sent before: following it would never end.
 var ErrTokenLoop = errors.New("resumptionToken repeats")
+
+// DefaultMaxPageRecords bounds the records of one page (Planner.
+// MaxPageRecords): a response that never ends is refused there, its list
+// failed, and what a harvest keeps of a page — the identifiers it emitted —
+// is bounded by it.
+const DefaultMaxPageRecords = 1_000_000
+
+// ErrPageTooLong is wrapped by the (permanent) error of a list whose page
+// holds more than Planner.MaxPageRecords records.
+var ErrPageTooLong = errors.New("page too long")
+
+// ErrPageBudget is wrapped by the temporary error of a list that reached
+// its page budget (Planner.MaxPages) with the server still sending
+// resumption tokens: the run ends partial, and the next goes on from the
+// last page harvested.
+var ErrPageBudget = errors.New("page budget spent")
 
 // Planner is the OAI-PMH planner (a source.Planner). A task's Source is a
 // repository's base URL; its Set, when not empty, is the setSpec
@@ -59,8 +79,12 @@ type Planner struct {
 	// MaxDocumentSize caps one response's bytes once decompressed (0:
 	// no cap beyond MaxRecordSize per record).
 	MaxDocumentSize int64
-	// MaxPages bounds the pages of one list (0: DefaultMaxPages).
+	// MaxPages bounds the pages of one list or window, restarts after a
+	// forgotten token included (0: DefaultMaxPages).
 	MaxPages int
+	// MaxPageRecords bounds the records of one page (0:
+	// DefaultMaxPageRecords).
+	MaxPageRecords int
 	// MaxGetURL is the longest request URL sent with GET; a longer
 	// request is POSTed (0: DefaultMaxGetURL).
 	MaxGetURL int
@@ -595,7 +619,7 @@ func (p *Planner) GetRecord(ctx context.Context, base, identifier, prefix string
 // noSetHierarchy, returned as Errors.
 func (p *Planner) Sets(ctx context.Context, base string) (Sets, error) {
 	var out []Set
-	_, err := p.follow(ctx, base, url.Values{"verb": {"ListSets"}}, func(rd *Reader) error {
+	_, err := p.follow(ctx, base, url.Values{"verb": {"ListSets"}}, p.maxPages(), func(rd *Reader) error {
 		for {
 			s, err := rd.NextSet()
 			if err == io.EOF {
@@ -660,14 +684,23 @@ func (p *Planner) open(ctx context.Context, base string, args url.Values, read f
 // ("" after the last page). noRecordsMatch is an empty page. A page that
 // is not well-formed (see malformedPage) is handed, when isolate is not
 // nil, to isolate, which returns its token and what it could not
-// recover. A token sent twice (ErrTokenLoop), or more than MaxPages
-// pages, ends the list with a permanent error. It returns how many pages
-// were read.
-func (p *Planner) follow(ctx context.Context, base string, args url.Values, read func(*Reader) error, paged func(ctx context.Context, next string) error,
+// recover. A token sent twice ends the list with a permanent error
+// (ErrTokenLoop); a token still sent after budget pages, with a temporary
+// one (ErrPageBudget). It returns how many pages were read.
+func (p *Planner) follow(ctx context.Context, base string, args url.Values, budget int, read func(*Reader) error, paged func(ctx context.Context, next string) error,
 	isolate func(ctx context.Context, args url.Values, err error) (string, error)) (int, error) {
-	seen := map[string]bool{}
-	maxPages := cmp.Or(p.MaxPages, DefaultMaxPages)
+	// The tokens seen, by their hashes: a bounded budget of 8-byte keys,
+	// whatever the tokens' length.
+	seed := maphash.MakeSeed()
+	seen := map[uint64]bool{}
 	for pages := 0; ; {
+		if pages >= budget {
+			return pages, errclass.Retryablef("%s: %w: %d pages of one list (--max-pages), the repository still sending resumption tokens; the next run goes on from the last page",
+				base, ErrPageBudget, pages)
+		}
+		if err := ctx.Err(); err != nil {
+			return pages, err
+		}
 		var token Token
 		err := p.request(ctx, base, args, func(rd *Reader) error {
 			if err := read(rd); err != nil {
@@ -688,18 +721,23 @@ func (p *Planner) follow(ctx context.Context, base string, args url.Values, read
 				return pages, err
 			}
 		}
+		h := maphash.String(seed, token.Value)
 		switch {
 		case token.Value == "":
 			return pages, nil
-		case seen[token.Value]:
+		case seen[h]:
 			return pages, errclass.Permanentf("%s: %w: %q", base, ErrTokenLoop, token.Value)
-		case pages >= maxPages:
-			return pages, errclass.Permanentf("%s: more than %d pages; stopped", base, maxPages)
 		}
-		seen[token.Value] = true
+		seen[h] = true
 		args = url.Values{"verb": {args.Get("verb")}, "resumptionToken": {token.Value}}
 	}
 }
+
+// maxPageRecords is the most records a page may hold.
+func (p *Planner) maxPageRecords() int { return cmp.Or(p.MaxPageRecords, DefaultMaxPageRecords) }
+
+// maxPages is the page budget of one list.
+func (p *Planner) maxPages() int { return cmp.Or(p.MaxPages, DefaultMaxPages) }
 
 // maxRestarts bounds how often one list is asked for again after its
 // server forgot a resumption token (badResumptionToken).
@@ -729,9 +767,11 @@ type harvest struct {
 	pages int
 	// encoding says a response's encoding was warned of.
 	encoding bool
-	// taken are the identifiers the page being read emitted, so that a
-	// page read again (see isolate) emits none twice.
-	taken map[string]bool
+	// taken are the identifiers the page being read emitted (by their
+	// hashes), so that a page read again (see isolate) emits none twice;
+	// at most Planner.MaxPageRecords.
+	taken     map[uint64]bool
+	takenSeed maphash.Seed
 }
 
 // list harvests a list from its first request (or the page an unfinished
@@ -760,7 +800,7 @@ func (h *harvest) list(ctx context.Context, args url.Values) error {
 		first = url.Values{"verb": {"ListRecords"}, "resumptionToken": {r.Token}}
 	}
 	for restarts := 0; ; restarts++ {
-		n, err := h.follow(ctx, h.base, first, func(rd *Reader) error { return h.page(ctx, rd) }, h.paged, h.isolate)
+		n, err := h.follow(ctx, h.base, first, h.maxPages()-h.pages, func(rd *Reader) error { return h.page(ctx, rd) }, h.paged, h.isolate)
 		h.pages += n
 		var es Errors
 		if err == nil || h.stop != nil || !errors.As(err, &es) || !es.Has("badResumptionToken") || restarts >= maxRestarts {
@@ -834,13 +874,16 @@ func (h *harvest) page(ctx context.Context, rd *Reader) error {
 // already (when the page is read again) is not emitted twice.
 func (h *harvest) take(ctx context.Context, rec *Record, err error) error {
 	if id := rec.Header.Identifier; id != "" {
-		if h.taken[id] {
+		if h.took(id) {
 			return nil
 		}
 		if h.taken == nil {
-			h.taken = map[string]bool{}
+			h.taken, h.takenSeed = map[uint64]bool{}, maphash.MakeSeed()
 		}
-		h.taken[id] = true
+		if n := h.maxPageRecords(); len(h.taken) >= n {
+			return errclass.Permanentf("%s: %w: more than %d records in one page", h.base, ErrPageTooLong, n)
+		}
+		h.taken[maphash.String(h.takenSeed, id)] = true
 	}
 	t := rec.Header.Time
 	if !t.IsZero() && ((!h.lo.IsZero() && t.Before(h.lo)) || (!h.hi.IsZero() && t.After(h.hi))) {
@@ -853,6 +896,11 @@ func (h *harvest) take(ctx context.Context, rec *Record, err error) error {
 		h.last = t
 	}
 	return h.emitRecord(ctx, rec.Header.Identifier, rec, err)
+}
+
+// took reports whether the page being read emitted record id.
+func (h *harvest) took(id string) bool {
+	return h.taken != nil && h.taken[maphash.String(h.takenSeed, id)]
 }
 
 // emitRecord emits record id as read (rec), or its failure (err, or a

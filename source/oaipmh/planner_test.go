@@ -2,6 +2,7 @@ package oaipmh_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/oaipmh"
@@ -439,5 +441,78 @@ func TestRecordVersion(t *testing.T) {
 				t.Errorf("seconds: %s has version %q, want its datestamp %v", u.Record.URI, v, u.Record.ChangeTime)
 			}
 		}
+	}
+}
+
+// TestPageBudget: a repository that sends a new resumption token with
+// every page is stopped after the page budget of its list — a temporary
+// failure of the list, saying so, that holds its checkpoint — with the
+// records of the pages read emitted and a mark after each.
+func TestPageBudget(t *testing.T) {
+	var requests int
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		w.Header().Set("Content-Type", "text/xml")
+		verb := r.Form.Get("verb")
+		if verb == "Identify" {
+			fmt.Fprintf(w, `<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2024-01-01T00:00:00Z</responseDate><request>%s</request>
+<Identify><repositoryName>endless</repositoryName><baseURL>%s</baseURL><protocolVersion>2.0</protocolVersion><adminEmail>a@b.c</adminEmail>
+<earliestDatestamp>2020-01-01T00:00:00Z</earliestDatestamp><deletedRecord>no</deletedRecord><granularity>YYYY-MM-DDThh:mm:ssZ</granularity></Identify></OAI-PMH>`, r.URL, r.URL)
+			return
+		}
+		mu.Lock()
+		requests++
+		n := requests
+		mu.Unlock()
+		fmt.Fprintf(w, `<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2024-01-01T00:00:00Z</responseDate><request>x</request>
+<ListRecords><record><header><identifier>oai:x:%d</identifier><datestamp>2021-01-01T00:00:00Z</datestamp></header>
+<metadata><dc xmlns="http://www.openarchives.org/OAI/2.0/oai_dc/">%d</dc></metadata></record>
+<resumptionToken>token-%d</resumptionToken></ListRecords></OAI-PMH>`, n, n, n)
+	}))
+	defer srv.Close()
+	p := planner()
+	p.MaxPages = 5
+	var failures []*source.Failure
+	var records, marks int
+	_, err := p.Plan(t.Context(), source.Task{Source: srv.URL, Mode: source.Baseline}, sourcetest.Holdings{}, func(_ context.Context, u source.Unit) error {
+		switch {
+		case u.Failure != nil:
+			failures = append(failures, u.Failure)
+		case u.Record != nil:
+			records++
+		case u.Mark != nil:
+			marks++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if records != 5 || marks != 5 || requests != 5 {
+		t.Errorf("%d records, %d marks in %d requests; want 5 of each", records, marks, requests)
+	}
+	if len(failures) != 1 || !failures[0].WholeSet || !errors.Is(failures[0].Err, oaipmh.ErrPageBudget) || !errclass.IsRetryable(failures[0].Err) ||
+		!strings.Contains(failures[0].Err.Error(), "--max-pages") {
+		t.Fatalf("failures %+v; want one temporary failure of the list naming its page budget", failures)
+	}
+}
+
+// TestPageRecordsBound: a page of more records than the planner keeps
+// track of fails its list (here the only one, on its first page: the
+// source is unreadable), having emitted those up to the bound.
+func TestPageRecordsBound(t *testing.T) {
+	r := newRepo(t, bench.OAIOptions{Records: 10, PageSize: 10})
+	p := planner()
+	p.MaxPageRecords = 5
+	var records int
+	_, err := p.Plan(t.Context(), source.Task{Source: r.URL, Mode: source.Baseline}, sourcetest.Holdings{}, func(_ context.Context, u source.Unit) error {
+		if u.Record != nil {
+			records++
+		}
+		return nil
+	})
+	if records != 5 || !errors.Is(err, oaipmh.ErrPageTooLong) {
+		t.Errorf("%d records, error %v", records, err)
 	}
 }

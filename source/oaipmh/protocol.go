@@ -19,7 +19,7 @@ func Protocol() source.Protocol {
 		Help: "a repository's records by ListRecords, each set its own resource set",
 		New: func(s source.Settings, env source.Services) (source.Planner, error) {
 			return &Planner{Client: env.Client, MetadataPrefix: s.Format, MaxDocumentSize: max(env.MaxDocumentSize, 0),
-				Log: env.Log, Concurrency: env.Concurrency, SetSpecs: s.Sets}, nil
+				Log: env.Log, Concurrency: env.Concurrency, SetSpecs: s.Sets, MaxPages: s.MaxPages}, nil
 		},
 		Probe: func(ctx context.Context, c *fetch.Client, url string) (bool, error) {
 			if !MayBeRepository(url) {

@@ -28,6 +28,17 @@ const Namespace = "http://www.openarchives.org/OAI/2.0/"
 // DefaultMaxRecordSize caps one record's metadata (Options.MaxRecordSize).
 const DefaultMaxRecordSize = 16 << 20
 
+// The limits of a response's parser: its memory is bounded by them, not by
+// the response. A token (a tag, a text) may be 4 times the record cap (and
+// at least manifest.DefaultMaxTokenSize), so that a record too large stays
+// that record's failure; an element of the
+// envelope decoded whole (Identify, a set, a format) at most 1 MiB.
+const (
+	MaxDepth       = 256
+	maxItemSize    = 1 << 20
+	tokenPerRecord = 4
+)
+
 // ErrMalformed is wrapped by the (permanent) error of a response that is
 // not a well-formed OAI-PMH response.
 var ErrMalformed = errors.New("malformed OAI-PMH response")
@@ -131,6 +142,9 @@ type Reader struct {
 	tap  *tap
 	dec  *xml.Decoder
 	opts Options
+	// depth is the number of elements open; maxToken the largest token.
+	depth    int
+	maxToken int64
 	// ResponseDate is the server's time of the response (the clock
 	// checkpoints are taken from); zero when it cannot be parsed.
 	ResponseDate time.Time
@@ -168,7 +182,9 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 		return nil, malformedErr(err)
 	}
 	t := &tap{r: bufio.NewReaderSize(in, 64<<10), lenient: opts.Lenient}
-	rd := &Reader{tap: t, dec: xml.NewDecoder(t), opts: opts, Args: map[string]string{}, Encoding: note}
+	rd := &Reader{tap: t, dec: xml.NewDecoder(t), opts: opts, Args: map[string]string{}, Encoding: note,
+		maxToken: max(int64(opts.MaxRecordSize)*tokenPerRecord, manifest.DefaultMaxTokenSize)}
+	t.mark(0, rd.maxToken)
 	// Everything the decoder reads is UTF-8 by now (see manifest.UTF8),
 	// whatever the declaration says.
 	rd.dec.CharsetReader = func(_ string, input io.Reader) (io.Reader, error) { return input, nil }
@@ -310,10 +326,9 @@ func (rd *Reader) Identify() (*Identify, error) {
 		return nil, malformed("an %s response, expected Identify", rd.verb.Name.Local)
 	}
 	var id Identify
-	if err := rd.dec.DecodeElement(&id, &rd.verb); err != nil {
-		return nil, malformedErr(err)
+	if err := rd.decodeElement(&id, &rd.verb); err != nil {
+		return nil, err
 	}
-	rd.scopes = rd.scopes[:len(rd.scopes)-1]
 	rd.done = true
 	id.At = rd.ResponseDate
 	return &id, nil
@@ -358,11 +373,7 @@ func (rd *Reader) nextItem(local string, v any) error {
 		case se == nil:
 			rd.done = true
 		case se.Name.Space == Namespace && se.Name.Local == local:
-			if err := rd.dec.DecodeElement(v, se); err != nil {
-				return malformedErr(err)
-			}
-			rd.scopes = rd.scopes[:len(rd.scopes)-1]
-			return nil
+			return rd.decodeElement(v, se)
 		case se.Name.Space == Namespace && se.Name.Local == "resumptionToken":
 			if err := rd.resumption(se); err != nil {
 				return err
@@ -479,7 +490,7 @@ func (rd *Reader) child() ([]byte, error) {
 			t.trim(rd.dec.InputOffset())
 			start = rd.dec.InputOffset()
 		}
-		tok, err := rd.dec.Token()
+		tok, err := rd.tok()
 		if err != nil {
 			return nil, malformedErr(err)
 		}
@@ -571,7 +582,7 @@ func standalone(elem []byte, decls []xml.Attr) []byte {
 // the enclosing element ends, keeping the namespace scopes.
 func (rd *Reader) start() (*xml.StartElement, error) {
 	for {
-		tok, err := rd.dec.Token()
+		tok, err := rd.tok()
 		if err == io.EOF {
 			return nil, io.EOF
 		}
@@ -600,7 +611,7 @@ func (rd *Reader) start() (*xml.StartElement, error) {
 func (rd *Reader) text() (string, error) {
 	var b strings.Builder
 	for depth := 0; ; {
-		tok, err := rd.dec.Token()
+		tok, err := rd.tok()
 		if err != nil {
 			return "", malformedErr(err)
 		}
@@ -622,22 +633,57 @@ func (rd *Reader) text() (string, error) {
 }
 
 // skip reads past the end of the element whose start was just read.
-func (rd *Reader) skip() error {
-	if err := rd.dec.Skip(); err != nil {
-		return malformedErr(err)
+func (rd *Reader) skip() error { return rd.skipTo(0) }
+
+// skipTo reads past the end of the container a child() is in, depth
+// elements inside it.
+func (rd *Reader) skipTo(depth int) error {
+	for end := rd.depth - depth - 1; rd.depth > end; {
+		if _, err := rd.tok(); err != nil {
+			return malformedErr(err)
+		}
 	}
 	rd.scopes = rd.scopes[:len(rd.scopes)-1]
 	return nil
 }
 
-// skipTo reads past the end of the container a child() is in, depth
-// elements inside it.
-func (rd *Reader) skipTo(depth int) error {
-	for ; depth >= 0; depth-- {
-		if err := rd.dec.Skip(); err != nil {
-			return malformedErr(err)
+// tok returns the decoder's next token under the parser's limits: elements
+// at most MaxDepth deep, tokens at most maxToken bytes (the tap cuts the
+// input past that). An error wrapping manifest.ErrTooDeep or
+// manifest.ErrTokenTooLarge says which.
+func (rd *Reader) tok() (xml.Token, error) {
+	tok, err := rd.dec.Token()
+	if err != nil {
+		if errors.Is(err, errTokenTooLarge) {
+			return nil, fmt.Errorf("%w: more than %d bytes", manifest.ErrTokenTooLarge, rd.maxToken)
 		}
+		return nil, err
 	}
+	rd.tap.mark(rd.dec.InputOffset(), rd.maxToken)
+	switch tok.(type) {
+	case xml.StartElement:
+		if rd.depth++; rd.depth > MaxDepth {
+			return nil, fmt.Errorf("%w: deeper than %d", manifest.ErrTooDeep, MaxDepth)
+		}
+	case xml.EndElement:
+		rd.depth--
+	}
+	return tok, nil
+}
+
+// decodeElement decodes the element whose start se was just read into v,
+// in at most maxItemSize bytes.
+func (rd *Reader) decodeElement(v any, se *xml.StartElement) error {
+	rd.tap.mark(rd.dec.InputOffset(), maxItemSize)
+	err := rd.dec.DecodeElement(v, se)
+	if errors.Is(err, errTokenTooLarge) {
+		err = fmt.Errorf("%w: an element of more than %d bytes", manifest.ErrTokenTooLarge, maxItemSize)
+	}
+	if err != nil {
+		return malformedErr(err)
+	}
+	rd.tap.mark(rd.dec.InputOffset(), rd.maxToken)
+	rd.depth--
 	rd.scopes = rd.scopes[:len(rd.scopes)-1]
 	return nil
 }
@@ -679,9 +725,12 @@ func malformedErr(err error) error {
 // return) by U+FFFD, and records what the decoder reads while a record's
 // metadata is being copied.
 type tap struct {
-	r        *bufio.Reader
-	pending  []byte
-	replaced int
+	r *bufio.Reader
+	// handed counts the bytes handed to the decoder; past limit, ReadByte
+	// fails with errTokenTooLarge (see mark).
+	handed, limit int64
+	pending       []byte
+	replaced      int
 	// cont is how many continuation bytes of a valid UTF-8 sequence
 	// follow.
 	cont int
@@ -700,8 +749,19 @@ type tap struct {
 
 var replacement = []byte("\uFFFD")
 
+// errTokenTooLarge is what the tap returns past its limit.
+var errTokenTooLarge = errors.New("token too large")
+
+// mark lets the decoder, at offset off, be handed at most max more bytes
+// before its next mark: what bounds a token.
+func (t *tap) mark(off, max int64) { t.limit = off + max }
+
 // ReadByte serves the decoder (an io.ByteReader is read as is, unbuffered).
 func (t *tap) ReadByte() (byte, error) {
+	if t.handed >= t.limit {
+		return 0, errTokenTooLarge
+	}
+	t.handed++
 	var c byte
 	if len(t.pending) > 0 {
 		c, t.pending = t.pending[0], t.pending[1:]
