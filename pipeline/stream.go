@@ -406,7 +406,8 @@ func lookupStreamed(arch *unzip.Archive, se *streamEntry) error {
 	if err != nil {
 		return err
 	}
-	if f.Method != se.local.Method || f.Size != se.local.Size || f.CompressedSize != se.local.CompressedSize || f.CRC32 != se.local.CRC32 {
+	if f.Method != se.local.Method || f.Size != se.local.Size || f.CompressedSize != se.local.CompressedSize || f.CRC32 != se.local.CRC32 ||
+		f.HeaderOffset() != se.local.HeaderOffset {
 		return errclass.Permanentf("unzip: entry %q: the central directory describes it otherwise than its local header", se.path)
 	}
 	return nil

@@ -40,6 +40,10 @@ type rawEntry struct {
 	// patch, if set, alters the header (local and central) before it is
 	// written: this is how sizes and CRCs lie.
 	patch func(h *rawHeader)
+	// central, if set, alters the central-directory record alone, given
+	// the headers of every entry as written: how records point at another
+	// entry's bytes, or name another entry than their local header.
+	central func(h *rawHeader, all []rawHeader)
 }
 
 // rawHeader holds the fields written to the local and central headers.
@@ -135,6 +139,9 @@ func (ra rawArchive) build(t testing.TB) []byte {
 	cdStart := uint64(out.b.Len()) - base
 	for i, e := range ra.entries {
 		h := headers[i]
+		if e.central != nil {
+			e.central(&h, headers)
+		}
 		extra := zip64Extra(e.zip64, h, true)
 		out.u32(0x02014b50)
 		out.u16(h.creator<<8 | 45)

@@ -379,15 +379,40 @@ func readRecordAt(r io.ReaderAt, off, base int64, nameLen int) (dirRecord, error
 // localDataOffset reads the local header at off and returns where the
 // entry's data starts. The name and extra lengths come from the local
 // header, which may differ from the central directory's.
-func localDataOffset(r io.ReaderAt, off int64) (int64, error) {
-	var b [lenLocal]byte
-	if err := readFullAt(r, b[:], off); err != nil {
+func localDataOffset(r io.ReaderAt, off int64, key string) (int64, error) {
+	// The header and, in the same read, a name as long as the key (or a
+	// little longer: a leading slash, DSpace's).
+	b := make([]byte, lenLocal+len(key)+8)
+	n, err := r.ReadAt(b, off)
+	if n < lenLocal {
+		if err == nil || err == io.EOF {
+			return 0, formatErr("%d bytes at offset %d, want %d", n, off, lenLocal)
+		}
 		return 0, err
 	}
-	if le32(b[:]) != sigLocal {
+	b = b[:n]
+	if le32(b) != sigLocal {
 		return 0, formatErr("no local header at offset %d", off)
 	}
-	return off + lenLocal + int64(le16(b[26:])) + int64(le16(b[28:])), nil
+	nameLen := int(le16(b[26:]))
+	if len(b) < lenLocal+nameLen {
+		b = make([]byte, lenLocal+nameLen)
+		if err := readFullAt(r, b, off); err != nil {
+			return 0, err
+		}
+	}
+	if local := EntryKey(b[lenLocal:lenLocal+nameLen], le16(b[6:])); local != key {
+		return 0, errclass.Permanentf("%w: %q, not %q", ErrNameMismatch, truncName(local), truncName(key))
+	}
+	return off + lenLocal + int64(nameLen) + int64(le16(b[28:])), nil
+}
+
+// truncName shortens a name for a message.
+func truncName(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }
 
 // modTime returns an entry's modification time as archive/zip decodes it:

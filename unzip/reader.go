@@ -132,7 +132,7 @@ func (f *File) dataOffset() (int64, error) {
 	if f.header < 0 || f.header > f.a.size-lenLocal {
 		return 0, errclass.Permanentf("unzip: entry %q: %w: local header offset out of range", f.Name, ErrFormat)
 	}
-	off, err := localDataOffset(f.a.ra, f.header)
+	off, err := localDataOffset(f.a.ra, f.header, f.Name)
 	if err != nil {
 		var se *sourceError
 		if errors.As(err, &se) {

@@ -48,6 +48,11 @@ const (
 // common and harmless.
 const RatioExemptSize = 1 << 20
 
+// TotalRatioExemptSize is the sum of the entries' declared sizes below
+// which a package is exempt from the check of that sum against MaxRatio
+// times the package's size.
+const TotalRatioExemptSize = 64 << 20
+
 // ManifestName is the key of the manifest entry at the top level of a dump
 // package: an entry stored as "manifest.xml" or, as DSpace may write it,
 // "/manifest.xml" (see EntryKey).
@@ -73,6 +78,10 @@ var (
 	// rejected (for example a symlink, encrypted, or over a cap). The error
 	// also wraps the rejection reason.
 	ErrManifestRejected = errors.New("unzip: manifest.xml entry rejected")
+	// ErrOverlap means two central-directory records point at the same
+	// bytes (an entry's data overlaps another's, or the central
+	// directory): a package that would write far more than it holds.
+	ErrOverlap = errors.New("unzip: entries overlap")
 )
 
 // Entry-level errors: the reasons an entry is rejected (see
@@ -111,6 +120,9 @@ var (
 	ErrCorrupt = errors.New("unzip: corrupt entry data")
 	// ErrNotInPackage means a manifest path names no entry of the archive.
 	ErrNotInPackage = errors.New("unzip: path not in package")
+	// ErrNameMismatch means an entry's local header names another entry
+	// than its central-directory record: a malformed entry.
+	ErrNameMismatch = errors.New("unzip: the local header names another entry")
 )
 
 // Limits caps what an archive may hold. The zero value of each field means
@@ -128,7 +140,9 @@ type Limits struct {
 	// MaxRatio caps uncompressed/compressed size per entry (default
 	// DefaultMaxRatio), checked on the declared sizes (the entry is
 	// rejected) and while inflating (the read fails). Entries under
-	// RatioExemptSize are exempt.
+	// RatioExemptSize are exempt. The accepted entries' declared sizes
+	// together may not exceed MaxRatio times the archive's size either
+	// (past RatioExemptSize): Open fails.
 	MaxRatio float64
 	// Logger receives rejections and a summary; nil discards.
 	Logger *slog.Logger
@@ -258,6 +272,7 @@ func (a *Archive) scan() error {
 	var (
 		rec            dirRecord
 		records        int
+		spans          []span // where each record's local header and data lie
 		total          sizeSum
 		manifests      int
 		manifestOff    int64
@@ -280,6 +295,9 @@ func (a *Archive) scan() error {
 		name := recordKey(&rec)
 		if isDir(name, rec.ext) {
 			continue
+		}
+		if rec.header >= 0 {
+			spans = append(spans, span{rec.header, rec.header + lenLocal + int64(min(rec.csize, math.MaxInt64/2))})
 		}
 		e := indexEntry{hash: a.hash(name), word: uint64(rec.off) << entryFlagBits}
 		reason := a.check(name, &rec)
@@ -320,6 +338,13 @@ func (a *Archive) scan() error {
 	if total.over(a.lim.MaxTotalSize) {
 		return errclass.Permanentf("%w: over %d bytes", ErrTotalSize, a.lim.MaxTotalSize)
 	}
+	if err := overlaps(spans); err != nil {
+		return err
+	}
+	if limit := max(a.lim.MaxRatio*float64(a.size), TotalRatioExemptSize); total.hi != 0 || float64(total.lo) > limit {
+		return errclass.Permanentf("%w: the entries declare %d bytes in all, more than %g times the package's %d bytes",
+			ErrRatio, total.lo, a.lim.MaxRatio, a.size)
+	}
 
 	switch {
 	case manifests > 1:
@@ -339,6 +364,24 @@ func (a *Archive) scan() error {
 	}
 	log.Debug("unzip: archive opened", "records", records, "accepted", a.regular,
 		"rejected", a.rejected, "total_size", total.lo)
+	return nil
+}
+
+// span is the bytes of one entry in the archive: its local header (the
+// fixed part) and its compressed data, [start, end).
+type span struct{ start, end int64 }
+
+// overlaps fails with ErrOverlap when two spans share bytes: several
+// records that point at the same compressed bytes make a small package
+// write much more than it holds. (A span that runs past the archive's end
+// is the entry's own failure, when it is read.)
+func overlaps(spans []span) error {
+	slices.SortFunc(spans, func(x, y span) int { return cmp.Compare(x.start, y.start) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].start < spans[i-1].end {
+			return errclass.Permanentf("%w: the entries at offsets %d and %d share bytes", ErrOverlap, spans[i-1].start, spans[i].start)
+		}
+	}
 	return nil
 }
 
@@ -671,6 +714,10 @@ type File struct {
 	a      *Archive
 	header int64 // offset of the local header; -1 if out of range
 }
+
+// HeaderOffset is where the entry's local header is in the archive (-1
+// when its record gives an offset out of range).
+func (f *File) HeaderOffset() int64 { return f.header }
 
 // newFile returns the File of an accepted record.
 func (a *Archive) newFile(name string, rec *dirRecord) *File {

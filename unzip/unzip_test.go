@@ -507,12 +507,13 @@ func TestBomb(t *testing.T) {
 			readErr: ErrSizeMismatch, maxRead: 1<<20 - 1,
 		},
 		{
-			name: "declared compressed size large, ratio caught while inflating",
+			name: "declared compressed size large, claiming the next entry's bytes",
 			// The compressed size claims the filler after it too, so the
-			// declared ratio looks harmless.
+			// declared ratio looks harmless; but two entries' bytes
+			// overlap, and the package is refused before any is read.
 			entries: []rawEntry{bomb(func(h *rawHeader) { h.csize += 1<<20 + 200 }), filler},
 			lim:     Limits{MaxRatio: 100},
-			readErr: ErrRatio, maxRead: 2 << 20,
+			openErr: ErrOverlap,
 		},
 	}
 	for _, tt := range tests {
