@@ -59,21 +59,34 @@ func stateExists(file string) bool {
 // A file that is not a state store is a usage error (exitCode).
 func (a *app) siteState(ctx context.Context, file string, write bool) (*state.Store, error) {
 	if !write {
-		return openStateToRead(ctx, file)
+		return a.openStateToRead(ctx, file)
 	}
 	if err := prepareStateFile(file); err != nil {
 		return nil, err
 	}
-	return state.Open(ctx, file)
+	return state.Open(ctx, file, a.stateOptions(file)...)
+}
+
+// stateOptions are the options the state file is opened with: one other
+// users may read is opened with --allow-readable-state alone, and then
+// with a warning.
+func (a *app) stateOptions(file string) []state.Option {
+	if !a.allowReadable {
+		return nil
+	}
+	if state.Readable(file) {
+		a.logger().Warn("the state file is readable by other users, and it holds the registry's credentials: make it private (chmod 600)", "state", file)
+	}
+	return []state.Option{state.AllowReadable()}
 }
 
 // openStateToRead opens the state file of a command that only reads it:
 // a missing file is a usage error, never created.
-func openStateToRead(ctx context.Context, file string) (*state.Store, error) {
+func (a *app) openStateToRead(ctx context.Context, file string) (*state.Store, error) {
 	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) && !state.IsPostgres(file) {
 		return nil, usagef("no state file at %s: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
 	}
-	return state.Open(ctx, file)
+	return state.Open(ctx, file, a.stateOptions(file)...)
 }
 
 // siteJob is the job of registry site name in st; an unknown name is a
@@ -89,9 +102,9 @@ func siteJob(ctx context.Context, st *state.Store, name string) (harvest.Job, er
 // completeSites completes the name of a registry site of the state file
 // *file (as --state gives it when the completion runs): shell completion
 // of site names.
-func completeSites(file *string) cobra.CompletionFunc {
+func (a *app) completeSites(file *string) cobra.CompletionFunc {
 	return func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		st, err := openStateToRead(c.Context(), *file)
+		st, err := a.openStateToRead(c.Context(), *file)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -82,9 +82,12 @@ const lockPoll = 200 * time.Millisecond
 // ctx ends. The error is fatal (errclass); the caller reports it as a
 // usage problem. command says what the run is, for the next one to read.
 func Lock(ctx context.Context, path, command string, wait time.Duration) (*FileLock, error) {
-	f, err := os.OpenFile(LockPath(path), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(LockPath(path), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, errclass.Fatalf("state: lock %s: %w", path, err)
+		return nil, fileError(LockPath(path), err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		f.Chmod(0o600) // made by an older version
 	}
 	deadline := time.Now().Add(wait)
 	for {

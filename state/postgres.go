@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,8 +22,9 @@ func IsPostgres(where string) bool {
 	return strings.HasPrefix(where, "postgres://") || strings.HasPrefix(where, "postgresql://")
 }
 
-// Redacted is where without its password, for messages: a PostgreSQL
-// URL's password replaced by "xxxxx", a file's path as it is.
+// Redacted is where without its passwords, for messages: a PostgreSQL
+// URL's password, and those of its query parameters (password,
+// sslpassword), replaced by "xxxxx"; a file's path as it is.
 func Redacted(where string) string {
 	if !IsPostgres(where) {
 		return where
@@ -31,7 +33,67 @@ func Redacted(where string) string {
 	if err != nil {
 		return "postgres://…"
 	}
+	q := u.Query()
+	for _, k := range secretParams {
+		if q.Has(k) {
+			q.Set(k, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.Redacted()
+}
+
+// secretParams are the query parameters of a PostgreSQL URL that hold
+// secrets.
+var secretParams = [...]string{"password", "sslpassword"}
+
+// secrets returns the passwords where holds, longest first.
+func secrets(where string) []string {
+	u, err := url.Parse(where)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	if p, ok := u.User.Password(); ok && p != "" {
+		out = append(out, p, url.QueryEscape(p), url.PathEscape(p))
+	}
+	q := u.Query()
+	for _, k := range secretParams {
+		if v := q.Get(k); v != "" {
+			out = append(out, v, url.QueryEscape(v))
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// redactedError is an error whose message hides the passwords of the
+// PostgreSQL URL it was met opening, whatever the driver put in it; it
+// unwraps to the error itself.
+type redactedError struct {
+	err     error
+	secrets []string
+}
+
+func (e *redactedError) Error() string {
+	msg := e.err.Error()
+	for _, s := range e.secrets {
+		msg = strings.ReplaceAll(msg, s, "xxxxx")
+	}
+	return msg
+}
+
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactError hides where's passwords in err's message.
+func redactError(err error, where string) error {
+	if err == nil {
+		return nil
+	}
+	if s := secrets(where); len(s) > 0 {
+		return &redactedError{err: err, secrets: s}
+	}
+	return err
 }
 
 // pgWriteKey is the key of the PostgreSQL advisory lock every write

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -170,6 +171,11 @@ func createAtVersion(t *testing.T, path string, v int, stmts ...string) {
 		}
 	}
 	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Older versions made state files others could read; this one opens
+	// a file made private.
+	if err := os.Chmod(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -134,7 +134,11 @@ type Store struct {
 // the store kept in that database, in the connection's current schema: a
 // schema holding another application's tables gives an error wrapping
 // ErrNotStateFile.
-func Open(ctx context.Context, path string) (*Store, error) {
+//
+// The file is private to its owner: a new one is made with mode 0600, and
+// one other users may read is refused (ErrReadable) unless opts include
+// AllowReadable.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, errclass.Fatalf("state: open %q: a file path is required", path)
 	}
@@ -142,13 +146,16 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		s := &Store{path: Redacted(path), clock: time.Now}
 		if err := s.openPostgres(ctx, path); err != nil {
 			s.closeAll()
-			return nil, errclass.Fatalf("state: open %s: %w", s.path, err)
+			return nil, errclass.Fatalf("state: open %s: %w", s.path, redactError(err, path))
 		}
 		return s, nil
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, errclass.Fatalf("state: open %s: %w", path, err)
+	}
+	if err := privateFile(abs, optionsOf(opts).allowReadable); err != nil {
+		return nil, err
 	}
 	s := &Store{path: path, clock: time.Now, dialect: sqliteDialect()}
 	if err := s.open(ctx, abs); err != nil {
@@ -164,12 +171,12 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // A store kept in PostgreSQL is shared by several processes and machines
 // at once and takes no such lock: OpenExclusive opens it as Open does, and
 // its harvests keep apart by their leases (Lease).
-func OpenExclusive(ctx context.Context, path, command string, wait time.Duration) (*Store, error) {
+func OpenExclusive(ctx context.Context, path, command string, wait time.Duration, opts ...Option) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, errclass.Fatalf("state: open %q: a file path is required", path)
 	}
 	if IsPostgres(path) {
-		return Open(ctx, path)
+		return Open(ctx, path, opts...)
 	}
 	if err := sqliteHeader(path); err != nil {
 		return nil, err // before the lock: no lock file beside what is not a state file
@@ -179,7 +186,7 @@ func OpenExclusive(ctx context.Context, path, command string, wait time.Duration
 	if err != nil {
 		return nil, err
 	}
-	s, err := Open(ctx, path)
+	s, err := Open(ctx, path, opts...)
 	if err != nil {
 		if errors.Is(err, ErrNotStateFile) && errors.Is(statErr, fs.ErrNotExist) {
 			os.Remove(LockPath(path)) // made for nothing: not left beside it

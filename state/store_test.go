@@ -1052,6 +1052,9 @@ func TestMigrateToSourceKeys(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(path, 0o600); err != nil { // made private, as this version wants it
+		t.Fatal(err)
+	}
 
 	s, err := Open(ctx, path)
 	if err != nil {

@@ -44,7 +44,7 @@ func OpenBodies(ctx context.Context, reg sink.Registry, spec string) (inv sink.I
 // OpenHoldings opens what to publish from: the resource and change
 // documents of the es sink's index fromES (see fromes.Open) when it is not
 // "", else the state store file stateFile. close releases it.
-func OpenHoldings(ctx context.Context, stateFile, fromES string) (h publish.Holdings, close func() error, err error) {
+func OpenHoldings(ctx context.Context, stateFile, fromES string, opts ...state.Option) (h publish.Holdings, close func() error, err error) {
 	if fromES != "" {
 		h, err := fromes.Open(ctx, fromES, nil)
 		if err != nil {
@@ -52,7 +52,7 @@ func OpenHoldings(ctx context.Context, stateFile, fromES string) (h publish.Hold
 		}
 		return h, func() error { return nil }, nil
 	}
-	st, err := state.Open(ctx, stateFile)
+	st, err := state.Open(ctx, stateFile, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
