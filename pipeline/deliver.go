@@ -92,6 +92,11 @@ const (
 // sinks that lack this version take it (deliverAll).
 func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	e := j.rec
+	if err := source.CheckURI(e.URI); err != nil {
+		f := runreport.Failure{URI: source.ShortURI(e.URI), Package: j.pkg.URL, Stage: "manifest", Error: err.Error(), Permanent: true}
+		r.log.Warn("resource failed", "uri", f.URI, "package", j.pkg.URL, "stage", f.Stage, "error", err)
+		return result{failure: &f, counts: countsResource}
+	}
 	rec := r.resourceOf(j)
 	want := fixity.Expect{Length: e.Length, Hashes: e.Hashes}
 	h, err := r.holding(ctx, e.URI, e.ChangeTime, want, e.Version)

@@ -52,6 +52,7 @@ func (r *run) planTask(ctx context.Context, task source.Task, work func(context.
 		return nil, err
 	}
 	cps, err := p.Plan(ctx, task, holdings{r.opts.Store, r.opts.SourceKey}, func(ctx context.Context, u source.Unit) error {
+		u = source.Bounded(u) // no identifier of megabytes goes further
 		if r.listed != nil {
 			// Named, if badly or twice: not "no longer listed".
 			switch {

@@ -347,7 +347,7 @@ func cases() []pkg {
 	fsCase("fs-invalid-utf8", "http://example.org/hostile/fs-invalid-utf8/%FF%FE", "http://example.org/hostile/fs-invalid-utf8/%C3%28")
 	fsCase("fs-long-name", "http://example.org/hostile/fs-long-name/"+strings.Repeat("n", 300),
 		"http://example.org/hostile/fs-long-name/"+strings.Repeat("é", 200),
-		"http://example.org/hostile/fs-long-name/"+strings.Repeat("deep/", 900)+"end")
+		"http://example.org/hostile/fs-long-name/"+strings.Repeat("deep/", 800)+"end") // 4,044 bytes: under source.MaxURILength
 	fsCase("fs-case-collision", "http://example.org/hostile/fs-case-collision/Readme", "http://example.org/hostile/fs-case-collision/README",
 		"http://example.org/hostile/fs-case-collision/readme")
 	huge := pkg{name: "huge-token", entries: good("huge-token", 2)}
