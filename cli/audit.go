@@ -52,7 +52,7 @@ func (a *app) auditCommand() *cobra.Command {
 // runAudit audits f's job on the state store f gives or --state.
 func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*pipeline.AuditReport, error) {
 	log := a.logger()
-	store, closeStore, err := runStore(ctx, f, log)
+	store, closeStore, err := a.runStore(ctx, f, log)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
+	"github.com/rsharvest/rsharvest/source/oaipmh"
 	"github.com/rsharvest/rsharvest/source/protocols"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -64,6 +65,10 @@ func (f *syncFlags) register(c *cobra.Command) {
 	fl.StringArrayVar(&f.Headers, "header", nil, "extra HTTP header 'Name: value' for every request (repeatable)")
 	fl.StringVar(&f.SpoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system temp dir)")
 	fl.DurationVar(&f.StallTimeout, "stall-timeout", d.StallTimeout, "fail (and resume) a download that receives no bytes for this long")
+	fl.Int64Var(&f.LowSpeedLimit, "low-speed-limit", d.LowSpeedLimit, "bytes a second: a response slower than this for --low-speed-time fails, temporarily (0: no cutoff)")
+	fl.DurationVar(&f.LowSpeedTime, "low-speed-time", d.LowSpeedTime, "how long a response may stay under --low-speed-limit")
+	fl.StringArrayVar(&f.HeaderOrigins, "header-origin", nil, "an origin (https://host[:port]) besides the source's that the --header values are sent to (repeatable; by default they go to the source's origin only)")
+	fl.IntVar(&f.MaxPages, "max-pages", 0, fmt.Sprintf("OAI-PMH: the most pages of one list or date window a run reads; a repository still sending resumption tokens then is stopped, the run partial, and the next run goes on from there (default %d)", oaipmh.DefaultMaxPages))
 	fl.BoolVar(&f.RequireHash, "require-hash", false, "refuse resources that give no md5, sha-1, sha-256 or sha-512 (by default they are delivered after their length and CRC-32 checks, and counted as unverified)")
 	fl.BoolVar(&f.AllowPrivateAddresses, "allow-private-addresses", false, "let the URLs a source lists (resources, mirrors, redirects) lead to loopback, link-local, private or cloud metadata addresses; by default only a source served from such an address may list addresses of its kind")
 	fl.StringVar(&f.Verify, "verify", d.Verify, "which digests of those an entry lists are checked: strongest (sha-512, else sha-256, else sha-1, else md5; with the length and CRC-32) or all")
@@ -172,9 +177,9 @@ func codeOf(rep *runreport.Report) int {
 // harvest of the mode with the progress display, then writes the report.
 func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*runreport.Report, error) {
 	log := a.logger()
-	open := runStore
+	open := a.runStore
 	if f.dryRun {
-		open = dryRunStore
+		open = a.dryRunStore
 	}
 	store, closeStore, err := open(ctx, f, log)
 	if err != nil {
@@ -216,7 +221,7 @@ func (a *app) harvester(store *state.Store, shared bool, log *slog.Logger) *harv
 // pipeline's options with a function closing the sinks, and the store
 // unless the caller gave it (f.store).
 func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger) (pipeline.Options, func(context.Context) error, error) {
-	store, closeStore, err := runStore(ctx, f, log)
+	store, closeStore, err := a.runStore(ctx, f, log)
 	if err != nil {
 		return pipeline.Options{}, nil, err
 	}
@@ -233,11 +238,11 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 
 // runStore is the store a run of f uses: the one the caller gave
 // (f.store, which closing leaves open), else --state opened with its lock.
-func runStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
+func (a *app) runStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
 	if f.store != nil {
 		return f.store, func() {}, nil
 	}
-	store, err := openState(ctx, f, log)
+	store, err := a.openState(ctx, f, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -248,12 +253,12 @@ func runStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store,
 // its lock: no run changes it meanwhile), else an empty one in a
 // temporary directory, removed after, so that a dry run never creates a
 // state file.
-func dryRunStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
+func (a *app) dryRunStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
 	if f.store != nil {
-		return runStore(ctx, f, log)
+		return a.runStore(ctx, f, log)
 	}
 	if stateExists(f.state) {
-		return runStore(ctx, f, log)
+		return a.runStore(ctx, f, log)
 	}
 	dir, err := os.MkdirTemp("", "rsharvest-dry-run-")
 	if err != nil {
@@ -291,15 +296,15 @@ func (a *app) printPreview() func(pipeline.Preview) {
 // first's. A state file in use fails at once, or after --wait-lock (said
 // in the log when the wait begins), with a usage error (exit 2) naming the
 // run holding it; a run interrupted while it waits is not a usage error.
-func openState(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, error) {
+func (a *app) openState(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, error) {
 	command := cmp.Or(f.command, "rsharvest")
 	if err := prepareStateFile(f.state); err != nil {
 		return nil, err
 	}
-	store, err := state.OpenExclusive(ctx, f.state, command, 0)
+	store, err := state.OpenExclusive(ctx, f.state, command, 0, a.stateOptions(f.state)...)
 	if errors.Is(err, state.ErrLocked) && f.waitLock > 0 {
 		log.Info("waiting for the state file", "why", err, "wait-lock", f.waitLock)
-		store, err = state.OpenExclusive(ctx, f.state, command, f.waitLock)
+		store, err = state.OpenExclusive(ctx, f.state, command, f.waitLock, a.stateOptions(f.state)...)
 		if errors.Is(err, state.ErrLocked) {
 			err = fmt.Errorf("%w; waited --wait-lock %s for it", err, f.waitLock)
 		}

@@ -27,7 +27,7 @@ func (a *app) catCommand() *cobra.Command {
 			ctx := c.Context()
 			specs := sinks
 			if siteName != "" {
-				st, err := openStateToRead(ctx, stateFile)
+				st, err := a.openStateToRead(ctx, stateFile)
 				if err != nil {
 					return err
 				}
@@ -68,6 +68,6 @@ func (a *app) catCommand() *cobra.Command {
 	fl.StringVar(&siteName, "site", "", "read from the sinks of this registry site")
 	fl.StringArrayVar(&sinks, "sink", nil, "read from this sink (repeatable)")
 	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
-	_ = c.RegisterFlagCompletionFunc("site", completeSites(&stateFile))
+	_ = c.RegisterFlagCompletionFunc("site", a.completeSites(&stateFile))
 	return c
 }

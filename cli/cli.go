@@ -107,7 +107,7 @@ func exitCode(ctx context.Context, err error) int {
 	var ue usageError
 	var se *pipeline.SourceError
 	switch {
-	case errors.As(err, &ue), harvest.IsInvalid(err), errors.Is(err, state.ErrNotStateFile), errors.Is(err, state.ErrLocked):
+	case errors.As(err, &ue), harvest.IsInvalid(err), errors.Is(err, state.ErrNotStateFile), errors.Is(err, state.ErrReadable), errors.Is(err, state.ErrLocked):
 		return ExitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return ExitInterrupted
@@ -136,7 +136,10 @@ type app struct {
 	quiet      bool
 	logFormat  string
 	cpuProfile string
-	code       int
+	// allowReadable opens a state file other users may read
+	// (--allow-readable-state), with a warning.
+	allowReadable bool
+	code          int
 	// shown is the progress display on stderr, which the log shares (see
 	// display).
 	shown *progress.Display
@@ -210,6 +213,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVarP(&a.quiet, "quiet", "q", false, "only warnings and errors: no info log records, no progress display (the summary is still printed)")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the command to this file")
+	root.PersistentFlags().BoolVar(&a.allowReadable, "allow-readable-state", false, "open a state file that other users may read (it holds the registry's credentials: by default such a file is refused)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if a.cpuProfile == "" {
 			return nil

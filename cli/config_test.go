@@ -14,8 +14,8 @@ import (
 // '-' (--header's key is headers). Flags that choose what a command prints
 // or does, not how it syncs, have none.
 func TestEveryFlagHasConfigKey(t *testing.T) {
-	noKey := map[string]bool{"config": true, "json": true, "repair": true, "dry-run": true, "cpuprofile": true, "help": true}
-	keyOf := map[string]string{"header": "headers"}
+	noKey := map[string]bool{"config": true, "json": true, "repair": true, "dry-run": true, "cpuprofile": true, "help": true, "allow-readable-state": true}
+	keyOf := map[string]string{"header": "headers", "header-origin": "header_origins"}
 	root := (&app{}).rootCommand()
 	checked := 0
 	for _, name := range []string{"baseline", "incremental", "sync", "audit"} {

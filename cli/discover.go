@@ -41,10 +41,11 @@ func (a *app) discoverCommand() *cobra.Command {
 				return usagef("--max-document-size must be a number of bytes, or -1 for no cap")
 			}
 			// The documents a source links may not lead inward either.
-			client, err := a.lookClient(args[0], headers, rate, retries, allowPrivate)
+			client, start, err := a.lookClient(args[0], headers, rate, retries, allowPrivate)
 			if err != nil {
 				return err
 			}
+			args[0] = start
 			log := a.logger()
 			ctx := c.Context()
 			src, err := resourcesync.Discover(ctx, client, args[0], resourcesync.Options{MaxDocuments: maxDocs, MaxDocumentSize: maxDocSize, Logger: log})

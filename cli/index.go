@@ -32,7 +32,7 @@ matching copy of is counted missing; the next harvest, or "audit --repair", fetc
 			}
 			ctx := c.Context()
 			log := a.logger()
-			st, err := openSitesState(ctx, stateFile, waitLock, c.CommandPath(), log)
+			st, err := a.openSitesState(ctx, stateFile, waitLock, c.CommandPath(), log)
 			if err != nil {
 				return err
 			}
@@ -70,7 +70,7 @@ matching copy of is counted missing; the next harvest, or "audit --repair", fetc
 	fl.StringVar(&siteName, "site", "", "the registry site whose held resources are written")
 	fl.StringArrayVar(&sinks, "sink", nil, "a sink to write to (repeatable; default: the site's es: and solr: sinks)")
 	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
-	_ = c.RegisterFlagCompletionFunc("site", completeSites(&stateFile))
+	_ = c.RegisterFlagCompletionFunc("site", a.completeSites(&stateFile))
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another run to release the state file (0: fail at once)")
 	return c
 }

@@ -31,7 +31,7 @@ state's runs and failures themselves: there is no second copy.`,
 					return usagef("--since %v", err)
 				}
 			}
-			st, err := openStateToRead(c.Context(), stateFile)
+			st, err := a.openStateToRead(c.Context(), stateFile)
 			if err != nil {
 				return err
 			}

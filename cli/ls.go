@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -37,18 +38,18 @@ func (a *app) lsCommand() *cobra.Command {
 				return usagef("ls: give --site or --source")
 			}
 			ctx := c.Context()
-			st, err := openStateToRead(ctx, stateFile)
+			st, err := a.openStateToRead(ctx, stateFile)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			key := source
+			key := (&harvest.Job{Source: source}).Key()
 			if siteName != "" {
 				j, err := siteJob(ctx, st, siteName)
 				if err != nil {
 					return err
 				}
-				key = j.Source
+				key = j.Key()
 			}
 			w := bufio.NewWriter(a.stdout)
 			defer w.Flush()
@@ -94,7 +95,7 @@ func (a *app) lsCommand() *cobra.Command {
 	fl.StringVar(&siteName, "site", "", "the registry site whose resources are listed")
 	fl.StringVar(&source, "source", "", "the source (its URL, as harvested) whose resources are listed")
 	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
-	_ = c.RegisterFlagCompletionFunc("site", completeSites(&stateFile))
+	_ = c.RegisterFlagCompletionFunc("site", a.completeSites(&stateFile))
 	fl.BoolVar(&asJSON, "json", false, "print a JSON array of {uri, length, sha256, lastmod, version}")
 	return c
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/oaipmh"
 )
 
@@ -39,10 +40,11 @@ func (a *app) oaiCommand() *cobra.Command {
 			Short: short,
 			Args:  urlArgs("oai "+name, "URL"+strings.TrimPrefix(use, name)),
 			RunE: func(c *cobra.Command, args []string) error {
-				client, err := a.lookClient(args[0], headers, 0, retries, allowPrivate)
+				client, base, err := a.lookClient(args[0], headers, 0, retries, allowPrivate)
 				if err != nil {
 					return err
 				}
+				args = append([]string{base}, args[1:]...)
 				p := &oaipmh.Planner{Client: client}
 				ctx := c.Context()
 				v, err := ask(ctx, p, args)
@@ -89,16 +91,21 @@ func (a *app) oaiCommand() *cobra.Command {
 }
 
 // lookClient is the HTTP client of a command that looks at a source (oai,
-// discover): headers, rate and retries as a harvest's, and the address
-// rule applied as for a harvest of source.
-func (a *app) lookClient(source string, headers []string, rate float64, retries int, allowPrivate bool) (*fetch.Client, error) {
+// discover) and the source's URL to ask: headers, rate and retries as a
+// harvest's, the address rule applied as for a harvest of source, and the
+// credentials of source's URL, as the headers, sent to its origin alone.
+func (a *app) lookClient(src string, headers []string, rate float64, retries int, allowPrivate bool) (*fetch.Client, string, error) {
 	hdr, err := parseHeaders(headers)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if rate < 0 || retries < 0 {
-		return nil, usagef("--rate and --retries must not be negative")
+		return nil, "", usagef("--rate and --retries must not be negative")
 	}
-	return fetch.New(fetch.Options{UserAgent: UserAgent(), Header: hdr, Rate: rate, Retries: harvest.FetchRetries(retries), Logger: a.logger(),
-		Addresses: &fetch.AddressPolicy{Source: source, Allow: allowPrivate}}), nil
+	src, auth := source.Credentials(src)
+	if auth != "" && hdr.Get("Authorization") == "" {
+		hdr.Set("Authorization", auth)
+	}
+	return fetch.New(fetch.Options{UserAgent: UserAgent(), Header: hdr, HeaderOrigins: []string{src}, Rate: rate, Retries: harvest.FetchRetries(retries), Logger: a.logger(),
+		Addresses: &fetch.AddressPolicy{Source: src, Allow: allowPrivate}}), src, nil
 }

@@ -148,12 +148,12 @@ func (f *publishFlags) publisher(ctx context.Context, a *app, h publish.Holdings
 
 // holdings opens what to publish: the es sink's index (--from-es), or the
 // state store. close releases it.
-func (f *publishFlags) holdings(ctx context.Context) (h publish.Holdings, close func() error, err error) {
+func (f *publishFlags) holdings(ctx context.Context, opts []state.Option) (h publish.Holdings, close func() error, err error) {
 	if f.fromES == "" && !stateExists(f.stateFile) {
 		_, err := os.Stat(f.stateFile)
 		return nil, nil, usagef("--state: %v", err)
 	}
-	return publisher.OpenHoldings(ctx, f.stateFile, f.fromES)
+	return publisher.OpenHoldings(ctx, f.stateFile, f.fromES, opts...)
 }
 
 // publishCommand returns the "publish" command and its "serve".
@@ -179,7 +179,7 @@ Serve DIR/current at --base-url, or run "rsharvest publish serve".`,
 			if err != nil {
 				return err
 			}
-			h, closeH, err := f.holdings(c.Context())
+			h, closeH, err := f.holdings(c.Context(), a.stateOptions(f.stateFile))
 			if err != nil {
 				return err
 			}
@@ -233,7 +233,7 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 			}
 			var pub *publisher.Publisher
 			if !sched.IsZero() {
-				h, closeH, err := f.holdings(ctx)
+				h, closeH, err := f.holdings(ctx, a.stateOptions(f.stateFile))
 				if err != nil {
 					return err
 				}
@@ -252,7 +252,7 @@ until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (
 			var st *state.Store
 			if f.copiesFrom == "" && f.fromES == "" {
 				if stateExists(f.stateFile) {
-					if st, err = state.Open(ctx, f.stateFile); err != nil {
+					if st, err = state.Open(ctx, f.stateFile, a.stateOptions(f.stateFile)...); err != nil {
 						return err
 					}
 					defer st.Close()

@@ -29,7 +29,7 @@ func (a *app) runCommand() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:               "run [SITE…]",
-		ValidArgsFunction: completeSites(&stateFile),
+		ValidArgsFunction: a.completeSites(&stateFile),
 		Short:             "Harvest the named sites of the registry now, or every site that is due (--due), several at once",
 		Long: `Harvests sites of the registry (see "rsharvest sites"): the named ones now, or with --due every site
 whose next harvest has come. Each site is synced as "rsharvest sync" would (a baseline the first time, then
@@ -45,7 +45,7 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 			}
 			ctx := c.Context()
 			log := a.logger()
-			st, err := openSitesState(ctx, stateFile, waitLock, c.CommandPath(), log)
+			st, err := a.openSitesState(ctx, stateFile, waitLock, c.CommandPath(), log)
 			if err != nil {
 				return err
 			}
@@ -89,8 +89,8 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 // (the site runs share the store, see pipeline.Options.StoreShared). A
 // store kept in PostgreSQL is shared with other machines, whose runs may be
 // alive: each run marks those of its own source, under its lease.
-func openSitesState(ctx context.Context, file string, waitLock time.Duration, command string, log *slog.Logger) (*state.Store, error) {
-	st, err := openState(ctx, syncFlags{state: file, waitLock: waitLock, command: command}, log)
+func (a *app) openSitesState(ctx context.Context, file string, waitLock time.Duration, command string, log *slog.Logger) (*state.Store, error) {
+	st, err := a.openState(ctx, syncFlags{state: file, waitLock: waitLock, command: command}, log)
 	if err != nil || st.PostgresURL() != "" {
 		return st, err
 	}

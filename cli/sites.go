@@ -79,7 +79,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 	var showJSON bool
 	show := &cobra.Command{
 		Use:               "show NAME",
-		ValidArgsFunction: completeSites(&stateFile),
+		ValidArgsFunction: a.completeSites(&stateFile),
 		Short:             "Show a site: its definition (as a registry file holds it) and where its harvests stand",
 		Args:              exactArgs("sites show", "NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -102,7 +102,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
 	remove := &cobra.Command{
 		Use:               "remove NAME",
-		ValidArgsFunction: completeSites(&stateFile),
+		ValidArgsFunction: a.completeSites(&stateFile),
 		Short:             "Remove a site from the registry (what its harvests hold stays in the state and the sinks)",
 		Args:              exactArgs("sites remove", "NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -154,7 +154,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 	pauseResume := func(verb string, paused bool) *cobra.Command {
 		return &cobra.Command{
 			Use:               verb + " NAME",
-			ValidArgsFunction: completeSites(&stateFile),
+			ValidArgsFunction: a.completeSites(&stateFile),
 			Short:             map[bool]string{true: "Pause a site: never due until resumed (it can still be run by name)", false: "Resume a paused site: due again by its schedule"}[paused],
 			Args:              exactArgs("sites "+verb, "NAME"),
 			RunE: func(c *cobra.Command, args []string) error {
@@ -173,7 +173,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 		}
 	}
 	edit := a.siteEditCommand("edit", registry)
-	edit.ValidArgsFunction = completeSites(&stateFile)
+	edit.ValidArgsFunction = a.completeSites(&stateFile)
 	c.AddCommand(a.siteEditCommand("add", registry), edit, remove, list, show, apply,
 		pauseResume("pause", true), pauseResume("resume", false))
 	return c
@@ -292,7 +292,7 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 				if err := reg.Put(ctx, ns); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "%s %s: %s, %s\n", map[string]string{"add": "added", "edit": "changed"}[verb], ns.Name, ns.When, ns.Source)
+				fmt.Fprintf(a.stdout, "%s %s: %s, %s\n", map[string]string{"add": "added", "edit": "changed"}[verb], ns.Name, ns.When, state.SourceKey(ns.Source))
 				return nil
 			})
 		},

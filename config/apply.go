@@ -25,6 +25,10 @@ type Targets struct {
 	Until            *string        // until
 	SpoolDir         *string        // spool-dir
 	StallTimeout     *time.Duration // stall-timeout
+	LowSpeedLimit    *int64         // low-speed-limit
+	LowSpeedTime     *time.Duration // low-speed-time
+	HeaderOrigins    *[]string      // header-origin
+	MaxPages         *int           // max-pages
 	WaitLock         *time.Duration // wait-lock
 	AllowMissingHash *bool          // allow-missing-hash
 	RequireHash      *bool          // require-hash
@@ -92,6 +96,14 @@ func (f *File) Apply(t Targets, flagSet func(name string) bool) {
 	if t.StallTimeout != nil && f.StallTimeout != nil && !flagSet("stall-timeout") {
 		*t.StallTimeout = time.Duration(*f.StallTimeout)
 	}
+	setPtr(t.LowSpeedLimit, f.LowSpeedLimit, "low-speed-limit", flagSet)
+	if t.LowSpeedTime != nil && f.LowSpeedTime != nil && !flagSet("low-speed-time") {
+		*t.LowSpeedTime = time.Duration(*f.LowSpeedTime)
+	}
+	if t.HeaderOrigins != nil && len(f.HeaderOrigins) > 0 && !flagSet("header-origin") {
+		*t.HeaderOrigins = slices.Clone(f.HeaderOrigins)
+	}
+	setPtr(t.MaxPages, f.MaxPages, "max-pages", flagSet)
 	if t.WaitLock != nil && f.WaitLock != nil && !flagSet("wait-lock") {
 		*t.WaitLock = time.Duration(*f.WaitLock)
 	}

@@ -18,6 +18,10 @@
 //	until: 2024-02-01
 //	spool_dir: /var/tmp/rsharvest
 //	stall_timeout: 30s                    # a Go duration, or a number of seconds
+//	low_speed_limit: 1024                 # bytes a second; a response slower for low_speed_time fails (0: off)
+//	low_speed_time: 60s
+//	header_origins: [https://cdn.example.org]  # origins besides the source's that headers go to
+//	max_pages: 100000                     # OAI-PMH: pages of one list before a run stops it
 //	wait_lock: 10m                        # a Go duration, or a number of seconds
 //	require_hash: false
 //	verify: strongest                     # strongest, all: the digests of an entry checked
@@ -112,6 +116,16 @@ type File struct {
 	SpoolDir string `yaml:"spool_dir,omitempty"`
 	// StallTimeout cuts a download receiving nothing for this long (>= 0).
 	StallTimeout *Duration `yaml:"stall_timeout,omitempty"`
+	// LowSpeedLimit and LowSpeedTime cut a response slower than that many
+	// bytes a second for that long (--low-speed-limit, --low-speed-time;
+	// a limit of 0 turns the cutoff off).
+	LowSpeedLimit *int64    `yaml:"low_speed_limit,omitempty"`
+	LowSpeedTime  *Duration `yaml:"low_speed_time,omitempty"`
+	// HeaderOrigins are origins besides the source's that the headers
+	// are sent to (--header-origin).
+	HeaderOrigins []string `yaml:"header_origins,omitempty"`
+	// MaxPages bounds the pages of one OAI-PMH list (--max-pages).
+	MaxPages *int `yaml:"max_pages,omitempty"`
 	// WaitLock is how long a run waits for another run to release the
 	// state file (>= 0; --wait-lock).
 	WaitLock *Duration `yaml:"wait_lock,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -39,6 +40,10 @@ type raw struct {
 	From              yaml.Node `yaml:"from"`
 	Until             yaml.Node `yaml:"until"`
 	StallTimeout      yaml.Node `yaml:"stall_timeout"`
+	LowSpeedLimit     yaml.Node `yaml:"low_speed_limit"`
+	LowSpeedTime      yaml.Node `yaml:"low_speed_time"`
+	HeaderOrigins     yaml.Node `yaml:"header_origins"`
+	MaxPages          yaml.Node `yaml:"max_pages"`
 	WaitLock          yaml.Node `yaml:"wait_lock"`
 	AllowMissingHash  yaml.Node `yaml:"allow_missing_hash"`
 	RequireHash       yaml.Node `yaml:"require_hash"`
@@ -205,6 +210,17 @@ func (d *decoder) value(key string, v *yaml.Node) error {
 		d.f.Until, err = d.datetime(key, v)
 	case "stall_timeout":
 		d.f.StallTimeout, err = d.duration(key, v)
+	case "low_speed_limit":
+		var n *int
+		if n, err = d.integer(key, v, 0); n != nil {
+			d.f.LowSpeedLimit = new(int64(*n))
+		}
+	case "low_speed_time":
+		d.f.LowSpeedTime, err = d.duration(key, v)
+	case "header_origins":
+		d.f.HeaderOrigins, err = d.origins(key, v)
+	case "max_pages":
+		d.f.MaxPages, err = d.integer(key, v, 1)
 	case "wait_lock":
 		d.f.WaitLock, err = d.duration(key, v)
 	case "allow_missing_hash":
@@ -329,15 +345,16 @@ func (d *decoder) sinkSpec(key string, v *yaml.Node) (string, error) {
 }
 
 // JoinSink returns the sink spec s with the relative directory of an fs:
-// sink joined to base (any ?options kept); other specs unchanged.
+// sink joined to base (any ?options kept); other specs, and a directory
+// that begins with an environment variable (${NAME}), unchanged.
 func JoinSink(s, base string) string {
 	dir, ok := strings.CutPrefix(s, "fs:")
 	if !ok {
 		return s
 	}
 	dir, query, hasQuery := strings.Cut(dir, "?")
-	if dir == "" || filepath.IsAbs(dir) {
-		return s
+	if dir == "" || filepath.IsAbs(dir) || strings.HasPrefix(dir, "${") {
+		return s // a directory named by the environment is resolved at harvest time
 	}
 	out := "fs:" + filepath.Join(base, dir)
 	if hasQuery {
@@ -405,6 +422,29 @@ func (d *decoder) schemas(key string, v *yaml.Node) ([]string, error) {
 		}
 	}
 	return items, nil
+}
+
+// origins reads http(s) origins (one, or a list).
+func (d *decoder) origins(key string, v *yaml.Node) ([]string, error) {
+	items, err := d.strs(key, v)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		if err := CheckOrigin(it); err != nil {
+			return nil, d.errorf(v, "%s: %v", key, err)
+		}
+	}
+	return items, nil
+}
+
+// CheckOrigin checks that s names an origin: an http(s) URL with a host.
+func CheckOrigin(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return fmt.Errorf("%q: want an origin such as https://cdn.example.org", trunc(s))
+	}
+	return nil
 }
 
 // path reads a file or directory path, resolving a relative one.

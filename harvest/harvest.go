@@ -85,7 +85,8 @@ func (h *Harvester) run(ctx context.Context, m Mode, j Job, wait time.Duration) 
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
-	fence, release, err := h.lease(ctx, wait, state.SourceLease(j.key()), state.SourceLease(j.Source))
+	j.prepare()
+	fence, release, err := h.lease(ctx, wait, state.SourceLease(j.Key()), state.SourceLease(j.Source))
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func (h *Harvester) run(ctx context.Context, m Mode, j Job, wait time.Duration) 
 	rng, _ := j.Range()
 	everyday := m == Sync
 	if everyday {
-		has, err := h.Store.HasCheckpoint(ctx, j.key())
+		has, err := h.Store.HasCheckpoint(ctx, j.Key())
 		if err != nil {
 			closeSinks(ctx)
 			return nil, err
@@ -200,7 +201,8 @@ func (h *Harvester) lease(ctx context.Context, wait time.Duration, keys ...strin
 // mismatched and removes what the source no longer lists. It holds the
 // source's lease as Run does.
 func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.AuditReport, error) {
-	fence, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.key()), state.SourceLease(j.Source))
+	j.prepare()
+	fence, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.Key()), state.SourceLease(j.Source))
 	if err != nil {
 		return nil, err
 	}
@@ -299,13 +301,17 @@ func (h *Harvester) Options(ctx context.Context, j Job) (pipeline.Options, func(
 	if err := j.Validate(); err != nil {
 		return pipeline.Options{}, nil, err
 	}
+	j.prepare()
 	return h.options(ctx, j, h.log())
 }
 
 func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipeline.Options, func(context.Context) error, error) {
-	headers, err := j.Header()
+	headers, err := j.headerValues()
 	if err != nil {
 		return pipeline.Options{}, nil, err
+	}
+	if j.auth != "" && headers.Get("Authorization") == "" {
+		headers.Set("Authorization", j.auth)
 	}
 	sinks, closeSinks, err := OpenSinks(ctx, h.Sinks, j.Sinks)
 	if err != nil {
@@ -327,7 +333,12 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		StallTimeout: j.StallTimeout,
 		Logger:       log,
 		RangeParts:   j.RangeParts,
-		OnRetry:      h.OnRetry,
+		// Headers (credentials) go to the source's origin alone, and to
+		// those the operator names.
+		HeaderOrigins: append([]string{j.Source}, j.HeaderOrigins...),
+		LowSpeedLimit: lowSpeed(j.LowSpeedLimit),
+		LowSpeedTime:  j.LowSpeedTime,
+		OnRetry:       h.OnRetry,
 		// A server asking for more than fetch.DefaultMaxRetryAfter ends
 		// the request: the run ends partial, its checkpoint held.
 		EndOnLongRetryAfter: true,
@@ -409,8 +420,8 @@ func (h *Harvester) log() *slog.Logger {
 	return h.Log
 }
 
-// OpenSinks opens every sink spec with reg; on failure it closes those
-// already open.
+// OpenSinks opens every sink spec with reg, its ${NAME} references
+// resolved from the environment; on failure it closes those already open.
 func OpenSinks(ctx context.Context, reg sink.Registry, specs []string) ([]sink.Sink, func(context.Context) error, error) {
 	var out []sink.Sink
 	closeAll := func(ctx context.Context) error {
@@ -421,6 +432,11 @@ func OpenSinks(ctx context.Context, reg sink.Registry, specs []string) ([]sink.S
 		return errors.Join(errs...)
 	}
 	for _, spec := range specs {
+		spec, err := expandEnv("sink "+sink.Redact(spec), spec)
+		if err != nil {
+			closeAll(ctx)
+			return nil, nil, err
+		}
 		s, err := reg.Open(ctx, spec)
 		if err != nil {
 			closeAll(ctx)
@@ -439,6 +455,15 @@ func RedactSpecs(specs []string) []string {
 		out[i] = sink.Redact(s)
 	}
 	return out
+}
+
+// lowSpeed is the fetch client's low-speed limit of a job's: 0, no
+// cutoff, is a negative limit there.
+func lowSpeed(limit int64) int64 {
+	if limit == 0 {
+		return -1
+	}
+	return limit
 }
 
 // FetchRetries maps a job's Retries to fetch.Options.Retries, where 0

@@ -42,7 +42,8 @@ func (h *Harvester) Index(ctx context.Context, j Job, targets []string) (IndexRe
 	if len(targets) == 0 {
 		return rep, &InvalidError{errors.New("index: no sink to write to")}
 	}
-	_, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.key()), state.SourceLease(j.Source))
+	j.prepare()
+	_, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.Key()), state.SourceLease(j.Source))
 	if err != nil {
 		return rep, err
 	}
@@ -71,7 +72,7 @@ func (h *Harvester) Index(ctx context.Context, j Job, targets []string) (IndexRe
 	if err != nil {
 		return rep, &InvalidError{err}
 	}
-	err = h.Store.WalkResources(ctx, j.key(), func(r state.Resource) error {
+	err = h.Store.WalkResources(ctx, j.Key(), func(r state.Resource) error {
 		if r.Deleted || (r.Outcome != state.OutcomeWritten && r.Outcome != state.OutcomeUnchanged) {
 			return nil
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/oaipmh"
+	"github.com/rsharvest/rsharvest/state"
 )
 
 // Mode is what a harvest does.
@@ -101,6 +102,17 @@ type Job struct {
 	SpoolDir string
 	// StallTimeout cuts and resumes a download receiving nothing.
 	StallTimeout time.Duration
+	// LowSpeedLimit and LowSpeedTime cut a response slower than
+	// LowSpeedLimit bytes a second for LowSpeedTime, a temporary failure
+	// (0: no cutoff).
+	LowSpeedLimit int64
+	LowSpeedTime  time.Duration
+	// HeaderOrigins are the origins besides the source's that Headers
+	// are sent to (each scheme://host[:port]).
+	HeaderOrigins []string
+	// MaxPages bounds the pages of one OAI-PMH list or date window (0:
+	// the protocol's default).
+	MaxPages int
 	// RequireHash refuses resources that give no hash.
 	RequireHash bool
 	// Verify is which digests of those an entry lists are checked:
@@ -124,6 +136,10 @@ type Job struct {
 	RangeParts int
 	// MaxDocumentSize caps one document's bytes (-1: no cap).
 	MaxDocumentSize int64
+
+	// auth is the Authorization that the credentials of the source URL
+	// stand for, once prepare took them out of Source ("": none).
+	auth string
 }
 
 // ParseWhen reads a time as the command line gives one: a W3C datetime,
@@ -146,6 +162,8 @@ func DefaultJob() Job {
 		Workers:         runtime.NumCPU(),
 		Retries:         5,
 		StallTimeout:    30 * time.Second,
+		LowSpeedLimit:   fetch.DefaultLowSpeedLimit,
+		LowSpeedTime:    fetch.DefaultLowSpeedTime,
 		Prefer:          "dump",
 		Verify:          "strongest",
 		Protocol:        "auto",
@@ -162,7 +180,7 @@ func (j *Job) Targets() config.Targets {
 	return config.Targets{
 		Source: &j.Source, SpoolDir: &j.SpoolDir, From: &j.From, Until: &j.Until, Sinks: &j.Sinks, Headers: &j.Headers,
 		Concurrency: &j.Concurrency, Workers: &j.Workers, Retries: &j.Retries, RangeParts: &j.RangeParts, MaxDocumentSize: &j.MaxDocumentSize,
-		Rate: &j.Rate, StallTimeout: &j.StallTimeout, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete, Validate: &j.CheckDocuments, Schemas: &j.Schemas, DeleteUnlisted: &j.DeleteUnlisted, Spread: &j.Spread,
+		Rate: &j.Rate, StallTimeout: &j.StallTimeout, LowSpeedLimit: &j.LowSpeedLimit, LowSpeedTime: &j.LowSpeedTime, HeaderOrigins: &j.HeaderOrigins, MaxPages: &j.MaxPages, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete, Validate: &j.CheckDocuments, Schemas: &j.Schemas, DeleteUnlisted: &j.DeleteUnlisted, Spread: &j.Spread,
 		AllowPrivate: &j.AllowPrivateAddresses, Prefer: &j.Prefer, Sets: &j.Sets, Protocol: &j.Protocol, MetadataPrefix: &j.MetadataPrefix,
 	}
 }
@@ -244,6 +262,14 @@ func (j *Job) Validate() error {
 	if j.Rate < 0 || j.Retries < 0 {
 		return invalidf("--rate and --retries must not be negative")
 	}
+	if j.LowSpeedLimit < 0 || j.LowSpeedTime < 0 || j.MaxPages < 0 {
+		return invalidf("--low-speed-limit, --low-speed-time and --max-pages must not be negative")
+	}
+	for _, o := range j.HeaderOrigins {
+		if err := config.CheckOrigin(o); err != nil {
+			return invalidf("--header-origin %v", err)
+		}
+	}
 	if j.Prefer != "dump" && j.Prefer != "list" {
 		return invalidf("--prefer: want dump or list")
 	}
@@ -296,7 +322,8 @@ func (j *Job) Range() (pipeline.Range, error) {
 	return rng, nil
 }
 
-// Header returns Headers as a header set.
+// Header returns Headers as a header set, as written: a value's ${NAME}
+// references are resolved by headerValues, at harvest time.
 func (j *Job) Header() (http.Header, error) {
 	h := http.Header{}
 	for _, s := range j.Headers {
@@ -306,6 +333,26 @@ func (j *Job) Header() (http.Header, error) {
 			return nil, invalidf("--header %q: want 'Name: value'", RedactHeader(s))
 		}
 		h.Add(k, strings.TrimSpace(v))
+	}
+	return h, nil
+}
+
+// headerValues returns Headers as a header set with every ${NAME}
+// reference in a value resolved from the environment.
+func (j *Job) headerValues() (http.Header, error) {
+	h, err := j.Header()
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range h {
+		for i, v := range vs {
+			if vs[i], err = expandEnv("header "+k, v); err != nil {
+				return nil, err
+			}
+			if strings.ContainsAny(vs[i], "\r\n") {
+				return nil, invalidf("header %s: the value of ${…} holds a line break", k)
+			}
+		}
 	}
 	return h, nil
 }
@@ -320,14 +367,27 @@ func RedactHeader(s string) string {
 	return k + ": …"
 }
 
-// key is the name of the job's source in the state store.
-func (j *Job) settings() source.Settings {
-	return source.Settings{Sets: j.Sets, Format: j.MetadataPrefix, PreferList: j.Prefer == "list"}
+// prepare takes the password out of the source URL: the state, the logs,
+// the reports and what is published name the source by its identity
+// (state.SourceKey, its URL without the password), and the credentials
+// become an Authorization header sent to the source's origin alone. It is
+// idempotent; every entry point of a harvest calls it.
+func (j *Job) prepare() {
+	if _, auth := source.Credentials(j.Source); auth != "" && j.auth == "" {
+		j.Source, j.auth = state.SourceKey(j.Source), auth
+	}
 }
 
-func (j *Job) key() string {
+// settings are the job's settings its protocol's planner takes.
+func (j *Job) settings() source.Settings {
+	return source.Settings{Sets: j.Sets, Format: j.MetadataPrefix, PreferList: j.Prefer == "list", MaxPages: j.MaxPages}
+}
+
+// Key is the name of the job's source in the state store: SourceKey, else
+// the source's identity (state.SourceKey: its URL without a password).
+func (j *Job) Key() string {
 	if j.SourceKey != "" {
 		return j.SourceKey
 	}
-	return j.Source
+	return state.SourceKey(j.Source)
 }

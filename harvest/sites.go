@@ -223,7 +223,7 @@ func Retry(status string, err error) error {
 // failures from the state (the first report.MaxFailures), and its next
 // harvest.
 func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time.Time, status string, rep *runreport.Report, runErr error) (report.Site, error) {
-	r := report.Site{Name: s.Name, Source: s.Source, Contact: s.Contact, Notify: s.Notify, Status: status, Started: started,
+	r := report.Site{Name: s.Name, Source: state.SourceKey(s.Source), Contact: s.Contact, Notify: s.Notify, Status: status, Started: started,
 		Next: s.When.Next(started, time.Local)}
 	if rep != nil {
 		r.RunID, r.Mode, r.Started, r.Finished = rep.RunID, rep.Mode, rep.Started, rep.Finished
@@ -375,6 +375,7 @@ func RedactSite(def config.Site) config.Site {
 		def.Headers = h
 	}
 	def.Sinks = RedactSpecs(def.Sinks)
+	def.Source = state.SourceKey(def.Source)
 	return def
 }
 

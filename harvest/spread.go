@@ -41,7 +41,7 @@ func (h *Harvester) spreads(j Job) bool {
 // caller runs it whole. The caller holds the site's and the source's
 // leases: no other harvest of the source runs meanwhile.
 func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Options, rng pipeline.Range, log *slog.Logger) (rep *runreport.Report, handled bool, err error) {
-	t, open, err := h.Store.OpenTask(ctx, j.key())
+	t, open, err := h.Store.OpenTask(ctx, j.Key())
 	if err != nil {
 		return nil, true, err
 	}
@@ -72,7 +72,7 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 		if err != nil {
 			return nil, true, err
 		}
-		t = state.Task{Source: j.key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: cps, Created: now}
+		t = state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: cps, Created: now}
 		slots := h.slots(ctx, j) // as many units at once as workers alive, each at its share
 		t.ID, err = h.Store.CreateTask(ctx, t, parts, func(ctx context.Context, tx *sql.Tx, id int64) error {
 			units := make([]daemon.Unit, len(parts))
@@ -185,7 +185,7 @@ func (h *Harvester) slots(ctx context.Context, j Job) int {
 // its checkpoints not set, before the source is harvested whole: its
 // units, if any are still queued, find it closed and do nothing.
 func (h *Harvester) abandonTask(ctx context.Context, j Job, log *slog.Logger) error {
-	t, open, err := h.Store.OpenTask(ctx, j.key())
+	t, open, err := h.Store.OpenTask(ctx, j.Key())
 	if err != nil || !open {
 		return err
 	}
@@ -251,7 +251,8 @@ func (h *Harvester) unit(ctx context.Context, u daemon.Unit, log *slog.Logger, h
 		return 0, err
 	}
 	j := SiteJob(s)
-	t, open, err := h.Store.OpenTask(ctx, j.key())
+	j.prepare()
+	t, open, err := h.Store.OpenTask(ctx, j.Key())
 	if err != nil {
 		return 0, err
 	}

@@ -82,6 +82,8 @@ func Read(ctx context.Context, st Store, since time.Time, site string) ([]Entry,
 		return nil, fmt.Errorf("harvest log: %w", err)
 	}
 	for _, r := range runs {
+		// A run recorded before sources lost their passwords shows none.
+		r.Source = state.SourceKey(r.Source)
 		out = append(out, Entry{At: r.Started, Operation: HarvestBegun, Site: r.Site, RunID: r.ID, Mode: r.Mode, Source: r.Source})
 		fails, err := st.Failures(ctx, r.ID)
 		if err != nil {

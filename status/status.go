@@ -129,6 +129,7 @@ type runView struct {
 // newRunView reads the run's counts from its report (runreport.Report).
 func newRunView(r state.Run) runView {
 	v := runView{Run: r}
+	v.Source = state.SourceKey(r.Source) // a run recorded before sources lost their passwords
 	if rep, ok := runreport.Read(r.Report); ok {
 		v.Written, v.Deleted, v.Unchanged, v.Failed = rep.Resources.Written, rep.Resources.Deleted, rep.Resources.Unchanged, rep.Resources.Failed
 		v.Bytes, v.Error = rep.Bytes.Written, rep.Error
@@ -144,6 +145,8 @@ func newRunView(r state.Run) runView {
 // siteView is a site as the pages show it.
 type siteView struct {
 	*site.Site
+	// Source is the site's source without its password.
+	Source  string
 	Next    time.Time
 	LastRun *runView
 	// Running is a harvest of the site under way, begun since its last
@@ -153,7 +156,7 @@ type siteView struct {
 
 // view returns s as the pages show it.
 func (p *pages) view(ctx context.Context, s *site.Site) (siteView, error) {
-	v := siteView{Site: s, Next: s.NextHarvest(p.opts.Loc)}
+	v := siteView{Site: s, Source: state.SourceKey(s.Source), Next: s.NextHarvest(p.opts.Loc)}
 	runs, err := p.opts.Store.RunsSince(ctx, s.Last, s.Name)
 	if err != nil {
 		return v, err
