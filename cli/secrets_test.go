@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 )
@@ -175,5 +179,118 @@ func TestSecretsFromTheEnvironment(t *testing.T) {
 	code, out, stderr := run(t, "run", "e", "--state", db)
 	if code == ExitOK || !strings.Contains(out+stderr, "${RSH_TEST_KEY} is not set") {
 		t.Errorf("run without the variable: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestLookCommandsApplyTheAddressRule: the commands that look at a
+// source (discover, oai …) keep to the address rule as a harvest does: a
+// source on loopback may not lead them to a private or metadata address,
+// refused before connecting, unless --allow-private-addresses.
+func TestLookCommandsApplyTheAddressRule(t *testing.T) {
+	const ns = `xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/resourcesync":
+			fmt.Fprintf(w, `<urlset %s><rs:md capability="description"/><url><loc>http://10.255.255.1/cl.xml</loc></url></urlset>`, ns)
+		case "/oai":
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{
+		{"discover", srv.URL, "--retries", "0"},
+		{"oai", "identify", srv.URL + "/oai", "--retries", "0"},
+		{"oai", "sets", srv.URL + "/oai", "--retries", "0"},
+		{"oai", "record", srv.URL + "/oai", "oai:x:1", "--retries", "0"},
+	} {
+		code, out, stderr := run(t, args...)
+		if !strings.Contains(out+stderr, "address refused") || !strings.Contains(out+stderr, "--allow-private-addresses") {
+			t.Errorf("%v: exit %d; want the address refused\n%s%s", args, code, out, stderr)
+		}
+	}
+}
+
+// TestHeadersStayWithTheSource: a --header goes to the source's origin
+// only — not to the host of a resource its list names — unless that
+// origin is named with --header-origin.
+func TestHeadersStayWithTheSource(t *testing.T) {
+	const ns = `xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"`
+	var mu sync.Mutex
+	seen := map[string][]string{} // server → X-Api-Key values
+	record := func(name string, h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen[name] = append(seen[name], r.Header.Get("X-Api-Key"))
+			mu.Unlock()
+			h.ServeHTTP(w, r)
+		})
+	}
+	other := httptest.NewServer(record("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "a resource elsewhere")
+	})))
+	defer other.Close()
+	var src *httptest.Server
+	src = httptest.NewServer(record("source", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/rl.xml":
+			fmt.Fprintf(w, `<urlset %s><rs:md capability="resourcelist" at="2024-01-01T00:00:00Z"/><url><loc>%s/here</loc></url><url><loc>%s/there</loc></url></urlset>`, ns, src.URL, other.URL)
+		default:
+			io.WriteString(w, "a resource of the source")
+		}
+	})))
+	defer src.Close()
+	for _, tc := range []struct {
+		extra []string
+		other string // what the other host saw
+	}{
+		{nil, ""},
+		{[]string{"--header-origin", other.URL}, "k"},
+	} {
+		mu.Lock()
+		clear(seen)
+		mu.Unlock()
+		dir := t.TempDir()
+		args := append([]string{"baseline", "--source", src.URL + "/rl.xml", "--sink", "fs:" + filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"),
+			"--header", "X-Api-Key: k"}, tc.extra...)
+		if code, out, stderr := run(t, args...); code != ExitOK {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+		mu.Lock()
+		for _, v := range seen["source"] {
+			if v != "k" {
+				t.Errorf("%v: the source was asked without the header", tc.extra)
+			}
+		}
+		if got := seen["other"]; len(got) != 1 || got[0] != tc.other {
+			t.Errorf("%v: the other host saw X-Api-Key %q, want %q", tc.extra, got, tc.other)
+		}
+		mu.Unlock()
+	}
+}
+
+// TestTrickleCutOff: a list that sends a few bytes at a time is cut off
+// by --low-speed-limit and --low-speed-time, a temporary failure, instead
+// of holding the run.
+func TestTrickleCutOff(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">`)
+		for {
+			if _, err := io.WriteString(w, " "); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	code, out, stderr := run(t, "baseline", "--source", srv.URL+"/rl.xml", "--sink", "fs:"+filepath.Join(dir, "m"), "--state", filepath.Join(dir, "s.db"),
+		"--retries", "0", "--low-speed-limit", "10000", "--low-speed-time", "200ms")
+	if code == ExitOK || !strings.Contains(out+stderr, "too slow") || !strings.Contains(out+stderr, "--low-speed-limit") {
+		t.Errorf("exit %d\n%s%s", code, out, stderr)
 	}
 }
