@@ -22,6 +22,9 @@ func (a *app) auditCommand() *cobra.Command {
 			if err := a.applyConfig(c, &f); err != nil {
 				return err
 			}
+			if f.dryRun && !repair {
+				return usagef("--dry-run is a dry run of --repair: give both")
+			}
 			ar, err := a.runAudit(c.Context(), f, repair)
 			if ar != nil {
 				if asJSON {
@@ -45,7 +48,8 @@ func (a *app) auditCommand() *cobra.Command {
 	}
 	f.register(c)
 	c.Flags().BoolVar(&asJSON, "json", false, "print the audit as JSON")
-	c.Flags().BoolVar(&repair, "repair", false, "fetch what is missing or mismatched and remove what the source no longer lists")
+	c.Flags().BoolVar(&repair, "repair", false, "fetch what is missing or mismatched and remove what the source no longer lists (never what changed after the source's snapshot)")
+	c.Flags().BoolVar(&f.dryRun, "dry-run", false, "with --repair: print what the repair would remove and fetch, changing nothing")
 	return c
 }
 
@@ -57,5 +61,9 @@ func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*pipeline
 		return nil, err
 	}
 	defer closeStore()
-	return a.harvester(store, f.store != nil, log).Audit(ctx, f.Job, repair)
+	h := a.harvester(store, f.store != nil, log)
+	if f.dryRun {
+		f.DryRun, h.Preview = true, a.printPreview()
+	}
+	return h.Audit(ctx, f.Job, repair)
 }

@@ -27,6 +27,12 @@ type SinkAudit struct {
 	MissingURI []string `json:"missing_uris"`
 	ExtraURI   []string `json:"extra_uris"`
 	Mismatch   []string `json:"mismatched_uris"`
+	// Newer counts the resources whose state is newer than the source's
+	// snapshot (its Resource Dump's or Resource List's at): updated,
+	// created or deleted by a change applied after it. They are neither
+	// missing, extra nor mismatched, and a repair leaves them as they are.
+	Newer    int64    `json:"newer"`
+	NewerURI []string `json:"newer_uris,omitempty"`
 }
 
 // AuditReport is the outcome of an audit: what the source lists against
@@ -43,6 +49,9 @@ type AuditReport struct {
 	// Repair is the report of the repairing sync, with --repair.
 	Repair  *runreport.Report `json:"repair,omitempty"`
 	Removed int64             `json:"removed,omitempty"`
+	// DryRun says the repair was only told to Options.Preview: nothing
+	// was removed or fetched.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Clean reports whether the audit found nothing to mend.
@@ -67,11 +76,11 @@ func (a *AuditReport) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "audit of %s: %d resources listed by the source\n", a.Source, a.Listed)
 	for _, s := range a.Sinks {
-		fmt.Fprintf(&b, "  %s: %d held, %d missing, %d extra, %d mismatched\n", s.Sink, s.Held, s.Missing, s.Extra, s.Mismatched)
+		fmt.Fprintf(&b, "  %s: %d held, %d missing, %d extra, %d mismatched, %d newer than the snapshot\n", s.Sink, s.Held, s.Missing, s.Extra, s.Mismatched, s.Newer)
 		for _, l := range []struct {
 			what string
 			uris []string
-		}{{"missing", s.MissingURI}, {"extra", s.ExtraURI}, {"mismatched", s.Mismatch}} {
+		}{{"missing", s.MissingURI}, {"extra", s.ExtraURI}, {"mismatched", s.Mismatch}, {"newer than the snapshot", s.NewerURI}} {
 			for _, u := range l.uris {
 				fmt.Fprintf(&b, "    %s: %s\n", l.what, u)
 			}
@@ -80,7 +89,10 @@ func (a *AuditReport) WriteText(w io.Writer) error {
 	for _, p := range a.Problems {
 		fmt.Fprintf(&b, "  problem: %s: %s\n", p.URI, p.Error)
 	}
-	if a.Repair != nil {
+	switch {
+	case a.DryRun:
+		fmt.Fprintf(&b, "repair (dry run): would remove %d extra resources and fetch the missing and mismatched; nothing changed\n", a.Removed)
+	case a.Repair != nil:
 		fmt.Fprintf(&b, "repair: removed %d extra resources; then\n%s", a.Removed, a.Repair.Summary())
 	}
 	_, err := io.WriteString(w, b.String())
@@ -97,6 +109,14 @@ const maxAuditList = 1000
 // is read and hashed). With repair, extra resources are removed from the
 // sinks and the state, and missing or mismatched ones fetched again by a
 // baseline run. Every sink must implement sink.Inventory.
+//
+// The source's listing is a snapshot (its Resource Dump's or Resource
+// List's at), often older than the changes the destination applied since:
+// a resource held at a version newer than the snapshot, or deleted after
+// it, is counted newer than the snapshot, not as a difference, and a
+// repair never replaces a held body with an older one nor recreates what
+// was deleted later. With opts.DryRun, a repair tells Options.Preview what
+// it would remove and fetch and changes nothing.
 func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error) {
 	opts, cleanup, err := prepare(opts)
 	if err != nil {
@@ -121,6 +141,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 	if ar.Listed, err = inv.Count(ctx); err != nil {
 		return nil, err
 	}
+	newer := r.newerThanSnapshot(opts)
 	var forget, extras []string
 	extraIn := map[string][]boundSink{}
 	mismatched := map[string]bool{}
@@ -133,6 +154,14 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 				return err
 			}
 			if !ok {
+				rec, n, err := newer(ctx, uri)
+				if err != nil {
+					return err
+				}
+				if n && !rec.Deleted {
+					sa.noteNewer(uri) // created after the snapshot
+					return inv.MarkHeld(ctx, uri, s.name)
+				}
 				sa.Extra++
 				if len(sa.ExtraURI) < maxAuditList {
 					sa.ExtraURI = append(sa.ExtraURI, uri)
@@ -146,6 +175,22 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 			if err := verifyHeld(ctx, s.Sink.(sink.Inventory), uri, r.checked(fixity.Expect{Length: l.Length, Hashes: l.Hashes})); err != nil {
 				if !errors.Is(err, fixity.ErrMismatch) {
 					return fmt.Errorf("audit: reading %s from %s: %w", uri, s.name, err)
+				}
+				rec, n, err := newer(ctx, uri)
+				if err != nil {
+					return err
+				}
+				if n && !rec.Deleted {
+					// Updated after the snapshot: the body is the state's
+					// version, not the listing's.
+					err := verifyHeld(ctx, s.Sink.(sink.Inventory), uri, r.checked(fixity.Expect{Length: rec.Length, Hashes: rec.Hashes}))
+					switch {
+					case err == nil:
+						sa.noteNewer(uri)
+						return inv.MarkHeld(ctx, uri, s.name)
+					case !errors.Is(err, fixity.ErrMismatch):
+						return fmt.Errorf("audit: reading %s from %s: %w", uri, s.name, err)
+					}
 				}
 				sa.Mismatched++
 				mismatched[s.name+"\x00"+uri] = true
@@ -164,18 +209,43 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 			if mismatched[s.name+"\x00"+l.URI] {
 				return nil
 			}
+			rec, n, err := newer(ctx, l.URI)
+			switch {
+			case err != nil:
+				return err
+			case n && rec.Deleted:
+				sa.noteNewer(l.URI) // deleted after the snapshot
+				return nil
+			}
 			sa.Missing++
 			if len(sa.MissingURI) < maxAuditList {
 				sa.MissingURI = append(sa.MissingURI, l.URI)
 			}
-			forget = append(forget, l.URI)
+			if !n {
+				// Fetched again from the snapshot. One held at a version
+				// newer than the snapshot's is not: that would roll it
+				// back (the next harvest, or index, restores it).
+				forget = append(forget, l.URI)
+			}
 			return nil
 		}); err != nil {
 			return nil, err
 		}
 		ar.Sinks = append(ar.Sinks, sa)
 	}
-	if repair && !ar.Clean() {
+	if repair && !ar.Clean() && opts.DryRun {
+		ar.DryRun = true
+		for _, uri := range extras {
+			for _, s := range extraIn[uri] {
+				r.preview(Preview{Action: PreviewDelete, URI: uri + " (from " + s.name + ")", Length: -1})
+			}
+			ar.Removed++
+		}
+		for _, uri := range forget {
+			r.preview(Preview{Action: PreviewFetch, URI: uri, Length: -1})
+		}
+	}
+	if repair && !ar.Clean() && !opts.DryRun {
 		for _, uri := range extras {
 			for _, s := range extraIn[uri] {
 				if err := r.deleteFrom(ctx, s, uri); err != nil {
@@ -204,6 +274,35 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 	}
 	ar.Finished = time.Now().UTC()
 	return ar, nil
+}
+
+// noteNewer counts uri newer than the snapshot.
+func (sa *SinkAudit) noteNewer(uri string) {
+	sa.Newer++
+	if len(sa.NewerURI) < maxAuditList {
+		sa.NewerURI = append(sa.NewerURI, uri)
+	}
+}
+
+// newerThanSnapshot returns the test of a resource against the snapshot
+// the audit's listing was (each resource set's at, the checkpoint a
+// baseline of it reaches): the state's record of uri (zero when none),
+// and whether it records a change at or after its set's snapshot — one
+// the snapshot does not show. A set whose snapshot has no time cannot be
+// told so: nothing of it is newer.
+func (r *run) newerThanSnapshot(opts Options) func(ctx context.Context, uri string) (state.Resource, bool, error) {
+	at := map[string]time.Time{}
+	for _, cp := range r.checkpoints {
+		at[cp.ResourceSet] = cp.Next
+	}
+	return func(ctx context.Context, uri string) (state.Resource, bool, error) {
+		rec, ok, err := opts.Store.Resource(ctx, opts.SourceKey, uri)
+		if err != nil || !ok {
+			return rec, false, err
+		}
+		snap, ok := at[rec.ResourceSet]
+		return rec, ok && !snap.IsZero() && !rec.ChangeTime.Before(snap), nil
+	}
 }
 
 // verifyHeld reads a held body and checks it against want, the source's

@@ -1,12 +1,15 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/errclass"
@@ -180,5 +183,92 @@ func TestAuditRepairBatching(t *testing.T) {
 	}
 	if n, err := h.store.CountResources(ctx, "", true); err != nil || n != 20 {
 		t.Errorf("the state holds %d resources (%v), want the 20 it held", n, err)
+	}
+}
+
+// TestAuditNewerThanSnapshot: after a baseline and the changes a Change
+// Dump published later (creates, updates, deletes), the Resource Dump is
+// an older snapshot than what the destination holds. The audit counts
+// what changed after it as newer than the snapshot — not missing, extra
+// or mismatched — and a repair (dry run, then real) rolls nothing back.
+func TestAuditNewerThanSnapshot(t *testing.T) {
+	ctx := t.Context()
+	src := t.TempDir()
+	srv := serve(t, src)
+	gen := bench.GenOptions{Dir: src, Base: srv.URL, Resources: 60, Packages: 2, Seed: 9, MeanSize: 512, NoOddNames: true,
+		ChangePackages: 2, ChangesPerPackage: 12, ClosedLast: true}
+	if _, err := bench.Generate(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	if rep := h.baseline(ctx, srv.URL, nil); rep.Status != runreport.StatusOK {
+		t.Fatalf("baseline: %s", rep.Summary())
+	}
+	rep := h.incremental(ctx, srv.URL, pipeline.Range{})
+	if rep.Status != runreport.StatusOK || rep.Resources.Written == 0 || rep.Resources.Deleted == 0 {
+		t.Fatalf("incremental: %s", rep.Summary())
+	}
+	before := h.held(ctx)
+	audit := func(repair, dryRun bool) *pipeline.AuditReport {
+		opts := h.options(srv.URL)
+		opts.DryRun = dryRun
+		ar, err := pipeline.Audit(ctx, opts, repair)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ar
+	}
+	show := func(ar *pipeline.AuditReport) string {
+		var b strings.Builder
+		ar.WriteText(&b)
+		return b.String()
+	}
+	ar := audit(false, false)
+	s := ar.Sinks[0]
+	if !ar.Clean() || s.Newer != rep.Resources.Written+rep.Resources.Deleted {
+		t.Fatalf("audit after the changes (%s):\n%s", rep.Summary(), show(ar))
+	}
+	for _, dry := range []bool{true, false} {
+		audit(true, dry)
+		if after := h.held(ctx); !maps.EqualFunc(before, after, bytes.Equal) {
+			t.Fatalf("repair (dry run %v) changed the sink: %d held before, %d after", dry, len(before), len(after))
+		}
+	}
+	// A difference that is one stays one: a resource unchanged since
+	// the snapshot, removed from the sink behind the state's back, is
+	// missing; the dry run says it would fetch it and does not, the
+	// repair does.
+	var victim string
+	var oldest time.Time
+	for uri := range before {
+		rec, ok, err := h.store.Resource(ctx, srv.URL, uri)
+		if err != nil || !ok {
+			t.Fatalf("%s held: %v %v", uri, ok, err)
+		}
+		if victim == "" || rec.ChangeTime.Before(oldest) {
+			victim, oldest = uri, rec.ChangeTime
+		}
+	}
+	if err := os.Remove(h.sink.Path(victim)); err != nil {
+		t.Fatal(err)
+	}
+	var previewed []pipeline.Preview
+	opts := h.options(srv.URL)
+	opts.DryRun, opts.Preview = true, func(p pipeline.Preview) { previewed = append(previewed, p) }
+	ar, err := pipeline.Audit(ctx, opts, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ar.Sinks[0]; s.Missing != 1 || s.MissingURI[0] != victim || !ar.DryRun || len(previewed) != 1 || previewed[0].URI != victim {
+		t.Fatalf("dry run of a repair: previewed %+v\n%s", previewed, show(ar))
+	}
+	if _, err := os.Stat(h.sink.Path(victim)); err == nil {
+		t.Fatal("the dry run fetched the missing resource")
+	}
+	if ar := audit(true, false); ar.Repair == nil || ar.Repair.Resources.Written != 1 {
+		t.Fatalf("repair:\n%s", show(ar))
+	}
+	if after := h.held(ctx); !maps.EqualFunc(before, after, bytes.Equal) {
+		t.Fatalf("after the repair the sink holds %d, before the removal %d", len(after), len(before))
 	}
 }
