@@ -232,6 +232,13 @@ func (p *Planner) getRecord(ctx context.Context, base, identifier, prefix string
 		rec = r
 		return err
 	})
+	if rec != nil && rec.Header.Identifier != "" && rec.Header.Identifier != identifier {
+		// Another record than the one asked for: not the asked record's
+		// to stand for, whose own failure this is (asked for again by
+		// the next task).
+		return &Record{Header: Header{Identifier: identifier}},
+			errclass.Permanentf("GetRecord %s: %w: the repository answered with the record %s", identifier, ErrWrongRecord, rec.Header.Identifier)
+	}
 	if err != nil && rec != nil && rec.Header.Identifier != "" && errclass.IsPermanent(err) {
 		return rec, err
 	}
@@ -240,3 +247,7 @@ func (p *Planner) getRecord(ctx context.Context, base, identifier, prefix string
 	}
 	return rec, nil
 }
+
+// ErrWrongRecord is wrapped by the (permanent) error of a GetRecord that
+// the repository answered with another record than the one asked for.
+var ErrWrongRecord = errors.New("another record than asked for")

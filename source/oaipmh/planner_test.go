@@ -516,3 +516,51 @@ func TestPageRecordsBound(t *testing.T) {
 		t.Errorf("%d records, error %v", records, err)
 	}
 }
+
+// TestGetRecordAnswersAnother: when a page is recovered record by record
+// and the repository answers a GetRecord with another record than the one
+// asked for, the asked record is its own permanent failure, kept to be
+// asked for again — never lost in silence.
+func TestGetRecordAnswersAnother(t *testing.T) {
+	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 6, PageSize: 6, BrokenPages: true})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		if r.Form.Get("verb") == "GetRecord" {
+			// Another record than asked: the first one, always.
+			q := r.URL.Query()
+			q.Set("identifier", repo.Records()[0].Identifier)
+			r.URL.RawQuery = q.Encode()
+			r.Form = nil
+			r.PostForm = nil
+		}
+		repo.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	var failures []*source.Failure
+	ids := map[string]int{}
+	if _, err := planner().Plan(t.Context(), source.Task{Source: srv.URL, Mode: source.Baseline}, sourcetest.Holdings{}, func(_ context.Context, u source.Unit) error {
+		if u.Failure != nil {
+			failures = append(failures, u.Failure)
+		}
+		if u.Record != nil {
+			ids[u.Record.URI]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var wrong *source.Failure
+	for _, f := range failures {
+		if errors.Is(f.Err, oaipmh.ErrWrongRecord) {
+			wrong = f
+		}
+	}
+	if wrong == nil || !errclass.IsPermanent(wrong.Err) || wrong.Retry == nil || wrong.Retry.URI != wrong.URI || ids[wrong.URI] != 0 {
+		t.Fatalf("failures %+v, records %v: want the asked record's own failure, kept to be asked again", failures, ids)
+	}
+	for id, n := range ids {
+		if n > 1 {
+			t.Errorf("record %s emitted %d times", id, n)
+		}
+	}
+}
