@@ -49,7 +49,9 @@ func (a *app) lsCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				key = j.Key()
+				if key, _, err = harvest.StateKey(ctx, st, j); err != nil {
+					return err
+				}
 			}
 			w := bufio.NewWriter(a.stdout)
 			defer w.Flush()

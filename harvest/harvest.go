@@ -71,8 +71,33 @@ type Harvester struct {
 // harvest of the same source elsewhere — in this process, or on another
 // machine sharing the store — makes it wait LeaseWait, then fail with an
 // error wrapping state.ErrLocked.
+//
+// What the job's sinks hold is the job's (see StateKey): into sinks that
+// share none with those that hold the source's resources, its first
+// harvest is a baseline; a sink added to the holders is filled after the
+// harvest from the copies they keep (Index).
 func (h *Harvester) Run(ctx context.Context, m Mode, j Job) (*runreport.Report, error) {
-	return h.run(ctx, m, j, h.LeaseWait)
+	return h.harvest(ctx, m, j, h.LeaseWait)
+}
+
+// harvest is Run, waiting up to wait for the source's lease: the run
+// under the key of what j's sinks hold, then the holders recorded and the
+// sinks added filled.
+func (h *Harvester) harvest(ctx context.Context, m Mode, j Job, wait time.Duration) (*runreport.Report, error) {
+	if err := j.Validate(); err != nil {
+		return nil, err
+	}
+	j.prepare()
+	key, added, err := StateKey(ctx, h.Store, j)
+	if err != nil {
+		return nil, err
+	}
+	j.SourceKey = key
+	rep, err := h.run(ctx, m, j, wait)
+	if err == nil {
+		h.recordHolders(ctx, j, added, rep, func(targets []string) (IndexReport, error) { return h.Index(ctx, j, targets) })
+	}
+	return rep, err
 }
 
 // siteSourceWait is how long a site's harvest waits for its source's
@@ -202,6 +227,11 @@ func (h *Harvester) lease(ctx context.Context, wait time.Duration, keys ...strin
 // source's lease as Run does.
 func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.AuditReport, error) {
 	j.prepare()
+	key, _, err := StateKey(ctx, h.Store, j)
+	if err != nil {
+		return nil, err
+	}
+	j.SourceKey = key
 	fence, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.Key()), state.SourceLease(j.Source))
 	if err != nil {
 		return nil, err
@@ -228,7 +258,7 @@ func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.Au
 //
 // A sink added to the site since its last harvest is then filled with
 // what the site held before, from the copies its other sinks keep (Index),
-// not from the source; what it still lacks is logged.
+// not from the source; what it still lacks is logged (see Run).
 func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*runreport.Report, error) {
 	_, release, err := h.lease(ctx, 0, state.SiteLease(s.Name))
 	if err != nil {
@@ -239,49 +269,11 @@ func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*r
 	if spoolDir != "" {
 		j.SpoolDir = spoolDir
 	}
-	added, err := h.addedSinks(ctx, s, j)
-	if err != nil {
-		return nil, err
-	}
-	rep, err := h.run(ctx, Sync, j, siteSourceWait)
+	rep, err := h.harvest(ctx, Sync, j, siteSourceWait)
 	if IsInvalid(err) {
 		err = &InvalidError{fmt.Errorf("site %s: %w", s.Name, err)}
 	}
-	if err != nil || len(added) == 0 || rep == nil || rep.Status == runreport.StatusFailed {
-		return rep, err
-	}
-	ir, ierr := h.Index(ctx, j, added)
-	switch {
-	case ierr != nil:
-		h.log().Warn("the sinks added to the site could not be filled from the copies held", "site", s.Name, "sinks", RedactSpecs(added), "error", ierr)
-	default:
-		h.log().Info("sinks added to the site filled from the copies held", "site", s.Name, "sinks", RedactSpecs(added),
-			"written", ir.Written, "missing", ir.Missing)
-	}
-	return rep, nil
-}
-
-// addedSinks returns the sinks of j that the site's last harvest did not
-// write to (none when it has no harvest whose report names its sinks).
-func (h *Harvester) addedSinks(ctx context.Context, s *site.Site, j Job) ([]string, error) {
-	if s.LastRunID == 0 {
-		return nil, nil
-	}
-	last, err := h.Store.Run(ctx, s.LastRunID)
-	if err != nil {
-		return nil, err
-	}
-	prev, ok := runreport.Read(last.Report)
-	if !ok || len(prev.Sinks) == 0 {
-		return nil, nil
-	}
-	var added []string
-	for i, name := range RedactSpecs(j.Sinks) {
-		if !slices.Contains(prev.Sinks, name) {
-			added = append(added, j.Sinks[i])
-		}
-	}
-	return added, nil
+	return rep, err
 }
 
 // SiteJob is the job of registry site s: its settings over the defaults.

@@ -43,6 +43,11 @@ func (h *Harvester) Index(ctx context.Context, j Job, targets []string) (IndexRe
 		return rep, &InvalidError{errors.New("index: no sink to write to")}
 	}
 	j.prepare()
+	key, _, err := StateKey(ctx, h.Store, j)
+	if err != nil {
+		return rep, err
+	}
+	j.SourceKey = key
 	_, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.Key()), state.SourceLease(j.Source))
 	if err != nil {
 		return rep, err

@@ -252,6 +252,9 @@ func (h *Harvester) unit(ctx context.Context, u daemon.Unit, log *slog.Logger, h
 	}
 	j := SiteJob(s)
 	j.prepare()
+	if j.SourceKey, _, err = StateKey(ctx, h.Store, j); err != nil {
+		return 0, err
+	}
 	t, open, err := h.Store.OpenTask(ctx, j.Key())
 	if err != nil {
 		return 0, err

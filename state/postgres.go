@@ -479,5 +479,20 @@ CREATE TABLE task_parts (
 	UNIQUE (task_id, name)
 );
 `,
+		// 3: SQLite's version 23: the sinks that hold what the state
+		// records of a source (see Holders).
+		`
+CREATE TABLE holders (
+	source TEXT COLLATE "C" NOT NULL CHECK (source <> ''),
+	sink   TEXT COLLATE "C" NOT NULL CHECK (sink <> ''),
+	PRIMARY KEY (source, sink)
+);
+INSERT INTO holders (source, sink)
+SELECT DISTINCT r.source, s.value FROM runs r
+CROSS JOIN LATERAL jsonb_array_elements_text(
+	CASE WHEN r.report LIKE '{%' AND jsonb_typeof(r.report::jsonb -> 'sinks') = 'array' THEN r.report::jsonb -> 'sinks' ELSE '[]'::jsonb END) AS s(value)
+WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND s.value <> ''
+ON CONFLICT DO NOTHING;
+`,
 	}
 }

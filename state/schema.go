@@ -349,6 +349,18 @@ CREATE TABLE task_parts (
 	UNIQUE (task_id, name)
 );
 `,
+		// 23: the sinks that hold what the state records of a source (see
+		// Holders): those of its baselines until now.
+		`
+CREATE TABLE holders (
+	source TEXT NOT NULL CHECK (source <> ''),
+	sink   TEXT NOT NULL CHECK (sink <> ''),
+	PRIMARY KEY (source, sink)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO holders (source, sink)
+SELECT r.source, s.value FROM runs r, json_each(r.report, '$.sinks') s
+WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.report) AND s.type = 'text' AND s.value <> '';
+`,
 	}
 }
 

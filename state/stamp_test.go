@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"slices"
 	"path/filepath"
 	"testing"
 	"time"
@@ -177,5 +178,33 @@ func createAtVersion(t *testing.T, path string, v int, stmts ...string) {
 	// a file made private.
 	if err := os.Chmod(path, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMigrateHolders: the sinks that hold a source's resources are, at
+// the migration, those its baselines (ok or partial) wrote to, as their
+// reports name them; an incremental run's sinks, a failed baseline's, and
+// a report that is not JSON are passed over.
+func TestMigrateHolders(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "v22.db")
+	createAtVersion(t, path, 22,
+		`INSERT INTO runs (id, mode, source, status, report) VALUES (1, 'baseline', 'http://a/', 'ok', '{"sinks":["fs:/a","es:http://x/i"]}')`,
+		`INSERT INTO runs (id, mode, source, status, report) VALUES (2, 'incremental', 'http://a/', 'ok', '{"sinks":["fs:/b"]}')`,
+		`INSERT INTO runs (id, mode, source, status, report) VALUES (3, 'baseline', 'http://a/', 'failed', '{"sinks":["fs:/c"]}')`,
+		`INSERT INTO runs (id, mode, source, status, report) VALUES (4, 'baseline', 'http://b/', 'partial', '{"sinks":["fs:/b"]}')`,
+		`INSERT INTO runs (id, mode, source, status, report) VALUES (5, 'baseline', 'http://c/', 'ok', 'not json')`,
+		`INSERT INTO runs (id, mode, source, status, report) VALUES (6, 'baseline', 'http://c/', 'running', NULL)`,
+	)
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for src, want := range map[string][]string{"http://a/": {"es:http://x/i", "fs:/a"}, "http://b/": {"fs:/b"}, "http://c/": nil} {
+		got, err := s.Holders(ctx, src)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("Holders(%s) = %q, %v; want %q", src, got, err, want)
+		}
 	}
 }

@@ -1112,3 +1112,27 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 		t.Errorf("CloseTask(no such task) = %v, want ErrNotFound", err)
 	}
 }
+
+// testHolders: the sinks that hold a source's resources accumulate, each
+// once, sorted, per source.
+func testHolders[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	if got, err := st.Holders(ctx, srcA); err != nil || len(got) != 0 {
+		t.Fatalf("Holders of a new source = %q, %v", got, err)
+	}
+	for _, add := range [][]string{{"fs:/b", "fs:/a"}, {"fs:/a", "es:http://x/i", "es:http://x/i"}, nil} {
+		if err := st.AddHolders(ctx, srcA, add); err != nil {
+			t.Fatalf("AddHolders(%q): %v", add, err)
+		}
+	}
+	if err := st.AddHolders(ctx, srcB, []string{"fs:/z"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Holders(ctx, srcA); err != nil || !slices.Equal(got, []string{"es:http://x/i", "fs:/a", "fs:/b"}) {
+		t.Errorf("Holders(%s) = %q, %v", srcA, got, err)
+	}
+	if got, err := st.Holders(ctx, srcB); err != nil || !slices.Equal(got, []string{"fs:/z"}) {
+		t.Errorf("Holders(%s) = %q, %v", srcB, got, err)
+	}
+}

@@ -68,6 +68,8 @@ type Store[S Snapshot] interface {
 	SetCheckpoint(ctx context.Context, c state.Checkpoint) error
 	Checkpoint(ctx context.Context, source, capList string) (state.Checkpoint, bool, error)
 	HasCheckpoint(ctx context.Context, source string) (bool, error)
+	Holders(ctx context.Context, source string) ([]string, error)
+	AddHolders(ctx context.Context, source string, sinks []string) error
 	Progress(ctx context.Context, source, set string) (map[string]string, error)
 	Retries(ctx context.Context, source, set string) ([]state.Retry, error)
 	Deliveries(ctx context.Context, source, uri string) ([]state.Delivery, error)
@@ -162,6 +164,7 @@ func Run[S Snapshot](t *testing.T, h Harness[S]) {
 	t.Run("Documents", func(t *testing.T) { testDocuments(t, h) })
 	t.Run("Sites", func(t *testing.T) { testSites(t, h) })
 	t.Run("Reports", func(t *testing.T) { testReports(t, h) })
+	t.Run("Holders", func(t *testing.T) { testHolders(t, h) })
 	t.Run("Tasks", func(t *testing.T) { testTasks(t, h) })
 	t.Run("JobDB", func(t *testing.T) { testJobDB(t, h) })
 	t.Run("View", func(t *testing.T) { testView(t, h) })
