@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"slices"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
