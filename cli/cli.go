@@ -107,7 +107,7 @@ func exitCode(ctx context.Context, err error) int {
 	var ue usageError
 	var se *pipeline.SourceError
 	switch {
-	case errors.As(err, &ue), harvest.IsInvalid(err), errors.Is(err, state.ErrNotStateFile), errors.Is(err, state.ErrReadable), errors.Is(err, state.ErrLocked):
+	case errors.As(err, &ue), harvest.IsInvalid(err), errors.Is(err, state.ErrNotStateFile), errors.Is(err, state.ErrReadable), errors.Is(err, state.ErrDamaged), errors.Is(err, state.ErrLocked):
 		return ExitUsage
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return ExitInterrupted
@@ -231,6 +231,6 @@ func (a *app) rootCommand() *cobra.Command {
 		return nil
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.indexCommand(), a.lsCommand(), a.catCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.publishCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
+	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.indexCommand(), a.lsCommand(), a.catCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.publishCommand(), a.stateCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
 	return root
 }

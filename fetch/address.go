@@ -296,9 +296,17 @@ func (e *RefusedError) Error() string {
 	if e.Proxied {
 		how = "not asked of the proxy"
 	}
-	return fmt.Sprintf("%s: %s is a %s address and the source is not served from one; %s (--allow-private-addresses allows it)",
-		ErrAddressRefused, who, e.Class, how)
+	return fmt.Sprintf("%s: %s is %s address and the source is not served from one; %s (--allow-private-addresses allows it)",
+		ErrAddressRefused, who, article(string(e.Class)), how)
 }
 
 // Unwrap returns ErrAddressRefused.
 func (e *RefusedError) Unwrap() error { return ErrAddressRefused }
+
+// article is "a word" or "an word", as word begins.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an " + word
+	}
+	return "a " + word
+}

@@ -158,7 +158,7 @@ func TestAddressRule(t *testing.T) {
 			if !errclass.IsPermanent(err) {
 				t.Errorf("error %v is %s; want permanent", err, errclass.Of(err))
 			}
-			for _, want := range []string{string(tc.class), "--allow-private-addresses"} {
+			for _, want := range []string{article(string(tc.class)) + " address", "--allow-private-addresses"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not name %q", err, want)
 				}
@@ -294,5 +294,13 @@ func TestAddressRuleThroughProxy(t *testing.T) {
 				t.Errorf("the proxy was asked for %q", got)
 			}
 		})
+	}
+}
+
+func TestArticle(t *testing.T) {
+	for class, want := range map[AddressClass]string{ClassUnspecified: "an unspecified", ClassLoopback: "a loopback", ClassPrivate: "a private", ClassMetadata: "a cloud metadata"} {
+		if got := article(string(class)); got != want {
+			t.Errorf("article(%s) = %q, want %q", class, got, want)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package state
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -94,5 +96,57 @@ func TestStatePathErrors(t *testing.T) {
 		if !strings.Contains(got.Error(), tc.want) || !strings.Contains(got.Error(), "/ro/state.db") {
 			t.Errorf("fileError(%v) = %v; want it to say %q", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestDamagedStateNoticed: a state file with a corrupt page, whose last
+// user did not close it (its write-ahead log still there), is refused by
+// OpenExclusive with ErrDamaged, and Check lists what is wrong; a sound
+// one is ok.
+func TestDamagedStateNoticed(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []Resource
+	for i := range 2000 {
+		rs = append(rs, Resource{URI: fmt.Sprintf("http://a/%05d", i), Source: "http://a/", Length: 10, Type: "text/plain", Outcome: OutcomeWritten,
+			Package: "http://a/p.zip", ETag: "", LastModified: ""})
+	}
+	if err := s.PutResources(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := s.Check(ctx, false); err != nil || len(problems) != 0 {
+		t.Fatalf("a sound file: %q, %v", problems, err)
+	}
+	s.Close()
+	// Damage a page in the middle of the file, and leave a write-ahead
+	// log behind, as a process killed would.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	junk := bytes.Repeat([]byte{0xA5}, 600)
+	if _, err := f.WriteAt(junk, fi.Size()/2/4096*4096+20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.WriteFile(path+"-wal", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenExclusive(ctx, path, "test", 0)
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "state check") {
+		t.Fatalf("OpenExclusive of a damaged file: %v; want ErrDamaged", err)
+	}
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	if problems, err := s.Check(ctx, false); err != nil || len(problems) == 0 {
+		t.Errorf("Check of a damaged file: %q, %v", problems, err)
 	}
 }

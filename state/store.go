@@ -186,6 +186,8 @@ func OpenExclusive(ctx context.Context, path, command string, wait time.Duration
 	if err != nil {
 		return nil, err
 	}
+	abs, _ := filepath.Abs(path)
+	_, walErr := os.Stat(abs + "-wal")
 	s, err := Open(ctx, path, opts...)
 	if err != nil {
 		if errors.Is(err, ErrNotStateFile) && errors.Is(statErr, fs.ErrNotExist) {
@@ -195,6 +197,19 @@ func OpenExclusive(ctx context.Context, path, command string, wait time.Duration
 		return nil, err
 	}
 	s.lock = lock
+	if walErr == nil {
+		// Its last user did not close it (this run holds the lock, and
+		// the write-ahead log is still there): killed, or a machine that
+		// lost power. A quick check, before anything is trusted.
+		problems, err := s.Check(ctx, true)
+		if err == nil {
+			err = damaged(path, problems)
+		}
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"container/list"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -79,10 +80,19 @@ const (
 	maxClients = 4096
 )
 
-// failures limits each client's failed authentications.
+// failures limits each client's failed authentications. It remembers at
+// most maxClients clients, forgetting the one heard from least recently
+// when a new one comes: a flood of one-off addresses cannot wipe out the
+// allowance of a client that keeps failing.
 type failures struct {
-	mu sync.Mutex
-	by map[string]*rate.Limiter
+	mu    sync.Mutex
+	by    map[string]*list.Element // of *client, in order
+	order list.List                // most recently heard first
+}
+
+type client struct {
+	host string
+	lim  *rate.Limiter
 }
 
 func (f *failures) limiter(r *http.Request) *rate.Limiter {
@@ -92,15 +102,21 @@ func (f *failures) limiter(r *http.Request) *rate.Limiter {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.by == nil || len(f.by) >= maxClients {
-		f.by = map[string]*rate.Limiter{}
+	if e, ok := f.by[host]; ok {
+		f.order.MoveToFront(e)
+		return e.Value.(*client).lim
 	}
-	l, ok := f.by[host]
-	if !ok {
-		l = rate.NewLimiter(rate.Every(failureEvery), failureBurst)
-		f.by[host] = l
+	if f.by == nil {
+		f.by = map[string]*list.Element{}
 	}
-	return l
+	if len(f.by) >= maxClients {
+		oldest := f.order.Back()
+		f.order.Remove(oldest)
+		delete(f.by, oldest.Value.(*client).host)
+	}
+	c := &client{host: host, lim: rate.NewLimiter(rate.Every(failureEvery), failureBurst)}
+	f.by[host] = f.order.PushFront(c)
+	return c.lim
 }
 
 // auth refuses a request without the operator's or the viewer's

@@ -168,13 +168,19 @@ func NewPacked(ctx context.Context, dir string, opts Options) (*Packed, error) {
 
 // onlyPacked fails when dir holds anything but the packed layout's files
 // and hidden ones (the file layout's temporary directory, say): a mirror in
-// the file layout, which the packed layout would not see.
+// the file layout, which the packed layout would not see; and when one of
+// the packed layout's files is a symbolic link (or not a regular file).
 func onlyPacked(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, PackedFile) && e.Type()&(iofs.ModeSymlink|iofs.ModeType) != 0 {
+			// A link planted there would have the database written
+			// wherever it points, outside the sink.
+			return fmt.Errorf("%s is a symbolic link or not a regular file: refused, as the file layout refuses links", n)
+		}
 		if n := e.Name(); !strings.HasPrefix(n, PackedFile) && !strings.HasPrefix(n, ".") && n != "lost+found" {
 			return fmt.Errorf("the directory holds %q, a mirror in the file layout: open it without layout=packed, or give the packed layout a directory of its own", n)
 		}

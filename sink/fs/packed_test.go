@@ -308,3 +308,28 @@ func TestPackedOpenWhileWriting(t *testing.T) {
 	}
 	s.Close(t.Context())
 }
+
+// TestPackedRefusesLinks: a symbolic link planted at records.sqlite (or
+// at its journal) is refused, and nothing is written where it points.
+func TestPackedRefusesLinks(t *testing.T) {
+	for _, name := range []string{PackedFile, PackedFile + "-wal"} {
+		t.Run(name, func(t *testing.T) {
+			dir, outside := t.TempDir(), t.TempDir()
+			target := filepath.Join(outside, "elsewhere.sqlite")
+			if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(t.Context(), dir+"?layout=packed")
+			if err == nil {
+				s.Close(t.Context())
+				t.Fatal("opened a packed mirror through a symbolic link")
+			}
+			if !errclass.IsFatal(err) || !strings.Contains(err.Error(), "symbolic link") {
+				t.Errorf("error %v: not fatal, or does not say why", err)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+				t.Errorf("written outside the sink: %v", entries)
+			}
+		})
+	}
+}

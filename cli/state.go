@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rsharvest/rsharvest/state"
+)
+
+// stateCommand returns the "state" command: what concerns the state store
+// itself (check).
+func (a *app) stateCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "state",
+		Short: "Look after the state store itself: check that it is sound",
+		Args:  cobra.NoArgs,
+	}
+	var file string
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Check the state file with SQLite's integrity check (every page and index): prints ok, or what is wrong (exit 2)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			st, err := a.openStateToRead(ctx, file)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			problems, err := st.Check(ctx, false)
+			if err != nil {
+				return err
+			}
+			if err := state.Damaged(file, problems); err != nil {
+				for _, p := range problems {
+					fmt.Fprintln(a.stdout, p)
+				}
+				return err
+			}
+			fmt.Fprintln(a.stdout, "ok")
+			return nil
+		},
+	}
+	check.Flags().StringVar(&file, "state", defaultStateFile(), stateHelp)
+	c.AddCommand(check)
+	return c
+}
