@@ -205,11 +205,11 @@ func (a *app) demoCommand() *cobra.Command {
 }
 
 func (a *app) demo(ctx context.Context, resources int) error {
-	f := syncFlags{Job: harvest.DefaultJob(), state: filepath.Join(demoDir, "rsharvest.db"), progress: "auto", command: "rsharvest demo"}
+	f := syncFlags{Job: harvest.DefaultJob(), processOpts: processOpts{State: filepath.Join(demoDir, "rsharvest.db"), Progress: "auto"}, command: "rsharvest demo"}
 	f.SourceKey, f.Sinks = "rsharvest-demo", []string{"fs:" + filepath.Join(demoDir, "mirror")}
 	f.Workers, f.Retries = 2, 3
 	reps, err := harness.Demo(ctx, demoDir, resources, a.stdout, a.logger(), func(ctx context.Context, incremental bool, source, reportFile string) (*runreport.Report, error) {
-		f.Source, f.report = source, reportFile
+		f.Source, f.Report = source, reportFile
 		mode := modeBaseline
 		if incremental {
 			mode = modeIncremental

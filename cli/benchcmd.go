@@ -129,7 +129,7 @@ func (a *app) bench(ctx context.Context, f benchFlags) error {
 // does, from its default flags with an fs sink and rangeParts.
 func (a *app) benchPipeline(log *slog.Logger, rangeParts int) harness.OptionsFunc {
 	return func(ctx context.Context, p harness.RunParams) (pipeline.Options, func(context.Context) error, error) {
-		f := syncFlags{Job: harvest.DefaultJob(), state: p.StatePath, progress: "none", command: "rsharvest bench"}
+		f := syncFlags{Job: harvest.DefaultJob(), processOpts: processOpts{State: p.StatePath, Progress: "none"}, command: "rsharvest bench"}
 		f.Source, f.Sinks, f.Concurrency, f.SpoolDir, f.RangeParts = p.Source, []string{"fs:" + p.SinkDir}, p.Concurrency, p.SpoolDir, rangeParts
 		if p.VerifyAll {
 			f.Verify = "all"

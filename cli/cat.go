@@ -67,7 +67,7 @@ func (a *app) catCommand() *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&siteName, "site", "", "read from the sinks of this registry site")
 	fl.StringArrayVar(&sinks, "sink", nil, "read from this sink (repeatable)")
-	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	registerState(fl, &stateFile)
 	_ = c.RegisterFlagCompletionFunc("site", a.completeSites(&stateFile))
 	return c
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/pipeline"
@@ -209,9 +210,8 @@ func (a *app) rootCommand() *cobra.Command {
 		// A misspelt command is suggested (noSourceArgs).
 		SuggestionsMinimumDistance: 2,
 	}
-	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.PersistentFlags().BoolVarP(&a.quiet, "quiet", "q", false, "only warnings and errors: no info log records, no progress display (the summary is still printed)")
-	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
+	a.logLevel, a.logFormat = "info", "text"
+	settings().Register(root.PersistentFlags(), config.AsFlag, a)
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the command to this file")
 	root.PersistentFlags().BoolVar(&a.allowReadable, "allow-readable-state", false, "open a state file that other users may read (it holds the registry's credentials: by default such a file is refused)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {

@@ -127,7 +127,7 @@ when the last unit has committed; a unit whose daemon died is done again by anot
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	registerState(fl, &stateFile)
 	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
 	fl.IntVar(&units, "units", 0, "with --state postgres://…: units of spread harvests (sites with spread: true) this daemon executes at once (default: --sites-concurrency)")
 	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")

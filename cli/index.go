@@ -69,7 +69,7 @@ matching copy of is counted missing; the next harvest, or "audit --repair", fetc
 	fl := c.Flags()
 	fl.StringVar(&siteName, "site", "", "the registry site whose held resources are written")
 	fl.StringArrayVar(&sinks, "sink", nil, "a sink to write to (repeatable; default: the site's es: and solr: sinks)")
-	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	registerState(fl, &stateFile)
 	_ = c.RegisterFlagCompletionFunc("site", a.completeSites(&stateFile))
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another run to release the state file (0: fail at once)")
 	return c

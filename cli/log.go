@@ -50,7 +50,7 @@ state's runs and failures themselves: there is no second copy.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	registerState(fl, &stateFile)
 	fl.StringVar(&siteName, "site", "", "only this site's harvests")
 	fl.StringVar(&since, "since", "", "only from this time on: a W3C datetime, or a duration back from now (24h)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")

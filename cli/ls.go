@@ -96,7 +96,7 @@ func (a *app) lsCommand() *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&siteName, "site", "", "the registry site whose resources are listed")
 	fl.StringVar(&source, "source", "", "the source (its URL, as harvested) whose resources are listed")
-	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	registerState(fl, &stateFile)
 	_ = c.RegisterFlagCompletionFunc("site", a.completeSites(&stateFile))
 	fl.BoolVar(&asJSON, "json", false, "print a JSON array of {uri, length, sha256, lastmod, version}")
 	return c

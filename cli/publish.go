@@ -32,7 +32,7 @@ func (f *publishFlags) register(c *cobra.Command, withState bool) {
 	fl := c.Flags()
 	p := f.prefix
 	if withState {
-		fl.StringVar(&f.stateFile, "state", defaultStateFile(), stateHelp)
+		registerState(fl, &f.stateFile)
 		fl.StringVar(&f.fromES, "from-es", "", "publish instead from the resource and change documents an es sink wrote: http://HOST:PORT[/es]/INDEX[?changes=INDEX&resource_set=NAME]")
 	}
 	fl.StringVar(&f.out, p+"out", "", "output directory: generations of documents, the published one linked as DIR/current")

@@ -74,7 +74,7 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	registerState(fl, &stateFile)
 	fl.BoolVar(&due, "due", false, "harvest every site whose next harvest has come")
 	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another run to release the state file (0: fail at once)")
@@ -90,7 +90,7 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 // store kept in PostgreSQL is shared with other machines, whose runs may be
 // alive: each run marks those of its own source, under its lease.
 func (a *app) openSitesState(ctx context.Context, file string, waitLock time.Duration, command string, log *slog.Logger) (*state.Store, error) {
-	st, err := a.openState(ctx, syncFlags{state: file, waitLock: waitLock, command: command}, log)
+	st, err := a.openState(ctx, syncFlags{processOpts: processOpts{State: file, WaitLock: waitLock}, command: command}, log)
 	if err != nil || st.PostgresURL() != "" {
 		return st, err
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,7 +21,6 @@ import (
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/site"
-	"github.com/rsharvest/rsharvest/source/protocols"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -39,7 +39,7 @@ such as "0 3 * * *"), a contact e-mail and a notification policy (always, on_err
 sites, each with the keys of a config file that belong to a harvest, and name, schedule, contact,
 notify): sites not in the file are removed, and applying the same file twice changes nothing.`,
 	}
-	c.PersistentFlags().StringVar(&stateFile, "state", defaultStateFile(), stateHelp)
+	registerState(c.PersistentFlags(), &stateFile)
 	// registry runs fn on the registry of --state; reading never creates
 	// a state file.
 	registry := func(ctx context.Context, write bool, fn func(site.Registry) error) error {
@@ -123,7 +123,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 				return usagef("sites apply: %v", err)
 			}
 			defer fh.Close()
-			sites, err := config.DecodeSites(fh, args[0])
+			sites, err := config.DecodeSites(fh, args[0], harvest.Settings(), harvest.SiteTargets)
 			if err != nil {
 				return usageError{err}
 			}
@@ -180,20 +180,18 @@ notify): sites not in the file are removed, and applying the same file twice cha
 }
 
 // siteEditCommand returns "sites add" or "sites edit": a site defined by
-// flags, checked as a registry file's site is. edit changes only what its
-// flags give.
+// flags — every setting a registry file's site may give, from the
+// settings table — checked as a registry file's site is. edit changes only
+// what its flags give.
 func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, func(site.Registry) error) error) *cobra.Command {
 	var (
-		def         config.Site
-		headers     []string
-		every       string
-		cron        string
-		next        string
-		rate        float64
-		concurrency int
-		requireHash bool
-		spread      bool
+		def   config.Site
+		job   = harvest.DefaultJob()
+		every string
+		cron  string
+		next  string
 	)
+	table := harvest.Settings()
 	c := &cobra.Command{
 		Use:   verb + " NAME",
 		Args:  exactArgs("sites "+verb, "NAME"),
@@ -217,48 +215,30 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 					flag string
 					dst  *string
 					v    string
-				}{{"source", &s.Source, def.Source}, {"protocol", &s.Protocol, def.Protocol}, {"metadata-prefix", &s.MetadataPrefix, def.MetadataPrefix},
-					{"contact", &s.Contact, def.Contact}, {"notify", &s.Notify, def.Notify}} {
+				}{{"contact", &s.Contact, def.Contact}, {"notify", &s.Notify, def.Notify}} {
 					if changed(f.flag) {
 						*f.dst = f.v
 					}
 				}
-				if changed("set") {
-					s.Sets = def.Sets
+				// Each setting given, as a registry file would hold it:
+				// relative paths made absolute, whatever directory a later
+				// run starts in.
+				wd, err := os.Getwd()
+				if err != nil {
+					return err
 				}
-				if changed("rate") {
-					s.Rate = &rate
-				}
-				if changed("concurrency") {
-					s.Concurrency = &concurrency
-				}
-				if changed("require-hash") {
-					s.RequireHash = &requireHash
-				}
-				if changed("spread") {
-					s.Spread = &spread
-				}
-				if changed("sink") {
-					// A mirror is where the command said, whatever
-					// directory a later run starts in.
-					wd, err := os.Getwd()
-					if err != nil {
-						return err
+				here := config.NewContext(filepath.Join(wd, "sites "+verb))
+				for i := range table {
+					set := &table[i]
+					if set.Where&config.InSite == 0 || !changed(set.Name) {
+						continue
 					}
-					s.Sinks = nil
-					for _, spec := range def.Sinks {
-						s.Sinks = append(s.Sinks, config.JoinSink(spec, wd))
+					var resolved harvest.Job
+					v := set.Bind(&resolved)
+					if err := v.Decode(here, set.FileKey(), set.Bind(&job).Encode()); err != nil {
+						return usageError{err}
 					}
-				}
-				if changed("header") {
-					h, err := parseHeaders(headers)
-					if err != nil {
-						return err
-					}
-					s.Headers = map[string]string{}
-					for k := range h {
-						s.Headers[k] = h.Get(k)
-					}
+					s.Set(set.FileKey(), v.Encode())
 				}
 				switch {
 				case changed("every") && changed("cron"):
@@ -292,26 +272,17 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 				if err := reg.Put(ctx, ns); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "%s %s: %s, %s\n", map[string]string{"add": "added", "edit": "changed"}[verb], ns.Name, ns.When, state.SourceKey(ns.Source))
+				fmt.Fprintf(a.stdout, "%s %s: %s, %s\n", map[string]string{"add": "added", "edit": "changed"}[verb], ns.Name, ns.When, state.SourceKey(ns.Source()))
 				return nil
 			})
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&def.Source, "source", "", "the site's source: a ResourceSync document or site, or an OAI-PMH base URL")
-	fl.StringVar(&def.Protocol, "protocol", "", "the site's protocol (default auto): "+protocols.All().Help())
-	fl.StringVar(&def.MetadataPrefix, "metadata-prefix", "", "OAI-PMH: the metadata format harvested (default oai_dc)")
-	fl.StringArrayVar(&def.Sets, "set", nil, "a resource set or OAI-PMH setSpec (repeatable)")
-	fl.StringArrayVar(&def.Sinks, "sink", nil, "a sink spec (repeatable)")
-	fl.StringArrayVar(&headers, "header", nil, `an HTTP header sent to the site, "Name: value" (repeatable)`)
+	table.Register(fl, config.AsFlag|config.InSite, &job)
 	fl.StringVar(&every, "every", "", "harvest every N h, d, w or mo after the last harvest (1d, 2w, 1mo)")
 	fl.StringVar(&cron, "cron", "", `harvest at the times of a cron expression ("0 3 * * *", "@daily")`)
 	fl.StringVar(&def.Contact, "contact", "", "the e-mail address the site's reports go to")
 	fl.StringVar(&def.Notify, "notify", "", "when the contact hears of a harvest: always, on_error, on_change (default always)")
-	fl.Float64Var(&rate, "rate", 0, "requests per second per host (0: unlimited)")
-	fl.IntVar(&concurrency, "concurrency", 0, "packages downloaded and unpacked at once (default 4); with lists, resource requests in flight (default 16)")
-	fl.BoolVar(&requireHash, "require-hash", false, "refuse resources that give no md5, sha-1, sha-256 or sha-512")
-	fl.BoolVar(&spread, "spread", false, "with the registry in PostgreSQL: divide each harvest into units (OAI-PMH: date windows and sets; ResourceSync baselines: packages and slices of lists) that any daemon sharing the registry executes")
 	fl.StringVar(&next, "next", "", "the next harvest: now, or a W3C datetime (default: derived from the last harvest and the schedule)")
 	return c
 }

@@ -42,7 +42,7 @@ func (a *app) stateCommand() *cobra.Command {
 			return nil
 		},
 	}
-	check.Flags().StringVar(&file, "state", defaultStateFile(), stateHelp)
+	registerState(check.Flags(), &file)
 	c.AddCommand(check)
 	return c
 }

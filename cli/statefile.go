@@ -96,7 +96,11 @@ func siteJob(ctx context.Context, st *state.Store, name string) (harvest.Job, er
 	if err != nil {
 		return harvest.Job{}, noSite(err)
 	}
-	return harvest.SiteJob(s), nil
+	j, err := harvest.SiteJob(s)
+	if err != nil {
+		return j, usageError{err}
+	}
+	return j, nil
 }
 
 // completeSites completes the name of a registry site of the state file

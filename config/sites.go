@@ -12,26 +12,28 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Site is one site of a registry file (DecodeSites): its name, when it is
-// harvested, whom to tell, and the settings its harvests run with — the
-// keys of a config file that belong to one harvest (source, sinks,
-// protocol, set, metadata_prefix, headers, concurrency, rate, …; not
-// state, report, spool_dir, progress, log_level, log_format, wait_lock,
-// from or until, which belong to the process). yaml.Marshal of a Site
-// writes a mapping DecodeSite reads back as an equal Site.
+// Site is one site of a registry: its name, when it is harvested, whom to
+// tell, and the settings its harvests run with — the keys of the settings
+// table a site may give (InSite: source, sinks, protocol, set, headers,
+// concurrency, rate, …; not state, report, spool_dir, progress, logging,
+// wait_lock, from or until, which belong to the process). yaml.Marshal of
+// a Site writes a mapping DecodeSite reads back as an equal Site.
 type Site struct {
 	// Name names the site: 1 to 64 letters, digits, '.', '_' or '-'.
-	Name string `yaml:"name"`
+	Name string
 	// Schedule is when it is harvested, as written ("every 1d", a cron
 	// expression); the site package parses it.
-	Schedule string `yaml:"schedule"`
+	Schedule string
 	// Contact is the e-mail address its reports go to ("": none).
-	Contact string `yaml:"contact,omitempty"`
+	Contact string
 	// Notify is when its contact hears of a harvest: always, on_error or
 	// on_change ("": always).
-	Notify string `yaml:"notify,omitempty"`
-	// File holds the harvest's settings; Source and Sinks are required.
-	File `yaml:",inline"`
+	Notify string
+	// Settings are the harvest's settings as given: a mapping of keys to
+	// values (relative paths resolved), applied to a job with the
+	// settings table (Table.DecodeMapping with InSite). Source and sinks
+	// are required.
+	Settings *yaml.Node
 
 	// file and pos locate the site's keys, for Errorf.
 	file string
@@ -39,35 +41,81 @@ type Site struct {
 	pos  map[string]*yaml.Node
 }
 
-// siteRaw is a site's mapping as yaml.v3 decodes it (see raw).
-type siteRaw struct {
-	raw      `yaml:",inline"`
-	Name     yaml.Node `yaml:"name"`
-	Schedule yaml.Node `yaml:"schedule"`
-	Contact  yaml.Node `yaml:"contact"`
-	Notify   yaml.Node `yaml:"notify"`
-}
-
-// processKeys are the config keys that belong to the process, not to a
-// site.
-var processKeys = []string{"state", "report", "spool_dir", "progress", "log_level", "log_format", "wait_lock", "from", "until"}
-
-// siteKeys returns the keys a site's mapping may hold, sorted.
-func siteKeys() []string {
-	keys := []string{"name", "schedule", "contact", "notify"}
-	for _, k := range knownKeys() {
-		if !slices.Contains(processKeys, k) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
-}
+// siteKeys are the keys of a site that are not settings of its harvests.
+var siteKeys = []string{"name", "schedule", "contact", "notify"}
 
 var siteNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// Errorf returns an *Error at s's key (at the site's first
-// line when the key is absent), naming the site.
+// Setting returns the value the site gives key, or nil.
+func (s *Site) Setting(key string) *yaml.Node {
+	if s.Settings == nil {
+		return nil
+	}
+	return resolve(valueOf(s.Settings, key))
+}
+
+// Source is the site's source URL, as given.
+func (s *Site) Source() string {
+	if n := s.Setting("source"); n != nil && n.Kind == yaml.ScalarNode {
+		return n.Value
+	}
+	return ""
+}
+
+// Sinks are the site's sink specs.
+func (s *Site) Sinks() []string {
+	n := s.Setting("sinks")
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.ScalarNode {
+		return []string{n.Value}
+	}
+	var out []string
+	for _, item := range n.Content {
+		out = append(out, resolve(item).Value)
+	}
+	return out
+}
+
+// Set gives key the value n (nil: removes it), in place of what it had.
+func (s *Site) Set(key string, n *yaml.Node) {
+	if s.Settings == nil {
+		s.Settings = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	}
+	c := s.Settings.Content
+	for i := 0; i+1 < len(c); i += 2 {
+		if resolve(c[i]).Value == key {
+			if n == nil {
+				s.Settings.Content = append(c[:i:i], c[i+2:]...)
+			} else {
+				c[i+1] = n
+			}
+			return
+		}
+	}
+	if n != nil {
+		s.Settings.Content = append(c, scalar("!!str", key), n)
+	}
+}
+
+// MarshalYAML writes the site as a mapping: its name, schedule, contact
+// and notification policy, then its settings.
+func (s Site) MarshalYAML() (any, error) {
+	m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for _, kv := range [][2]string{{"name", s.Name}, {"schedule", s.Schedule}, {"contact", s.Contact}, {"notify", s.Notify}} {
+		if kv[1] != "" || kv[0] == "name" || kv[0] == "schedule" {
+			m.Content = append(m.Content, scalar("!!str", kv[0]), scalar("!!str", kv[1]))
+		}
+	}
+	if s.Settings != nil {
+		m.Content = append(m.Content, s.Settings.Content...)
+	}
+	return m, nil
+}
+
+// Errorf returns an *Error at s's key (at the site's first line when the
+// key is absent), naming the site.
 func (s *Site) Errorf(key, format string, a ...any) error {
 	line, col := s.line, 1
 	if n, ok := s.pos[key]; ok {
@@ -77,21 +125,22 @@ func (s *Site) Errorf(key, format string, a ...any) error {
 }
 
 // DecodeSites strictly decodes a registry file from r: a mapping whose one
-// key, sites, lists the sites, each a mapping (see Site). name is the
-// file's path, as for Decode (errors name it; relative fs: paths are
-// resolved against its directory, and made absolute). Besides what Decode refuses, a site
+// key, sites, lists the sites, each a mapping of a site's keys and the
+// settings of t a site may give, each checked by decoding it into the
+// targets new gives. name is the file's path, as for Decode (errors name
+// it; relative paths are resolved against its directory, and made
+// absolute). Besides what Decode and Table.DecodeMapping refuse, a site
 // without a name, source, sinks or schedule, a bad name, contact or
-// notify, and a name given twice are *Errors naming the line and the
-// site.
-func DecodeSites(r io.Reader, name string) ([]Site, error) {
-	doc, _, err := readDocument(r, name)
+// notify, and a name given twice are *Errors naming the line and the site.
+func DecodeSites(r io.Reader, name string, t Table, targets func() []any) ([]Site, error) {
+	doc, err := readDocument(r, name)
 	if err != nil || doc == nil {
 		return nil, err
 	}
-	d := newDecoder(name)
+	c := NewContext(name)
 	// A site's mirror is where its file says, whatever directory a later
-	// run starts in: relative fs: paths are made absolute.
-	base, err := filepath.Abs(d.base)
+	// run starts in: relative paths are made absolute.
+	base, err := filepath.Abs(c.Base)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -100,9 +149,9 @@ func DecodeSites(r io.Reader, name string) ([]Site, error) {
 		return nil, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, d.errorf(root, "want a mapping with the key sites, not %s", describe(root))
+		return nil, c.Errorf(root, "want a mapping with the key sites, not %s", describe(root))
 	}
-	if err := d.checkKeys(root, []string{"sites"}); err != nil {
+	if err := c.checkKeys(root, []string{"sites"}); err != nil {
 		return nil, err
 	}
 	list := resolve(root.Content[1])
@@ -110,12 +159,12 @@ func DecodeSites(r io.Reader, name string) ([]Site, error) {
 		return nil, nil
 	}
 	if list.Kind != yaml.SequenceNode {
-		return nil, d.errorf(list, "sites: want a list of sites, not %s", describe(list))
+		return nil, c.Errorf(list, "sites: want a list of sites, not %s", describe(list))
 	}
 	var out []Site
 	first := map[string]int{}
 	for _, item := range list.Content {
-		s, err := decodeSite(resolve(item), name, base)
+		s, err := decodeSite(resolve(item), name, base, t, targets)
 		if err != nil {
 			return nil, err
 		}
@@ -128,8 +177,10 @@ func DecodeSites(r io.Reader, name string) ([]Site, error) {
 	return out, nil
 }
 
-// DecodeSite decodes one site's mapping, as DecodeSites decodes each.
-func DecodeSite(data []byte, name string) (*Site, error) {
+// DecodeSite decodes one site's mapping, as DecodeSites decodes each; with
+// a nil t, its settings are kept as they are, unchecked (a site the
+// registry stored, checked when it was put).
+func DecodeSite(data []byte, name string, t Table, targets func() []any) (*Site, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -137,53 +188,76 @@ func DecodeSite(data []byte, name string) (*Site, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, fmt.Errorf("%s: empty", name)
 	}
-	return decodeSite(resolve(doc.Content[0]), name, filepath.Dir(name))
+	return decodeSite(resolve(doc.Content[0]), name, filepath.Dir(name), t, targets)
 }
 
-// decodeSite checks one site's mapping n; relative fs: paths are joined to
+// decodeSite checks one site's mapping n; relative paths are joined to
 // base.
-func decodeSite(n *yaml.Node, name, base string) (*Site, error) {
-	d := newDecoder(name)
-	d.base = base
+func decodeSite(n *yaml.Node, name, base string, t Table, targets func() []any) (*Site, error) {
+	c := NewContext(name)
+	c.Base = base
 	if n.Kind != yaml.MappingNode {
-		return nil, d.errorf(n, "a site: want a mapping of keys to values, not %s", describe(n))
+		return nil, c.Errorf(n, "a site: want a mapping of keys to values, not %s", describe(n))
 	}
-	if err := d.checkKeys(n, siteKeys()); err != nil {
-		return nil, namedSite(err, n)
+	s := &Site{file: name, line: n.Line, pos: c.keys, Settings: &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}}
+	var tgts []any
+	if t == nil {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := resolve(n.Content[i])
+			c.keys[k.Value] = k
+		}
+	} else {
+		tgts = targets()
+		if err := t.DecodeMapping(c, n, InSite, siteKeys, nil, tgts...); err != nil {
+			return nil, namedSite(err, n)
+		}
 	}
-	var r siteRaw
-	if err := n.Decode(&r); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		var dst *string
+		switch k.Value {
+		case "name":
+			dst = &s.Name
+		case "schedule":
+			dst = &s.Schedule
+		case "contact":
+			dst = &s.Contact
+		case "notify":
+			dst = &s.Notify
+		}
+		switch {
+		case dst != nil:
+			if !given(v) {
+				continue
+			}
+			str, err := c.str(k.Value, v)
+			if err != nil {
+				return nil, namedSite(err, n)
+			}
+			*dst = str
+		case !given(v):
+		case t == nil:
+			s.Settings.Content = append(s.Settings.Content, k, v)
+		}
 	}
-	s := &Site{file: name, line: n.Line, pos: d.keys}
-	var err error
-	if given(resolve(&r.Name)) {
-		if s.Name, err = d.str("name", resolve(&r.Name)); err != nil {
-			return nil, err
+	// The values as the job read them, in the table's order: each by its
+	// key, its paths resolved (none without a table).
+	for i := range t {
+		set := &t[i]
+		if !givenSetting(n, set) {
+			continue
+		}
+		if val := set.bind(tgts); val != nil {
+			s.Settings.Content = append(s.Settings.Content, scalar("!!str", set.FileKey()), val.Encode())
 		}
 	}
 	if !siteNameRE.MatchString(s.Name) {
 		return nil, s.Errorf("name", "want a name of 1 to 64 letters, digits, '.', '_' or '-'")
 	}
-	if err := d.values(&r.raw); err != nil {
-		return nil, namedSite(err, n)
-	}
-	s.File = *d.f
-	for _, f := range []struct {
-		key string
-		n   *yaml.Node
-		dst *string
-	}{{"schedule", &r.Schedule, &s.Schedule}, {"contact", &r.Contact, &s.Contact}, {"notify", &r.Notify, &s.Notify}} {
-		if v := resolve(f.n); given(v) {
-			if *f.dst, err = d.str(f.key, v); err != nil {
-				return nil, err
-			}
-		}
-	}
 	switch {
-	case s.Source == "":
+	case s.Source() == "":
 		return nil, s.Errorf("name", "no source")
-	case len(s.Sinks) == 0:
+	case len(s.Sinks()) == 0:
 		return nil, s.Errorf("name", "no sinks")
 	case s.Schedule == "":
 		return nil, s.Errorf("name", "no schedule: give schedule: every 1d (2w, 1mo, 12h) or a cron expression; on the command line --every 1d or --cron EXPR")
@@ -199,6 +273,18 @@ func decodeSite(n *yaml.Node, name, base string) (*Site, error) {
 		return nil, s.Errorf("notify", "want always, on_error or on_change, not %q", trunc(s.Notify))
 	}
 	return s, nil
+}
+
+// givenSetting reports whether the mapping n gives set a value (by its key
+// or an alias).
+func givenSetting(n *yaml.Node, set *Setting) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := resolve(n.Content[i]).Value
+		if (k == set.FileKey() || slices.Contains(set.Aliases, k)) && given(resolve(n.Content[i+1])) {
+			return set.Where&InSite != 0
+		}
+	}
+	return false
 }
 
 // namedSite makes an *Error of the site mapping n name the site, when n

@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"fmt"
@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/harvest"
 )
 
 const sitesFile = `# the registry
@@ -30,42 +33,61 @@ sites:
     concurrency: 2
 `
 
+// decodeSites decodes a registry file with the harvest's settings.
+func decodeSites(in, name string) ([]config.Site, error) {
+	return config.DecodeSites(strings.NewReader(in), name, harvest.Settings(), harvest.SiteTargets)
+}
+
+// jobOf is the job a site's settings make over a zero job.
+func jobOf(t *testing.T, s *config.Site) harvest.Job {
+	t.Helper()
+	var j harvest.Job
+	if err := harvest.Settings().DecodeMapping(config.NewContext("site"), s.Settings, config.InSite, nil, nil, &j); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
 // TestDecodeSites: a registry file's sites, each with its harvest's
-// settings (relative fs: paths resolved against the file's directory).
+// settings (relative fs: paths resolved against the file's directory), and
+// each written back reads back the same.
 func TestDecodeSites(t *testing.T) {
-	got, err := DecodeSites(strings.NewReader(sitesFile), "/etc/rsharvest/sites.yaml")
+	got, err := decodeSites(sitesFile, "/etc/rsharvest/sites.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	two := 2
-	want := []Site{
-		{Name: "dspace-a", Schedule: "every 1d", Contact: "ops@a.example", Notify: "on_error", File: File{Source: "https://a.example/oai/request",
+	want := []struct {
+		name, schedule, contact, notify string
+		job                             harvest.Job
+	}{
+		{"dspace-a", "every 1d", "ops@a.example", "on_error", harvest.Job{Source: "https://a.example/oai/request",
 			Protocol: "oai-pmh", MetadataPrefix: "oai_dc", Sets: []string{"physics", "math"}, Sinks: []string{"fs:/etc/rsharvest/mirror/a"},
-			Headers: map[string]string{"Authorization": "Bearer s3cret"}}},
-		{Name: "rs-b", Schedule: "0 3 * * 1-5", File: File{Source: "https://b.example/.well-known/resourcesync",
-			Sinks: []string{"s3://bucket/b?endpoint=http://127.0.0.1:9000"}, Concurrency: &two}},
+			Headers: []string{"Authorization: Bearer s3cret"}}},
+		{"rs-b", "0 3 * * 1-5", "", "", harvest.Job{Source: "https://b.example/.well-known/resourcesync",
+			Sinks: []string{"s3://bucket/b?endpoint=http://127.0.0.1:9000"}, Concurrency: 2, ConcurrencySet: true}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d sites, want %d", len(got), len(want))
 	}
-	for i := range want {
-		g := got[i]
-		g.file, g.line, g.pos = "", 0, nil
-		if !reflect.DeepEqual(g, want[i]) {
-			t.Errorf("site %d:\n got %+v\nwant %+v", i, g, want[i])
+	for i, w := range want {
+		g := &got[i]
+		if g.Name != w.name || g.Schedule != w.schedule || g.Contact != w.contact || g.Notify != w.notify || !reflect.DeepEqual(jobOf(t, g), w.job) {
+			t.Errorf("site %d:\n got %+v %+v\nwant %+v", i, *g, jobOf(t, g), w)
 		}
 		// A site written back reads back the same.
-		out, err := yaml.Marshal(&got[i])
+		out, err := yaml.Marshal(g)
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := DecodeSite(out, "stored")
+		back, err := config.DecodeSite(out, "stored", harvest.Settings(), harvest.SiteTargets)
 		if err != nil {
 			t.Fatalf("site %d written back: %v\n%s", i, err, out)
 		}
-		back.file, back.line, back.pos = "", 0, nil
-		if !reflect.DeepEqual(*back, want[i]) {
-			t.Errorf("site %d written back:\n got %+v\nwant %+v", i, *back, want[i])
+		if back.Name != w.name || back.Schedule != w.schedule || !reflect.DeepEqual(jobOf(t, back), w.job) {
+			t.Errorf("site %d written back:\n got %+v\nwant %+v", i, jobOf(t, back), w.job)
+		}
+		if stored, err := config.DecodeSite(out, "stored", nil, nil); err != nil || !reflect.DeepEqual(jobOf(t, stored), w.job) {
+			t.Errorf("site %d stored, read unchecked: %v", i, err)
 		}
 	}
 }
@@ -93,7 +115,7 @@ func TestDecodeSitesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeSites(strings.NewReader(tt.in), "sites.yaml")
+			_, err := decodeSites(tt.in, "sites.yaml")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want it to hold %q", err, tt.want)
 			}
@@ -107,12 +129,12 @@ func TestDecodeSitesErrors(t *testing.T) {
 func TestSitesSinksAbsolute(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	sites, err := DecodeSites(strings.NewReader("sites:\n  - name: a\n    source: http://a.example/\n    sinks: [fs:mirror, 'fs:m2?fsync=true', s3://b]\n    schedule: every 1d\n"), "sites.yaml")
+	sites, err := decodeSites("sites:\n  - name: a\n    source: http://a.example/\n    sinks: [fs:mirror, 'fs:m2?fsync=true', s3://b]\n    schedule: every 1d\n", "sites.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"fs:" + filepath.Join(dir, "mirror"), "fs:" + filepath.Join(dir, "m2") + "?fsync=true", "s3://b"}
-	if got := sites[0].Sinks; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := sites[0].Sinks(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("sinks %q, want %q", got, want)
 	}
 }

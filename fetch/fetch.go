@@ -506,6 +506,28 @@ func isCertError(err error) bool {
 	return errors.As(err, &cve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
 }
 
+// Bandwidth is a cap of the bytes received a second (--bwlimit); 0 is no
+// cap. It reads and writes itself as ParseBandwidth reads one.
+type Bandwidth float64
+
+// UnmarshalText reads b as ParseBandwidth does.
+func (bw *Bandwidth) UnmarshalText(b []byte) error {
+	v, err := ParseBandwidth(string(b))
+	if err != nil {
+		return err
+	}
+	*bw = Bandwidth(v)
+	return nil
+}
+
+// String is bw in bytes a second ("" for no cap).
+func (bw *Bandwidth) String() string {
+	if *bw == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(float64(*bw), 'f', -1, 64)
+}
+
 // ParseBandwidth reads a bandwidth as --bwlimit takes it: bytes per second,
 // with an optional unit — k, M, G (powers of 1024, as rclone reads them;
 // KiB, MiB, GiB too) or kB, MB, GB (powers of 1000) — and an optional

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
@@ -265,7 +266,10 @@ func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*r
 		return nil, err
 	}
 	defer release()
-	j := SiteJob(s)
+	j, err := SiteJob(s)
+	if err != nil {
+		return nil, &InvalidError{fmt.Errorf("site %s: %w", s.Name, err)}
+	}
 	if spoolDir != "" {
 		j.SpoolDir = spoolDir
 	}
@@ -276,13 +280,13 @@ func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*r
 	return rep, err
 }
 
-// SiteJob is the job of registry site s: its settings over the defaults.
-func SiteJob(s *site.Site) Job {
+// SiteJob is the job of registry site s: its settings over the defaults
+// (an error when the registry holds a setting this version does not take).
+func SiteJob(s *site.Site) (Job, error) {
 	j := DefaultJob()
-	s.File.Apply(j.Targets(), nil)
+	err := Settings().DecodeMapping(config.NewContext("site "+s.Name), s.Settings, config.InSite, nil, nil, &j)
 	j.Site = s.Name
-	j.ConcurrencySet = s.Concurrency != nil
-	return j
+	return j, err
 }
 
 // Options opens what a run of j needs — the sinks (each checked
@@ -313,14 +317,12 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		closeSinks(ctx)
 		return pipeline.Options{}, nil, err
 	}
-	bw, _ := fetch.ParseBandwidth(j.BwLimit)               // checked by Validate
-	maxDelete, _ := pipeline.ParseDeleteLimit(j.MaxDelete) // checked by Validate
-	schemas, _ := j.schemas()                              // checked by Validate
+	schemas, _ := j.schemas() // checked by Validate
 	client := fetch.New(fetch.Options{
 		UserAgent:    h.UserAgent,
 		Header:       headers,
 		Rate:         j.Rate,
-		Bandwidth:    bw,
+		Bandwidth:    float64(j.BwLimit),
 		Retries:      FetchRetries(j.Retries),
 		StallTimeout: j.StallTimeout,
 		Logger:       log,
@@ -369,7 +371,7 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		SpoolDir:        j.SpoolDir,
 		RequireHash:     j.RequireHash,
 		VerifyAll:       j.Verify == "all",
-		MaxDelete:       maxDelete,
+		MaxDelete:       j.MaxDelete,
 		DryRun:          j.DryRun,
 		DeleteUnlisted:  j.DeleteUnlisted,
 		Validate:        j.CheckDocuments || len(schemas) > 0,

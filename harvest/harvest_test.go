@@ -262,7 +262,7 @@ func TestFailedSiteDueSoon(t *testing.T) {
 // registry is a fresh state store holding the sites of a registry file.
 func registry(t *testing.T, file string) (*state.Store, site.Registry) {
 	t.Helper()
-	sites, err := config.DecodeSites(strings.NewReader(file), "sites.yaml")
+	sites, err := config.DecodeSites(strings.NewReader(file), "sites.yaml", harvest.Settings(), harvest.SiteTargets)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,8 +42,8 @@ const (
 )
 
 // Job is one harvest's settings: what a command's flags, a config file or
-// a registry site resolve to. DefaultJob gives the defaults; Targets binds
-// a job to a config file's values.
+// a registry site resolve to, each parsed where it is given (see Settings,
+// the table that declares them). DefaultJob gives the defaults.
 type Job struct {
 	// Source is where to start: a ResourceSync document or site, or an
 	// OAI-PMH base URL.
@@ -70,9 +70,8 @@ type Job struct {
 	Rate    float64
 	Retries int
 	// BwLimit caps the bytes per second received from the source, all
-	// requests together (--bwlimit: "10M", "500k", "2.5MB/s"; "": no cap;
-	// fetch.ParseBandwidth).
-	BwLimit string
+	// requests together (--bwlimit: "10M", "500k", "2.5MB/s"; 0: no cap).
+	BwLimit fetch.Bandwidth
 	// CheckDocuments checks each document that says what it must be
 	// before it is stored (--validate, pipeline.Options.Validate); Schemas
 	// are "TYPE=FILE.xsd", the XSD to validate a type against (--schema).
@@ -92,10 +91,9 @@ type Job struct {
 	// would fetch, write and delete, changing nothing (--dry-run).
 	DryRun bool
 	// MaxDelete bounds the resources one run may delete (--max-delete: a
-	// count, "100", or a share of those held, "5%"; "": no bound;
-	// pipeline.ParseDeleteLimit): a run that would delete more stops
-	// before deleting any.
-	MaxDelete string
+	// count, "100", or a share of those held, "5%"; unset: no bound): a
+	// run that would delete more stops before deleting any.
+	MaxDelete pipeline.DeleteLimit
 	// Headers are extra request headers, each "Name: value".
 	Headers []string
 	// SpoolDir is where packages are unpacked ("": the system's).
@@ -170,18 +168,6 @@ func DefaultJob() Job {
 		MetadataPrefix:  oaipmh.DefaultMetadataPrefix,
 		RangeParts:      1,
 		MaxDocumentSize: fetch.DefaultMaxDocumentSize,
-	}
-}
-
-// Targets binds j's settings to a config file's values (config.File.Apply);
-// the caller adds the targets of what is not a harvest's (state, report,
-// progress, logging).
-func (j *Job) Targets() config.Targets {
-	return config.Targets{
-		Source: &j.Source, SpoolDir: &j.SpoolDir, From: &j.From, Until: &j.Until, Sinks: &j.Sinks, Headers: &j.Headers,
-		Concurrency: &j.Concurrency, Workers: &j.Workers, Retries: &j.Retries, RangeParts: &j.RangeParts, MaxDocumentSize: &j.MaxDocumentSize,
-		Rate: &j.Rate, StallTimeout: &j.StallTimeout, LowSpeedLimit: &j.LowSpeedLimit, LowSpeedTime: &j.LowSpeedTime, HeaderOrigins: &j.HeaderOrigins, MaxPages: &j.MaxPages, AllowMissingHash: &j.AllowMissingHash, RequireHash: &j.RequireHash, Verify: &j.Verify, BwLimit: &j.BwLimit, MaxDelete: &j.MaxDelete, Validate: &j.CheckDocuments, Schemas: &j.Schemas, DeleteUnlisted: &j.DeleteUnlisted, Spread: &j.Spread,
-		AllowPrivate: &j.AllowPrivateAddresses, Prefer: &j.Prefer, Sets: &j.Sets, Protocol: &j.Protocol, MetadataPrefix: &j.MetadataPrefix,
 	}
 }
 
@@ -272,12 +258,6 @@ func (j *Job) Validate() error {
 	}
 	if j.Prefer != "dump" && j.Prefer != "list" {
 		return invalidf("--prefer: want dump or list")
-	}
-	if _, err := fetch.ParseBandwidth(j.BwLimit); err != nil {
-		return invalidf("--bwlimit: %v", err)
-	}
-	if _, err := pipeline.ParseDeleteLimit(j.MaxDelete); err != nil {
-		return invalidf("--max-delete: %v", err)
 	}
 	if _, err := j.schemas(); err != nil {
 		return err

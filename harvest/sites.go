@@ -223,7 +223,7 @@ func Retry(status string, err error) error {
 // failures from the state (the first report.MaxFailures), and its next
 // harvest.
 func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time.Time, status string, rep *runreport.Report, runErr error) (report.Site, error) {
-	r := report.Site{Name: s.Name, Source: state.SourceKey(s.Source), Contact: s.Contact, Notify: s.Notify, Status: status, Started: started,
+	r := report.Site{Name: s.Name, Source: state.SourceKey(s.Source()), Contact: s.Contact, Notify: s.Notify, Status: status, Started: started,
 		Next: s.When.Next(started, time.Local)}
 	if rep != nil {
 		r.RunID, r.Mode, r.Started, r.Finished = rep.RunID, rep.Mode, rep.Started, rep.Finished
@@ -343,7 +343,7 @@ func NewSite(def config.Site, what string) (*site.Site, error) {
 		}
 		return &InvalidError{fmt.Errorf("%s: %w", what, err)}
 	}
-	checked, err := config.DecodeSite(text, what)
+	checked, err := config.DecodeSite(text, what, Settings(), SiteTargets)
 	if err != nil {
 		return nil, unplaced(err)
 	}
@@ -357,25 +357,51 @@ func NewSite(def config.Site, what string) (*site.Site, error) {
 // CheckSinks opens and closes each sink of def with reg: an unreachable
 // sink refuses the site (an *InvalidError) before anything is written.
 func CheckSinks(ctx context.Context, reg sink.Registry, def *config.Site) error {
-	_, closeSinks, err := OpenSinks(ctx, reg, def.Sinks)
+	_, closeSinks, err := OpenSinks(ctx, reg, def.Sinks())
 	if err != nil {
 		return &InvalidError{def.Errorf("sinks", "%v", err)}
 	}
 	return closeSinks(ctx)
 }
 
-// RedactSite is def with its header values and sink credentials hidden,
-// to show it.
+// SiteTargets are what a site's settings are decoded into, to check them:
+// a job.
+func SiteTargets() []any { j := DefaultJob(); return []any{&j} }
+
+// RedactSite is def with its header values, sink credentials and source
+// password hidden, to show it.
 func RedactSite(def config.Site) config.Site {
-	if len(def.Headers) > 0 {
-		h := make(map[string]string, len(def.Headers))
-		for k := range def.Headers {
-			h[k] = "…"
-		}
-		def.Headers = h
+	if def.Settings != nil {
+		settings := *def.Settings
+		settings.Content = slices.Clone(settings.Content)
+		def.Settings = &settings
 	}
-	def.Sinks = RedactSpecs(def.Sinks)
-	def.Source = state.SourceKey(def.Source)
+	if h := def.Setting("headers"); h != nil {
+		hidden := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		switch h.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(h.Content); i += 2 {
+				hidden.Content = append(hidden.Content, h.Content[i], &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "…"})
+			}
+		case yaml.SequenceNode:
+			for _, item := range h.Content {
+				name, _, _ := strings.Cut(item.Value, ":")
+				hidden.Content = append(hidden.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: strings.TrimSpace(name)},
+					&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "…"})
+			}
+		}
+		def.Set("headers", hidden)
+	}
+	if sinks := def.Sinks(); len(sinks) > 0 {
+		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		for _, s := range RedactSpecs(sinks) {
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s})
+		}
+		def.Set("sinks", n)
+	}
+	if src := def.Source(); src != "" {
+		def.Set("source", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: state.SourceKey(src)})
+	}
 	return def
 }
 
@@ -404,6 +430,7 @@ type SiteView struct {
 // ViewOf is s as it is shown, its schedule read in loc.
 func ViewOf(s *site.Site, loc *time.Location) SiteView {
 	d := RedactSite(s.Site)
+	j, _ := SiteJob(s)
 	stamp := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -414,7 +441,14 @@ func ViewOf(s *site.Site, loc *time.Location) SiteView {
 	if s.Paused {
 		next = "paused"
 	}
-	return SiteView{Name: d.Name, Schedule: d.Schedule, Source: d.Source, Protocol: d.Protocol, MetadataPrefix: d.MetadataPrefix, Sets: d.Sets,
-		Sinks: d.Sinks, Contact: d.Contact, Notify: d.Notify, LastHarvest: stamp(s.Last), LastStatus: s.LastStatus, LastRunID: s.LastRunID,
+	protocol, prefix := "", ""
+	if d.Setting("protocol") != nil {
+		protocol = j.Protocol
+	}
+	if d.Setting("metadata_prefix") != nil {
+		prefix = j.MetadataPrefix
+	}
+	return SiteView{Name: d.Name, Schedule: d.Schedule, Source: d.Source(), Protocol: protocol, MetadataPrefix: prefix, Sets: j.Sets,
+		Sinks: d.Sinks(), Contact: d.Contact, Notify: d.Notify, LastHarvest: stamp(s.Last), LastStatus: s.LastStatus, LastRunID: s.LastRunID,
 		NextHarvest: next, Paused: s.Paused}
 }

@@ -250,7 +250,10 @@ func (h *Harvester) unit(ctx context.Context, u daemon.Unit, log *slog.Logger, h
 	if err != nil {
 		return 0, err
 	}
-	j := SiteJob(s)
+	j, err := SiteJob(s)
+	if err != nil {
+		return 0, err
+	}
 	j.prepare()
 	if j.SourceKey, _, err = StateKey(ctx, h.Store, j); err != nil {
 		return 0, err

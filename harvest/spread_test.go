@@ -41,7 +41,11 @@ func TestUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &harvest.Harvester{Store: st, Sinks: sink.Registry{"fs": fs.Open}, Log: slog.New(slog.DiscardHandler)}
-	opts, closeSinks, err := h.Options(ctx, harvest.SiteJob(s))
+	j, err := harvest.SiteJob(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, closeSinks, err := h.Options(ctx, j)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +54,12 @@ func TestUnit(t *testing.T) {
 	if err != nil || len(parts) < 4 {
 		t.Fatalf("Divide: %d parts, %v", len(parts), err)
 	}
-	run, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: s.Source, Site: s.Name})
+	run, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: s.Source(), Site: s.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := append(parts, "not a part%zz")
-	task := state.Task{Source: s.Source, Site: s.Name, Mode: "baseline", RunID: run, Checkpoints: cps}
+	task := state.Task{Source: s.Source(), Site: s.Name, Mode: "baseline", RunID: run, Checkpoints: cps}
 	if task.ID, err = st.CreateTask(ctx, task, all, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +93,7 @@ func TestUnit(t *testing.T) {
 	if rep.Resources.Written != 120 || rep.Status != "partial" {
 		t.Errorf("the task's report: %d written, %s; want 120 written, partial (a unit given up)", rep.Resources.Written, rep.Status)
 	}
-	if ok, err := st.HasCheckpoint(ctx, s.Source); err != nil || ok {
+	if ok, err := st.HasCheckpoint(ctx, s.Source()); err != nil || ok {
 		t.Errorf("a checkpoint was set although a unit was given up: %v, %v", ok, err)
 	}
 }

@@ -43,6 +43,16 @@ func ParseDeleteLimit(s string) (DeleteLimit, error) {
 	return DeleteLimit{N: n, set: true}, nil
 }
 
+// UnmarshalText reads l as ParseDeleteLimit does (--max-delete).
+func (l *DeleteLimit) UnmarshalText(b []byte) error {
+	v, err := ParseDeleteLimit(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
 // IsSet reports whether l bounds anything.
 func (l DeleteLimit) IsSet() bool { return l.set }
 

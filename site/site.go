@@ -125,7 +125,7 @@ func (r Registry) Site(ctx context.Context, name string) (*Site, error) {
 
 // fromRow reads a site's row back.
 func fromRow(row state.Site) (*Site, error) {
-	def, err := config.DecodeSite([]byte(row.Definition), "the state's site "+row.Name)
+	def, err := config.DecodeSite([]byte(row.Definition), "the state's site "+row.Name, nil, nil)
 	if err != nil {
 		return nil, err
 	}

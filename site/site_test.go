@@ -61,7 +61,7 @@ func TestApply(t *testing.T) {
 	reg := Registry{Store: st}
 	decode := func(text string) []config.Site {
 		t.Helper()
-		sites, err := config.DecodeSites(strings.NewReader(text), "sites.yaml")
+		sites, err := config.DecodeSites(strings.NewReader(text), "sites.yaml", nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

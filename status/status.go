@@ -156,7 +156,7 @@ type siteView struct {
 
 // view returns s as the pages show it.
 func (p *pages) view(ctx context.Context, s *site.Site) (siteView, error) {
-	v := siteView{Site: s, Source: state.SourceKey(s.Source), Next: s.NextHarvest(p.opts.Loc)}
+	v := siteView{Site: s, Source: state.SourceKey(s.Source()), Next: s.NextHarvest(p.opts.Loc)}
 	runs, err := p.opts.Store.RunsSince(ctx, s.Last, s.Name)
 	if err != nil {
 		return v, err

@@ -46,7 +46,7 @@ var allowed = []struct {
 	{"source/resourcesync", []string{"errclass", "fetch", "fixity", "manifest", "source"}},
 	{"source/oaipmh", []string{"errclass", "fetch", "manifest", "source"}},
 	{"source/...", []string{"errclass", "fetch", "fixity", "manifest", "source"}},
-	{"config", []string{"manifest", "source", "source/protocols"}},
+	{"config", []string{"manifest"}},
 	{"site", []string{"config", "state"}},
 	{"daemon", []string{"errclass", "site", "state"}},
 	{"report", []string{"errclass", "state"}},

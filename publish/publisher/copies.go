@@ -85,16 +85,17 @@ func (c *SiteCopies) get(ctx context.Context, src, uri string) (io.ReadCloser, e
 	}
 	var firstErr error
 	for _, s := range sites {
-		if src != "" && s.Source != src {
+		key := state.SourceKey(s.Source())
+		if src != "" && key != src {
 			continue
 		}
-		if _, held, err := c.Store.Resource(ctx, s.Source, uri); err != nil || !held {
+		if _, held, err := c.Store.Resource(ctx, key, uri); err != nil || !held {
 			if err != nil {
 				return nil, err
 			}
 			continue
 		}
-		for _, spec := range s.Sinks {
+		for _, spec := range s.Sinks() {
 			inv, err := c.inventory(ctx, spec)
 			if err != nil {
 				firstErr = cmpErr(firstErr, fmt.Errorf("site %s: %w", s.Name, err))

@@ -1,0 +1,133 @@
+package harvest
+
+import (
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/source/oaipmh"
+	"github.com/rsharvest/rsharvest/source/protocols"
+)
+
+// Settings is the table of a harvest's settings: each one's flag, file
+// key, help and where it may be given, bound to its field of a *Job. The
+// flags of every command that harvests, the keys of config files and
+// sites, sites add/edit's flags and the reference in the documentation are
+// all made from it: a new setting is a field of Job and a row here.
+func Settings() config.Table {
+	return config.Table{
+		row("source", config.Harvest, "source URL: a ResourceSync Source Description, Capability List, Resource Dump (Index) or site URL, or an OAI-PMH repository's base URL",
+			func(j *Job) config.Value { return config.Str(&j.Source) }, alias("capability_list_url")),
+		row("sink", config.Harvest, "where resources go (repeatable): fs:DIR, s3://BUCKET/PREFIX?endpoint=HOST:PORT, es:http://HOST:PORT[/es]/INDEX, solr:http://HOST:PORT/solr/CORE",
+			func(j *Job) config.Value { return config.Sinks(&j.Sinks) }, key("sinks"), alias("sink")),
+		row("header", config.Harvest, "extra HTTP header 'Name: value' for every request to the source's origin (repeatable); a value may name an environment variable, ${NAME}, resolved at harvest time",
+			func(j *Job) config.Value { return config.Headers(&j.Headers) }, key("headers")),
+		row("header-origin", config.Harvest, "an origin (https://host[:port]) besides the source's that the --header values are sent to (repeatable; by default they go to the source's origin only)",
+			func(j *Job) config.Value { return config.Origins(&j.HeaderOrigins) }, key("header_origins")),
+		row("protocol", config.Harvest, "the source's protocol: "+protocols.All().Help(),
+			func(j *Job) config.Value {
+				return config.OneOf(&j.Protocol, append([]string{"auto"}, protocols.All().Names()...)...)
+			}),
+		row("metadata-prefix", config.Harvest, "OAI-PMH: the metadata format harvested",
+			func(j *Job) config.Value { return config.Str(&j.MetadataPrefix) }),
+		row("set", config.Harvest, "sync only this resource set: its capability list's URL, file or directory name (default: every set); OAI-PMH: a setSpec, repeatable (each set its own resource set, harvested in parallel)",
+			func(j *Job) config.Value { return config.Strings(&j.Sets) }),
+		row("prefer", config.Harvest, "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first",
+			func(j *Job) config.Value { return config.OneOf(&j.Prefer, "dump", "list") }),
+		row("concurrency", config.Harvest, "packages downloaded and unpacked at once; with lists, resource requests in flight (default 16 then)",
+			func(j *Job) config.Value {
+				return config.After(config.Int(&j.Concurrency, 1), func() { j.ConcurrencySet = true })
+			}),
+		row("workers", config.Harvest, "entries verified and delivered in parallel",
+			func(j *Job) config.Value { return config.Int(&j.Workers, 1) }),
+		row("rate", config.Harvest, "requests per second per host (0 = unlimited)",
+			func(j *Job) config.Value { return config.Float(&j.Rate) }),
+		row("bwlimit", config.Harvest, "cap the bytes per second received, all requests together: 10M (MiB/s), 500k, 2.5MB/s (default: no cap)",
+			func(j *Job) config.Value { return config.Text(&j.BwLimit) }),
+		row("retries", config.Harvest, "retries of a failed request (timeouts, resets, 429, 5xx)",
+			func(j *Job) config.Value { return config.Int(&j.Retries, 0) }),
+		row("stall-timeout", config.Harvest, "fail (and resume) a download that receives no bytes for this long",
+			func(j *Job) config.Value { return config.Duration(&j.StallTimeout) }),
+		row("low-speed-limit", config.Harvest, "bytes a second: a response slower than this for --low-speed-time fails, temporarily (0: no cutoff)",
+			func(j *Job) config.Value { return config.Count(&j.LowSpeedLimit) }),
+		row("low-speed-time", config.Harvest, "how long a response may stay under --low-speed-limit",
+			func(j *Job) config.Value { return config.Duration(&j.LowSpeedTime) }),
+		row("max-pages", config.Harvest, fmt.Sprintf("OAI-PMH: the most pages of one list or date window a run reads; a repository still sending resumption tokens then is stopped, the run partial, and the next run goes on from there (0: %d)", oaipmh.DefaultMaxPages),
+			func(j *Job) config.Value { return config.Int(&j.MaxPages, 0) }),
+		row("require-hash", config.Harvest, "refuse resources that give no md5, sha-1, sha-256 or sha-512 (by default they are delivered after their length and CRC-32 checks, and counted as unverified)",
+			func(j *Job) config.Value { return config.Bool(&j.RequireHash) }),
+		row("verify", config.Harvest, "which digests of those an entry lists are checked: strongest (sha-512, else sha-256, else sha-1, else md5; with the length and CRC-32) or all",
+			func(j *Job) config.Value { return config.OneOf(&j.Verify, "strongest", "all") }),
+		row("allow-missing-hash", config.Harvest, "no effect, kept for compatibility: resources without a hash are accepted by default (see --require-hash)",
+			func(j *Job) config.Value { return config.Bool(&j.AllowMissingHash) }),
+		row("allow-private-addresses", config.Harvest, "let the URLs a source lists (resources, mirrors, redirects) lead to loopback, link-local, private or cloud metadata addresses; by default only a source served from such an address may list addresses of its kind",
+			func(j *Job) config.Value { return config.Bool(&j.AllowPrivateAddresses) }),
+		row("max-delete", config.Harvest, "stop a run that would delete more than this many resources (100), or this share of those held (5%), before it deletes any; exit 1 (default: no bound)",
+			func(j *Job) config.Value { return config.Text(&j.MaxDelete) }),
+		row("delete-unlisted", config.Harvest, "remove what a harvest list no longer names (by default it stays held and is reported as no longer listed)",
+			func(j *Job) config.Value { return config.Bool(&j.DeleteUnlisted) }),
+		row("validate", config.Harvest, "check each document that says what it must be (a harvest list's documentType) before it is stored: well-formed XML whose root is in that namespace (or whose DOCTYPE names that public identifier, or served as that MIME type); one that is not is that document's permanent failure",
+			func(j *Job) config.Value { return config.Bool(&j.CheckDocuments) }),
+		row("schema", config.Harvest, "TYPE=FILE.xsd: also validate documents of TYPE against the schema, with xmllint (repeatable; implies --validate)",
+			func(j *Job) config.Value { return config.Schemas(&j.Schemas) }),
+		row("spread", config.Harvest, "for a registry site whose state is kept in PostgreSQL: divide its harvest into units that any daemon sharing the registry executes, each a River job (OAI-PMH: its date windows and sets; a ResourceSync baseline: its packages and slices of 1,000 of its lists' resources); elsewhere, or for a protocol that does not divide, the harvest runs whole",
+			func(j *Job) config.Value { return config.Bool(&j.Spread) }),
+		row("range-parts", config.Harvest, "download each large package as N parallel Range requests (for links where one connection is slower than the link)",
+			func(j *Job) config.Value { return config.Int(&j.RangeParts, 1) }),
+		row("max-document-size", config.Harvest, "largest document read from the source, in bytes, once decompressed (-1: no cap)",
+			func(j *Job) config.Value { return config.Bytes(&j.MaxDocumentSize) }),
+		row("spool-dir", config.AsFlag|config.InFile, "directory for packages being unpacked (default: the system temp dir)",
+			func(j *Job) config.Value { return config.Path(&j.SpoolDir) }),
+		row("from", config.AsFlag|config.InFile, "start of the range, inclusive: a W3C datetime, or a duration back from now (24h) (default: the checkpoint)",
+			func(j *Job) config.Value { return config.Datetime(&j.From) }),
+		withCheck(row("until", config.AsFlag|config.InFile, "end of the range, inclusive: a W3C datetime, or a duration back from now (default: now)",
+			func(j *Job) config.Value { return config.Datetime(&j.Until) }), checkPeriod),
+	}
+}
+
+// row is a setting of a *Job.
+func row(name string, where config.Where, help string, bind func(*Job) config.Value, opts ...func(*config.Setting)) config.Setting {
+	s := config.Setting{Name: name, Where: where, Help: help, Bind: func(t any) config.Value {
+		if j, ok := t.(*Job); ok {
+			return bind(j)
+		}
+		return nil
+	}}
+	for _, o := range opts {
+		o(&s)
+	}
+	return s
+}
+
+// key names the setting's key in files.
+func key(k string) func(*config.Setting) { return func(s *config.Setting) { s.Key = k } }
+
+// alias adds a key files may give the setting by.
+func alias(a string) func(*config.Setting) {
+	return func(s *config.Setting) { s.Aliases = append(s.Aliases, a) }
+}
+
+// withCheck sets s's check.
+func withCheck(s config.Setting, check func(*config.Context, *yaml.Node, []any) error) config.Setting {
+	s.Check = check
+	return s
+}
+
+// checkPeriod checks, of a file's until (at n), that its from is not
+// later.
+func checkPeriod(c *config.Context, n *yaml.Node, targets []any) error {
+	for _, t := range targets {
+		j, ok := t.(*Job)
+		if !ok || j.From == "" || c.Line("from") == 0 {
+			continue
+		}
+		from, errF := manifest.ParseDatetime(j.From)
+		until, errU := manifest.ParseDatetime(j.Until)
+		if errF == nil && errU == nil && from.After(until) {
+			return c.Errorf(n, "until %s is before from %s (line %d)", j.Until, j.From, c.Line("from"))
+		}
+	}
+	return nil
+}
