@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/runreport"
 )
 
@@ -54,7 +54,7 @@ func (a *app) auditCommand() *cobra.Command {
 }
 
 // runAudit audits f's job on the state store f gives or --state.
-func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*pipeline.AuditReport, error) {
+func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*harvest.AuditReport, error) {
 	log := a.logger()
 	store, closeStore, err := a.runStore(ctx, f, log)
 	if err != nil {

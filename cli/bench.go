@@ -1,15 +1,8 @@
 package cli
 
 import (
-	"cmp"
 	"context"
-	"fmt"
-	"net/http"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"strings"
-	"syscall"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,207 +10,129 @@ import (
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/bench/harness"
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/runreport"
 )
 
-func (a *app) genCommand() *cobra.Command {
-	var (
-		o  bench.GenOptions
-		hl bench.HarvestListOptions
-		// harvestList: write a harvest list site instead (seed 004).
-		harvestList bool
-	)
+// benchFlags are the flags of the bench command.
+type benchFlags struct {
+	gen         bench.GenOptions
+	cache       string
+	link        string
+	connLink    string
+	rangeParts  int
+	latency     time.Duration
+	concurrency []int
+	work        string
+	jsonFile    string
+	svgFile     string
+	refs        bool
+	compare     []string
+	resync      bool
+	stages      bool
+	verifyAll   bool
+	sweep       []int
+	rounds      int
+}
+
+// benchCommand measures the baseline pipeline against a generated dump on
+// loopback, with reference points over the same packages.
+func (a *app) benchCommand() *cobra.Command {
+	var f benchFlags
 	c := &cobra.Command{
-		Use:   "gen",
-		Short: "Write a deterministic synthetic ResourceSync source (Resource Dump and ZIP packages), or with --harvest-list a site's harvest list and its EML documents, to a directory",
+		Use:   "bench",
+		Short: "Benchmark a baseline from a generated loopback source against the same job in Python, the naive pipeline and the necessary-work limit",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if harvestList {
-				if o.Dir == "" {
-					return usagef("--out is required")
-				}
-				hl.Dir, hl.Base, hl.Seed, hl.Odd = o.Dir, o.Base, uint64(o.Seed), true
-				if err := bench.GenerateHarvestList(c.Context(), hl); err != nil {
-					return err
-				}
-				fmt.Fprintf(a.stdout, "wrote a harvest list of %d documents (round %d) to %s: serve it and harvest %sharvestlist.xml with --protocol harvest-list\n",
-					cmp.Or(hl.Documents, 20), hl.Round, o.Dir, bench.Placeholder)
-				return nil
-			}
-			if o.Dir == "" || o.Resources < 1 {
-				return usagef("--out and --resources (≥ 1) are required")
-			}
-			o.Logger = a.logger()
-			res, err := bench.Generate(c.Context(), o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "wrote %d resources (%d bytes) in %d packages (%d bytes) to %s\n",
-				res.Resources, res.PayloadBytes, res.Packages, res.PackageBytes, o.Dir)
-			if res.ChangePackages > 0 {
-				fmt.Fprintf(a.stdout, "and %d changes in %d change packages (%d bytes)\n", res.Changes, res.ChangePackages, res.ChangeBytes)
-			}
-			return nil
+			return a.bench(c.Context(), f)
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&o.Dir, "out", "", "directory to write the source to")
-	fl.IntVar(&o.Resources, "resources", 0, "number of resources")
-	o.Seed, o.MeanSize, o.SizeDist, o.Producer, o.CompressibleShare, o.StoredShare = 1, 50<<10, bench.LogNormal, bench.ProducerRsharvest, 0.5, -1
-	o.RegisterContent(fl)
-	fl.IntVar(&o.IndexThreshold, "index-threshold", 100, "packages per Resource Dump before a Resource Dump Index is written")
-	fl.BoolVar(&o.NoOddNames, "no-odd-names", false, "leave out the awkward URIs (query strings, non-ASCII, prefix directories, long names)")
-	fl.BoolVar(&o.WriteResources, "write-resources", false, "also write a Resource List and the resources as plain files")
-	fl.StringVar(&o.Base, "base", "", "URL prefix of every document, package and resource (default: a placeholder that serve rewrites)")
-	fl.IntVar(&o.ChangePackages, "change-packages", 0, "number of Change Dump packages (0: no Change Dump)")
-	fl.IntVar(&o.ChangesPerPackage, "changes-per-package", 0, "changes per Change Dump package (default: resources/20)")
-	fl.Float64Var(&o.CreateShare, "create-share", 0, "share of changes that create a resource (default 0.1)")
-	fl.Float64Var(&o.DeleteShare, "delete-share", 0, "share of changes that delete a resource (default 0.05)")
-	fl.DurationVar(&o.ChangeInterval, "change-interval", 0, "time each Change Dump package covers (default 1h)")
-	fl.BoolVar(&o.ClosedLast, "closed", false, "close the last Change Dump package (default: the change dump stays open)")
-	fl.BoolVar(&harvestList, "harvest-list", false, "write a site's harvest list (seed 004) and its EML documents instead: several revisions, a docid listed twice, one document not well-formed, one in another namespace, one unreachable, an element without a revision, and from --round 1 one listed at a lower revision")
-	fl.IntVar(&hl.Documents, "documents", 20, "with --harvest-list: documents listed")
-	fl.IntVar(&hl.Round, "round", 0, "with --harvest-list: how far the site has moved on (each round raises every third document's revision)")
+	fl.IntVar(&f.gen.Resources, "resources", 2000, "number of resources in the generated dump")
+	fl.IntVar(&f.rounds, "rounds", 1, "measure every row this many times, round after round, and keep each row's median (for shared, noisy machines)")
+	fl.IntSliceVar(&f.sweep, "sweep", nil, "instead, run once per dump of these numbers of resources, e.g. 10000,100000,1000000 (time against dump size)")
+	// The default dump is as real producers write them (issue 28): Python's
+	// zipfile at zlib level 1 deflating every entry, three quarters of the
+	// bodies text. The former default is --producer rsharvest --compressible 0.5.
+	f.gen.Seed, f.gen.MeanSize, f.gen.SizeDist, f.gen.Producer, f.gen.CompressibleShare, f.gen.StoredShare = 1, 52000, bench.LogNormal, bench.ProducerPython1, 0.75, -1
+	f.gen.RegisterContent(fl)
+	fl.StringVar(&f.cache, "cache", "", "directory of cached dumps (default $RSHARVEST_CACHE or ~/.cache/rsharvest/bench)")
+	fl.StringVar(&f.link, "link", "", "throttle the server's response bodies to this rate, e.g. 50MB/s (default unlimited)")
+	fl.StringVar(&f.connLink, "conn-link", "", "also throttle each response body on its own to this rate, e.g. 10MB/s (default unlimited)")
+	fl.IntVar(&f.rangeParts, "range-parts", 1, "download each large package as N parallel Range requests (for links where one connection is slower than the link)")
+	fl.DurationVar(&f.latency, "latency", 0, "delay every response by this long")
+	fl.IntSliceVar(&f.concurrency, "concurrency", []int{4}, "package concurrencies to run the pipeline at, e.g. 1,2,4")
+	fl.StringVar(&f.work, "work", "", "directory for mirrors and state (default a temp dir; tmpfs such as /dev/shm recommended)")
+	fl.StringVar(&f.jsonFile, "json", "", "write the results as JSON to this file")
+	fl.StringVar(&f.svgFile, "svg", "", "write a chart of the results as SVG to this file")
+	fl.BoolVar(&f.refs, "refs", true, "also run the reference points (download only, necessary-work limit, naive curl/unzip, the Python job)")
+	fl.StringArrayVar(&f.compare, "compare", nil, "also run this other rsharvest binary's baseline against the same server (repeatable): an older build, a build without libdeflate")
+	fl.BoolVar(&f.stages, "stages", true, "after the measured runs, profile one more run of the pipeline (at the last concurrency) and of the necessary-work limit, and print their CPU by stage")
+	fl.BoolVar(&f.verifyAll, "verify-all", true, "also run the job with every digest an entry lists checked (--verify all) at the last concurrency, with the necessary-work limit and the Python job checking the same; the other rows check the strongest digest, as rsharvest does by default")
+	fl.BoolVar(&f.resync, "resync", true, "after the last run, re-sync the unchanged dump: with package skip, by Range, and with manifest copies")
 	return c
 }
 
-func (a *app) serveCommand() *cobra.Command {
-	var dir, addr string
-	var publish int
-	var every, latency time.Duration
-	var static bool
-	var ff bench.FaultFlags
-	var oai bool
-	var oaiOpts bench.OAIOptions
-	var oaiQuirks string
-	var oaiAdvance time.Duration
-	c := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve a directory written by gen (or any static ResourceSync source) on loopback, with Range and ETag support",
-		Long: "Serve a directory written by gen (or any static ResourceSync source) on loopback, with Range and ETag support.\n\n" +
-			"With --fault-rate above 0 the server injects faults, reproducibly for a --fault-seed: 429s with Retry-After, 5xx storms,\n" +
-			"connection resets mid-body, drip-fed and stalled bodies, Range ignored, ETags changed on resume, wrong or missing\n" +
-			"Content-Length, flipped bytes in packages (--faults: all, transient, or a list of " + bench.FaultKindNames() + ").\n" +
-			"The faults injected, by kind, are printed when the server stops.\n\n" +
-			"With --oai it serves a synthetic OAI-PMH 2.0 repository instead (base URL: the server's URL + \"oai\"), with\n" +
-			"records that change once (--oai-advance-after) and real servers' habits (--oai-quirks: " + strings.Join(bench.OAIQuirks(), ", ") + ").",
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if oai {
-				if err := oaiOpts.SetQuirks(oaiQuirks); err != nil {
-					return usagef("--oai-quirks: %v", err)
-				}
-			} else if dir == "" {
-				return usagef("--dir is required (or --oai)")
-			}
-			inj, err := ff.Injector(a.logger())
-			if err != nil {
-				return usageError{err}
-			}
-			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			so := bench.ServeOptions{Logger: a.logger(), Static: static}
-			if latency > 0 || inj != nil {
-				so.Wrap = func(h http.Handler) http.Handler {
-					if inj != nil {
-						h = inj.Wrap(h)
-					}
-					if latency > 0 {
-						h = harness.Wrap(0, latency)(h)
-					}
-					return h
-				}
-			}
-			if oai {
-				return a.serveOAI(ctx, oaiOpts, addr, so.Wrap, inj, oaiAdvance)
-			}
-			srv, err := bench.Serve(ctx, dir, addr, so)
-			if err != nil {
-				return usageError{err}
-			}
-			defer srv.Close()
-			if publish >= 0 {
-				srv.Handler.Publish(publish) // before anyone knows the URL
-			}
-			if inj != nil {
-				defer func() { fmt.Fprintf(a.stdout, "faults injected: %v\n", inj.Stats()) }()
-			}
-			fmt.Fprintf(a.stdout, "serving %s at %s\nsource description: %s.well-known/resourcesync\n", dir, srv.URL, srv.URL)
-			if inj != nil {
-				fmt.Fprintln(a.stdout, ff.Summary())
-			}
-			if every > 0 {
-				srv.Handler.PublishEvery(ctx, publish, every, func(step int) { fmt.Fprintf(a.stdout, "published change package %d\n", step) })
-			}
-			<-ctx.Done()
-			return nil
-		},
+// bench runs the benchmark of the flags and writes its outputs.
+func (a *app) bench(ctx context.Context, f benchFlags) error {
+	if f.gen.Resources < 1 {
+		return usagef("--resources must be at least 1")
 	}
-	c.Flags().StringVar(&dir, "dir", "", "directory to serve")
-	c.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "address to listen on (loopback)")
-	c.Flags().BoolVar(&static, "static", false, "serve like a plain static web server: Last-Modified only, no ETag and no Range")
-	c.Flags().IntVar(&publish, "publish", -1, "publish only the first N change packages, 0 for none (-1: all)")
-	c.Flags().DurationVar(&every, "publish-every", 0, "publish the next change package every interval (with --publish)")
-	c.Flags().DurationVar(&latency, "latency", 0, "wait this long before answering each request (a distant server)")
-	c.Flags().BoolVar(&oai, "oai", false, "serve a synthetic OAI-PMH repository instead of a directory")
-	c.Flags().IntVar(&oaiOpts.Records, "oai-records", 1000, "records the OAI-PMH repository holds at first")
-	c.Flags().IntVar(&oaiOpts.PageSize, "oai-page-size", 100, "records per OAI-PMH list response")
-	c.Flags().StringVar(&oaiQuirks, "oai-quirks", "", "real servers' habits to take on, comma-separated: "+strings.Join(bench.OAIQuirks(), ", "))
-	c.Flags().DurationVar(&oaiAdvance, "oai-advance-after", 0, "after this long, the repository changes once: updates, deletes, new records (0: never)")
-	ff.Register(c.Flags())
-	return c
-}
-
-// serveOAI serves a synthetic OAI-PMH repository until ctx ends.
-func (a *app) serveOAI(ctx context.Context, o bench.OAIOptions, addr string, wrap func(http.Handler) http.Handler, inj *bench.FaultInjector, advance time.Duration) error {
-	repo := bench.NewOAIRepository(o)
-	srv, err := bench.ServeOAI(ctx, repo, addr, wrap)
+	link, err := harness.ParseRate(f.link)
 	if err != nil {
 		return usageError{err}
 	}
-	defer srv.Close()
-	if inj != nil {
-		defer func() { fmt.Fprintf(a.stdout, "faults injected: %v\n", inj.Stats()) }()
+	connLink, err := harness.ParseRate(f.connLink)
+	if err != nil {
+		return usageError{err}
 	}
-	fmt.Fprintf(a.stdout, "serving an OAI-PMH repository of %d records at %s\n", o.Records, srv.BaseURL)
-	if advance > 0 && repo.AdvanceAfter(ctx, advance) {
-		fmt.Fprintln(a.stdout, "the repository changed")
+	if f.rangeParts < 1 {
+		return usagef("--range-parts must be at least 1")
 	}
-	<-ctx.Done()
-	return nil
-}
-
-// demoDir is where the demo puts everything it makes.
-const demoDir = "rsharvest-demo"
-
-func (a *app) demoCommand() *cobra.Command {
-	var resources int
-	c := &cobra.Command{
-		Use:   "demo",
-		Short: "Generate a small source, serve it on loopback, and baseline it into ./" + demoDir,
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			return a.demo(c.Context(), resources)
-		},
+	if f.latency < 0 {
+		return usagef("--latency must not be negative")
 	}
-	c.Flags().IntVar(&resources, "resources", 2000, "number of resources in the demo source")
-	return c
-}
-
-func (a *app) demo(ctx context.Context, resources int) error {
-	f := syncFlags{Job: harvest.DefaultJob(), processOpts: processOpts{State: filepath.Join(demoDir, "rsharvest.db"), Progress: "auto"}, command: "rsharvest demo"}
-	f.SourceKey, f.Sinks = "rsharvest-demo", []string{"fs:" + filepath.Join(demoDir, "mirror")}
-	f.Workers, f.Retries = 2, 3
-	reps, err := harness.Demo(ctx, demoDir, resources, a.stdout, a.logger(), func(ctx context.Context, incremental bool, source, reportFile string) (*runreport.Report, error) {
-		f.Source, f.Report = source, reportFile
-		mode := modeBaseline
-		if incremental {
-			mode = modeIncremental
+	if f.rounds < 1 || (f.rounds > 1 && len(f.sweep) > 0) {
+		return usagef("--rounds must be at least 1, and 1 with --sweep")
+	}
+	for _, n := range f.sweep {
+		if n < 1 {
+			return usagef("--sweep sizes must be at least 1")
 		}
-		return a.runSync(ctx, mode, f)
-	})
-	for _, rep := range reps {
-		a.code = max(a.code, codeOf(rep))
 	}
-	return err
+	log := a.logger()
+	res, err := harness.Measure(ctx, harness.Options{
+		Gen:         f.gen,
+		CacheDir:    f.cache,
+		WorkDir:     f.work,
+		Concurrency: f.concurrency,
+		Link:        link,
+		ConnLink:    connLink,
+		Latency:     f.latency,
+		Refs:        f.refs,
+		Compare:     f.compare,
+		Resync:      f.resync,
+		Stages:      f.stages,
+		VerifyAll:   f.verifyAll,
+		Pipeline:    a.benchPipeline(log, f.rangeParts),
+		Logger:      log,
+	}, f.rounds, f.sweep)
+	if err != nil {
+		return err
+	}
+	if err := res.WriteTable(a.stdout); err != nil {
+		return err
+	}
+	return res.WriteFiles(f.jsonFile, f.svgFile)
+}
+
+// benchPipeline builds each run's options exactly as the baseline command
+// does, from its default flags with an fs sink and rangeParts.
+func (a *app) benchPipeline(log *slog.Logger, rangeParts int) harness.OptionsFunc {
+	return func(ctx context.Context, p harness.RunParams) (harvest.RunOptions, func(context.Context) error, error) {
+		f := syncFlags{Job: harvest.DefaultJob(), processOpts: processOpts{State: p.StatePath, Progress: "none"}, command: "rsharvest bench"}
+		f.Source, f.Sinks, f.Concurrency, f.SpoolDir, f.RangeParts = p.Source, []string{"fs:" + p.SinkDir}, p.Concurrency, p.SpoolDir, rangeParts
+		if p.VerifyAll {
+			f.Verify = "all"
+		}
+		return a.pipelineOptions(ctx, f, log)
+	}
 }

@@ -38,7 +38,7 @@ func (a *app) catCommand() *cobra.Command {
 				}
 				specs = j.Sinks
 			}
-			opened, closeAll, err := harvest.OpenSinks(ctx, Sinks(), specs)
+			opened, closeAll, err := harvest.OpenSinks(ctx, harvest.SinkKinds(), specs)
 			if err != nil {
 				return usageError{err}
 			}

@@ -29,17 +29,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/config"
-	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/progress"
 	"github.com/rsharvest/rsharvest/runreport"
-	"github.com/rsharvest/rsharvest/sink"
-	"github.com/rsharvest/rsharvest/sink/es"
-	"github.com/rsharvest/rsharvest/sink/fs"
-	"github.com/rsharvest/rsharvest/sink/s3"
-	"github.com/rsharvest/rsharvest/sink/solr"
-	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/unzip"
 )
 
@@ -64,17 +56,6 @@ func Version() string {
 
 // UserAgent is the User-Agent header rsharvest sends.
 func UserAgent() string { return "rsharvest/" + Version() }
-
-// Sinks returns the registry of sink kinds the command knows. Adding a sink
-// kind is one line here.
-func Sinks() sink.Registry {
-	return sink.Registry{
-		"fs":   fs.Open,
-		"s3":   s3.Open,
-		"es":   es.Open,
-		"solr": solr.Open,
-	}
-}
 
 // usageError marks errors in how the command was called.
 type usageError struct{ error }
@@ -106,27 +87,25 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // exitCode maps an error to the documented exit codes.
 func exitCode(ctx context.Context, err error) int {
 	var ue usageError
-	var se *pipeline.SourceError
 	switch {
-	case errors.As(err, &ue), harvest.IsInvalid(err), errors.Is(err, state.ErrNotStateFile), errors.Is(err, state.ErrReadable), errors.Is(err, state.ErrDamaged), errors.Is(err, state.ErrLocked):
-		return ExitUsage
-	case ctx.Err() != nil || errors.Is(err, context.Canceled):
-		return ExitInterrupted
-	case errors.As(err, &se):
-		return ExitSource
-	case errors.Is(err, pipeline.ErrTooManyDeletes):
-		return ExitPartial // stopped by --max-delete: nothing deleted
-	case errors.Is(err, pipeline.ErrNoCheckpoint):
+	case errors.As(err, &ue):
 		return ExitUsage
 	case strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown flag"),
 		strings.Contains(err.Error(), "flag needs an argument"), strings.Contains(err.Error(), "invalid argument"),
 		strings.Contains(err.Error(), "required flag"):
 		return ExitUsage
-	case errclass.IsFatal(err):
-		return ExitFatal
-	default:
-		return ExitFatal
 	}
+	switch harvest.ClassOf(ctx, err) {
+	case harvest.Invalid:
+		return ExitUsage
+	case harvest.Interrupted:
+		return ExitInterrupted
+	case harvest.Unreadable:
+		return ExitSource
+	case harvest.Stopped:
+		return ExitPartial // stopped by --max-delete: nothing deleted
+	}
+	return ExitFatal
 }
 
 // app carries what every command shares.

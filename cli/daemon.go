@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/publish/publisher"
 	"github.com/rsharvest/rsharvest/state"
@@ -72,26 +70,7 @@ when the last unit has committed; a unit whose daemon died is done again by anot
 				return err
 			}
 			h, done := a.sitesHarvester(st, c.CommandPath())
-			// An operator's action on the page wakes the daemon: a
-			// "harvest now" starts at once.
-			wake := make(chan struct{}, 1)
-			act := func(ctx context.Context, ac harvest.Action) error {
-				if err := h.Act(ctx, ac); err != nil {
-					return err
-				}
-				select {
-				case wake <- struct{}{}:
-				default: // a wake is pending already
-				}
-				return nil
-			}
-			queue := &daemon.Queue{}
-			stopPage, err := serveStatus(ctx, st, listen, act, queue, log)
-			if err != nil {
-				return err
-			}
-			defer stopPage()
-			// Republishing (issue 16): after each harvest, and once now.
+			// Republishing: after each harvest, and once now.
 			var pub *publisher.Publisher
 			if pf.out != "" {
 				opts, err := pf.options(log)
@@ -113,8 +92,10 @@ when the last unit has committed; a unit whose daemon died is done again by anot
 				defer stopPub(context.WithoutCancel(ctx))
 			}
 			log.Info("daemon started", "state", state.Redacted(stateFile), "tick", tick, "sites-concurrency", concurrency)
-			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done,
-				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, UnitsConcurrency: units, Tick: tick, Wake: wake, RescueAfter: rescueAfter, Queue: queue}}
+			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done, Listen: listen,
+				Operator: status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")},
+				Viewer:   status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_VIEWER_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_VIEWER_USER"), Password: os.Getenv("RSHARVEST_STATUS_VIEWER_PASSWORD")},
+				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, UnitsConcurrency: units, Tick: tick, RescueAfter: rescueAfter}}
 			if pub != nil {
 				o.Publish = func(ctx context.Context) error { _, err := pub.Run(ctx); return err }
 			}
@@ -141,28 +122,4 @@ when the last unit has committed; a unit whose daemon died is done again by anot
 	pf.register(c, false)
 	pf.registerServe(c)
 	return c
-}
-
-// serveStatus serves the status page on listen (package status) until
-// the returned function is called, with act doing an operator's actions.
-// Without credentials it serves /healthz alone and says so.
-func serveStatus(ctx context.Context, st *state.Store, listen string, act func(context.Context, harvest.Action) error, queue *daemon.Queue, log *slog.Logger) (func(), error) {
-	if listen == "" {
-		return func() {}, nil
-	}
-	opts := status.Options{Store: st, Act: act, Queue: queue,
-		Operator: status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")},
-		Viewer:   status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_VIEWER_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_VIEWER_USER"), Password: os.Getenv("RSHARVEST_STATUS_VIEWER_PASSWORD")}}
-	if !opts.HasAuth() {
-		log.Warn("only /healthz is served: set RSHARVEST_STATUS_TOKEN, or RSHARVEST_STATUS_USER and RSHARVEST_STATUS_PASSWORD, for the status page and /metrics")
-	}
-	stop, addr, err := status.Serve(ctx, listen, opts)
-	switch {
-	case errors.As(err, new(*httpserve.ListenError)):
-		return nil, usagef("--listen %v", err)
-	case err != nil:
-		return nil, err
-	}
-	log.Info("status page", "url", "http://"+addr+"/")
-	return stop, nil
 }

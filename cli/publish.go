@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/bench/harness"
+	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/publish"
 	"github.com/rsharvest/rsharvest/publish/publisher"
@@ -50,7 +51,7 @@ func (f *publishFlags) registerServe(c *cobra.Command) {
 
 // bodies opens --copies-from's sink, if given, as an Inventory.
 func (f *publishFlags) bodies(ctx context.Context) (sink.Inventory, func(context.Context) error, error) {
-	inv, closeBodies, err := publisher.OpenBodies(ctx, Sinks(), f.copiesFrom)
+	inv, closeBodies, err := publisher.OpenBodies(ctx, harvest.SinkKinds(), f.copiesFrom)
 	if errors.Is(err, publisher.ErrNoInventory) {
 		return nil, nil, usagef("--%scopies-from %v", f.prefix, err)
 	}
@@ -105,7 +106,7 @@ func (f *publishFlags) serve(ctx context.Context, a *app, log *slog.Logger, st *
 	} else if st != nil {
 		// No one sink named: each copy from the sinks of the site
 		// that harvests its source.
-		sc := &publisher.SiteCopies{Store: st, Sinks: Sinks()}
+		sc := &publisher.SiteCopies{Store: st, Sinks: harvest.SinkKinds()}
 		srv.Copies, closeCopies = sc, sc.Close
 	}
 	stopHTTP, addr, err := publisher.Serve(ctx, srv, f.listen)

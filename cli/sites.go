@@ -131,7 +131,7 @@ notify): sites not in the file are removed, and applying the same file twice cha
 				if _, err := site.New(sites[i]); err != nil {
 					return usageError{err}
 				}
-				if err := harvest.CheckSinks(c.Context(), Sinks(), &sites[i]); err != nil {
+				if err := harvest.CheckSinks(c.Context(), harvest.SinkKinds(), &sites[i]); err != nil {
 					return err
 				}
 			}
@@ -266,7 +266,7 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 					}
 					ns.Next = t
 				}
-				if err := harvest.CheckSinks(ctx, Sinks(), &ns.Site); err != nil {
+				if err := harvest.CheckSinks(ctx, harvest.SinkKinds(), &ns.Site); err != nil {
 					return err
 				}
 				if err := reg.Put(ctx, ns); err != nil {

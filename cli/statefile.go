@@ -1,18 +1,22 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
-	"github.com/spf13/cobra"
 )
 
 // stateHelp is the help of every command's --state.
@@ -124,5 +128,72 @@ func (a *app) completeSites(file *string) cobra.CompletionFunc {
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// runStore is the store a run of f uses: the one the caller gave
+// (f.store, which closing leaves open), else --state opened with its lock.
+func (a *app) runStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
+	if f.store != nil {
+		return f.store, func() {}, nil
+	}
+	store, err := a.openState(ctx, f, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, func() { store.Close() }, nil
+}
+
+// dryRunStore is the store a dry run reads: --state when it exists (with
+// its lock: no run changes it meanwhile), else an empty one in a
+// temporary directory, removed after, so that a dry run never creates a
+// state file.
+func (a *app) dryRunStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
+	if f.store != nil {
+		return a.runStore(ctx, f, log)
+	}
+	if stateExists(f.State) {
+		return a.runStore(ctx, f, log)
+	}
+	dir, err := os.MkdirTemp("", "rsharvest-dry-run-")
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := state.Open(ctx, filepath.Join(dir, "state.db"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return store, func() { store.Close(); os.RemoveAll(dir) }, nil
+}
+
+// openState opens the state store for one run, holding its lock until it
+// is closed. It is called before the sinks are opened, so that a second
+// run on the same state file stops before it touches anything of the
+// first's. A state file in use fails at once, or after --wait-lock (said
+// in the log when the wait begins), with a usage error (exit 2) naming the
+// run holding it; a run interrupted while it waits is not a usage error.
+func (a *app) openState(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, error) {
+	command := cmp.Or(f.command, "rsharvest")
+	if err := prepareStateFile(f.State); err != nil {
+		return nil, err
+	}
+	store, err := state.OpenExclusive(ctx, f.State, command, 0, a.stateOptions(f.State)...)
+	if errors.Is(err, state.ErrLocked) && f.WaitLock > 0 {
+		log.Info("waiting for the state file", "why", err, "wait-lock", f.WaitLock)
+		store, err = state.OpenExclusive(ctx, f.State, command, f.WaitLock, a.stateOptions(f.State)...)
+		if errors.Is(err, state.ErrLocked) {
+			err = fmt.Errorf("%w; waited --wait-lock %s for it", err, f.WaitLock)
+		}
+	} else if errors.Is(err, state.ErrLocked) {
+		err = fmt.Errorf("%w; use --wait-lock DURATION to wait for it", err)
+	}
+	switch {
+	case err == nil:
+		return store, nil
+	case ctx.Err() != nil:
+		return nil, err
+	default:
+		return nil, usageError{err}
 	}
 }

@@ -10,36 +10,11 @@ import (
 	"github.com/rsharvest/rsharvest/state"
 )
 
-// The verbs of an Action.
-const (
-	// ActHarvest makes the site due now: the daemon harvests it at once
-	// when woken (daemon.Options.Wake), or the next "run --due" does.
-	ActHarvest = "harvest"
-	// ActPause and ActResume pause and resume the site (site.Registry.Pause).
-	ActPause  = "pause"
-	ActResume = "resume"
-	// ActSchedule gives the site Action.Schedule as its schedule; its next
-	// harvest is then the new schedule's after its last (now when it was
-	// never harvested).
-	ActSchedule = "schedule"
-)
-
-// An Action is what an operator asks of a registry site through a user
-// interface (the status page): a verb (ActHarvest, ActPause, ActResume,
-// ActSchedule), and who asked, for the harvest log.
-type Action struct {
-	Site string
-	Verb string
-	// Schedule is ActSchedule's new schedule ("every 1d", a cron expression).
-	Schedule string
-	// Who asked: a user name, or which credential.
-	Who string
-}
-
 // Act does a on the registry and writes it, with who asked, to the
 // harvest log. An unknown site's error wraps state.ErrNoSite; an unknown
-// verb or a schedule that does not parse is an *InvalidError.
-func (h *Harvester) Act(ctx context.Context, a Action) error {
+// verb or a schedule that does not parse is an *InvalidError wrapping
+// site.ErrBadAction.
+func (h *Harvester) Act(ctx context.Context, a site.Action) error {
 	reg := site.Registry{Store: h.Store}
 	s, err := reg.Site(ctx, a.Site)
 	if err != nil {
@@ -47,17 +22,17 @@ func (h *Harvester) Act(ctx context.Context, a Action) error {
 	}
 	what := a.Verb
 	switch a.Verb {
-	case ActHarvest:
+	case site.ActHarvest:
 		what = "harvest now"
 		err = h.Store.SetSiteNext(ctx, s.Name, time.Now().UTC())
-	case ActPause:
+	case site.ActPause:
 		err = reg.Pause(ctx, s.Name)
-	case ActResume:
+	case site.ActResume:
 		err = reg.Resume(ctx, s.Name)
-	case ActSchedule:
+	case site.ActSchedule:
 		when, perr := site.ParseSchedule(a.Schedule)
 		if perr != nil {
-			return &InvalidError{fmt.Errorf("site %s: schedule: %w", s.Name, perr)}
+			return &InvalidError{fmt.Errorf("site %s: %w: schedule: %w", s.Name, site.ErrBadAction, perr)}
 		}
 		what = fmt.Sprintf("schedule %s (was %s)", when, s.When)
 		old := s.When
@@ -70,7 +45,7 @@ func (h *Harvester) Act(ctx context.Context, a Action) error {
 			what = fmt.Sprintf("schedule %s (unchanged)", when)
 		}
 	default:
-		return invalidf("site %s: no action %q (harvest, pause, resume, schedule)", s.Name, a.Verb)
+		return invalidf("site %s: %w: no action %q (harvest, pause, resume, schedule)", s.Name, site.ErrBadAction, a.Verb)
 	}
 	if err != nil {
 		return err

@@ -2,14 +2,17 @@ package harvest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/harvestlog"
+	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/report"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
+	"github.com/rsharvest/rsharvest/status"
 )
 
 // DaemonOptions configure Harvester.Daemon.
@@ -28,6 +31,12 @@ type DaemonOptions struct {
 	// Publish, when set, republishes what the state holds after each
 	// harvest; its failure is logged, and the published set stays.
 	Publish func(ctx context.Context) error
+	// Listen, when not "", is where the status page is served (package
+	// status), with the operator's and the viewer's credentials: an
+	// operator's action on it (harvest now, pause, …) is done at once
+	// and wakes the schedule.
+	Listen           string
+	Operator, Viewer status.Credentials
 }
 
 // Daemon runs the registry's schedule as a service until ctx ends (see
@@ -42,6 +51,38 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 	}
 	log := h.log()
 	d.Store, d.Log = h.Store, log
+	// An operator's action on the page wakes the daemon: a "harvest now"
+	// starts at once.
+	wake := make(chan struct{}, 1)
+	if d.Queue == nil {
+		d.Queue = &daemon.Queue{}
+	}
+	d.Wake = wake
+	if o.Listen != "" {
+		act := func(ctx context.Context, a site.Action) error {
+			if err := h.Act(ctx, a); err != nil {
+				return err
+			}
+			select {
+			case wake <- struct{}{}:
+			default: // a wake is pending already
+			}
+			return nil
+		}
+		page := status.Options{Store: h.Store, Act: act, Queue: d.Queue, Operator: o.Operator, Viewer: o.Viewer}
+		if !page.HasAuth() {
+			log.Warn("only /healthz is served: set RSHARVEST_STATUS_TOKEN, or RSHARVEST_STATUS_USER and RSHARVEST_STATUS_PASSWORD, for the status page and /metrics")
+		}
+		stop, addr, err := status.Serve(ctx, o.Listen, page)
+		switch {
+		case errors.As(err, new(*httpserve.ListenError)):
+			return &InvalidError{fmt.Errorf("--listen %w", err)}
+		case err != nil:
+			return err
+		}
+		defer stop()
+		log.Info("status page", "url", "http://"+addr+"/")
+	}
 	// The units of the sites that ask to be spread (Job.Spread), queued
 	// once the daemon runs with its jobs shared.
 	spread := *h

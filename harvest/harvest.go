@@ -15,6 +15,7 @@ import (
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/sink/sinks"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/source/protocols"
@@ -36,7 +37,7 @@ type Harvester struct {
 	// source when another harvest holds it (0: it fails at once with a
 	// *state.LeasedError).
 	LeaseWait time.Duration
-	// Sinks opens the sinks a job names.
+	// Sinks opens the sinks a job names (nil: SinkKinds).
 	Sinks sink.Registry
 	// UserAgent is sent with every request ("": fetch's default).
 	UserAgent string
@@ -414,9 +415,17 @@ func (h *Harvester) log() *slog.Logger {
 	return h.Log
 }
 
-// OpenSinks opens every sink spec with reg, its ${NAME} references
-// resolved from the environment; on failure it closes those already open.
+// SinkKinds is the registry of every kind of sink (package sink/sinks):
+// what a Harvester opens sinks with when its Sinks is nil.
+func SinkKinds() sink.Registry { return sinks.All() }
+
+// OpenSinks opens every sink spec with reg (nil: SinkKinds), its ${NAME}
+// references resolved from the environment; on failure it closes those
+// already open.
 func OpenSinks(ctx context.Context, reg sink.Registry, specs []string) ([]sink.Sink, func(context.Context) error, error) {
+	if reg == nil {
+		reg = SinkKinds()
+	}
 	var out []sink.Sink
 	closeAll := func(ctx context.Context) error {
 		var errs []error

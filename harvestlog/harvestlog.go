@@ -61,7 +61,7 @@ const (
 	HarvestBegun = "harvest begun"
 	HarvestEnded = "harvest ended"
 	Failed       = "failed"
-	// Action is an operator's action on a site (harvest.Action), with who
+	// Action is an operator's action on a site (site.Action), with who
 	// asked in its message.
 	Action = "action"
 )

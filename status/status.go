@@ -29,7 +29,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
@@ -42,9 +41,9 @@ type Options struct {
 	Store *state.Store
 	// Operator may see everything and act (Act); Viewer may only see.
 	Operator, Viewer Credentials
-	// Act does what an operator asks of a site (harvest.Harvester.Act,
+	// Act does what an operator asks of a site (the harvest library's Harvester.Act,
 	// and the daemon woken); nil: the pages offer no actions.
-	Act func(ctx context.Context, a harvest.Action) error
+	Act func(ctx context.Context, a site.Action) error
 	// Loc is the zone schedules are read in (default time.Local).
 	Loc *time.Location
 	// Queue, when set, counts the daemons' jobs by state (daemon.Queue):
@@ -345,11 +344,11 @@ func (p *pages) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	err := p.opts.Act(r.Context(), harvest.Action{Site: name, Verb: r.PathValue("action"), Schedule: r.PostForm.Get("schedule"), Who: id.String()})
+	err := p.opts.Act(r.Context(), site.Action{Site: name, Verb: r.PathValue("action"), Schedule: r.PostForm.Get("schedule"), Who: id.String()})
 	switch {
 	case errors.Is(err, state.ErrNoSite):
 		http.NotFound(w, r)
-	case harvest.IsInvalid(err):
+	case errors.Is(err, site.ErrBadAction):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	case err != nil:
 		http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -6,16 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/harvest"
-	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -55,16 +51,6 @@ func (f *syncFlags) validate() error {
 		return usageError{err}
 	}
 	return nil
-}
-
-// parseHeaders turns "Name: value" flags into a header set.
-func parseHeaders(hs []string) (http.Header, error) {
-	j := harvest.Job{Headers: hs}
-	h, err := j.Header()
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return h, nil
 }
 
 // Sync modes.
@@ -137,7 +123,7 @@ func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*run
 		return nil, err
 	}
 	defer closeStore()
-	counts := &pipeline.Counts{}
+	counts := &harvest.Counts{}
 	shown := f.Progress
 	if a.quiet || (f.dryRun && shown == "auto") {
 		shown = "none" // a dry run's lines go to standard output
@@ -164,17 +150,17 @@ func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*run
 // harvester is the harvest library on store, with the command's sinks,
 // User-Agent and retry display.
 func (a *app) harvester(store *state.Store, shared bool, log *slog.Logger) *harvest.Harvester {
-	return &harvest.Harvester{Store: store, Shared: shared, Sinks: Sinks(), UserAgent: UserAgent(), Log: log, OnRetry: a.display().OnRetry(log)}
+	return &harvest.Harvester{Store: store, Shared: shared, Sinks: harvest.SinkKinds(), UserAgent: UserAgent(), Log: log, OnRetry: a.display().OnRetry(log)}
 }
 
 // pipelineOptions opens what a run needs from the flags — the state store
 // (unless f gives one), the sinks and the HTTP client — and returns the
 // pipeline's options with a function closing the sinks, and the store
 // unless the caller gave it (f.store).
-func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger) (pipeline.Options, func(context.Context) error, error) {
+func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger) (harvest.RunOptions, func(context.Context) error, error) {
 	store, closeStore, err := a.runStore(ctx, f, log)
 	if err != nil {
-		return pipeline.Options{}, nil, err
+		return harvest.RunOptions{}, nil, err
 	}
 	opts, closeSinks, err := a.harvester(store, f.store != nil, log).Options(ctx, f.Job)
 	if err != nil {
@@ -187,88 +173,21 @@ func (a *app) pipelineOptions(ctx context.Context, f syncFlags, log *slog.Logger
 	}, nil
 }
 
-// runStore is the store a run of f uses: the one the caller gave
-// (f.store, which closing leaves open), else --state opened with its lock.
-func (a *app) runStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
-	if f.store != nil {
-		return f.store, func() {}, nil
-	}
-	store, err := a.openState(ctx, f, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	return store, func() { store.Close() }, nil
-}
-
-// dryRunStore is the store a dry run reads: --state when it exists (with
-// its lock: no run changes it meanwhile), else an empty one in a
-// temporary directory, removed after, so that a dry run never creates a
-// state file.
-func (a *app) dryRunStore(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, func(), error) {
-	if f.store != nil {
-		return a.runStore(ctx, f, log)
-	}
-	if stateExists(f.State) {
-		return a.runStore(ctx, f, log)
-	}
-	dir, err := os.MkdirTemp("", "rsharvest-dry-run-")
-	if err != nil {
-		return nil, nil, err
-	}
-	store, err := state.Open(ctx, filepath.Join(dir, "state.db"))
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, err
-	}
-	return store, func() { store.Close(); os.RemoveAll(dir) }, nil
-}
-
 // printPreview prints each thing a dry run would do on a line of standard
 // output: "fetch URL (12.3 MiB)", "write URI (2048 bytes)", "delete URI".
-func (a *app) printPreview() func(pipeline.Preview) {
+func (a *app) printPreview() func(harvest.Preview) {
 	var mu sync.Mutex
-	return func(p pipeline.Preview) {
+	return func(p harvest.Preview) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case p.Action == pipeline.PreviewDelete:
+		case p.Action == harvest.PreviewDelete:
 			fmt.Fprintf(a.stdout, "would delete %s\n", p.URI)
 		case p.Length < 0:
 			fmt.Fprintf(a.stdout, "would %s %s\n", p.Action, p.URI)
 		default:
 			fmt.Fprintf(a.stdout, "would %s %s (%d bytes)\n", p.Action, p.URI, p.Length)
 		}
-	}
-}
-
-// openState opens the state store for one run, holding its lock until it
-// is closed. It is called before the sinks are opened, so that a second
-// run on the same state file stops before it touches anything of the
-// first's. A state file in use fails at once, or after --wait-lock (said
-// in the log when the wait begins), with a usage error (exit 2) naming the
-// run holding it; a run interrupted while it waits is not a usage error.
-func (a *app) openState(ctx context.Context, f syncFlags, log *slog.Logger) (*state.Store, error) {
-	command := cmp.Or(f.command, "rsharvest")
-	if err := prepareStateFile(f.State); err != nil {
-		return nil, err
-	}
-	store, err := state.OpenExclusive(ctx, f.State, command, 0, a.stateOptions(f.State)...)
-	if errors.Is(err, state.ErrLocked) && f.WaitLock > 0 {
-		log.Info("waiting for the state file", "why", err, "wait-lock", f.WaitLock)
-		store, err = state.OpenExclusive(ctx, f.State, command, f.WaitLock, a.stateOptions(f.State)...)
-		if errors.Is(err, state.ErrLocked) {
-			err = fmt.Errorf("%w; waited --wait-lock %s for it", err, f.WaitLock)
-		}
-	} else if errors.Is(err, state.ErrLocked) {
-		err = fmt.Errorf("%w; use --wait-lock DURATION to wait for it", err)
-	}
-	switch {
-	case err == nil:
-		return store, nil
-	case ctx.Err() != nil:
-		return nil, err
-	default:
-		return nil, usageError{err}
 	}
 }
 
@@ -282,4 +201,22 @@ func summary(rep *runreport.Report, err error) string {
 	r := *rep
 	r.Error = ""
 	return r.Summary()
+}
+
+// applyConfig loads --config, if given, and sets from it every setting
+// whose flag was not given on the command line (flags override the
+// file), then checks the flags.
+func (a *app) applyConfig(c *cobra.Command, f *syncFlags) error {
+	f.command = c.CommandPath()
+	if f.config != "" {
+		doc, err := config.Load(f.config)
+		if err != nil {
+			return usageError{err}
+		}
+		given := func(s *config.Setting) bool { return c.Flags().Changed(s.Name) }
+		if err := doc.Apply(settings(), given, &f.Job, &f.processOpts, a); err != nil {
+			return usageError{err}
+		}
+	}
+	return f.validate()
 }
