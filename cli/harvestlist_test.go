@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/rsharvest/rsharvest/bench"
-	"github.com/rsharvest/rsharvest/report/mailtest"
+	"github.com/rsharvest/rsharvest/notify/mailtest"
 )
 
 // TestHarvestListCommand: "gen --harvest-list" writes a site; a sync of

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rsharvest/rsharvest/report"
+	"github.com/rsharvest/rsharvest/notify"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -27,8 +27,8 @@ func (f *reportFlags) register(c *cobra.Command) {
 }
 
 // sender returns the reports' sender the flags describe.
-func (f *reportFlags) sender(st *state.Store) (*report.Sender, error) {
-	s := &report.Sender{Dir: f.dir, Store: st, Admin: f.admin}
+func (f *reportFlags) sender(st *state.Store) (*notify.Sender, error) {
+	s := &notify.Sender{Dir: f.dir, Store: st, Admin: f.admin}
 	if f.admin != "" {
 		if _, err := mail.ParseAddress(f.admin); err != nil {
 			return nil, usagef("--admin %q: %v", f.admin, err)
@@ -45,7 +45,7 @@ func (f *reportFlags) sender(st *state.Store) (*report.Sender, error) {
 	default:
 		return nil, usagef("--smtp-tls: want starttls, tls or none")
 	}
-	m := &report.SMTP{Addr: f.smtp, From: f.from, Username: f.user, Password: os.Getenv("RSHARVEST_SMTP_PASSWORD"), TLS: f.tls}
+	m := &notify.SMTP{Addr: f.smtp, From: f.from, Username: f.user, Password: os.Getenv("RSHARVEST_SMTP_PASSWORD"), TLS: f.tls}
 	if f.ca != "" {
 		if err := m.TrustCA(f.ca); err != nil {
 			return nil, usagef("--smtp-ca %v", err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/rsharvest/rsharvest/bench"
-	"github.com/rsharvest/rsharvest/report/mailtest"
+	"github.com/rsharvest/rsharvest/notify/mailtest"
 )
 
 // TestRunReports: after run --due, each site's contact gets the report of

@@ -9,7 +9,7 @@ import (
 	"github.com/rsharvest/rsharvest/daemon"
 	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/internal/httpserve"
-	"github.com/rsharvest/rsharvest/report"
+	"github.com/rsharvest/rsharvest/notify"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 	"github.com/rsharvest/rsharvest/status"
@@ -25,7 +25,7 @@ type DaemonOptions struct {
 	// SpoolDir is where packages are unpacked ("": the system's).
 	SpoolDir string
 	// Reports sends the sites' and the administrator's reports.
-	Reports *report.Sender
+	Reports *notify.Sender
 	// Done, when set, is told of each site's harvest as it ends.
 	Done Harvested
 	// Publish, when set, republishes what the state holds after each

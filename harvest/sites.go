@@ -16,8 +16,8 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/harvestlog"
+	"github.com/rsharvest/rsharvest/notify"
 	"github.com/rsharvest/rsharvest/pipeline"
-	"github.com/rsharvest/rsharvest/report"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
@@ -35,8 +35,8 @@ type Harvested func(s *site.Site, rep *runreport.Report, err, recordErr error)
 // returns each site's report, and whether every harvest succeeded (a site
 // harvested elsewhere at the time, InUse, is skipped, not failed: its
 // report is the zero report.Site).
-func (h *Harvester) Sites(ctx context.Context, sites []*site.Site, concurrency int, spoolDir string, rs *report.Sender, done Harvested) ([]report.Site, bool) {
-	reports := make([]report.Site, len(sites))
+func (h *Harvester) Sites(ctx context.Context, sites []*site.Site, concurrency int, spoolDir string, rs *notify.Sender, done Harvested) ([]notify.Harvest, bool) {
+	reports := make([]notify.Harvest, len(sites))
 	failed := make([]bool, len(sites))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
@@ -95,7 +95,7 @@ func Chosen(ctx context.Context, reg site.Registry, names []string, due bool, no
 // sent through rs (nil: none; a failure to send it is logged). It says whether every
 // harvest succeeded; its error is one recording the log's events, or
 // ctx's.
-func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.Site, concurrency int, spoolDir string, rs *report.Sender, done Harvested) (bool, error) {
+func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.Site, concurrency int, spoolDir string, rs *notify.Sender, done Harvested) (bool, error) {
 	names := make([]string, len(sites))
 	for i, s := range sites {
 		names[i] = s.Name
@@ -105,10 +105,10 @@ func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.
 	}
 	began := time.Now().UTC()
 	reports, ok := h.Sites(ctx, sites, concurrency, spoolDir, rs, done)
-	reports = slices.DeleteFunc(reports, func(r report.Site) bool { return r.Name == "" }) // harvested elsewhere
+	reports = slices.DeleteFunc(reports, func(r notify.Harvest) bool { return r.Site == "" }) // harvested elsewhere
 	title := fmt.Sprintf("%s at %s", command, began.Format("2006-01-02 15:04 UTC"))
 	if rs != nil {
-		if err := rs.Composite(context.WithoutCancel(ctx), &report.Admin{Key: "run:" + began.Format(time.RFC3339Nano), Title: title, Sites: reports}); err != nil {
+		if err := rs.Composite(context.WithoutCancel(ctx), &notify.Composite{Key: "run:" + began.Format(time.RFC3339Nano), Title: title, Harvests: reports}); err != nil {
 			h.log().Warn("the composite report could not be sent", "error", err)
 		}
 	}
@@ -130,7 +130,7 @@ func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.
 // marks), tells done (when not nil) and sends the site's report through
 // rs (nil: none). Its error is nil only when the harvest succeeded
 // (status ok): the run's error, else one saying the status.
-func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *report.Sender, done Harvested) (report.Site, error) {
+func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *notify.Sender, done Harvested) (notify.Harvest, error) {
 	started := time.Now().UTC()
 	rep, err := h.Site(ctx, s, spoolDir)
 	if InUse(err) {
@@ -140,7 +140,7 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 		if done != nil {
 			done(s, nil, err, nil)
 		}
-		return report.Site{}, err
+		return notify.Harvest{}, err
 	}
 	status, runID := Status(ctx, rep, err), int64(0)
 	if rep != nil {
@@ -220,49 +220,28 @@ func Retry(status string, err error) error {
 
 // SiteReport is the report of site s's harvest: its status (see Status),
 // its run's report (nil when it failed before it began) and error, its
-// failures from the state (the first report.MaxFailures), and its next
-// harvest.
-func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time.Time, status string, rep *runreport.Report, runErr error) (report.Site, error) {
-	r := report.Site{Name: s.Name, Source: state.SourceKey(s.Source()), Contact: s.Contact, Notify: s.Notify, Status: status, Started: started,
-		Next: s.When.Next(started, time.Local)}
+// failures as the state keeps them (the first notify.MaxListed), and its
+// next harvest.
+func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time.Time, status string, rep *runreport.Report, runErr error) (notify.Harvest, error) {
+	r := notify.Harvest{Site: s.Name, Source: state.SourceKey(s.Source()), Contact: s.Contact, Notify: s.Notify, Status: status,
+		Next: s.When.Next(started, time.Local), Run: runreport.Report{Mode: "sync", Started: started}}
 	if rep != nil {
-		r.RunID, r.Mode, r.Started, r.Finished = rep.RunID, rep.Mode, rep.Started, rep.Finished
-		c := rep.Resources
-		r.Written, r.Deleted, r.Unchanged, r.Failed, r.Skipped = c.Written, c.Deleted, c.Unchanged, c.Failed, c.Skipped
-		r.Error = rep.Error
-		r.Inserted, r.Updated, r.Held = rep.Versions.Inserted, rep.Versions.Updated, rep.Versions.Held
-		for i, d := range rep.Documents {
-			if i == report.MaxFailures {
-				r.MoreDocuments = int(r.Inserted+r.Updated+r.Held) - i
-				break
-			}
-			r.Documents = append(r.Documents, report.Document{URI: d.URI, Outcome: d.Outcome, Version: d.Version, Previous: d.Previous})
-		}
-		for i, sk := range rep.Skips {
-			if i == report.MaxFailures {
-				r.MoreSkips = int(c.Skipped) - i
-				break
-			}
-			r.Skips = append(r.Skips, report.Skip{URI: sk.Entry, Reason: sk.Reason})
-		}
-	}
-	if r.Mode == "" {
-		r.Mode = "sync"
+		r.Run, r.Error = *rep, rep.Error
 	}
 	if runErr != nil && r.Error == "" {
 		r.Error = runErr.Error()
 	}
-	if r.RunID > 0 {
-		fails, err := st.Failures(ctx, r.RunID)
+	if r.Run.RunID > 0 {
+		fails, err := st.Failures(ctx, r.Run.RunID)
 		if err != nil {
 			return r, err
 		}
 		for i, f := range fails {
-			if i == report.MaxFailures {
+			if i == notify.MaxListed {
 				r.MoreFailures = len(fails) - i
 				break
 			}
-			r.Failures = append(r.Failures, report.Failure{URI: f.URI, Stage: f.Stage, Error: f.Error, Temporary: !f.Permanent})
+			r.Failures = append(r.Failures, runreport.Failure{URI: f.URI, Package: f.Package, Stage: f.Stage, Error: f.Error, Permanent: f.Permanent})
 		}
 	}
 	return r, nil
@@ -270,13 +249,13 @@ func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time
 
 // Daily sends the composite report of the day's harvests (those begun in
 // the 24 hours up to now) through rs, once per day.
-func Daily(ctx context.Context, st *state.Store, rs *report.Sender, now time.Time) error {
+func Daily(ctx context.Context, st *state.Store, rs *notify.Sender, now time.Time) error {
 	runs, err := st.RunsSince(ctx, now.Add(-24*time.Hour), "")
 	if err != nil {
 		return err
 	}
 	reg := site.Registry{Store: st}
-	a := report.Admin{Key: "day:" + now.UTC().Format("2006-01-02"), Title: "harvests of the day up to " + now.UTC().Format("2006-01-02 15:04 UTC")}
+	a := notify.Composite{Key: "day:" + now.UTC().Format("2006-01-02"), Title: "harvests of the day up to " + now.UTC().Format("2006-01-02 15:04 UTC")}
 	for _, run := range runs {
 		if run.Site == "" || run.Status == state.StatusRunning {
 			continue
@@ -291,9 +270,9 @@ func Daily(ctx context.Context, st *state.Store, rs *report.Sender, now time.Tim
 		if err != nil {
 			return err
 		}
-		a.Sites = append(a.Sites, r)
+		a.Harvests = append(a.Harvests, r)
 	}
-	if len(a.Sites) == 0 {
+	if len(a.Harvests) == 0 {
 		return nil
 	}
 	if err := rs.Composite(ctx, &a); err != nil {
@@ -314,16 +293,16 @@ func RunReport(run state.Run) *runreport.Report {
 
 // send writes and sends a site's report; a failure to send is logged,
 // not the harvest's.
-func (h *Harvester) send(ctx context.Context, rs *report.Sender, r *report.Site) {
+func (h *Harvester) send(ctx context.Context, rs *notify.Sender, r *notify.Harvest) {
 	if rs == nil {
 		return
 	}
-	if err := rs.Site(context.WithoutCancel(ctx), r); err != nil {
+	if err := rs.Harvest(context.WithoutCancel(ctx), r); err != nil {
 		level := "permanent"
 		if errclass.IsRetryable(err) {
 			level = "temporary"
 		}
-		h.log().Warn("the site's report could not be sent", "site", r.Name, "failure", level, "error", err)
+		h.log().Warn("the site's report could not be sent", "site", r.Site, "failure", level, "error", err)
 	}
 }
 

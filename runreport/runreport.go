@@ -52,6 +52,18 @@ type Skip struct {
 // store keeps every one of them.
 const MaxReportedFailures = 1000
 
+// Resources count what a run did to resources.
+type Resources struct {
+	Written   int64 `json:"written"`
+	Deleted   int64 `json:"deleted"`
+	Unchanged int64 `json:"unchanged"`
+	Failed    int64 `json:"failed"`
+	Skipped   int64 `json:"skipped"`
+	// Unverified are the written resources that gave no digest: they
+	// passed only their declared length and, in a package, CRC-32.
+	Unverified int64 `json:"unverified"`
+}
+
 // Report is the outcome of a run, as written by --report.
 type Report struct {
 	Mode     string    `json:"mode"`
@@ -88,16 +100,7 @@ type Report struct {
 		Done   int64 `json:"done"`
 		Failed int64 `json:"failed"`
 	} `json:"packages"`
-	Resources struct {
-		Written   int64 `json:"written"`
-		Deleted   int64 `json:"deleted"`
-		Unchanged int64 `json:"unchanged"`
-		Failed    int64 `json:"failed"`
-		Skipped   int64 `json:"skipped"`
-		// Unverified are the written resources that gave no digest: they
-		// passed only their declared length and, in a package, CRC-32.
-		Unverified int64 `json:"unverified"`
-	} `json:"resources"`
+	Resources Resources `json:"resources"`
 	Bytes struct {
 		Downloaded int64 `json:"downloaded"`
 		Written    int64 `json:"written"`

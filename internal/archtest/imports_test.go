@@ -52,8 +52,8 @@ var allowed = []struct {
 	{"config", []string{"manifest"}},
 	{"site", []string{"config", "state"}},
 	{"daemon", []string{"errclass", "site", "state"}},
-	{"report", []string{"errclass", "state"}},
-	{"report/mailtest", []string{"internal/testbin"}},
+	{"notify", []string{"errclass", "runreport", "state"}},
+	{"notify/mailtest", []string{"internal/testbin"}},
 	{"internal/testbin", nil},
 	{"internal/httpserve", nil},
 	{"status", []string{"internal/httpserve", "site", "state", "runreport"}},
@@ -63,14 +63,14 @@ var allowed = []struct {
 	{"publish/fromes", []string{"publish", "sink", "sink/es", "state", "errclass", "fixity", "internal/retry"}},
 	{"publish", []string{"errclass", "fixity", "internal/flock", "manifest", "sink", "sink/fs", "state"}},
 	{"pipeline", []string{"errclass", "fetch", "fixity", "internal/retry", "sink", "source", "state", "unzip", "runreport"}},
-	{"harvest", []string{"config", "daemon", "errclass", "fetch", "fixity", "harvestlog", "internal/httpserve", "manifest", "pipeline", "report", "sink", "sink/sinks", "site", "source", "source/oaipmh", "source/protocols", "source/resourcesync", "state", "status", "runreport"}},
+	{"harvest", []string{"config", "daemon", "errclass", "fetch", "fixity", "harvestlog", "internal/httpserve", "manifest", "pipeline", "notify", "sink", "sink/sinks", "site", "source", "source/oaipmh", "source/protocols", "source/resourcesync", "state", "status", "runreport"}},
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "source", "source/resourcesync", "state", "unzip", "errclass", "fixity", "manifest", "runreport"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},
 	{"harvestlog", []string{"state", "runreport"}},
 	{"progress", []string{"fetch", "pipeline"}},
 	// The command line is a face: it reaches the executor, the sinks and
 	// the protocols only through harvest.
-	{"cli", []string{"bench", "bench/harness", "config", "daemon", "harvest", "harvestlog", "internal/httpserve", "manifest", "progress", "publish", "publish/publisher", "report", "runreport", "sink", "site", "state", "status", "unzip"}},
+	{"cli", []string{"bench", "bench/harness", "config", "daemon", "harvest", "harvestlog", "internal/httpserve", "manifest", "progress", "publish", "publish/publisher", "notify", "runreport", "sink", "site", "state", "status", "unzip"}},
 	{"cmd/rsharvest", []string{"cli"}},
 	{"internal/archtest", nil},
 }

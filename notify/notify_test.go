@@ -1,4 +1,4 @@
-package report_test
+package notify_test
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rsharvest/rsharvest/report"
-	"github.com/rsharvest/rsharvest/report/mailtest"
+	"github.com/rsharvest/rsharvest/notify"
+	"github.com/rsharvest/rsharvest/notify/mailtest"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -26,7 +27,7 @@ func TestWanted(t *testing.T) {
 		{"on_change", "ok", 0, false}, {"on_change", "ok", 1, true}, {"on_change", "failed", 0, true},
 	}
 	for _, tt := range tests {
-		s := report.Site{Notify: tt.notify, Status: tt.status, Written: tt.written}
+		s := notify.Harvest{Notify: tt.notify, Status: tt.status, Run: runreport.Report{Resources: runreport.Resources{Written: tt.written}}}
 		if got := s.Wanted(); got != tt.want {
 			t.Errorf("%s, %s, %d written: wanted %v", tt.notify, tt.status, tt.written, got)
 		}
@@ -47,22 +48,24 @@ func TestSend(t *testing.T) {
 	}
 	defer st.Close()
 	dir := t.TempDir()
-	s := &report.Sender{Dir: dir, Admin: "admin@aggregator.example", Store: st,
-		Mail: &report.SMTP{Addr: mp.SMTP, From: "rsharvest@aggregator.example", Username: mp.Username, Password: mp.Password, TLS: "starttls", TLSConfig: mp.TLS}}
+	s := &notify.Sender{Dir: dir, Admin: "admin@aggregator.example", Store: st,
+		Mail: &notify.SMTP{Addr: mp.SMTP, From: "rsharvest@aggregator.example", Username: mp.Username, Password: mp.Password, TLS: "starttls", TLSConfig: mp.TLS}}
 	t0 := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
-	sites := []report.Site{
-		{Name: "a", Source: "http://a.example/oai", Contact: "ops@a.example", Status: "ok", RunID: 1, Mode: "baseline", Started: t0, Finished: t0.Add(time.Minute),
-			Written: 40, Next: t0.AddDate(0, 0, 1)},
-		{Name: "b", Source: "http://b.example/rs", Contact: "ops@b.example", Notify: "on_error", Status: "partial", RunID: 2, Mode: "incremental", Started: t0, Finished: t0.Add(time.Minute),
-			Written: 3, Failed: 1, Failures: []report.Failure{{URI: "http://b.example/r/1", Stage: "download", Error: "HTTP 503", Temporary: true}}, Next: t0.AddDate(0, 0, 7)},
-		{Name: "c", Source: "http://c.example/rs", Contact: "ops@c.example", Notify: "on_error", Status: "ok", RunID: 3, Mode: "incremental", Started: t0, Next: t0.AddDate(0, 1, 0)},
-		{Name: "d", Source: "http://127.0.0.1:1/x.xml", Contact: "ops@d.example", Status: "failed", Mode: "baseline", Started: t0, Error: "source unreadable: connection refused", Next: t0.AddDate(0, 0, 1)},
+	run := func(id int64, mode string, finished time.Time, written, failed int64) runreport.Report {
+		return runreport.Report{RunID: id, Mode: mode, Started: t0, Finished: finished, Resources: runreport.Resources{Written: written, Failed: failed}}
 	}
-	admin := report.Admin{Key: "run:2026-11-25T03:00:00Z", Title: "run --due at 2026-11-25 03:00 UTC", Sites: sites}
+	sites := []notify.Harvest{
+		{Site: "a", Source: "http://a.example/oai", Contact: "ops@a.example", Status: "ok", Run: run(1, "baseline", t0.Add(time.Minute), 40, 0), Next: t0.AddDate(0, 0, 1)},
+		{Site: "b", Source: "http://b.example/rs", Contact: "ops@b.example", Notify: "on_error", Status: "partial", Run: run(2, "incremental", t0.Add(time.Minute), 3, 1),
+			Failures: []runreport.Failure{{URI: "http://b.example/r/1", Stage: "download", Error: "HTTP 503", Permanent: false}}, Next: t0.AddDate(0, 0, 7)},
+		{Site: "c", Source: "http://c.example/rs", Contact: "ops@c.example", Notify: "on_error", Status: "ok", Run: run(3, "incremental", time.Time{}, 0, 0), Next: t0.AddDate(0, 1, 0)},
+		{Site: "d", Source: "http://127.0.0.1:1/x.xml", Contact: "ops@d.example", Status: "failed", Run: run(0, "baseline", time.Time{}, 0, 0), Error: "source unreadable: connection refused", Next: t0.AddDate(0, 0, 1)},
+	}
+	admin := notify.Composite{Key: "run:2026-11-25T03:00:00Z", Title: "run --due at 2026-11-25 03:00 UTC", Harvests: sites}
 	for range 2 { // the second time, nothing is sent again
 		for i := range sites {
-			if err := s.Site(ctx, &sites[i]); err != nil {
-				t.Fatalf("site %s: %v", sites[i].Name, err)
+			if err := s.Harvest(ctx, &sites[i]); err != nil {
+				t.Fatalf("site %s: %v", sites[i].Site, err)
 			}
 		}
 		if err := s.Composite(ctx, &admin); err != nil {
