@@ -84,7 +84,9 @@ func (h *Harvest) Key() string {
 
 // Documents are the first MaxListed records with versions the run
 // reports; MoreDocuments counts the others.
-func (h *Harvest) Documents() []runreport.Document { return h.Run.Documents[:min(len(h.Run.Documents), MaxListed)] }
+func (h *Harvest) Documents() []runreport.Document {
+	return h.Run.Documents[:min(len(h.Run.Documents), MaxListed)]
+}
 
 // MoreDocuments counts the records with versions not in Documents.
 func (h *Harvest) MoreDocuments() int64 {
@@ -195,7 +197,7 @@ Next harvest: {{when .Next}}
 {{end}}`
 
 var (
-	siteTextT  = texttemplate.Must(texttemplate.New("").Funcs(funcs).Parse(siteText + `{{template "site" .}}`))
+	siteTextT      = texttemplate.Must(texttemplate.New("").Funcs(funcs).Parse(siteText + `{{template "site" .}}`))
 	compositeTextT = texttemplate.Must(texttemplate.New("").Funcs(funcs).Parse(siteText + `{{.Title}}: {{len .Harvests}} site(s) harvested, {{.Failed}} not in full.
 {{with .Totals}}{{with .Resources}}In all: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed, {{.Skipped}} skipped{{end}}{{with .Versions}}{{if or .Inserted .Updated .Held}}; documents {{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held{{end}}{{end}}.{{end}}
 {{range .Harvests}}
@@ -252,7 +254,7 @@ const siteHTML = `{{define "site"}}<h2>{{.Site}}: {{.Status}}</h2>
 {{end}}`
 
 var (
-	siteHTMLT  = htmltemplate.Must(htmltemplate.New("").Funcs(funcs).Parse(siteHTML + `<!doctype html><html><head><meta charset="utf-8"><title>{{.Subject}}</title></head><body>{{template "site" .}}</body></html>`))
+	siteHTMLT      = htmltemplate.Must(htmltemplate.New("").Funcs(funcs).Parse(siteHTML + `<!doctype html><html><head><meta charset="utf-8"><title>{{.Subject}}</title></head><body>{{template "site" .}}</body></html>`))
 	compositeHTMLT = htmltemplate.Must(htmltemplate.New("").Funcs(funcs).Parse(siteHTML + `<!doctype html><html><head><meta charset="utf-8"><title>{{.Subject}}</title></head><body>
 <h1>{{.Title}}</h1><p>{{len .Harvests}} site(s) harvested, {{.Failed}} not in full.{{with .Totals}}{{with .Resources}} In all: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed, {{.Skipped}} skipped{{end}}{{with .Versions}}{{if or .Inserted .Updated .Held}}; documents {{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held{{end}}{{end}}.{{end}}</p>
 {{range .Harvests}}{{template "site" .}}{{end}}</body></html>`))

@@ -101,7 +101,7 @@ type Report struct {
 		Failed int64 `json:"failed"`
 	} `json:"packages"`
 	Resources Resources `json:"resources"`
-	Bytes struct {
+	Bytes     struct {
 		Downloaded int64 `json:"downloaded"`
 		Written    int64 `json:"written"`
 	} `json:"bytes"`

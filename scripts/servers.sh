@@ -88,7 +88,7 @@ build_zincsearch() {
 }
 
 # Mailpit, the SMTP server (with an HTTP API to read back what it received)
-# the report tests send to. Keep in step with Version in report/mailtest.
+# the report tests send to. Keep in step with Version in notify/mailtest.
 # Never run "mailpit version": it calls out to the internet.
 MAILPIT_VERSION=v1.27.11
 
