@@ -199,7 +199,7 @@ func (r *run) setCheckpoints(ctx context.Context, rep *runreport.Report) error {
 				next = sr.From
 			}
 		}
-		cp := state.Checkpoint{Source: r.opts.SourceKey, CapabilityList: sr.ResourceSet, Next: next, Baseline: sr.Baseline, Open: sr.Open, RunID: r.runID, Updated: now,
+		cp := state.Checkpoint{Source: r.opts.SourceKey, ResourceSet: sr.ResourceSet, Next: next, Baseline: sr.Baseline, Open: sr.Open, RunID: r.runID, Updated: now,
 			DescribedBy: sr.DescribedBy}
 		if err := r.commitBatch(ctx, state.Batch{Checkpoint: &cp}); err != nil {
 			return err

@@ -800,7 +800,7 @@ func (r *run) setBaselineCheckpoints(ctx context.Context, rep *runreport.Report)
 		if _, held := r.holdOf(c.ResourceSet); held {
 			continue // part of this set's snapshot is still missing
 		}
-		cp := state.Checkpoint{Source: r.opts.SourceKey, CapabilityList: c.ResourceSet, Next: c.Next, Baseline: c.Next, RunID: r.runID, Updated: now,
+		cp := state.Checkpoint{Source: r.opts.SourceKey, ResourceSet: c.ResourceSet, Next: c.Next, Baseline: c.Next, RunID: r.runID, Updated: now,
 			DescribedBy: c.DescribedBy}
 		if err := r.commitBatch(ctx, state.Batch{Checkpoint: &cp}); err != nil {
 			return err

@@ -72,7 +72,7 @@ func (f *fixture) put(src string, from, n int, change, body string) {
 // document at url (its checkpoint's DescribedBy), as a harvest does.
 func (f *fixture) described(src, url string) {
 	f.t.Helper()
-	err := f.st.SetCheckpoint(context.Background(), state.Checkpoint{Source: src, CapabilityList: src, Next: time.Now(), DescribedBy: url})
+	err := f.st.SetCheckpoint(context.Background(), state.Checkpoint{Source: src, ResourceSet: src, Next: time.Now(), DescribedBy: url})
 	if err != nil {
 		f.t.Fatal(err)
 	}

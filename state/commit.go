@@ -84,10 +84,12 @@ type ChangeRecord struct {
 // Checkpoint records, per source and capability list (resource set), where
 // the next incremental run starts.
 type Checkpoint struct {
-	// Source is the source URL; it must not be empty.
+	// Source is the source's key; it must not be empty.
 	Source string
-	// CapabilityList is the capability list URL, or "" for the whole source.
-	CapabilityList string
+	// ResourceSet names the resource set, as its protocol names it (a
+	// ResourceSync Capability List's URL, an OAI-PMH format and set, a
+	// harvest list), or "" for the whole source.
+	ResourceSet string
 	// Next is where the next incremental run starts.
 	Next time.Time
 	// Baseline is the Resource Dump's at datetime, or zero.
@@ -682,10 +684,10 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 			_, err = tx.StmtContext(ctx, s.upsertCheckpoint).ExecContext(ctx, args...)
 		}
 		if err == nil {
-			_, err = tx.ExecContext(ctx, "DELETE FROM progress WHERE source = ? AND resource_set = ?", c.Source, c.CapabilityList)
+			_, err = tx.ExecContext(ctx, "DELETE FROM progress WHERE source = ? AND resource_set = ?", c.Source, c.ResourceSet)
 		}
 		if err != nil {
-			return fmt.Errorf("checkpoint (%q, %q): %w", c.Source, c.CapabilityList, err)
+			return fmt.Errorf("checkpoint (%q, %q): %w", c.Source, c.ResourceSet, err)
 		}
 	}
 	return nil
@@ -705,7 +707,7 @@ func (s *Store) AddChanges(ctx context.Context, cs []ChangeRecord) error {
 }
 
 // SetCheckpoint inserts or overwrites the checkpoint of (c.Source,
-// c.CapabilityList). A zero Updated is recorded as the current time.
+// c.ResourceSet). A zero Updated is recorded as the current time.
 func (s *Store) SetCheckpoint(ctx context.Context, c Checkpoint) error {
 	return s.Commit(ctx, Batch{Checkpoint: &c})
 }
@@ -864,9 +866,9 @@ func (s *Store) Changes(ctx context.Context, runID int64) ([]ChangeRecord, error
 	return out, nil
 }
 
-const upsertCheckpointSQL = `INSERT INTO checkpoints (source, capability_list, next, baseline, open, run_id, updated, described_by)
+const upsertCheckpointSQL = `INSERT INTO checkpoints (source, resource_set, next, baseline, open, run_id, updated, described_by)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (source, capability_list) DO UPDATE SET
+ON CONFLICT (source, resource_set) DO UPDATE SET
 	next = excluded.next, baseline = excluded.baseline, open = excluded.open,
 	run_id = excluded.run_id, updated = excluded.updated, described_by = excluded.described_by`
 
@@ -882,7 +884,7 @@ func checkpointArgs(c *Checkpoint, now time.Time) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{c.Source, c.CapabilityList, ts[0], ts[1], boolInt(c.Open), nullID(c.RunID), ts[2], c.DescribedBy}, nil
+	return []any{c.Source, c.ResourceSet, ts[0], ts[1], boolInt(c.Open), nullID(c.RunID), ts[2], c.DescribedBy}, nil
 }
 
 // Checkpoint returns the checkpoint of (source, capList), and false when
@@ -895,8 +897,8 @@ func (s *Store) Checkpoint(ctx context.Context, source, capList string) (Checkpo
 		runID               sql.NullInt64
 	)
 	err := s.r.QueryRowContext(ctx,
-		"SELECT source, capability_list, next, baseline, open, run_id, updated, described_by FROM checkpoints WHERE source = ? AND capability_list = ?",
-		source, capList).Scan(&c.Source, &c.CapabilityList, &next, &baseline, &open, &runID, &upd, &c.DescribedBy)
+		"SELECT source, resource_set, next, baseline, open, run_id, updated, described_by FROM checkpoints WHERE source = ? AND resource_set = ?",
+		source, capList).Scan(&c.Source, &c.ResourceSet, &next, &baseline, &open, &runID, &upd, &c.DescribedBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Checkpoint{}, false, nil
 	}

@@ -27,8 +27,13 @@ func oldRows(v int) []string {
 		`INSERT INTO resources (uri, source, resource_set, length, md5, sha1, sha256, hash_other, type, lastmod, change_time, package, outcome, deleted, run_id, updated, etag, last_modified)
 			VALUES ('http://a/1', 'http://a/', 'http://a/cl', 5, '1e0d5cb8ef6ba40c99b14c0237be735e', NULL, NULL, NULL, 'text/plain', '`+t1+`', '`+t1+`', 'http://a/p.zip', 'written', 0, 1, '`+t2+`', '"e"', '')`,
 		`INSERT INTO failures (run_id, uri, package, stage, error, permanent, change_time, at) VALUES (1, 'http://a/2', 'http://a/p.zip', 'verify', 'bad md5', 1, '`+t1+`', '`+t2+`')`,
-		`INSERT INTO checkpoints (source, capability_list, next, baseline, open, run_id, updated) VALUES ('http://a/', 'http://a/cl', '`+t1+`', NULL, 1, 1, '`+t2+`')`,
 	)
+	// The checkpoint's resource set, a capability list's until 24.
+	setColumn := "capability_list"
+	if v >= 24 {
+		setColumn = "resource_set"
+	}
+	add(1, `INSERT INTO checkpoints (source, `+setColumn+`, next, baseline, open, run_id, updated) VALUES ('http://a/', 'http://a/cl', '`+t1+`', NULL, 1, 1, '`+t2+`')`)
 	// Changes before stamps were kept (13 gives them their run's end,
 	// the same for both), then with a stamp of their own.
 	if v < 13 {

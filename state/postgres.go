@@ -494,5 +494,7 @@ CROSS JOIN LATERAL jsonb_array_elements_text(
 WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND s.value <> ''
 ON CONFLICT DO NOTHING;
 `,
+		// 4: SQLite's version 24: a checkpoint is a resource set's.
+		`ALTER TABLE checkpoints RENAME COLUMN capability_list TO resource_set;`,
 	}
 }

@@ -361,6 +361,9 @@ INSERT OR IGNORE INTO holders (source, sink)
 SELECT r.source, s.value FROM runs r, json_each(r.report, '$.sinks') s
 WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.report) AND s.type = 'text' AND s.value <> '';
 `,
+		// 24: a checkpoint is a resource set's, whatever its protocol
+		// calls it.
+		`ALTER TABLE checkpoints RENAME COLUMN capability_list TO resource_set;`,
 	}
 }
 

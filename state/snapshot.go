@@ -52,7 +52,7 @@ func (v *Snapshot) LastRecorded(ctx context.Context) (time.Time, error) {
 func (v *Snapshot) DescribedBy(ctx context.Context, source string) (string, error) {
 	var d string
 	err := v.tx.QueryRowContext(ctx, `SELECT described_by FROM checkpoints WHERE source = ? AND described_by <> ''
-		ORDER BY updated DESC, capability_list LIMIT 1`, source).Scan(&d)
+		ORDER BY updated DESC, resource_set LIMIT 1`, source).Scan(&d)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return "", fatal("described by", err)
 	}

@@ -718,20 +718,20 @@ func TestCheckpoints(t *testing.T) {
 		t.Fatalf("before any: %v, %v", ok, err)
 	}
 	steps := []Checkpoint{
-		{Source: "http://x/", CapabilityList: "http://x/cl1", Next: next, Baseline: base, Open: true, RunID: run, Updated: upd},
-		{Source: "http://x/", CapabilityList: "http://x/cl2", Updated: upd},                            // zero times, no run
-		{Source: "http://x/", CapabilityList: "http://x/cl1", Next: next.Add(time.Hour), Updated: upd}, // overwrite
+		{Source: "http://x/", ResourceSet: "http://x/cl1", Next: next, Baseline: base, Open: true, RunID: run, Updated: upd},
+		{Source: "http://x/", ResourceSet: "http://x/cl2", Updated: upd},                            // zero times, no run
+		{Source: "http://x/", ResourceSet: "http://x/cl1", Next: next.Add(time.Hour), Updated: upd}, // overwrite
 		{Source: "http://x/", Updated: upd}, // whole source
 	}
 	for i, c := range steps {
 		if err := s.SetCheckpoint(ctx, c); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		got, ok, err := s.Checkpoint(ctx, c.Source, c.CapabilityList)
+		got, ok, err := s.Checkpoint(ctx, c.Source, c.ResourceSet)
 		if err != nil || !ok {
 			t.Fatalf("step %d: %v, %v", i, ok, err)
 		}
-		if got.Source != c.Source || got.CapabilityList != c.CapabilityList || !sameTime(got.Next, c.Next) ||
+		if got.Source != c.Source || got.ResourceSet != c.ResourceSet || !sameTime(got.Next, c.Next) ||
 			!sameTime(got.Baseline, c.Baseline) || got.Open != c.Open || got.RunID != c.RunID || !sameTime(got.Updated, c.Updated) {
 			t.Errorf("step %d: got %+v, want %+v", i, got, c)
 		}
@@ -766,7 +766,7 @@ func TestProgress(t *testing.T) {
 			map[string]map[string]string{"a s1": {"w1": "p1"}, "a s2": {"w1": "q"}, "b s1": {"w1": "r"}}},
 		{"a later mark replaces its key", Batch{Progress: []Progress{{Source: "a", ResourceSet: "s1", Key: "w1", Value: "p2"}, {Source: "a", ResourceSet: "s1", Key: "w2", Value: "done"}}},
 			map[string]map[string]string{"a s1": {"w1": "p2", "w2": "done"}, "a s2": {"w1": "q"}, "b s1": {"w1": "r"}}},
-		{"a checkpoint clears its set's marks", Batch{Checkpoint: &Checkpoint{Source: "a", CapabilityList: "s1"}},
+		{"a checkpoint clears its set's marks", Batch{Checkpoint: &Checkpoint{Source: "a", ResourceSet: "s1"}},
 			map[string]map[string]string{"a s1": {}, "a s2": {"w1": "q"}, "b s1": {"w1": "r"}}},
 	}
 	for _, st := range steps {

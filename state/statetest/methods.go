@@ -453,7 +453,7 @@ func testCommitRejects[S Snapshot](t *testing.T, h Harness[S]) {
 			b.Retries = append(b.Retries, tc.b.Retries...)
 			b.Checkpoint = tc.b.Checkpoint
 			if b.Checkpoint == nil {
-				b.Checkpoint = &state.Checkpoint{Source: srcA, CapabilityList: setA, Next: at(1)}
+				b.Checkpoint = &state.Checkpoint{Source: srcA, ResourceSet: setA, Next: at(1)}
 			}
 			wantFatal(t, "Commit", st.Commit(ctx, b))
 			assertEmpty(t, st, run)
@@ -514,7 +514,7 @@ func testCheckpoints[S Snapshot](t *testing.T, h Harness[S]) {
 	if ok, err := st.HasCheckpoint(ctx, srcA); err != nil || ok {
 		t.Errorf("HasCheckpoint before any = %v, %v", ok, err)
 	}
-	want := state.Checkpoint{Source: srcA, CapabilityList: setA, Next: at(1), Baseline: at(2), Open: true, RunID: run, Updated: at(3), DescribedBy: "http://a.example/.well-known/resourcesync"}
+	want := state.Checkpoint{Source: srcA, ResourceSet: setA, Next: at(1), Baseline: at(2), Open: true, RunID: run, Updated: at(3), DescribedBy: "http://a.example/.well-known/resourcesync"}
 	must(t, st.SetCheckpoint(ctx, want))
 	if got, ok, err := st.Checkpoint(ctx, srcA, setA); err != nil || !ok || !reflect.DeepEqual(got, want) {
 		t.Errorf("Checkpoint = %+v, %v, %v; want %+v", got, ok, err, want)
@@ -541,7 +541,7 @@ func testCheckpoints[S Snapshot](t *testing.T, h Harness[S]) {
 	if _, ok, err := st.Checkpoint(ctx, srcB, setA); err != nil || ok {
 		t.Errorf("Checkpoint(another source) = %v, %v; want none", ok, err)
 	}
-	wantFatal(t, "SetCheckpoint(no source)", st.SetCheckpoint(ctx, state.Checkpoint{CapabilityList: setA}))
+	wantFatal(t, "SetCheckpoint(no source)", st.SetCheckpoint(ctx, state.Checkpoint{ResourceSet: setA}))
 	wantFatal(t, "SetCheckpoint(unknown run)", st.SetCheckpoint(ctx, state.Checkpoint{Source: srcB, RunID: run + 100}))
 	if ok, _ := st.HasCheckpoint(ctx, srcB); ok {
 		t.Error("a rejected checkpoint was set")
@@ -555,7 +555,7 @@ func testCheckpoints[S Snapshot](t *testing.T, h Harness[S]) {
 	}}))
 	must(t, st.Commit(ctx, state.Batch{
 		Progress:   []state.Progress{{Source: srcA, ResourceSet: setA, Key: "k2", Value: "3"}},
-		Checkpoint: &state.Checkpoint{Source: srcA, CapabilityList: setA, Next: at(3)},
+		Checkpoint: &state.Checkpoint{Source: srcA, ResourceSet: setA, Next: at(3)},
 	}))
 	if got, err := st.Progress(ctx, srcA, setA); err != nil || len(got) != 0 {
 		t.Errorf("Progress after the checkpoint = %v, %v; want none", got, err)
