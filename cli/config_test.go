@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/harvest"
 )
 
 // TestEveryFlagHasConfigKey checks that each flag of the commands that
@@ -43,7 +44,11 @@ func checkConfigKey(t *testing.T, cmd, flag string, keyOf map[string]string) {
 	if !ok {
 		key = strings.ReplaceAll(flag, "-", "_")
 	}
-	_, err := config.Decode(strings.NewReader(key+": x\n"), "c.yaml")
+	doc, err := config.Decode(strings.NewReader(key+": x\n"), "c.yaml")
+	if err == nil {
+		j, p, a := harvest.DefaultJob(), processOpts{}, &app{}
+		err = doc.Apply(settings(), nil, &j, &p, a)
+	}
 	if err != nil && strings.Contains(err.Error(), "unknown key") {
 		t.Errorf("%s --%s has no config key %s: %v", cmd, flag, key, err)
 	}

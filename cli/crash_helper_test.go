@@ -732,7 +732,7 @@ func (rg *crashRig) snapState(t *testing.T, full bool) crashStateSnap {
 	if err := db.QueryRowContext(ctx, "PRAGMA "+check).Scan(&ok); err != nil || ok != "ok" {
 		t.Fatalf("state store %s after run %d: %q %v", check, rg.runs, ok, err)
 	}
-	rows, err := db.QueryContext(ctx, "SELECT source, capability_list, coalesce(next, ''), coalesce(baseline, ''), open FROM checkpoints")
+	rows, err := db.QueryContext(ctx, "SELECT source, resource_set, coalesce(next, ''), coalesce(baseline, ''), open FROM checkpoints")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func (a *app) oaiCommand() *cobra.Command {
 		func(ctx context.Context, l harvest.Look, args []string) (harvest.Found, error) {
 			return l.Record(ctx, args[0], args[1], prefix)
 		})
-	record.Flags().StringVar(&prefix, "metadata-prefix", harvest.DefaultJob().MetadataPrefix, "the metadata format")
+	record.Flags().StringVar(&prefix, "metadata-prefix", "", "the metadata format (default: oai_dc, which every repository offers)")
 	c.AddCommand(identify, formats, sets, record)
 	fl := c.PersistentFlags()
 	fl.BoolVar(&asJSON, "json", false, "print JSON instead of text")

@@ -61,7 +61,7 @@ func TestDecodeSites(t *testing.T) {
 		job                             harvest.Job
 	}{
 		{"dspace-a", "every 1d", "ops@a.example", "on_error", harvest.Job{Source: "https://a.example/oai/request",
-			Protocol: "oai-pmh", MetadataPrefix: "oai_dc", Sets: []string{"physics", "math"}, Sinks: []string{"fs:/etc/rsharvest/mirror/a"},
+			Protocol: "oai-pmh", Options: map[string]string{"metadata-prefix": "oai_dc"}, Sets: []string{"physics", "math"}, Sinks: []string{"fs:/etc/rsharvest/mirror/a"},
 			Headers: []string{"Authorization: Bearer s3cret"}}},
 		{"rs-b", "0 3 * * 1-5", "", "", harvest.Job{Source: "https://b.example/.well-known/resourcesync",
 			Sinks: []string{"s3://bucket/b?endpoint=http://127.0.0.1:9000"}, Concurrency: 2, ConcurrencySet: true}},

@@ -80,6 +80,53 @@ func (v *strValue) Decode(c *Context, key string, n *yaml.Node) error {
 
 func (v *strValue) Encode() *yaml.Node { return scalar("!!str", *v.p) }
 
+// Entry is the entry key of the map *m: a string checked by check (nil:
+// any), its default def when the map holds none.
+func Entry(m *map[string]string, key, def string, check func(string) error) Value {
+	return &entryValue{m: m, key: key, def: def, check: check}
+}
+
+type entryValue struct {
+	m        *map[string]string
+	key, def string
+	check    func(string) error
+}
+
+func (v *entryValue) String() string {
+	if s, ok := (*v.m)[v.key]; ok {
+		return s
+	}
+	return v.def
+}
+
+func (v *entryValue) Type() string { return "string" }
+
+func (v *entryValue) Set(s string) error {
+	if v.check != nil {
+		if err := v.check(s); err != nil {
+			return err
+		}
+	}
+	if *v.m == nil {
+		*v.m = map[string]string{}
+	}
+	(*v.m)[v.key] = s
+	return nil
+}
+
+func (v *entryValue) Decode(c *Context, key string, n *yaml.Node) error {
+	s, err := c.str(key, n)
+	if err != nil {
+		return err
+	}
+	if err := v.Set(s); err != nil {
+		return c.Errorf(n, "%s: %v", key, err)
+	}
+	return nil
+}
+
+func (v *entryValue) Encode() *yaml.Node { return scalar("!!str", v.String()) }
+
 // Bool is true or false; its flag may be given alone (--flag).
 func Bool(p *bool) Value { return &boolValue{p} }
 

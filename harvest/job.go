@@ -22,7 +22,7 @@ import (
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
-	"github.com/rsharvest/rsharvest/source/oaipmh"
+	"github.com/rsharvest/rsharvest/source/protocols"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -108,9 +108,6 @@ type Job struct {
 	// HeaderOrigins are the origins besides the source's that Headers
 	// are sent to (each scheme://host[:port]).
 	HeaderOrigins []string
-	// MaxPages bounds the pages of one OAI-PMH list or date window (0:
-	// the protocol's default).
-	MaxPages int
 	// RequireHash refuses resources that give no hash.
 	RequireHash bool
 	// Verify is which digests of those an entry lists are checked:
@@ -121,14 +118,15 @@ type Job struct {
 	AllowMissingHash bool
 	// AllowPrivateAddresses lifts the address rule (fetch.AddressPolicy).
 	AllowPrivateAddresses bool
-	// Prefer is "dump" or "list".
-	Prefer string
 	// Sets are the resource sets harvested (none: every one).
 	Sets []string
-	// Protocol is the source's protocol: "auto", "resourcesync" or
-	// "oai-pmh"; MetadataPrefix the OAI-PMH format harvested.
-	Protocol       string
-	MetadataPrefix string
+	// Protocol is the source's protocol: "auto", or a name of the
+	// registry (source/protocols).
+	Protocol string
+	// Options are the options the protocols declare (OAI-PMH's
+	// metadata-prefix, ResourceSync's prefer), by name, as given; one not
+	// given has its default.
+	Options map[string]string
 	// RangeParts is how many parallel Range requests download a large
 	// package.
 	RangeParts int
@@ -162,10 +160,8 @@ func DefaultJob() Job {
 		StallTimeout:    30 * time.Second,
 		LowSpeedLimit:   fetch.DefaultLowSpeedLimit,
 		LowSpeedTime:    fetch.DefaultLowSpeedTime,
-		Prefer:          "dump",
 		Verify:          "strongest",
 		Protocol:        "auto",
-		MetadataPrefix:  oaipmh.DefaultMetadataPrefix,
 		RangeParts:      1,
 		MaxDocumentSize: fetch.DefaultMaxDocumentSize,
 	}
@@ -248,16 +244,13 @@ func (j *Job) Validate() error {
 	if j.Rate < 0 || j.Retries < 0 {
 		return invalidf("--rate and --retries must not be negative")
 	}
-	if j.LowSpeedLimit < 0 || j.LowSpeedTime < 0 || j.MaxPages < 0 {
-		return invalidf("--low-speed-limit, --low-speed-time and --max-pages must not be negative")
+	if j.LowSpeedLimit < 0 || j.LowSpeedTime < 0 {
+		return invalidf("--low-speed-limit and --low-speed-time must not be negative")
 	}
 	for _, o := range j.HeaderOrigins {
 		if err := config.CheckOrigin(o); err != nil {
 			return invalidf("--header-origin %v", err)
 		}
-	}
-	if j.Prefer != "dump" && j.Prefer != "list" {
-		return invalidf("--prefer: want dump or list")
 	}
 	if _, err := j.schemas(); err != nil {
 		return err
@@ -268,8 +261,12 @@ func (j *Job) Validate() error {
 	if j.Protocol == "" {
 		return invalidf("--protocol must not be empty")
 	}
-	if j.MetadataPrefix == "" {
-		return invalidf("--metadata-prefix must not be empty")
+	for _, o := range protocols.All().Options() {
+		if v, ok := j.Options[o.Name]; ok && o.Check != nil {
+			if err := o.Check(v); err != nil {
+				return invalidf("--%s %q: %v", o.Name, v, err)
+			}
+		}
 	}
 	if slices.Contains(j.Sets, "") {
 		return invalidf("--set must not be empty")
@@ -360,7 +357,7 @@ func (j *Job) prepare() {
 
 // settings are the job's settings its protocol's planner takes.
 func (j *Job) settings() source.Settings {
-	return source.Settings{Sets: j.Sets, Format: j.MetadataPrefix, PreferList: j.Prefer == "list", MaxPages: j.MaxPages}
+	return source.Settings{Sets: j.Sets, Options: j.Options}
 }
 
 // Key is the name of the job's source in the state store: SourceKey, else

@@ -1,13 +1,10 @@
 package harvest
 
 import (
-	"fmt"
-
 	"gopkg.in/yaml.v3"
 
 	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/manifest"
-	"github.com/rsharvest/rsharvest/source/oaipmh"
 	"github.com/rsharvest/rsharvest/source/protocols"
 )
 
@@ -17,7 +14,7 @@ import (
 // sites, sites add/edit's flags and the reference in the documentation are
 // all made from it: a new setting is a field of Job and a row here.
 func Settings() config.Table {
-	return config.Table{
+	return append(config.Table{
 		row("source", config.Harvest, "source URL: a ResourceSync Source Description, Capability List, Resource Dump (Index) or site URL, or an OAI-PMH repository's base URL",
 			func(j *Job) config.Value { return config.Str(&j.Source) }, alias("capability_list_url")),
 		row("sink", config.Harvest, "where resources go (repeatable): fs:DIR, s3://BUCKET/PREFIX?endpoint=HOST:PORT, es:http://HOST:PORT[/es]/INDEX, solr:http://HOST:PORT/solr/CORE",
@@ -30,12 +27,8 @@ func Settings() config.Table {
 			func(j *Job) config.Value {
 				return config.OneOf(&j.Protocol, append([]string{"auto"}, protocols.All().Names()...)...)
 			}),
-		row("metadata-prefix", config.Harvest, "OAI-PMH: the metadata format harvested",
-			func(j *Job) config.Value { return config.Str(&j.MetadataPrefix) }),
 		row("set", config.Harvest, "sync only this resource set: its capability list's URL, file or directory name (default: every set); OAI-PMH: a setSpec, repeatable (each set its own resource set, harvested in parallel)",
 			func(j *Job) config.Value { return config.Strings(&j.Sets) }),
-		row("prefer", config.Harvest, "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first",
-			func(j *Job) config.Value { return config.OneOf(&j.Prefer, "dump", "list") }),
 		row("concurrency", config.Harvest, "packages downloaded and unpacked at once; with lists, resource requests in flight (default 16 then)",
 			func(j *Job) config.Value {
 				return config.After(config.Int(&j.Concurrency, 1), func() { j.ConcurrencySet = true })
@@ -54,8 +47,6 @@ func Settings() config.Table {
 			func(j *Job) config.Value { return config.Count(&j.LowSpeedLimit) }),
 		row("low-speed-time", config.Harvest, "how long a response may stay under --low-speed-limit",
 			func(j *Job) config.Value { return config.Duration(&j.LowSpeedTime) }),
-		row("max-pages", config.Harvest, fmt.Sprintf("OAI-PMH: the most pages of one list or date window a run reads; a repository still sending resumption tokens then is stopped, the run partial, and the next run goes on from there (0: %d)", oaipmh.DefaultMaxPages),
-			func(j *Job) config.Value { return config.Int(&j.MaxPages, 0) }),
 		row("require-hash", config.Harvest, "refuse resources that give no md5, sha-1, sha-256 or sha-512 (by default they are delivered after their length and CRC-32 checks, and counted as unverified)",
 			func(j *Job) config.Value { return config.Bool(&j.RequireHash) }),
 		row("verify", config.Harvest, "which digests of those an entry lists are checked: strongest (sha-512, else sha-256, else sha-1, else md5; with the length and CRC-32) or all",
@@ -84,7 +75,18 @@ func Settings() config.Table {
 			func(j *Job) config.Value { return config.Datetime(&j.From) }),
 		withCheck(row("until", config.AsFlag|config.InFile, "end of the range, inclusive: a W3C datetime, or a duration back from now (default: now)",
 			func(j *Job) config.Value { return config.Datetime(&j.Until) }), checkPeriod),
+	}, protocolSettings()...)
+}
+
+// protocolSettings are the rows of the options the protocols declare
+// (source.Protocol.Options), each bound to its entry of Job.Options.
+func protocolSettings() config.Table {
+	var out config.Table
+	for _, o := range protocols.All().Options() {
+		out = append(out, row(o.Name, config.Harvest, o.Help,
+			func(j *Job) config.Value { return config.Entry(&j.Options, o.Name, o.Default, o.Check) }))
 	}
+	return out
 }
 
 // row is a setting of a *Job.

@@ -425,7 +425,7 @@ func ViewOf(s *site.Site, loc *time.Location) SiteView {
 		protocol = j.Protocol
 	}
 	if d.Setting("metadata_prefix") != nil {
-		prefix = j.MetadataPrefix
+		prefix = j.Options["metadata-prefix"]
 	}
 	return SiteView{Name: d.Name, Schedule: d.Schedule, Source: d.Source(), Protocol: protocol, MetadataPrefix: prefix, Sets: j.Sets,
 		Sinks: d.Sinks(), Contact: d.Contact, Notify: d.Notify, LastHarvest: stamp(s.Last), LastStatus: s.LastStatus, LastRunID: s.LastRunID,

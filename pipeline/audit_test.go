@@ -32,7 +32,7 @@ func TestAudit(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := newHarness(t)
-			mod := func(o *pipeline.Options) { o.Settings.PreferList = prefer == "list" }
+			mod := func(o *pipeline.Options) { o.Settings.Options = map[string]string{"prefer": prefer} }
 			if rep := h.baseline(ctx, srv.URL, mod); rep.Status != runreport.StatusOK {
 				t.Fatalf("%s", rep.Summary())
 			}

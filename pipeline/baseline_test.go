@@ -666,7 +666,7 @@ func TestFillFromHeldCopy(t *testing.T) {
 		opts.Sinks = []sink.Sink{a, b}
 		opts.SinkNames = []string{"fs:a", "fs:b"}
 		opts.SinkBackoff = time.Millisecond
-		opts.Settings.PreferList = true // each resource its own GET
+		opts.Settings.Options = map[string]string{"prefer": "list"} // each resource its own GET
 		rep, err := pipeline.Baseline(ctx, opts)
 		if err != nil {
 			t.Fatal(err)

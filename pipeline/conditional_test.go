@@ -235,7 +235,7 @@ func testDocumentCopyWhole(t *testing.T, judged bool) {
 	defer srv.Close()
 	h := newHarness(t)
 	list := func(o *pipeline.Options) {
-		o.Settings.PreferList = true
+		o.Settings.Options = map[string]string{"prefer": "list"}
 		if !judged {
 			o.Protocol.Whole = nil
 		}
@@ -368,7 +368,7 @@ func TestDocumentCopyForgotten(t *testing.T) {
 	}
 	defer srv.Close()
 	h := newHarness(t)
-	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.PreferList = true })
+	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.Options = map[string]string{"prefer": "list"} })
 	if rep.Resources.Written != 29 || len(rep.Failures) != 1 {
 		t.Fatalf("%s", rep.Summary())
 	}

@@ -30,7 +30,7 @@ func TestListBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t)
-	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.PreferList = true })
+	rep := h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.Options = map[string]string{"prefer": "list"} })
 	if rep.Status != runreport.StatusOK || rep.Resources.Written != int64(res.Listed) || rep.Packages.Total != 0 {
 		t.Fatalf("%s", rep.Summary())
 	}
@@ -41,7 +41,7 @@ func TestListBaseline(t *testing.T) {
 		}
 	}
 	before := srv.Handler.Stats().Requests
-	rep = h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.PreferList = true })
+	rep = h.baseline(ctx, srv.URL, func(o *pipeline.Options) { o.Settings.Options = map[string]string{"prefer": "list"} })
 	if rep.Resources.Unchanged != int64(res.Listed) || rep.Resources.Written != 0 {
 		t.Fatalf("second run: %s", rep.Summary())
 	}

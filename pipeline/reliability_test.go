@@ -333,7 +333,7 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 		opts := h.options(srv.URL)
 		opts.Client = quickClient()
 		if seed%2 == 1 {
-			opts.Settings.PreferList = true
+			opts.Settings.Options = map[string]string{"prefer": "list"}
 		}
 		publish := func(k int) map[string][]byte {
 			srv.Handler.Publish(k)
@@ -360,7 +360,7 @@ func TestCheckpointRuleResourceSync(t *testing.T) {
 			t.Logf("seed %d retries: %+v", seed, rs)
 		}
 		ch.on.Store(false)
-		opts.Settings.PreferList = false
+		opts.Settings.Options = nil
 		// One clean sync; when the faulty runs never set a checkpoint it
 		// is a baseline, which loads the Resource Dump's snapshot by
 		// definition, and a second clean sync catches up.

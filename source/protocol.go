@@ -52,21 +52,47 @@ type Protocol struct {
 	// listed, which the executor then reports, or deletes
 	// (pipeline.Options.DeleteUnlisted).
 	WholeListing bool
+	// Options are the settings the protocol declares for itself
+	// (OAI-PMH's metadata-prefix): each a flag of the commands that
+	// harvest and a key of config files and sites, handed to New in
+	// Settings.Options.
+	Options []Option
+}
+
+// Option is a setting a protocol declares: given as text, read by the
+// protocol's planner (Settings.Option).
+type Option struct {
+	// Name is the flag's name ("metadata-prefix"); its file key has '_'
+	// for '-'.
+	Name string
+	// Help is the flag's help; Default its value when it is not given.
+	Help, Default string
+	// Check, when set, checks a value as given: its error says what is
+	// wrong.
+	Check func(string) error
 }
 
 // Settings are what a job says of its source that a protocol may read.
 type Settings struct {
 	// Sets are the resource sets to harvest (empty: all of them).
 	Sets []string
-	// Format is the metadata format asked for, where the protocol has
-	// several (OAI-PMH's metadataPrefix); "" is the protocol's default.
-	Format string
-	// PreferList walks a set's lists before its dumps, where the
-	// protocol has both.
-	PreferList bool
-	// MaxPages bounds the pages of one list, where the protocol pages its
-	// lists with tokens (OAI-PMH's resumption tokens; 0: its default).
-	MaxPages int
+	// Options are the protocols' options given (Protocol.Options), by
+	// name; one not given has its default.
+	Options map[string]string
+}
+
+// Option is the value of option name of protocol p in s: as given, else
+// its default.
+func (s Settings) Option(p Protocol, name string) string {
+	if v, ok := s.Options[name]; ok {
+		return v
+	}
+	for _, o := range p.Options {
+		if o.Name == name {
+			return o.Default
+		}
+	}
+	return ""
 }
 
 // Services are what the executor offers the planner of one run.
@@ -114,6 +140,22 @@ func (reg Registry) Lookup(name string) (Protocol, bool) {
 		}
 	}
 	return Protocol{}, false
+}
+
+// Options returns the options of every protocol, each name once, in the
+// protocols' order.
+func (reg Registry) Options() []Option {
+	var out []Option
+	seen := map[string]bool{}
+	for _, p := range reg {
+		for _, o := range p.Options {
+			if !seen[o.Name] {
+				seen[o.Name] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out
 }
 
 // Names returns the protocols' names, in order.

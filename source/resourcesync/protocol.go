@@ -26,6 +26,14 @@ func Protocol() source.Protocol {
 		Help:  "Resource and Change Dumps, else Resource and Change Lists",
 		New:   newPlanner,
 		Whole: manifest.WellFormed,
+		Options: []source.Option{{Name: "prefer", Default: "dump",
+			Help: "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first",
+			Check: func(v string) error {
+				if v != "dump" && v != "list" {
+					return errors.New("want dump or list")
+				}
+				return nil
+			}}},
 	}
 }
 
@@ -40,7 +48,7 @@ func newPlanner(s source.Settings, env source.Services) (source.Planner, error) 
 		Client:          env.Client,
 		MaxDocumentSize: env.MaxDocumentSize,
 		Log:             env.Log,
-		PreferList:      s.PreferList,
+		PreferList:      s.Option(Protocol(), "prefer") == "list",
 		Concurrency:     env.Concurrency,
 		ScratchDir:      env.ScratchDir,
 	}, nil
