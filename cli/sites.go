@@ -113,9 +113,10 @@ notify): sites not in the file are removed, and applying the same file twice cha
 			return nil
 		},
 	}
+	var prune, dryRun bool
 	apply := &cobra.Command{
 		Use:   "apply FILE.yaml",
-		Short: "Make the registry hold exactly the sites of a file (idempotent); every site and sink is checked before anything is written",
+		Short: "Make the registry hold the sites of a file (idempotent): prints the plan (added, changed and how, removed), then applies it; sites not in the file are removed only with --prune",
 		Args:  exactArgs("sites apply", "FILE.yaml"),
 		RunE: func(c *cobra.Command, args []string) error {
 			fh, err := os.Open(args[0])
@@ -131,26 +132,37 @@ notify): sites not in the file are removed, and applying the same file twice cha
 				if _, err := site.New(sites[i]); err != nil {
 					return usageError{err}
 				}
-				if err := harvest.CheckSinks(c.Context(), harvest.SinkKinds(), &sites[i]); err != nil {
-					return err
+				if !dryRun {
+					if err := harvest.CheckSinks(c.Context(), harvest.SinkKinds(), &sites[i]); err != nil {
+						return err
+					}
 				}
 			}
 			var ch site.Changes
-			if err := registry(c.Context(), true, func(reg site.Registry) (err error) { ch, err = reg.Apply(c.Context(), sites); return err }); err != nil {
+			if dryRun && !stateExists(stateFile) {
+				// No registry yet: every site would be added.
+				for _, s := range sites {
+					ch.Added = append(ch.Added, s.Name)
+				}
+				a.printPlan(ch, prune, dryRun)
+				return nil
+			}
+			if err := registry(c.Context(), !dryRun, func(reg site.Registry) (err error) {
+				if dryRun {
+					ch, _, err = reg.Plan(c.Context(), sites)
+					return err
+				}
+				ch, err = reg.Apply(c.Context(), sites, prune)
+				return err
+			}); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%d added, %d changed, %d removed, %d unchanged\n", len(ch.Added), len(ch.Changed), len(ch.Removed), len(ch.Unchanged))
-			for _, l := range []struct {
-				what  string
-				names []string
-			}{{"added", ch.Added}, {"changed", ch.Changed}, {"removed", ch.Removed}} {
-				for _, n := range l.names {
-					fmt.Fprintf(a.stdout, "  %s %s\n", l.what, n)
-				}
-			}
+			a.printPlan(ch, prune, dryRun)
 			return nil
 		},
 	}
+	apply.Flags().BoolVar(&prune, "prune", false, "also remove the registry's sites the file does not name (what their harvests hold stays)")
+	apply.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan, change nothing")
 	pauseResume := func(verb string, paused bool) *cobra.Command {
 		return &cobra.Command{
 			Use:               verb + " NAME",
@@ -177,6 +189,54 @@ notify): sites not in the file are removed, and applying the same file twice cha
 	c.AddCommand(a.siteEditCommand("add", registry), edit, remove, list, show, apply,
 		pauseResume("pause", true), pauseResume("resume", false))
 	return c
+}
+
+// printPlan prints what sites apply does (or, dryRun, would do): the
+// counts, then each site added, changed (with the keys that change; the
+// values of headers and sinks never shown) and removed (or kept, without
+// prune).
+func (a *app) printPlan(ch site.Changes, prune, dryRun bool) {
+	removed := len(ch.Removed)
+	if !prune {
+		removed = 0
+	}
+	if dryRun {
+		fmt.Fprint(a.stdout, "plan: ")
+	}
+	fmt.Fprintf(a.stdout, "%d added, %d changed, %d removed, %d unchanged", len(ch.Added), len(ch.Changed), removed, len(ch.Unchanged))
+	if !prune && len(ch.Removed) > 0 {
+		fmt.Fprintf(a.stdout, "; %d not in the file, kept (--prune removes them)", len(ch.Removed))
+	}
+	fmt.Fprintln(a.stdout)
+	for _, n := range ch.Added {
+		fmt.Fprintf(a.stdout, "  added %s\n", n)
+	}
+	for _, n := range ch.Changed {
+		var parts []string
+		for _, f := range ch.Fields[n] {
+			switch {
+			case f.Key == "headers" || f.Key == "sinks":
+				parts = append(parts, f.Key)
+			case f.Old == "":
+				parts = append(parts, fmt.Sprintf("%s: %s (new)", f.Key, f.New))
+			case f.New == "":
+				parts = append(parts, fmt.Sprintf("%s: %s (removed)", f.Key, f.Old))
+			default:
+				parts = append(parts, fmt.Sprintf("%s: %s → %s", f.Key, f.Old, f.New))
+			}
+		}
+		fmt.Fprintf(a.stdout, "  changed %s: %s\n", n, strings.Join(parts, "; "))
+	}
+	for _, n := range ch.Removed {
+		if prune {
+			fmt.Fprintf(a.stdout, "  removed %s\n", n)
+		} else {
+			fmt.Fprintf(a.stdout, "  kept %s (not in the file)\n", n)
+		}
+	}
+	if dryRun {
+		fmt.Fprintln(a.stdout, "dry run: nothing changed")
+	}
 }
 
 // siteEditCommand returns "sites add" or "sites edit": a site defined by

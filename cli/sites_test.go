@@ -270,3 +270,62 @@ func TestSitesAddHarvestSettings(t *testing.T) {
 		t.Errorf("a concurrency of 0: exit %d, want %d\n%s", code, ExitUsage, stderr)
 	}
 }
+
+// TestSitesApplyPlan: sites apply prints its plan — added, changed with
+// the keys that change, removed — and removes a site the file does not
+// name only with --prune; --dry-run prints the plan and writes nothing.
+func TestSitesApplyPlan(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	site := func(name, schedule string) string {
+		return "  - name: " + name + "\n    source: http://127.0.0.1:1/" + name + "\n    sinks: [fs:" + filepath.Join(dir, name) + "]\n    schedule: " + schedule + "\n"
+	}
+	file := func(name string, sites ...string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("sites:\n"+strings.Join(sites, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var seven []string
+	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		seven = append(seven, site(n, "every 1d"))
+	}
+	one := file("one.yaml", site("a", "every 2d"))
+	steps := []struct {
+		args []string
+		want []string // in order
+		left int      // sites in the registry after
+	}{
+		{[]string{"sites", "apply", "--dry-run", file("seven.yaml", seven...)}, []string{"plan: 7 added, 0 changed, 0 removed, 0 unchanged", "added a", "added g", "dry run: nothing changed"}, -1},
+		{[]string{"sites", "apply", file("seven.yaml", seven...)}, []string{"7 added, 0 changed, 0 removed, 0 unchanged"}, 7},
+		{[]string{"sites", "apply", one}, []string{"0 added, 1 changed, 0 removed, 0 unchanged; 6 not in the file, kept (--prune removes them)",
+			"changed a: schedule: every 1d → every 2d", "kept b (not in the file)"}, 7},
+		{[]string{"sites", "apply", "--prune", "--dry-run", one}, []string{"plan: 0 added, 0 changed, 6 removed, 1 unchanged", "removed b", "removed g", "dry run: nothing changed"}, 7},
+		{[]string{"sites", "apply", "--prune", one}, []string{"0 added, 0 changed, 6 removed, 1 unchanged", "removed b"}, 1},
+	}
+	for _, s := range steps {
+		code, out, stderr := run(t, append(s.args, "--state", db)...)
+		if code != ExitOK {
+			t.Fatalf("%v: exit %d\n%s%s", s.args, code, out, stderr)
+		}
+		rest := out
+		for _, w := range s.want {
+			i := strings.Index(rest, w)
+			if i < 0 {
+				t.Fatalf("%v: output lacks %q (in order):\n%s", s.args, w, out)
+			}
+			rest = rest[i+len(w):]
+		}
+		if s.left < 0 {
+			if _, err := os.Stat(db); err == nil {
+				t.Errorf("%v: a dry run made the state file", s.args)
+			}
+			continue
+		}
+		_, list, _ := run(t, "sites", "list", "--json", "--state", db)
+		if n := strings.Count(list, `"name"`); n != s.left {
+			t.Errorf("%v: %d sites left, want %d", s.args, n, s.left)
+		}
+	}
+}

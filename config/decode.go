@@ -16,6 +16,14 @@ import (
 // MaxSize is the largest config file Decode and Load accept, in bytes.
 const MaxSize = 1 << 20
 
+// A registry file is capped by its sites (MaxSites), and by MaxSitesSize
+// bytes only as a guard: 100,000 sites of a few lines each take about 20
+// MB, and their parsed form some 300 MB of memory.
+const (
+	MaxSites     = 200_000
+	MaxSitesSize = 64 << 20
+)
+
 // Error is a problem at a place in a file. Err is the problem; Line and
 // Column are 1-based.
 type Error struct {
@@ -262,7 +270,7 @@ func Load(path string) (*Doc, error) {
 // filepath.Dir(name). A syntax error wraps the YAML parser's error; a
 // second document is an *Error. The keys and values are checked by Apply.
 func Decode(r io.Reader, name string) (*Doc, error) {
-	doc, err := readDocument(r, name)
+	doc, err := readDocument(r, name, MaxSize)
 	if err != nil {
 		return nil, err
 	}
@@ -286,15 +294,15 @@ func (d *Doc) Apply(t Table, skip func(*Setting) bool, targets ...any) error {
 	return t.DecodeMapping(d.ctx, d.root, InFile, nil, skip, targets...)
 }
 
-// readDocument reads one YAML document of at most MaxSize bytes from r,
+// readDocument reads one YAML document of at most max bytes from r,
 // parsed; nil for an empty input. A second document is an *Error.
-func readDocument(r io.Reader, name string) (*yaml.Node, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+func readDocument(r io.Reader, name string, max int64) (*yaml.Node, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading: %w", name, err)
 	}
-	if len(data) > MaxSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, max)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node

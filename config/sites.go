@@ -129,11 +129,12 @@ func (s *Site) Errorf(key, format string, a ...any) error {
 // settings of t a site may give, each checked by decoding it into the
 // targets new gives. name is the file's path, as for Decode (errors name
 // it; relative paths are resolved against its directory, and made
-// absolute). Besides what Decode and Table.DecodeMapping refuse, a site
+// absolute). A file holds at most MaxSites sites. Besides what Decode and
+// Table.DecodeMapping refuse, a site
 // without a name, source, sinks or schedule, a bad name, contact or
 // notify, and a name given twice are *Errors naming the line and the site.
 func DecodeSites(r io.Reader, name string, t Table, targets func() []any) ([]Site, error) {
-	doc, err := readDocument(r, name)
+	doc, err := readDocument(r, name, MaxSitesSize)
 	if err != nil || doc == nil {
 		return nil, err
 	}
@@ -160,6 +161,9 @@ func DecodeSites(r io.Reader, name string, t Table, targets func() []any) ([]Sit
 	}
 	if list.Kind != yaml.SequenceNode {
 		return nil, c.Errorf(list, "sites: want a list of sites, not %s", describe(list))
+	}
+	if len(list.Content) > MaxSites {
+		return nil, c.Errorf(list, "sites: %d sites, more than %d", len(list.Content), MaxSites)
 	}
 	var out []Site
 	first := map[string]int{}

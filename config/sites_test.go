@@ -138,3 +138,20 @@ func TestSitesSinksAbsolute(t *testing.T) {
 		t.Errorf("sinks %q, want %q", got, want)
 	}
 }
+
+// TestManySites: a registry file of 100,000 sites (some 20 MB) decodes;
+// the cap is on the sites, not on the bytes of a config file.
+func TestManySites(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("sites:\n")
+	for i := range 100_000 {
+		fmt.Fprintf(&b, "  - name: site-%d\n    source: https://repo%d.example.org/oai/request\n    protocol: oai-pmh\n    sinks: [fs:/m/%d]\n    schedule: every 1d\n", i, i, i)
+	}
+	sites, err := decodeSites(b.String(), "/etc/rsharvest/sites.yaml")
+	if err != nil || len(sites) != 100_000 {
+		t.Fatalf("%d sites, %v", len(sites), err)
+	}
+	if s := sites[99_999]; s.Name != "site-99999" || s.Sinks()[0] != "fs:/m/99999" {
+		t.Errorf("the last site: %+v", s)
+	}
+}

@@ -268,7 +268,7 @@ func registry(t *testing.T, file string) (*state.Store, site.Registry) {
 	}
 	st := openStore(t)
 	reg := site.Registry{Store: st}
-	if _, err := reg.Apply(context.Background(), sites); err != nil {
+	if _, err := reg.Apply(context.Background(), sites, true); err != nil {
 		t.Fatal(err)
 	}
 	return st, reg

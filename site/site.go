@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -178,33 +179,41 @@ func (r Registry) Remove(ctx context.Context, name string) error {
 	return r.Store.RemoveSite(ctx, name)
 }
 
-// Changes are what Apply changed, by site name.
+// Changes are what Apply changes, by site name; Fields says, of each site
+// changed, which of its keys change.
 type Changes struct {
 	Added, Changed, Removed, Unchanged []string
+	Fields                             map[string][]Change
 }
 
-// Apply makes the registry hold exactly sites (a registry file's):
-// sites it lacks are added, sites whose definition differs are
-// redefined (where their harvests stand is kept), sites not in sites are
-// removed, and the others are not touched, so that applying the same
-// sites twice changes nothing. Every schedule is checked before
-// anything is written.
-func (r Registry) Apply(ctx context.Context, sites []config.Site) (Changes, error) {
-	var ch Changes
+// Change is one key of a site's definition that changes: its old and new
+// values as the definition writes them ("" when absent).
+type Change struct {
+	Key      string
+	Old, New string
+}
+
+// Plan says what applying sites (a registry file's) would change, without
+// changing anything: the sites the registry lacks (added), those whose
+// definition differs (changed, with the keys that differ), those not in
+// sites (removed, which Apply removes only when asked to prune), and the
+// others (unchanged). Every schedule is checked.
+func (r Registry) Plan(ctx context.Context, sites []config.Site) (Changes, map[string]string, error) {
+	ch := Changes{Fields: map[string][]Change{}}
 	want := map[string]string{}
 	for i := range sites {
 		if _, err := New(sites[i]); err != nil {
-			return ch, err
+			return ch, nil, err
 		}
 		def, err := definition(&sites[i])
 		if err != nil {
-			return ch, err
+			return ch, nil, err
 		}
 		want[sites[i].Name] = def
 	}
 	rows, err := r.Store.Sites(ctx)
 	if err != nil {
-		return ch, err
+		return ch, nil, err
 	}
 	have := map[string]string{}
 	for _, row := range rows {
@@ -215,25 +224,84 @@ func (r Registry) Apply(ctx context.Context, sites []config.Site) (Changes, erro
 		switch {
 		case ok && old == want[name]:
 			ch.Unchanged = append(ch.Unchanged, name)
-			continue
 		case ok:
 			ch.Changed = append(ch.Changed, name)
+			ch.Fields[name] = diff(old, want[name])
 		default:
 			ch.Added = append(ch.Added, name)
-		}
-		if err := r.Store.PutSite(ctx, state.Site{Name: name, Definition: want[name]}); err != nil {
-			return ch, err
 		}
 	}
 	for _, name := range sortedKeys(have) {
 		if _, ok := want[name]; !ok {
-			if err := r.Store.RemoveSite(ctx, name); err != nil && !errors.Is(err, state.ErrNoSite) {
-				return ch, err
-			}
 			ch.Removed = append(ch.Removed, name)
 		}
 	}
+	return ch, want, nil
+}
+
+// Apply makes the registry hold sites (a registry file's) as Plan says:
+// sites it lacks are added, sites whose definition differs are redefined
+// (where their harvests stand is kept), and the others are not touched,
+// so that applying the same sites twice changes nothing. Sites not in
+// sites are removed only with prune; without it they stay, and Changes
+// still names them as Removed (what prune would remove). Every schedule
+// is checked before anything is written.
+func (r Registry) Apply(ctx context.Context, sites []config.Site, prune bool) (Changes, error) {
+	ch, want, err := r.Plan(ctx, sites)
+	if err != nil {
+		return ch, err
+	}
+	for _, name := range append(slices.Clone(ch.Added), ch.Changed...) {
+		if err := r.Store.PutSite(ctx, state.Site{Name: name, Definition: want[name]}); err != nil {
+			return ch, err
+		}
+	}
+	if prune {
+		for _, name := range ch.Removed {
+			if err := r.Store.RemoveSite(ctx, name); err != nil && !errors.Is(err, state.ErrNoSite) {
+				return ch, err
+			}
+		}
+	}
 	return ch, nil
+}
+
+// diff is the keys whose values differ between two definitions.
+func diff(old, new string) []Change {
+	flat := func(def string) ([]string, map[string]string) {
+		var n yaml.Node
+		var keys []string
+		out := map[string]string{}
+		if yaml.Unmarshal([]byte(def), &n) != nil || len(n.Content) == 0 {
+			return nil, out
+		}
+		m := n.Content[0]
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			v := m.Content[i+1]
+			text := v.Value
+			if v.Kind != yaml.ScalarNode {
+				b, _ := yaml.Marshal(v)
+				text = strings.TrimSpace(string(b))
+			}
+			keys = append(keys, m.Content[i].Value)
+			out[m.Content[i].Value] = text
+		}
+		return keys, out
+	}
+	ok, o := flat(old)
+	nk, n := flat(new)
+	var out []Change
+	seen := map[string]bool{}
+	for _, k := range append(nk, ok...) {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if o[k] != n[k] {
+			out = append(out, Change{Key: k, Old: o[k], New: n[k]})
+		}
+	}
+	return out
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -80,7 +80,7 @@ func TestApply(t *testing.T) {
 	}
 	last := time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC)
 	for i, s := range steps {
-		got, err := reg.Apply(ctx, decode(s.file))
+		got, err := reg.Apply(ctx, decode(s.file), true)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -97,7 +97,7 @@ func TestApply(t *testing.T) {
 	if err != nil || a.When.String() != "every 3d" || !a.Last.Equal(last) || a.LastStatus != "ok" || !a.NextHarvest(time.UTC).Equal(last.AddDate(0, 0, 3)) {
 		t.Errorf("site a after its redefinition: %+v, %v", a, err)
 	}
-	_, err = reg.Apply(ctx, decode("sites:\n"+site("a", "every 1d")+site("d", "every 1 fortnight")))
+	_, err = reg.Apply(ctx, decode("sites:\n"+site("a", "every 1d")+site("d", "every 1 fortnight")), true)
 	if err == nil || !strings.Contains(err.Error(), `sites.yaml:9:5: site "d": schedule`) {
 		t.Errorf("a bad schedule: %v", err)
 	}
