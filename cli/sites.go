@@ -37,7 +37,7 @@ options, its sinks, a schedule ("every 1d", "every 2w", "every 1mo", "every 12h"
 such as "0 3 * * *"), a contact e-mail and a notification policy (always, on_error, on_change).
 "sites apply FILE.yaml" declares the whole registry from a file (a mapping whose key sites lists the
 sites, each with the keys of a config file that belong to a harvest, and name, schedule, contact,
-notify): sites not in the file are removed, and applying the same file twice changes nothing.`,
+notify): it prints its plan first, removes the sites not in the file only with --prune, and applying the same file twice changes nothing.`,
 	}
 	registerState(c.PersistentFlags(), &stateFile)
 	// registry runs fn on the registry of --state; reading never creates

@@ -344,15 +344,17 @@ func RedactHeader(s string) string {
 	return k + ": …"
 }
 
-// prepare takes the password out of the source URL: the state, the logs,
-// the reports and what is published name the source by its identity
-// (state.SourceKey, its URL without the password), and the credentials
-// become an Authorization header sent to the source's origin alone. It is
-// idempotent; every entry point of a harvest calls it.
+// prepare names the source by its identity (state.SourceKey: its URL
+// normalised, without the password), as the state, the logs, the reports
+// and what is published name it — every spelling of one source is one —
+// and the credentials the URL held become an Authorization header sent to
+// the source's origin alone. It is idempotent; every entry point of a
+// harvest calls it.
 func (j *Job) prepare() {
 	if _, auth := source.Credentials(j.Source); auth != "" && j.auth == "" {
-		j.Source, j.auth = state.SourceKey(j.Source), auth
+		j.auth = auth
 	}
+	j.Source = state.SourceKey(j.Source)
 }
 
 // settings are the job's settings its protocol's planner takes.
@@ -361,7 +363,8 @@ func (j *Job) settings() source.Settings {
 }
 
 // Key is the name of the job's source in the state store: SourceKey, else
-// the source's identity (state.SourceKey: its URL without a password).
+// the source's identity (state.SourceKey: its URL normalised, without a
+// password).
 func (j *Job) Key() string {
 	if j.SourceKey != "" {
 		return j.SourceKey

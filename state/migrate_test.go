@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/rsharvest/rsharvest/internal/testbin"
 )
 
 // oldRows are representative rows of a state file at schema version v,
@@ -216,5 +219,72 @@ func checkOldRows(t *testing.T, s *Store, v int, t1, t2 time.Time) {
 		if rs, err := s.Retries(ctx, src, "http://a/cl"); err != nil || len(rs) != 1 || rs[0].Record != "rec" || !rs[0].ChangeTime.Equal(t1) {
 			t.Errorf("retries = %+v, %v", rs, err)
 		}
+	}
+}
+
+// TestMigrateFoldsSourceKeys: a state holding one source under several
+// spellings (before sources were normalised) holds it, once migrated,
+// under its one key: every row of each spelling, the row already under
+// the normalised key kept where two are of one resource — in a file and
+// in PostgreSQL.
+func TestMigrateFoldsSourceKeys(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := t.Context()
+			where := filepath.Join(t.TempDir(), "state.db")
+			if kind == "postgres" {
+				server, stop, err := testbin.Postgres(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer stop()
+				where = server
+			}
+			s, err := Open(ctx, where)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const variant, key = "HTTP://Host:80", "http://host/"
+			run, err := s.BeginRun(ctx, Run{Mode: "baseline", Source: variant})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := func(src, uri, version string) Resource {
+				return Resource{Source: src, URI: uri, Length: 1, Outcome: OutcomeWritten, RunID: run, Version: version, Verified: VerifiedLength}
+			}
+			if err := s.Commit(ctx, Batch{Resources: []Resource{
+				res(variant, "http://host/1", "variant's"), res(variant, "http://host/2", "variant's"), res(key, "http://host/1", "key's"),
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			must(t, s.AddHolders(ctx, variant, []string{"fs:/a"}))
+			must(t, s.AddHolders(ctx, key, []string{"fs:/a", "fs:/b"}))
+			// The store as the previous version left it: the same rows, the
+			// fold not yet applied.
+			if _, err := s.w.ExecContext(ctx, "DELETE FROM schema_version WHERE version = ?", len(s.dialect.migrations())); err != nil {
+				t.Fatal(err)
+			}
+			must(t, s.Close())
+
+			s = openClosed(t, where)
+			for uri, want := range map[string]string{"http://host/1": "key's", "http://host/2": "variant's"} {
+				if r, ok, err := s.Resource(ctx, key, uri); err != nil || !ok || r.Version != want {
+					t.Errorf("Resource(%s) = %+v, %v, %v; want version %s", uri, r, ok, err, want)
+				}
+				if _, ok, err := s.Resource(ctx, variant, uri); err != nil || ok {
+					t.Errorf("Resource(%s, %s) still held: %v", variant, uri, err)
+				}
+			}
+			if got, err := s.Holders(ctx, key); err != nil || !slices.Equal(got, []string{"fs:/a", "fs:/b"}) {
+				t.Errorf("Holders = %q, %v", got, err)
+			}
+			if got, err := s.Holders(ctx, variant); err != nil || len(got) != 0 {
+				t.Errorf("Holders(%s) = %q, %v; want none", variant, got, err)
+			}
+			var runs int
+			if err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM runs WHERE source = ?", key).Scan(&runs); err != nil || runs != 1 {
+				t.Errorf("runs under %s: %d, %v; want 1", key, runs, err)
+			}
+		})
 	}
 }

@@ -496,5 +496,7 @@ ON CONFLICT DO NOTHING;
 `,
 		// 4: SQLite's version 24: a checkpoint is a resource set's.
 		`ALTER TABLE checkpoints RENAME COLUMN capability_list TO resource_set;`,
+		// 5: SQLite's version 25: one source, one key (see foldKeys).
+		foldSourceKeys,
 	}
 }

@@ -3,7 +3,9 @@ package state
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -364,6 +366,9 @@ WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.rep
 		// 24: a checkpoint is a resource set's, whatever its protocol
 		// calls it.
 		`ALTER TABLE checkpoints RENAME COLUMN capability_list TO resource_set;`,
+		// 25: one source, one key: the keys that normalise alike are folded
+		// into one (see foldSourceKeys).
+		foldSourceKeys,
 	}
 }
 
@@ -421,7 +426,12 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	}
 	now := time.Now().UTC().Format(timeLayout)
 	for v := have + 1; v <= len(migs); v++ {
-		if _, err := tx.ExecContext(ctx, migs[v-1]); err != nil {
+		if migs[v-1] == foldSourceKeys {
+			err = foldKeys(ctx, tx)
+		} else {
+			_, err = tx.ExecContext(ctx, migs[v-1])
+		}
+		if err != nil {
 			return fmt.Errorf("migrate to version %d: %w", v, err)
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_version (version, applied) VALUES (?, ?)", v, now); err != nil {
@@ -430,6 +440,86 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// foldSourceKeys is the migration that folds the keys of one source spelt
+// several ways (http://host:8080 and http://host:8080/, HTTP://Host:80/ and
+// http://host/) into its one key, SourceKey's: a step of Go, not of SQL.
+const foldSourceKeys = "-- fold the source keys that normalise alike (see foldKeys)"
+
+// keyedTable is a table that names a source, with the columns that, with
+// the source, identify one of its rows (none: rows are never in conflict).
+type keyedTable struct {
+	name string
+	key  []string
+}
+
+// keyedTables are the tables that name a source.
+func keyedTables() []keyedTable {
+	return []keyedTable{
+		{"resources", []string{"uri"}},
+		{"deliveries", []string{"uri", "sink"}},
+		{"checkpoints", []string{"resource_set"}},
+		{"progress", []string{"resource_set", "key"}},
+		{"retries", []string{"uri"}},
+		{"holders", []string{"sink"}},
+		{"change_documents", nil},
+		{"changes", nil},
+		{"tasks", nil},
+		{"runs", nil},
+	}
+}
+
+// foldKeys renames every source key of the state to SourceKey's, in tx.
+// Where two spellings of one source hold a row of the same identity (the
+// same resource, the same checkpoint), the row already under the
+// normalised key is kept, else the first spelling's in byte order.
+func foldKeys(ctx context.Context, tx *sql.Tx) error {
+	var keys []string
+	for _, t := range keyedTables() {
+		rows, err := tx.QueryContext(ctx, "SELECT DISTINCT source FROM "+t.name)
+		if err != nil {
+			return fmt.Errorf("fold source keys: %s: %w", t.name, err)
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				_ = rows.Close()
+				return fmt.Errorf("fold source keys: %s: %w", t.name, err)
+			}
+			keys = append(keys, k)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("fold source keys: %s: %w", t.name, err)
+		}
+	}
+	slices.Sort(keys)
+	for _, old := range slices.Compact(keys) {
+		key := SourceKey(old)
+		if key == old {
+			continue
+		}
+		for _, t := range keyedTables() {
+			stmts := []string{"UPDATE " + t.name + " SET source = ? WHERE source = ?"}
+			args := [][]any{{key, old}}
+			if t.key != nil {
+				same := ""
+				for _, c := range t.key {
+					same += " AND o." + c + " = " + t.name + "." + c
+				}
+				stmts[0] += " AND NOT EXISTS (SELECT 1 FROM " + t.name + " o WHERE o.source = ?" + same + ")"
+				args[0] = append(args[0], key)
+				stmts = append(stmts, "DELETE FROM "+t.name+" WHERE source = ?")
+				args = append(args, []any{old})
+			}
+			for i, q := range stmts {
+				if _, err := tx.ExecContext(ctx, q, args[i]...); err != nil {
+					return fmt.Errorf("fold source keys: %s: %w", t.name, err)
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -1,18 +1,138 @@
 package state
 
-import "net/url"
+import (
+	"net"
+	"net/url"
+	"strings"
+)
 
 // SourceKey is the name of the source at raw in the state — and in the
-// logs, the reports and everything published: the URL without its password (a URL
-// with credentials, https://user:secret@host/, is https://user@host/).
-// What is not a URL is returned as it is.
+// logs, the reports and everything published: its URL normalised as RFC
+// 3986 (sections 6.2.2 and 6.2.3) does, and without its password, so that
+// every spelling of one source is one identity. The scheme and the host
+// are lowercased, the scheme's default port is dropped, an empty path is
+// "/", dot segments are removed, percent-encodings are uppercased and those
+// of unreserved characters decoded: HTTP://Host:80/a/./b/%7euser and
+// http://host/a/b/~user are one source. A URL with credentials,
+// https://user:secret@host/, is https://user@host/. What is not an
+// absolute URL with a host is returned as it is.
 func SourceKey(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil || u.Scheme == "" || u.Opaque != "" || u.Host == "" {
 		return raw
 	}
-	if _, has := u.User.Password(); has {
-		u.User = url.User(u.User.Username())
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.User(u.User.Username())
+		}
 	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == defaultPort(u.Scheme) {
+		port = ""
+	}
+	switch {
+	case port != "":
+		u.Host = net.JoinHostPort(host, port)
+	case strings.Contains(host, ":"):
+		u.Host = "[" + host + "]"
+	default:
+		u.Host = host
+	}
+	p := removeDotSegments(normalPercent(u.EscapedPath()))
+	if p == "" {
+		p = "/"
+	}
+	if unescaped, err := url.PathUnescape(p); err == nil {
+		u.Path, u.RawPath = unescaped, p
+	}
+	u.RawQuery = normalPercent(u.RawQuery)
 	return u.String()
+}
+
+// defaultPort is the port a URL of scheme names when it names none ("" for
+// any port when a scheme has none rsharvest knows; ":" alone is dropped too).
+func defaultPort(scheme string) string {
+	switch scheme {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	case "ftp":
+		return "21"
+	}
+	return ""
+}
+
+// normalPercent returns s with its percent-encodings in upper case and
+// those of unreserved characters (RFC 3986 section 2.3) decoded. Malformed
+// ones are left as they are.
+func normalPercent(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' || i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			b.WriteByte(s[i])
+			continue
+		}
+		c := unhex(s[i+1])<<4 | unhex(s[i+2])
+		if isUnreserved(c) {
+			b.WriteByte(c)
+		} else {
+			b.WriteString(strings.ToUpper(s[i : i+3]))
+		}
+		i += 2
+	}
+	return b.String()
+}
+
+// removeDotSegments is RFC 3986's remove_dot_segments (section 5.2.4).
+func removeDotSegments(in string) string {
+	var out []string
+	for in != "" {
+		switch {
+		case strings.HasPrefix(in, "../"):
+			in = in[3:]
+		case strings.HasPrefix(in, "./"):
+			in = in[2:]
+		case strings.HasPrefix(in, "/./"):
+			in = in[2:]
+		case in == "/.":
+			in = "/"
+		case strings.HasPrefix(in, "/../"), in == "/..":
+			in = "/" + in[min(len(in), 4):]
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		case in == "." || in == "..":
+			in = ""
+		default:
+			seg := in
+			if j := strings.IndexByte(in[1:], '/'); j >= 0 {
+				seg = in[:j+1]
+			}
+			out = append(out, seg)
+			in = in[len(seg):]
+		}
+	}
+	return strings.Join(out, "")
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0
 }

@@ -10,6 +10,24 @@ func TestSourceKey(t *testing.T) {
 		"https://example.org/rs/":              "https://example.org/rs/",
 		"https://alice:s3cret@example.org/rs/": "https://alice@example.org/rs/",
 		"https://alice@example.org/":           "https://alice@example.org/",
+		"http://host:8080":                     "http://host:8080/",
+		"http://host:8080/":                    "http://host:8080/",
+		"HTTP://Host:80/":                      "http://host/",
+		"http://host":                          "http://host/",
+		"https://EXAMPLE.org:443/rs/":          "https://example.org/rs/",
+		"http://host:/":                        "http://host/",
+		"http://host/a/./b/../c/":              "http://host/a/c/",
+		"http://host/../a/..":                  "http://host/",
+		"http://host/a/%7euser/%2fx%3a":        "http://host/a/~user/%2Fx%3A",
+		"http://host/%41%62c?x=%7e%2f#Frag":    "http://host/Abc?x=~%2F#Frag",
+		"http://[::1]:80/a":                    "http://[::1]/a",
+		"http://[::1]:8080/a":                  "http://[::1]:8080/a",
+		"https://alice:s3cret@Example.ORG:443": "https://alice@example.org/",
+		"http://host/a//b/":                    "http://host/a//b/",
+		"http://host/a#sinks-0a1b2c3d":         "http://host/a#sinks-0a1b2c3d",
+		"http://Host:80#sinks-0a1b2c3d":        "http://host/#sinks-0a1b2c3d",
+		"/var/data/list.xml":                   "/var/data/list.xml",
+		"file:///var/data/list.xml":            "file:///var/data/list.xml",
 	} {
 		if got := SourceKey(raw); got != want {
 			t.Errorf("SourceKey(%s) = %s, want %s", raw, got, want)
@@ -40,4 +58,18 @@ func TestPostgresPasswordRedacted(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzSourceKey: normalising is idempotent — a key is its own key — so a
+// source named by the key it was recorded under is the same source.
+func FuzzSourceKey(f *testing.F) {
+	for _, s := range []string{"HTTP://Host:80/a/./b/../%7e", "http://u:p@h:8080", "http://[::1]:80/%2f?q=%7e", "x", "http://h/..//../a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		k := SourceKey(raw)
+		if again := SourceKey(k); again != k {
+			t.Errorf("SourceKey(%q) = %q, but SourceKey(%q) = %q", raw, k, k, again)
+		}
+	})
 }
