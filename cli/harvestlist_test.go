@@ -31,10 +31,22 @@ func TestHarvestListCommand(t *testing.T) {
 	defer srv.Close()
 	list := srv.URL + "harvestlist.xml"
 	db := filepath.Join(dir, "s.db")
+	// Without flags, every document is validated: the two that are not
+	// what they say (malformed, of another namespace) are failures, and
+	// are not stored.
 	code, out, stderr := run(t, "sync", "--source", list, "--sink", "fs:"+filepath.Join(dir, "m"), "--state", db, "--progress", "none", "--retries", "0")
 	if code != ExitPartial || !strings.Contains(stderr, "protocol=harvest-list") ||
-		!regexp.MustCompile(`resources: 11 written, 0 deleted, 0 unchanged, 2 failed, 1 skipped`).MatchString(out) || strings.Contains(out, "--require-hash") {
+		!regexp.MustCompile(`resources: 9 written, 0 deleted, 0 unchanged, 4 failed, 1 skipped`).MatchString(out) || strings.Contains(out, "--require-hash") ||
+		!strings.Contains(out, bench.HarvestListDocID(bench.HarvestListMalformed)+": fs: put") || !strings.Contains(out, "invalid document") {
 		t.Fatalf("sync: exit %d\n%s%s", code, out, stderr)
+	}
+	if n := countFiles(t, filepath.Join(dir, "m")); n != 9 {
+		t.Errorf("%d documents stored, want the 9 valid ones", n)
+	}
+	// --validate=false stores them unchecked.
+	code, out, stderr = run(t, "sync", "--source", list, "--sink", "fs:"+filepath.Join(dir, "unchecked"), "--state", filepath.Join(dir, "u.db"), "--progress", "none", "--retries", "0", "--validate=false")
+	if code != ExitPartial || !strings.Contains(out, "resources: 11 written, 0 deleted, 0 unchanged, 2 failed, 1 skipped") {
+		t.Fatalf("sync --validate=false: exit %d\n%s%s", code, out, stderr)
 	}
 	// Validated (and against a schema): three documents fewer stored.
 	xsd := filepath.Join(dir, "eml.xsd")
@@ -51,7 +63,7 @@ func TestHarvestListCommand(t *testing.T) {
 	}
 	registry := filepath.Join(dir, "sites.yaml")
 	if err := os.WriteFile(registry, []byte(`sites:
-  - {name: eml, source: "`+list+`", protocol: harvest-list, retries: 0, sinks: [fs:eml], schedule: every 1d}
+  - {name: eml, source: "`+list+`", protocol: harvest-list, validate: false, retries: 0, sinks: [fs:eml], schedule: every 1d}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +173,7 @@ func TestHarvestListReports(t *testing.T) {
 }
 
 // TestDaemonHarvestList: the daemon harvests a registry site of
-// protocol harvest-list as any other: every reachable document stored,
+// protocol harvest-list as any other: every reachable document that is valid stored,
 // the harvest partial (the unreachable one), in the harvest log.
 func TestDaemonHarvestList(t *testing.T) {
 	dir := t.TempDir()
@@ -184,10 +196,10 @@ func TestDaemonHarvestList(t *testing.T) {
 	if s := siteStatus(t, db, "eml"); s != "partial" {
 		t.Errorf("site eml: %s, want partial (one document unreachable)", s)
 	}
-	if n := countFiles(t, filepath.Join(dir, "eml")); n != 9 {
-		t.Errorf("%d documents stored, want 9", n)
+	if n := countFiles(t, filepath.Join(dir, "eml")); n != 7 {
+		t.Errorf("%d documents stored, want 7 (the valid ones)", n)
 	}
-	if _, log, _ := run(t, "log", "--state", db, "--site", "eml"); !strings.Contains(log, "eml  harvest ended      run 1: partial: 9 written") {
+	if _, log, _ := run(t, "log", "--state", db, "--site", "eml"); !strings.Contains(log, "eml  harvest ended      run 1: partial: 7 written") {
 		t.Errorf("the harvest log:\n%s", log)
 	}
 }

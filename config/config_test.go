@@ -326,13 +326,16 @@ func TestFlagsOverride(t *testing.T) {
 // TestEncodeRoundTrip: each setting's value, written back as a file's
 // value, reads back the same (what a site stores).
 func TestEncodeRoundTrip(t *testing.T) {
-	doc, err := config.Decode(strings.NewReader("source: http://x/\nsinks: [fs:/m, s3://b]\nconcurrency: 2\nrate: 0.5\nheaders: {A: 'b: c'}\nstall_timeout: 90s\nbwlimit: 1M\nmax_delete: 10\nset: [a, b]\nrequire_hash: true\n"), cfgName)
+	doc, err := config.Decode(strings.NewReader("source: http://x/\nsinks: [fs:/m, s3://b]\nconcurrency: 2\nrate: 0.5\nheaders: {A: 'b: c'}\nstall_timeout: 90s\nbwlimit: 1M\nmax_delete: 10\nset: [a, b]\nrequire_hash: true\nvalidate: false\n"), cfgName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	j, p := harvest.DefaultJob(), proc{Progress: "auto", LogLevel: "info", LogFormat: "text"}
 	if err := doc.Apply(table(), nil, &j, &p); err != nil {
 		t.Fatal(err)
+	}
+	if !j.NoValidate {
+		t.Error("validate: false left validation on")
 	}
 	for _, s := range table() {
 		v := s.Bind(&j)

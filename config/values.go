@@ -128,11 +128,19 @@ func (v *entryValue) Decode(c *Context, key string, n *yaml.Node) error {
 func (v *entryValue) Encode() *yaml.Node { return scalar("!!str", v.String()) }
 
 // Bool is true or false; its flag may be given alone (--flag).
-func Bool(p *bool) Value { return &boolValue{p} }
+func Bool(p *bool) Value { return &boolValue{p: p} }
 
-type boolValue struct{ p *bool }
+// Not is a Bool whose variable holds its negation: a setting true by
+// default (--validate, --validate=false) kept in a variable whose zero
+// value is that default (NoValidate).
+func Not(p *bool) Value { return &boolValue{p: p, not: true} }
 
-func (v *boolValue) String() string   { return strconv.FormatBool(*v.p) }
+type boolValue struct {
+	p   *bool
+	not bool
+}
+
+func (v *boolValue) String() string   { return strconv.FormatBool(*v.p != v.not) }
 func (v *boolValue) Type() string     { return "bool" }
 func (v *boolValue) IsBoolFlag() bool { return true }
 
@@ -141,7 +149,7 @@ func (v *boolValue) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("want true or false")
 	}
-	*v.p = b
+	*v.p = b != v.not
 	return nil
 }
 
@@ -150,7 +158,7 @@ func (v *boolValue) Decode(c *Context, key string, n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
 		return c.Errorf(n, "%s: want true or false, not %s", key, describe(n))
 	}
-	*v.p = b
+	*v.p = b != v.not
 	return nil
 }
 

@@ -375,7 +375,7 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		MaxDelete:       j.MaxDelete,
 		DryRun:          j.DryRun,
 		DeleteUnlisted:  j.DeleteUnlisted,
-		Validate:        j.CheckDocuments || len(schemas) > 0,
+		Validate:        !j.NoValidate || len(schemas) > 0,
 		Schemas:         schemas,
 		Preview:         h.Preview,
 		Set:             set,

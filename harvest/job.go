@@ -72,11 +72,15 @@ type Job struct {
 	// BwLimit caps the bytes per second received from the source, all
 	// requests together (--bwlimit: "10M", "500k", "2.5MB/s"; 0: no cap).
 	BwLimit fetch.Bandwidth
-	// CheckDocuments checks each document that says what it must be
-	// before it is stored (--validate, pipeline.Options.Validate); Schemas
-	// are "TYPE=FILE.xsd", the XSD to validate a type against (--schema).
-	CheckDocuments bool
-	Schemas        []string
+	// NoValidate stores documents unchecked (--validate=false): by
+	// default each document that says what it must be (a harvest list's
+	// documentType) is checked before it is stored, and one that is not
+	// what it says is that document's permanent failure
+	// (pipeline.Options.Validate). Schemas are "TYPE=FILE.xsd", the XSD
+	// to validate a type against (--schema); they check even with
+	// NoValidate.
+	NoValidate bool
+	Schemas    []string
 	// DeleteUnlisted removes what a protocol whose lists name everything
 	// (a harvest list) no longer lists (--delete-unlisted); otherwise it
 	// is kept and reported.
