@@ -81,22 +81,45 @@ var ErrTooManyDeletes = errors.New("the run would delete more than --max-delete 
 
 // deleteGuard holds back a run's deletions until its plan is read whole,
 // so that a run that would delete more than its limit stops before
-// deleting anything. It holds at most limit+1 records.
+// deleting anything, saying how many it would have deleted. It holds at
+// most limit records, and counts the rest. A dry run's deletions are not
+// held: it previews the whole plan, then says whether the real run would
+// stop.
 type deleteGuard struct {
 	limit, held int64
 	spec        DeleteLimit
-	waiting     []entryJob
+	dry         bool
+	// would counts the deletions the plan asks for.
+	would   int64
+	waiting []entryJob
 }
 
-// hold keeps j, a record deleting a resource the state holds, until
-// release; past the limit it returns an error wrapping
-// ErrTooManyDeletes.
-func (g *deleteGuard) hold(j entryJob) error {
-	g.waiting = append(g.waiting, j)
-	if int64(len(g.waiting)) > g.limit {
-		return errclass.Fatalf("%w (%s: at most %d of the %d resources held); nothing was deleted: give a larger --max-delete if the source did remove them", ErrTooManyDeletes, g.spec, g.limit, g.held)
+// hold takes j, a record deleting a resource the state holds: kept until
+// the plan is read whole while the deletions are within the limit,
+// counted only past it; a dry run's is sent on at once (send).
+func (g *deleteGuard) hold(ctx context.Context, j entryJob, send func(context.Context, entryJob) error) error {
+	g.would++
+	switch {
+	case g.dry:
+		return send(ctx, j)
+	case g.would <= g.limit:
+		g.waiting = append(g.waiting, j)
 	}
 	return nil
+}
+
+// check returns, once the plan is read whole, the error of a run whose
+// deletions exceed the limit (wrapping ErrTooManyDeletes, naming how many
+// it would have made), or nil.
+func (g *deleteGuard) check() error {
+	if g == nil || g.would <= g.limit {
+		return nil
+	}
+	err := errclass.Fatalf("%w (%s: at most %d of the %d resources held); nothing was deleted: it would have deleted %d; give a larger --max-delete if the source did remove them", ErrTooManyDeletes, g.spec, g.limit, g.held, g.would)
+	if g.dry {
+		err = fmt.Errorf("the real run would stop before deleting anything: %w", err)
+	}
+	return err
 }
 
 // wouldDelete reports whether record rec deletes a resource the state

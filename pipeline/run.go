@@ -259,6 +259,10 @@ type run struct {
 	// checkpoints are where the run's plan leaves each resource set when
 	// every unit succeeds (set when planning ends).
 	checkpoints []source.Checkpoint
+	// wouldStop is the error of the real run that a dry run's plan would
+	// have stopped (too many deletions: see deleteGuard), ending the dry
+	// run once its whole plan is previewed.
+	wouldStop error
 
 	// docMu orders the run's decisions on the copies of documents kept
 	// for conditional requests (see keepCopy, forgetCopy).
@@ -665,7 +669,7 @@ func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Pack
 		if err != nil {
 			return err
 		}
-		guard = &deleteGuard{limit: r.opts.MaxDelete.of(held), held: held, spec: r.opts.MaxDelete}
+		guard = &deleteGuard{limit: r.opts.MaxDelete.of(held), held: held, spec: r.opts.MaxDelete, dry: r.opts.DryRun}
 	}
 	cps, err := r.planTask(ctx, task, func(ctx context.Context, u source.Unit) error {
 		if u.Record != nil {
@@ -677,7 +681,7 @@ func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Pack
 					return err
 				}
 				if would {
-					return guard.hold(j)
+					return guard.hold(ctx, j, send)
 				}
 			}
 			return send(ctx, j)
@@ -695,6 +699,15 @@ func (r *run) plan(ctx context.Context, task source.Task, out chan<- source.Pack
 		err = r.unlisted(ctx, guard, send)
 	}
 	if err != nil || guard == nil {
+		return err
+	}
+	if guard.dry {
+		// The whole plan is previewed; then the run says whether the real
+		// one would have stopped (see finish).
+		r.wouldStop = guard.check()
+		return nil
+	}
+	if err := guard.check(); err != nil {
 		return err
 	}
 	// The plan is read whole and its deletions are within the limit.
@@ -742,12 +755,17 @@ func (r *run) send(ctx context.Context, res result) error {
 // finish closes the run: status, state, report.
 func (r *run) finish(ctx context.Context, rep *runreport.Report, runErr error) (*runreport.Report, error) {
 	r.stopLive()
+	if runErr == nil {
+		runErr = r.wouldStop
+	}
 	rep.Finished = time.Now().UTC()
 	r.rec.fill(rep, r.counts)
 	st := r.opts.Client.Stats()
 	rep.Fetch = runreport.FetchStats{Requests: st.Requests, Retries: st.Retries, Resumes: st.Resumes, Restarts: st.Restarts, Throttled: st.Throttled}
-	if rep.Packages.Total == 0 {
-		// No package: what came is the lists, pages and resources.
+	if rep.Packages.Total == 0 || runErr != nil {
+		// No package: what came is the lists, pages and resources. A run
+		// interrupted or stopped says what it received, the packages it
+		// was reading included.
 		rep.Bytes.Downloaded = max(rep.Bytes.Downloaded, st.BytesDownloaded)
 	}
 	if rep.Mode == "baseline" {

@@ -54,7 +54,7 @@ func (r *run) noLongerListed(ctx context.Context, uris []string, guard *deleteGu
 		rec := &source.Record{URI: uri, Listed: r.opts.Source, Change: source.Deleted, Length: -1, ChangeTime: time.Now().UTC()}
 		j := entryJob{pkg: &source.Package{URL: r.opts.Source, Dump: r.opts.Source, List: true}, rec: rec, done: func() {}, ep: r.marks.enter()}
 		if guard != nil {
-			if err := guard.hold(j); err != nil {
+			if err := guard.hold(ctx, j, send); err != nil {
 				return err
 			}
 			continue
