@@ -2,14 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/notify"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
@@ -17,25 +21,28 @@ import (
 
 // runCommand returns the "run" command: harvest the named sites of the
 // registry now, or every site that is due (--due), several at once, each
-// an independent task — what a crontab line calls.
+// an independent task — what a crontab line calls. It takes every setting
+// of how a harvest goes (config.OfRun: --bwlimit, --retries, --progress,
+// --dry-run…), laid over each site's own for this run.
 func (a *app) runCommand() *cobra.Command {
 	var (
-		stateFile   string
+		f           syncFlags
 		due         bool
 		concurrency int
-		waitLock    time.Duration
-		spoolDir    string
 		rf          reportFlags
 	)
 	c := &cobra.Command{
 		Use:               "run [SITE…]",
-		ValidArgsFunction: a.completeSites(&stateFile),
+		ValidArgsFunction: a.completeSites(&f.State),
 		Short:             "Harvest the named sites of the registry now, or every site that is due (--due), several at once",
 		Long: `Harvests sites of the registry (see "rsharvest sites"): the named ones now, or with --due every site
 whose next harvest has come. Each site is synced as "rsharvest sync" would (a baseline the first time, then
 incremental), --sites-concurrency at a time, each on its own; a site that fails does not stop the others.
-Its last harvest is recorded and its next derived from its schedule. Exit 0 when every site harvested
-succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
+Its last harvest is recorded and its next derived from its schedule. The flags of how a harvest goes
+(--bwlimit, --retries, --max-delete, …) are laid over each site's own settings for this run; --dry-run
+prints what each site's harvest would do and changes nothing. While a daemon holds the state file, the
+sites named are handed to it: it harvests them at once, as its status page's "harvest now" does.
+Exit 0 when every site harvested succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if due == (len(args) > 0) {
 				return usagef("run: name the sites to harvest, or give --due (not both)")
@@ -45,7 +52,17 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 			}
 			ctx := c.Context()
 			log := a.logger()
-			st, err := a.openSitesState(ctx, stateFile, waitLock, c.CommandPath(), log)
+			var st *state.Store
+			var err error
+			if f.dryRun {
+				st, err = a.openStateToRead(ctx, f.State)
+			} else {
+				st, err = a.openSitesState(ctx, f.State, f.WaitLock, c.CommandPath(), log)
+			}
+			var locked *state.LockedError
+			if errors.As(err, &locked) && !due && isDaemon(locked.Holder) {
+				return a.askDaemon(ctx, f.State, locked.Holder, args)
+			}
 			if err != nil {
 				return err
 			}
@@ -58,12 +75,26 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 				fmt.Fprintln(a.stdout, "no site is due")
 				return nil
 			}
-			rs, err := rf.sender(st)
-			if err != nil {
-				return err
+			var rs *notify.Sender // a dry run sends no report
+			if !f.dryRun {
+				if rs, err = rf.sender(st); err != nil {
+					return err
+				}
 			}
 			h, done := a.sitesHarvester(st, c.CommandPath())
-			ok, err := h.RunSites(ctx, c.CommandPath(), sites, concurrency, spoolDir, rs, done)
+			h.Over = harvest.Over(f.Job, func(s *config.Setting) bool { return c.Flags().Changed(s.Name) })
+			if h.DryRun = f.dryRun; f.dryRun {
+				h.Preview = a.printPreview()
+			}
+			counts := &harvest.Counts{}
+			shown := f.Progress
+			if a.quiet || (f.dryRun && shown == "auto") {
+				shown = "none" // a dry run's lines go to standard output
+			}
+			stopProgress := a.display().Start(ctx, shown, counts, log)
+			h.Counts = counts
+			ok, err := h.RunSites(ctx, c.CommandPath(), sites, concurrency, "", rs, done)
+			stopProgress()
 			if err != nil {
 				return err
 			}
@@ -73,14 +104,42 @@ succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 			return nil
 		},
 	}
+	f.Job = harvest.DefaultJob()
+	f.processOpts = processOpts{State: defaultStateFile(), Progress: "auto"}
 	fl := c.Flags()
-	registerState(fl, &stateFile)
+	registerSettings(fl, settings(), config.AsFlag|config.OfRun, &f.Job, &f.processOpts)
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print what each site's harvest would fetch, write and delete, changing nothing: not the sinks, not the state, not the registry's last and next harvests")
 	fl.BoolVar(&due, "due", false, "harvest every site whose next harvest has come")
 	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
-	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another run to release the state file (0: fail at once)")
-	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
 	rf.register(c)
 	return c
+}
+
+// isDaemon reports whether the holder of a state file is a daemon.
+func isDaemon(h state.Holder) bool { return strings.HasSuffix(h.Command, " daemon") }
+
+// askDaemon hands the sites named to the daemon that holds the state file
+// at file (holder): each is made due now in the registry, as the status
+// page's "harvest now" does (harvest.Harvester.Act, in the harvest log),
+// which the daemon reads within a second and harvests.
+func (a *app) askDaemon(ctx context.Context, file string, holder state.Holder, names []string) error {
+	st, err := a.openStateToRead(ctx, file)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	sites, err := harvest.Chosen(ctx, site.Registry{Store: st}, names, false, time.Now())
+	if err != nil {
+		return noSite(err)
+	}
+	h := &harvest.Harvester{Store: st, Log: a.logger()}
+	for _, s := range sites {
+		if err := h.Act(ctx, site.Action{Verb: site.ActHarvest, Site: s.Name, Who: fmt.Sprintf("rsharvest run (pid %d)", os.Getpid())}); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "site %s: handed to the daemon that holds the state file (%s), which harvests it now; follow it with: rsharvest log --site %s\n", s.Name, holder, s.Name)
+	}
+	return nil
 }
 
 // openSitesState opens the state store for harvesting sites, several at
@@ -115,7 +174,7 @@ func (a *app) sitesHarvester(st *state.Store, command string) (*harvest.Harveste
 			fmt.Fprintf(&b, "skipped: %v\n", err)
 		} else if rep != nil {
 			b.WriteString(summary(rep, err))
-			if err != nil {
+			if err != nil && !errors.Is(err, context.Canceled) { // an interruption is said once, by Main
 				fmt.Fprintf(&b, "  error: %v\n", err)
 			}
 		} else {

@@ -45,13 +45,13 @@ func processSettings() config.Table {
 		}
 	}
 	return config.Table{
-		{Name: "state", Where: flagAndFile, Env: "RSHARVEST_STATE", Help: stateHelp,
+		{Name: "state", Where: flagAndFile | config.OfRun, Env: "RSHARVEST_STATE", Help: stateHelp,
 			Bind: opts(func(p *processOpts) config.Value { return config.StatePath(&p.State) })},
 		{Name: "report", Where: flagAndFile, Help: "write the run's report as JSON to this file",
 			Bind: opts(func(p *processOpts) config.Value { return config.Path(&p.Report) })},
-		{Name: "progress", Where: flagAndFile, Help: "progress display: auto (bars on a terminal, log lines otherwise), bars, log, none",
+		{Name: "progress", Where: flagAndFile | config.OfRun, Help: "progress display: auto (bars on a terminal, log lines otherwise), bars, log, none",
 			Bind: opts(func(p *processOpts) config.Value { return config.OneOf(&p.Progress, "auto", "bars", "log", "none") })},
-		{Name: "wait-lock", Where: flagAndFile, Help: "when another run uses the state file, wait up to this long for it to end (default: fail at once)",
+		{Name: "wait-lock", Where: flagAndFile | config.OfRun, Help: "when another run uses the state file, wait up to this long for it to end (default: fail at once)",
 			Bind: opts(func(p *processOpts) config.Value { return config.Duration(&p.WaitLock) })},
 		{Name: "log-level", Where: flagAndFile, Help: "log level: debug, info, warn, error",
 			Bind: ofApp(func(a *app) config.Value { return config.OneOf(&a.logLevel, "debug", "info", "warn", "error") })},
@@ -59,6 +59,16 @@ func processSettings() config.Table {
 			Bind: ofApp(func(a *app) config.Value { return config.OneOf(&a.logFormat, "text", "json") })},
 		{Name: "quiet", Short: "q", Where: flagAndFile, Help: "only warnings and errors: no info log records, no progress display (the summary is still printed)",
 			Bind: ofApp(func(a *app) config.Value { return config.Bool(&a.quiet) })},
+	}
+}
+
+// registerSettings adds the flags of t's settings given where (see
+// config.Table.Register), bound to targets; those kept for compatibility
+// only are hidden.
+func registerSettings(fl *pflag.FlagSet, t config.Table, where config.Where, targets ...any) {
+	t.Register(fl, where, targets...)
+	if fl.Lookup("allow-missing-hash") != nil {
+		_ = fl.MarkDeprecated("allow-missing-hash", "resources without a hash are accepted by default; --require-hash refuses them")
 	}
 }
 

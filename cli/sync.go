@@ -41,8 +41,7 @@ func (f *syncFlags) register(c *cobra.Command, without ...string) {
 	f.Job = harvest.DefaultJob()
 	f.processOpts = processOpts{State: defaultStateFile(), Progress: "auto"}
 	fl := c.Flags()
-	settings().Without(without...).Register(fl, config.AsFlag, &f.Job, &f.processOpts)
-	_ = fl.MarkDeprecated("allow-missing-hash", "resources without a hash are accepted by default; --require-hash refuses them")
+	registerSettings(fl, settings().Without(without...), config.AsFlag, &f.Job, &f.processOpts)
 	fl.StringVar(&f.config, "config", "", "YAML config file; flags given on the command line override it")
 }
 
@@ -180,6 +179,9 @@ func (a *app) printPreview() func(harvest.Preview) {
 	return func(p harvest.Preview) {
 		mu.Lock()
 		defer mu.Unlock()
+		if p.Site != "" {
+			fmt.Fprintf(a.stdout, "site %s: ", p.Site)
+		}
 		switch {
 		case p.Action == harvest.PreviewDelete:
 			fmt.Fprintf(a.stdout, "would delete %s\n", p.URI)

@@ -22,11 +22,19 @@ const (
 	InFile
 	// InSite: a key of a site, in a registry file or by sites add/edit.
 	InSite
+	// OfRun: a flag of the harvest of registry sites (run), laid over each
+	// site's own value for that harvest: how a harvest goes (--bwlimit,
+	// --retries), not what it harvests (its source, sinks, protocol).
+	OfRun
 )
 
 // Harvest is where a setting of a harvest may be given: a flag, a config
 // file and a site.
 const Harvest = AsFlag | InFile | InSite
+
+// Tuning is where a setting of how a harvest goes may be given: where a
+// harvest's may, and over a site's for one run (OfRun).
+const Tuning = Harvest | OfRun
 
 // Setting is one row of the settings table: a setting declared once, from
 // which the flags of every command that takes it, the keys of config and
@@ -137,6 +145,23 @@ func (t Table) keys(where Where) []string {
 	return out
 }
 
+// Lay sets in to each setting of t that given reports given, to its value
+// in from (two targets of one kind: a job given by flags, a site's job),
+// through its file form. It stops at the first value to that refuses it.
+func (t Table) Lay(from, to any, given func(*Setting) bool) error {
+	for i := range t {
+		s := &t[i]
+		src, dst := s.Bind(from), s.Bind(to)
+		if src == nil || dst == nil || !given(s) {
+			continue
+		}
+		if err := dst.Decode(NewContext("--"+s.Name), s.FileKey(), src.Encode()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // bind returns the variable s sets in the first of targets that holds one.
 func (s *Setting) bind(targets []any) Value {
 	for _, t := range targets {
@@ -200,7 +225,7 @@ func (t Table) Reference(w io.Writer, where Where, targets ...any) error {
 		for _, p := range []struct {
 			w    Where
 			name string
-		}{{AsFlag, "flag"}, {InFile, "config file"}, {InSite, "site"}} {
+		}{{AsFlag, "flag"}, {InFile, "config file"}, {InSite, "site"}, {OfRun, "run (over a site's)"}} {
 			if s.Where&p.w != 0 {
 				in = append(in, p.name)
 			}

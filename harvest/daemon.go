@@ -1,9 +1,11 @@
 package harvest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rsharvest/rsharvest/daemon"
@@ -37,6 +39,11 @@ type DaemonOptions struct {
 	// and wakes the schedule.
 	Listen           string
 	Operator, Viewer status.Credentials
+	// ActionPoll is how often the harvest log is read for operators'
+	// actions (Act) — on the status page, or by another process (run SITE
+	// while the daemon holds the state file) — each of which wakes the
+	// schedule (0: every second).
+	ActionPoll time.Duration
 }
 
 // Daemon runs the registry's schedule as a service until ctx ends (see
@@ -51,25 +58,26 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 	}
 	log := h.log()
 	d.Store, d.Log = h.Store, log
-	// An operator's action on the page wakes the daemon: a "harvest now"
-	// starts at once.
+	// An operator's action — on the page, or by another process — wakes
+	// the daemon: a "harvest now" starts at once.
 	wake := make(chan struct{}, 1)
+	last, err := h.Store.LastEventID(ctx)
+	if err != nil {
+		return err
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	watching.Go(func() { h.watchActions(watchCtx, last, cmp.Or(o.ActionPoll, time.Second), wake) })
+	defer func() {
+		stopWatch()
+		watching.Wait()
+	}()
 	if d.Queue == nil {
 		d.Queue = &daemon.Queue{}
 	}
 	d.Wake = wake
 	if o.Listen != "" {
-		act := func(ctx context.Context, a site.Action) error {
-			if err := h.Act(ctx, a); err != nil {
-				return err
-			}
-			select {
-			case wake <- struct{}{}:
-			default: // a wake is pending already
-			}
-			return nil
-		}
-		page := status.Options{Store: h.Store, Act: act, Queue: d.Queue, Operator: o.Operator, Viewer: o.Viewer}
+		page := status.Options{Store: h.Store, Act: h.Act, Queue: d.Queue, Operator: o.Operator, Viewer: o.Viewer}
 		if !page.HasAuth() {
 			log.Warn("only /healthz is served: set RSHARVEST_STATUS_TOKEN, or RSHARVEST_STATUS_USER and RSHARVEST_STATUS_PASSWORD, for the status page and /metrics")
 		}
@@ -111,4 +119,30 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 		runErr = err
 	}
 	return runErr
+}
+
+// watchActions reads the harvest log every poll, from after event last,
+// for operators' actions (Act), and wakes the daemon (a send on wake) for
+// each new one, until ctx ends. A failed read is logged and tried again.
+func (h *Harvester) watchActions(ctx context.Context, last int64, poll time.Duration, wake chan<- struct{}) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		id, err := h.Store.EventAfter(ctx, last, harvestlog.Action)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			h.log().Warn("reading the harvest log for operators' actions", "error", err)
+		case id > last:
+			last = id
+			select {
+			case wake <- struct{}{}:
+			default: // a wake is pending already
+			}
+		}
+	}
 }

@@ -60,6 +60,22 @@ type Harvester struct {
 	// UnitPoll is how often a spread harvest looks whether its units are
 	// done (0: DefaultUnitPoll).
 	UnitPoll time.Duration
+	// Over, when set, changes every registry site's job after the site's
+	// settings (Site): a command's flags laid over them for one harvest
+	// (run --bwlimit 1M; see Over).
+	Over func(*Job) error
+	// DryRun makes every harvest of a registry site a dry run (Job.DryRun)
+	// that changes nothing: neither the registry (its last and next
+	// harvest), nor the harvest log, nor a report is written or sent.
+	DryRun bool
+}
+
+// Over returns a Harvester.Over that lays over a site's job the settings
+// of the harvest of registry sites (config.OfRun) that given reports given
+// (the flags given), at their values in flags.
+func Over(flags Job, given func(*config.Setting) bool) func(*Job) error {
+	ofRun := func(s *config.Setting) bool { return s.Where&config.OfRun != 0 && given(s) }
+	return func(j *Job) error { return Settings().Lay(&flags, j, ofRun) }
 }
 
 // Run harvests j in mode m and returns the run's report (nil when the run
@@ -268,12 +284,16 @@ func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*r
 	}
 	defer release()
 	j, err := SiteJob(s)
+	if err == nil && h.Over != nil {
+		err = h.Over(&j)
+	}
 	if err != nil {
 		return nil, &InvalidError{fmt.Errorf("site %s: %w", s.Name, err)}
 	}
 	if spoolDir != "" {
 		j.SpoolDir = spoolDir
 	}
+	j.DryRun = j.DryRun || h.DryRun
 	rep, err := h.harvest(ctx, Sync, j, siteSourceWait)
 	if IsInvalid(err) {
 		err = &InvalidError{fmt.Errorf("site %s: %w", s.Name, err)}

@@ -96,6 +96,10 @@ func Chosen(ctx context.Context, reg site.Registry, names []string, due bool, no
 // harvest succeeded; its error is one recording the log's events, or
 // ctx's.
 func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.Site, concurrency int, spoolDir string, rs *notify.Sender, done Harvested) (bool, error) {
+	if h.DryRun {
+		_, ok := h.Sites(ctx, sites, concurrency, spoolDir, nil, done)
+		return ok, ctx.Err()
+	}
 	names := make([]string, len(sites))
 	for i, s := range sites {
 		names[i] = s.Name
@@ -139,6 +143,12 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 		h.log().Info("site skipped: harvested elsewhere", "site", s.Name, "why", err)
 		if done != nil {
 			done(s, nil, err, nil)
+		}
+		return notify.Harvest{}, err
+	}
+	if h.DryRun {
+		if done != nil {
+			done(s, rep, err, nil)
 		}
 		return notify.Harvest{}, err
 	}

@@ -16,6 +16,8 @@ type Preview struct {
 	Action string
 	URI    string
 	Length int64
+	// Site is the registry site harvested (Options.Site; "": none).
+	Site string
 }
 
 // The actions of a Preview.
@@ -86,6 +88,7 @@ func (previewing) finish(context.Context, *run) error { return nil }
 // preview tells Options.Preview of p.
 func (r *run) preview(p Preview) {
 	if r.opts.Preview != nil {
+		p.Site = r.opts.Site
 		r.opts.Preview(p)
 	}
 }

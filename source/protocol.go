@@ -70,6 +70,10 @@ type Option struct {
 	// Check, when set, checks a value as given: its error says what is
 	// wrong.
 	Check func(string) error
+	// Tuning says that the option is of how a harvest goes (max-pages),
+	// not of what it harvests (metadata-prefix): a harvest of registry
+	// sites may lay it over a site's for one run (config.OfRun).
+	Tuning bool
 }
 
 // Settings are what a job says of its source that a protocol may read.

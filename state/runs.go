@@ -279,6 +279,27 @@ func (s *Store) Events(ctx context.Context, since time.Time, site string) ([]Eve
 	return out, nil
 }
 
+// LastEventID is the id of the newest event of the harvest log (0: none);
+// with EventAfter, a process watches the log for operators' actions.
+func (s *Store) LastEventID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.r.QueryRowContext(ctx, "SELECT coalesce(max(id), 0) FROM events").Scan(&id); err != nil {
+		return 0, fatal("events", err)
+	}
+	return id, nil
+}
+
+// EventAfter returns the id of the newest event of operation recorded
+// after event id, or id when there is none: a cheap look (the events after
+// id only) that a process polls.
+func (s *Store) EventAfter(ctx context.Context, id int64, operation string) (int64, error) {
+	var last int64
+	if err := s.r.QueryRowContext(ctx, "SELECT coalesce(max(id), ?) FROM events WHERE id > ? AND operation = ?", id, id, operation).Scan(&last); err != nil {
+		return id, fatal("events", err)
+	}
+	return last, nil
+}
+
 // sinceArg is a "from this time on" bound as a column value to compare
 // with: "" (before every time) when since is zero.
 func sinceArg(since time.Time) any {

@@ -36,7 +36,7 @@ func Protocol() source.Protocol {
 					}
 					return nil
 				}},
-			{Name: "max-pages", Default: "0", Help: fmt.Sprintf("OAI-PMH: the most pages of one list or date window a run reads; a repository still sending resumption tokens then is stopped, the run partial, and the next run goes on from there (0: %d)", DefaultMaxPages),
+			{Name: "max-pages", Default: "0", Tuning: true, Help: fmt.Sprintf("OAI-PMH: the most pages of one list or date window a run reads; a repository still sending resumption tokens then is stopped, the run partial, and the next run goes on from there (0: %d)", DefaultMaxPages),
 				Check: func(v string) error {
 					if n, err := strconv.Atoi(v); err != nil || n < 0 {
 						return errors.New("want a number of pages, at least 0")

@@ -26,7 +26,7 @@ func Protocol() source.Protocol {
 		Help:  "Resource and Change Dumps, else Resource and Change Lists",
 		New:   newPlanner,
 		Whole: manifest.WellFormed,
-		Options: []source.Option{{Name: "prefer", Default: "dump",
+		Options: []source.Option{{Name: "prefer", Default: "dump", Tuning: true,
 			Help: "dump: Resource/Change Dumps, lists where no dump exists; list: Resource/Change Lists first",
 			Check: func(v string) error {
 				if v != "dump" && v != "list" {
