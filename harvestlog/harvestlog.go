@@ -67,7 +67,8 @@ const (
 )
 
 // Read reads the harvest log of st since since (zero: all), of site only
-// when site is not "", oldest first.
+// when site is not "" (its harvests, failures and actions: not the
+// harvester's starts and stops), oldest first.
 func Read(ctx context.Context, st Store, since time.Time, site string) ([]Entry, error) {
 	events, err := st.Events(ctx, since, site)
 	if err != nil {

@@ -250,11 +250,11 @@ func (s *Store) AddEvent(ctx context.Context, e Event) error {
 }
 
 // Events returns the events at since or later (zero: all), of site only
-// when site is not "" (events of no site are always included), oldest
-// first.
+// when site is not "" (the harvester's starts and stops, of no site, are
+// then left out), oldest first.
 func (s *Store) Events(ctx context.Context, since time.Time, site string) ([]Event, error) {
 	from := sinceArg(since)
-	rows, err := s.r.QueryContext(ctx, "SELECT at, operation, site, message FROM events WHERE at >= ? AND (? = '' OR site = '' OR site = ?) ORDER BY at, id", from, site, site)
+	rows, err := s.r.QueryContext(ctx, "SELECT at, operation, site, message FROM events WHERE at >= ? AND (? = '' OR site = ?) ORDER BY at, id", from, site, site)
 	if err != nil {
 		return nil, fatal("events", err)
 	}
