@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/config"
+	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -64,8 +67,12 @@ func TestPostgresState(t *testing.T) {
 		t.Errorf("the site's mirror holds %d files, want 30", n)
 	}
 	// A directory not declared shared is refused for a site any machine
-	// may harvest.
-	runOK("", "sites", "add", "local", "--source", other.URL, "--sink", "fs:"+filepath.Join(dir, "local"), "--every", "1d", "--state", pg)
+	// may harvest: by sites add, and by the harvest of a site an older
+	// version let in.
+	if code, out, errb := run(t, "sites", "add", "local", "--source", other.URL, "--sink", "fs:"+filepath.Join(dir, "local"), "--every", "1d", "--state", pg); code != ExitUsage || !strings.Contains(errb, "declare it on storage every machine mounts (fs:DIR?shared=1)") {
+		t.Errorf("sites add of a site with a local fs sink: exit %d\n%s%s", code, out, errb)
+	}
+	putSite(t, pg, "{name: local, source: '"+other.URL+"', sinks: ['fs:"+filepath.Join(dir, "local")+"'], schedule: every 1d}")
 	if code, out, errb := run(t, "run", "local", "--state", pg); code == ExitOK || !strings.Contains(out+errb, "declare it on storage every machine mounts (fs:DIR?shared=1)") {
 		t.Errorf("run of a site with a local fs sink: exit %d\n%s%s", code, out, errb)
 	}
@@ -97,5 +104,28 @@ func TestPostgresState(t *testing.T) {
 	printed.WriteString(errb)
 	if strings.Contains(printed.String(), "pw-s3cret") {
 		t.Errorf("the database's password was printed:\n%s", printed.String())
+	}
+}
+
+// putSite writes the site def (a registry file's, in YAML) into the
+// registry of the state store at where as it is, unchecked: as an older
+// version may have left it.
+func putSite(t *testing.T, where, def string) {
+	t.Helper()
+	sites, err := config.DecodeSites(strings.NewReader("sites:\n  - "+def+"\n"), "old.yaml", harvest.Settings(), harvest.SiteTargets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := site.New(sites[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(t.Context(), where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := (site.Registry{Store: st}).Put(t.Context(), s); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -132,11 +132,6 @@ notify): it prints its plan first, removes the sites not in the file only with -
 				if _, err := site.New(sites[i]); err != nil {
 					return usageError{err}
 				}
-				if !dryRun {
-					if err := harvest.CheckSinks(c.Context(), harvest.SinkKinds(), &sites[i]); err != nil {
-						return err
-					}
-				}
 			}
 			var ch site.Changes
 			if dryRun && !stateExists(stateFile) {
@@ -151,6 +146,12 @@ notify): it prints its plan first, removes the sites not in the file only with -
 				if dryRun {
 					ch, _, err = reg.Plan(c.Context(), sites)
 					return err
+				}
+				h := registryHarvester(reg)
+				for i := range sites {
+					if err := h.CheckSinks(c.Context(), &sites[i]); err != nil {
+						return err
+					}
 				}
 				ch, err = reg.Apply(c.Context(), sites, prune)
 				return err
@@ -261,12 +262,13 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 			return registry(ctx, true, func(reg site.Registry) error {
 				s := config.Site{Name: args[0]}
 				edited := false // an edited site is due now (unless --next)
+				paused := false
 				if verb == "edit" {
 					old, err := reg.Site(ctx, args[0])
 					if err != nil {
 						return noSite(err)
 					}
-					s, edited = old.Site, true
+					s, edited, paused = old.Site, true, old.Paused
 				} else if _, err := reg.Site(ctx, args[0]); err == nil {
 					return usagef("sites add: site %q exists (sites edit changes it)", args[0])
 				}
@@ -326,13 +328,16 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 					}
 					ns.Next = t
 				}
-				if err := harvest.CheckSinks(ctx, harvest.SinkKinds(), &ns.Site); err != nil {
+				if err := registryHarvester(reg).CheckSinks(ctx, &ns.Site); err != nil {
 					return err
 				}
 				if err := reg.Put(ctx, ns); err != nil {
 					return err
 				}
 				fmt.Fprintf(a.stdout, "%s %s: %s, %s\n", map[string]string{"add": "added", "edit": "changed"}[verb], ns.Name, ns.When, state.SourceKey(ns.Source()))
+				if paused {
+					fmt.Fprintf(a.stdout, "site %s stays paused: it is not harvested, at its next harvest or by the schedule, until resumed (rsharvest sites resume %s); rsharvest run %s harvests it once now\n", ns.Name, ns.Name, ns.Name)
+				}
 				return nil
 			})
 		},
@@ -390,4 +395,11 @@ func urlArgs(cmd, use string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// registryHarvester is the harvest library on the store of registry reg
+// (the state store the sites command opened).
+func registryHarvester(reg site.Registry) *harvest.Harvester {
+	st, _ := reg.Store.(*state.Store)
+	return &harvest.Harvester{Store: st}
 }

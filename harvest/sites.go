@@ -19,7 +19,6 @@ import (
 	"github.com/rsharvest/rsharvest/notify"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
-	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -343,12 +342,19 @@ func NewSite(def config.Site, what string) (*site.Site, error) {
 	return s, nil
 }
 
-// CheckSinks opens and closes each sink of def with reg: an unreachable
-// sink refuses the site (an *InvalidError) before anything is written.
-func CheckSinks(ctx context.Context, reg sink.Registry, def *config.Site) error {
-	_, closeSinks, err := OpenSinks(ctx, reg, def.Sinks())
+// CheckSinks checks the sinks of site def as its harvest would, before
+// the site is written to the registry: each is opened and closed (an
+// unreachable sink refuses the site), and one machine's directory is
+// refused for a registry every machine harvests (kept in PostgreSQL: see
+// machineLocal). Its errors are *InvalidError.
+func (h *Harvester) CheckSinks(ctx context.Context, def *config.Site) error {
+	sinks, closeSinks, err := OpenSinks(ctx, h.Sinks, def.Sinks())
 	if err != nil {
 		return &InvalidError{def.Errorf("sinks", "%v", err)}
+	}
+	if err := h.machineLocal(Job{Site: def.Name, Sinks: def.Sinks()}, sinks); err != nil {
+		_ = closeSinks(ctx)
+		return err
 	}
 	return closeSinks(ctx)
 }
