@@ -26,7 +26,7 @@ import glob, zipfile
 print(sum(i.file_size for z in glob.glob('packages/*.zip') for i in zipfile.ZipFile(z).infolist() if i.filename != 'manifest.xml'))
 PY
 )
-"$BIN" serve --dir "$SRC" --addr 127.0.0.1:0 >"$WORK/serve.out" 2>/dev/null &
+"$BIN" serve --dir "$SRC" >"$WORK/serve.out" 2>/dev/null &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 50); do grep -q serving "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done

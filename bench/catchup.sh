@@ -23,7 +23,7 @@ if [ ! -f "$SRC/.well-known/resourcesync" ]; then
   "$BIN" gen --out "$SRC" --resources "$N" --size "$SIZE" --seed 1 \
     --change-packages 10 --changes-per-package "$PER" --delete-share 0.17 --create-share 0.05 --closed >/dev/null 2>&1
 fi
-"$BIN" serve --dir "$SRC" --addr 127.0.0.1:0 >"$WORK/serve.out" 2>/dev/null &
+"$BIN" serve --dir "$SRC" >"$WORK/serve.out" 2>/dev/null &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 50); do grep -q serving "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done

@@ -20,7 +20,7 @@ SRC="$WORK/src-$N-$SIZE-list"
 if [ ! -f "$SRC/.well-known/resourcesync" ]; then
   "$BIN" gen --out "$SRC" --resources "$N" --size "$SIZE" --seed 1 --write-resources --no-odd-names >/dev/null 2>&1
 fi
-"$BIN" serve --dir "$SRC" --addr 127.0.0.1:0 --latency "${LATENCY:-0s}" >"$WORK/serve.out" 2>/dev/null &
+"$BIN" serve --dir "$SRC" --latency "${LATENCY:-0s}" >"$WORK/serve.out" 2>/dev/null &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 50); do grep -q serving "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done

@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -29,7 +30,9 @@ import (
 type ServeOptions struct {
 	// BaseURL replaces the placeholder in documents. Empty means the
 	// Server's own URL (Serve), or "http://" + the request's Host + "/"
-	// (a bare Handler).
+	// (a bare Handler). When it has a path (a source generated for its
+	// base, see NewBase), the directory is served under that path, and
+	// its /.well-known/ at the server's root.
 	BaseURL string
 	// Placeholder is the base URL written in the documents on disk; empty
 	// means the package's Placeholder ("http://127.0.0.1:PORTX/").
@@ -92,8 +95,10 @@ type Handler struct {
 	dir         string
 	opts        ServeOptions
 	placeholder string
-	log         *slog.Logger
-	next        http.Handler // the file server, wrapped by opts.Wrap
+	// prefix is the path the directory is served under ("": the root).
+	prefix string
+	log    *slog.Logger
+	next   http.Handler // the file server, wrapped by opts.Wrap
 
 	requests atomic.Int64
 	bytes    atomic.Int64
@@ -142,6 +147,9 @@ func NewHandler(dir string, opts ServeOptions) *Handler {
 	}
 	if h.placeholder == "" {
 		h.placeholder = Placeholder
+	}
+	if u, err := url.Parse(opts.BaseURL); err == nil && strings.Trim(u.Path, "/") != "" {
+		h.prefix = "/" + strings.Trim(u.Path, "/")
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -192,11 +200,39 @@ func (h *Handler) PublishEvery(ctx context.Context, step int, every time.Duratio
 
 // ServeHTTP counts the request and serves it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.prefix != "" && !strings.HasPrefix(r.URL.Path, "/.well-known/") {
+		if r.URL.Path == h.prefix+"/" && h.home(w) {
+			return
+		}
+		rest, ok := strings.CutPrefix(r.URL.Path, h.prefix+"/")
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		r = r.Clone(r.Context())
+		r.URL.Path, r.URL.RawPath = "/"+rest, ""
+	}
 	h.requests.Add(1)
 	h.mu.Lock()
 	h.byPath[r.URL.Path]++
 	h.mu.Unlock()
 	h.next.ServeHTTP(&countingWriter{ResponseWriter: w, n: &h.bytes}, r)
+}
+
+// home answers a request for the home page of a source served under a
+// path with a page that links to its Source Description (rel="resourcesync",
+// as sites do), and reports whether it did: a directory without one (a
+// harvest list) has no home page.
+func (h *Handler) home(w http.ResponseWriter) bool {
+	if _, err := os.Stat(filepath.Join(h.dir, ".well-known", "resourcesync")); err != nil {
+		return false
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = io.WriteString(w, `<!DOCTYPE html>
+<html><head><title>A synthetic ResourceSync source</title><link rel="resourcesync" href="/.well-known/resourcesync"></head>
+<body><p>A synthetic ResourceSync source: its <a href="/.well-known/resourcesync">Source Description</a>.</p></body></html>
+`)
+	return true
 }
 
 // Requests returns how many requests were received for the URL path p

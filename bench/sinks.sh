@@ -25,7 +25,7 @@ if [ ! -f "$SRC/.well-known/resourcesync" ]; then
 fi
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
-"$BIN" serve --dir "$SRC" --addr 127.0.0.1:0 >"$WORK/serve.out" 2>/dev/null &
+"$BIN" serve --dir "$SRC" >"$WORK/serve.out" 2>/dev/null &
 PIDS+=($!)
 export AWS_ACCESS_KEY_ID=rsharvest AWS_SECRET_ACCESS_KEY=rsharvest-bench-secret
 MPORT=$((20000 + RANDOM % 20000))

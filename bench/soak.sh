@@ -21,15 +21,15 @@ rm -rf "$WORK/src" "$WORK/mirror" "$WORK/state.db"* "$WORK"/report-*.json
 "$BIN" gen --out "$WORK/src" --resources 800 --packages 6 --seed 29 --size 4096 --index-threshold 4 \
   --change-packages $((SECS / 2 + 8)) --changes-per-package 30 --delete-share 0.1 --create-share 0.1 >/dev/null 2>&1
 
-serve() { # serve ADDR OUT [flags…]: start the server, wait for its URL
-  local addr=$1 out=$2; shift 2
-  "$BIN" serve --dir "$WORK/src" --addr "$addr" "$@" >"$out" 2>/dev/null &
+serve() { # serve OUT [flags…]: start the server (at the address gen wrote the source for), wait for its URL
+  local out=$1; shift
+  "$BIN" serve --dir "$WORK/src" "$@" >"$out" 2>/dev/null &
   SERVER=$!
   for _ in $(seq 100); do grep -q '^serving' "$out" 2>/dev/null && break; sleep 0.1; done
   URL=$(sed -n 's/^serving .* at \(http[^ ]*\)$/\1/p' "$out")
 }
 trap 'kill $SERVER 2>/dev/null || true' EXIT
-serve 127.0.0.1:0 "$WORK/serve.out" --publish 0 --publish-every 2s \
+serve "$WORK/serve.out" --publish 0 --publish-every 2s \
   --fault-rate 0.1 --fault-seed "$SEED" --faults transient --fault-stall 3s --fault-drip-max 500ms
 SYNC=(sync --sink "fs:$WORK/mirror" --state "$WORK/state.db" --progress none --log-level error
   --concurrency 3 --workers 2 --retries 5 --stall-timeout 1s)
@@ -53,7 +53,6 @@ for p in glob.glob(sys.argv[1] + "/report-*.json"):
 print("harvester: " + ", ".join(f"{v} {k}" for k, v in t.items()))
 PY
 # The same source, same address, no faults: the final sync must succeed.
-ADDR=${URL#http://}
-serve "${ADDR%/}" "$WORK/serve2.out" --publish "${STEP:-0}"
+serve "$WORK/serve2.out" --publish "${STEP:-0}"
 "$BIN" "${SYNC[@]}" --source "$URL" --report "$WORK/final.json" | tail -4
 echo "final fault-free sync: ok; mirror in $WORK/mirror"

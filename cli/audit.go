@@ -56,7 +56,11 @@ func (a *app) auditCommand() *cobra.Command {
 // runAudit audits f's job on the state store f gives or --state.
 func (a *app) runAudit(ctx context.Context, f syncFlags, repair bool) (*harvest.AuditReport, error) {
 	log := a.logger()
-	store, closeStore, err := a.runStore(ctx, f, log)
+	open := a.runStore
+	if !repair || f.dryRun {
+		open = a.dryRunStore // reads the state, never makes one
+	}
+	store, closeStore, err := open(ctx, f, log)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/harvest"
@@ -173,6 +174,32 @@ func noSourceArgs(c *cobra.Command, args []string) error {
 	return usagef("%s takes no arguments, got %q", c.CommandPath(), args[0])
 }
 
+// flagError is the error of a flag c does not take or cannot parse: an
+// unknown one names the flag of c's it was likely meant to be.
+func flagError(c *cobra.Command, err error) error {
+	name, unknown := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !unknown {
+		return usageError{err}
+	}
+	var names, longer []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden && f.Deprecated == "" {
+			names = append(names, f.Name)
+			if strings.HasPrefix(f.Name, name) {
+				longer = append(longer, f.Name)
+			}
+		}
+	})
+	s := config.Suggest(name, names)
+	if s == "" && len(longer) == 1 { // the start of one flag's name
+		s = longer[0]
+	}
+	if s != "" {
+		return usagef("%v: did you mean --%s?", err, s)
+	}
+	return usagef("%v (see %s --help)", err, c.CommandPath())
+}
+
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "rsharvest",
@@ -209,7 +236,8 @@ func (a *app) rootCommand() *cobra.Command {
 		root.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile(); f.Close() }
 		return nil
 	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
+	root.Flags().Bool("version", false, "print the version") // no -v: that is --verbose
 	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.indexCommand(), a.lsCommand(), a.catCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.publishCommand(), a.stateCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
 	return root
 }

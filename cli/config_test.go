@@ -13,9 +13,11 @@ import (
 // TestEveryFlagHasConfigKey checks that each flag of the commands that
 // read --config has a key in the config file: the flag's name with '_' for
 // '-' (--header's key is headers). Flags that choose what a command prints
-// or does, not how it syncs, have none.
+// or does, not how it syncs, have none, nor the switches -v and -P (a file
+// gives log_level: debug and progress: bars).
 func TestEveryFlagHasConfigKey(t *testing.T) {
-	noKey := map[string]bool{"config": true, "json": true, "repair": true, "dry-run": true, "cpuprofile": true, "help": true, "allow-readable-state": true}
+	noKey := map[string]bool{"config": true, "json": true, "repair": true, "dry-run": true, "cpuprofile": true, "help": true, "allow-readable-state": true,
+		"verbose": true, "progress-bars": true}
 	keyOf := map[string]string{"header": "headers", "header-origin": "header_origins"}
 	root := (&app{}).rootCommand()
 	checked := 0

@@ -24,12 +24,7 @@ func TestHarvestListCommand(t *testing.T) {
 	if code, out, stderr := run(t, "gen", "--harvest-list", "--out", site, "--documents", "12"); code != ExitOK || !strings.Contains(out, "wrote a harvest list of 12 documents") {
 		t.Fatalf("gen: exit %d\n%s%s", code, out, stderr)
 	}
-	srv, err := bench.Serve(t.Context(), site, "127.0.0.1:0", bench.ServeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	list := srv.URL + "harvestlist.xml"
+	list := serveGenerated(t, site) + "harvestlist.xml"
 	db := filepath.Join(dir, "s.db")
 	// Without flags, every document is validated: the two that are not
 	// what they say (malformed, of another namespace) are failures, and

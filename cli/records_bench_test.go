@@ -265,7 +265,7 @@ func syncOAI(b *testing.B, bin, base, dir, sub string, records int, extra ...str
 // the process.
 func serveProcess(b *testing.B, bin string, args ...string) server {
 	b.Helper()
-	cmd := exec.Command(bin, append(args, "--addr", "127.0.0.1:0")...)
+	cmd := exec.Command(bin, append(args, "--listen", "127.0.0.1:0")...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -40,7 +40,7 @@ whose next harvest has come. Each site is synced as "rsharvest sync" would (a ba
 incremental), --sites-concurrency at a time, each on its own; a site that fails does not stop the others.
 Its last harvest is recorded and its next derived from its schedule. The flags of how a harvest goes
 (--bwlimit, --retries, --max-delete, …) are laid over each site's own settings for this run; --dry-run
-prints what each site's harvest would do and changes nothing. While a daemon holds the state file, the
+prints what each site's harvest would do and changes nothing; --progress shows the harvest of one site. While a daemon holds the state file, the
 sites named are handed to it: it harvests them at once, as its status page's "harvest now" does.
 Exit 0 when every site harvested succeeded, 1 otherwise, 2 for an unknown site or a refused definition.`,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -86,13 +86,17 @@ Exit 0 when every site harvested succeeded, 1 otherwise, 2 for an unknown site o
 			if h.DryRun = f.dryRun; f.dryRun {
 				h.Preview = a.printPreview()
 			}
+			// The progress display follows one harvest: a run's counts are
+			// its own (its report's), not to be shared by several sites.
 			counts := &harvest.Counts{}
 			shown := f.Progress
-			if a.quiet || (f.dryRun && shown == "auto") {
+			if a.quiet || len(sites) > 1 || (f.dryRun && shown == "auto") {
 				shown = "none" // a dry run's lines go to standard output
 			}
 			stopProgress := a.display().Start(ctx, shown, counts, log)
-			h.Counts = counts
+			if len(sites) == 1 {
+				h.Counts = counts
+			}
 			ok, err := h.RunSites(ctx, c.CommandPath(), sites, concurrency, "", rs, done)
 			stopProgress()
 			if err != nil {

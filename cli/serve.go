@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -66,10 +69,27 @@ func (a *app) serveCommand() *cobra.Command {
 			if oai {
 				return a.serveOAI(ctx, oaiOpts, addr, so.Wrap, inj, oaiAdvance)
 			}
+			// A source gen wrote is served where it was generated for: its
+			// URIs are there.
+			base, err := bench.BaseOf(dir)
+			if err != nil {
+				return usageError{err}
+			}
+			if base != "" {
+				u, _ := url.Parse(base)
+				switch {
+				case !c.Flags().Changed("listen") && !c.Flags().Changed("addr"):
+					addr = u.Host
+				case addr != u.Host:
+					return usagef("%s was generated for %s: serve it at %s (the default), or generate it again with --base", dir, base, u.Host)
+				}
+				so.BaseURL = base
+			}
 			srv, err := bench.Serve(ctx, dir, addr, so)
 			if err != nil {
 				return usageError{err}
 			}
+			served := cmp.Or(base, srv.URL)
 			defer srv.Close()
 			if publish >= 0 {
 				srv.Handler.Publish(publish) // before anyone knows the URL
@@ -77,7 +97,11 @@ func (a *app) serveCommand() *cobra.Command {
 			if inj != nil {
 				defer func() { fmt.Fprintf(a.stdout, "faults injected: %v\n", inj.Stats()) }()
 			}
-			fmt.Fprintf(a.stdout, "serving %s at %s\nsource description: %s.well-known/resourcesync\n", dir, srv.URL, srv.URL)
+			if _, err := os.Stat(filepath.Join(dir, "harvestlist.xml")); err == nil {
+				fmt.Fprintf(a.stdout, "serving %s at %s\nharvest list: %sharvestlist.xml (--protocol harvest-list)\n", dir, served, served)
+			} else {
+				fmt.Fprintf(a.stdout, "serving %s at %s\nsource description: %s.well-known/resourcesync\n", dir, served, srv.URL)
+			}
 			if inj != nil {
 				fmt.Fprintln(a.stdout, ff.Summary())
 			}
@@ -89,7 +113,9 @@ func (a *app) serveCommand() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", "", "directory to serve")
-	c.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "address to listen on (loopback)")
+	c.Flags().StringVar(&addr, "listen", "127.0.0.1:0", "address to listen on (loopback; default: where gen generated the source for, else a free port)")
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "the former name of --listen")
+	_ = c.Flags().MarkDeprecated("addr", "use --listen")
 	c.Flags().BoolVar(&static, "static", false, "serve like a plain static web server: Last-Modified only, no ETag and no Range")
 	c.Flags().IntVar(&publish, "publish", -1, "publish only the first N change packages, 0 for none (-1: all)")
 	c.Flags().DurationVar(&every, "publish-every", 0, "publish the next change package every interval (with --publish)")

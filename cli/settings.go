@@ -57,6 +57,10 @@ func processSettings() config.Table {
 			Bind: ofApp(func(a *app) config.Value { return config.OneOf(&a.logLevel, "debug", "info", "warn", "error") })},
 		{Name: "log-format", Where: flagAndFile, Help: "log format: text or json",
 			Bind: ofApp(func(a *app) config.Value { return config.OneOf(&a.logFormat, "text", "json") })},
+		{Name: "verbose", Short: "v", Where: config.AsFlag, Help: "more detail: debug log records (as --log-level debug)",
+			Bind: ofApp(func(a *app) config.Value { return config.Is(&a.logLevel, "debug") })},
+		{Name: "progress-bars", Short: "P", Where: config.AsFlag | config.OfRun, Help: "show progress bars (as --progress bars)",
+			Bind: opts(func(p *processOpts) config.Value { return config.Is(&p.Progress, "bars") })},
 		{Name: "quiet", Short: "q", Where: flagAndFile, Help: "only warnings and errors: no info log records, no progress display (the summary is still printed)",
 			Bind: ofApp(func(a *app) config.Value { return config.Bool(&a.quiet) })},
 	}

@@ -51,11 +51,12 @@ func prepareStateFile(file string) error {
 	return os.MkdirAll(filepath.Dir(file), 0o700)
 }
 
-// stateExists reports whether the state store exists: a file that does,
-// or a PostgreSQL database (whose store Open makes when it is empty).
+// stateExists reports whether the state store exists: a file that does
+// and is not empty (an empty file is one a store is yet to be made in), or
+// a PostgreSQL database (whose store Open makes when it is empty).
 func stateExists(file string) bool {
-	_, err := os.Stat(file)
-	return err == nil || state.IsPostgres(file)
+	fi, err := os.Stat(file)
+	return err == nil && (fi.Size() > 0 || !fi.Mode().IsRegular()) || state.IsPostgres(file)
 }
 
 // siteState opens the state file of a registry command: to read only (a
@@ -85,10 +86,17 @@ func (a *app) stateOptions(file string) []state.Option {
 }
 
 // openStateToRead opens the state file of a command that only reads it:
-// a missing file is a usage error, never created.
+// a missing file is a usage error, never created, and so is an empty one
+// (which opening would make a state store).
 func (a *app) openStateToRead(ctx context.Context, file string) (*state.Store, error) {
-	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) && !state.IsPostgres(file) {
-		return nil, usagef("no state file at %s: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
+	if !state.IsPostgres(file) {
+		fi, err := os.Stat(file)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, usagef("no state file at %s: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
+		case err == nil && fi.Size() == 0 && fi.Mode().IsRegular():
+			return nil, usagef("the state file %s is empty: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
+		}
 	}
 	return state.Open(ctx, file, a.stateOptions(file)...)
 }

@@ -217,7 +217,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"merge key", "base: &b {workers: 1}\n<<: *b\n", 1, 1, `unknown key "base"`},
 		{"merge key alone", "<<: {workers: 1}\n", 1, 1, `merge keys`},
 		{"complex key", "? [a]\n: b\n", 1, 3, `a key must be a string`},
-		{"syntax error", "source: [\n", 0, 0, `rsharvest.yaml: yaml:`},
+		// A syntax error names the line that is wrong (not the start of
+		// the construct the parser was in), with no column.
+		{"syntax error", "source: [\n", 1, 0, `rsharvest.yaml:1: did not find expected node content`},
+		{"unclosed list", "source: http://a/\nsinks: [fs:/a\nworkers: 2\n", 2, 0, `did not find expected ',' or ']'`},
+		{"tab", "source: http://a/\nsinks:\n  - fs:/a\n\tworkers: 2\n", 4, 0, `tab character`},
+		{"misindented", "source: http://a/\nheaders:\n  A: b\n  C: d\n  E: f\n   G: h\n", 6, 0, `mapping values are not allowed`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,7 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -35,10 +38,14 @@ type Error struct {
 
 // Error returns "file:line:column: problem".
 func (e *Error) Error() string {
-	if e.File == "" {
-		return fmt.Sprintf("%d:%d: %v", e.Line, e.Column, e.Err)
+	at := fmt.Sprintf("%d:%d", e.Line, e.Column)
+	if e.Column == 0 { // a line, not a place on it
+		at = strconv.Itoa(e.Line)
 	}
-	return fmt.Sprintf("%s:%d:%d: %v", e.File, e.Line, e.Column, e.Err)
+	if e.File == "" {
+		return at + ": " + e.Err.Error()
+	}
+	return e.File + ":" + at + ": " + e.Err.Error()
 }
 
 // Unwrap returns the problem.
@@ -161,7 +168,7 @@ func (c *Context) checkKeys(root *yaml.Node, known []string) error {
 		case dup:
 			return c.Errorf(k, "duplicate key %q (first at line %d)", k.Value, first.Line)
 		case !slices.Contains(known, k.Value):
-			if s := suggest(k.Value, known); s != "" {
+			if s := Suggest(k.Value, known); s != "" {
 				return c.Errorf(k, "unknown key %q (did you mean %q?)", k.Value, s)
 			}
 			return c.Errorf(k, "unknown key %q (known keys: %s)", k.Value, strings.Join(known, ", "))
@@ -310,7 +317,7 @@ func readDocument(r io.Reader, name string, max int64) (*yaml.Node, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, syntaxError(name, data, err)
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
@@ -318,9 +325,35 @@ func readDocument(r io.Reader, name string, max int64) (*yaml.Node, error) {
 		return nil, &Error{File: name, Line: next.Line, Column: next.Column,
 			Err: errors.New("a second YAML document: want exactly one")}
 	case !errors.Is(err, io.EOF):
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, syntaxError(name, data, err)
 	}
 	return &doc, nil
+}
+
+// syntaxError is the *Error of YAML text data that does not parse (err,
+// the parser's), at the line where the text goes wrong. The parser names
+// the line of the construct it was in (the start of a long list, say), not
+// that of the fault; the fault's is the last line of the shortest start
+// of the text that fails as the whole does, found by bisection (a few
+// parses, only when the text is wrong).
+func syntaxError(name string, data []byte, err error) error {
+	m := regexp.MustCompile(`^yaml: line (\d+): (.*)$`).FindStringSubmatch(err.Error())
+	if m == nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	reported, _ := strconv.Atoi(m[1])
+	lines := bytes.Split(data, []byte("\n"))
+	failsAt := func(n int) bool { // the first n lines fail as data does
+		var node yaml.Node
+		err := yaml.Unmarshal(bytes.Join(lines[:n], []byte("\n")), &node)
+		return err != nil && strings.HasSuffix(err.Error(), ": "+m[2])
+	}
+	from := min(max(reported, 1), len(lines))
+	line := from + sort.Search(len(lines)-from+1, func(i int) bool { return failsAt(from + i) })
+	if line > len(lines) {
+		line = reported
+	}
+	return &Error{File: name, Line: line, Err: errors.New(m[2])}
 }
 
 // given reports whether a value was given (present and not null).
@@ -382,14 +415,15 @@ func isToken(s string) bool {
 	return true
 }
 
-// suggest returns the candidate closest to key by edit distance (ignoring
-// case, with '-' taken as '_'), or "" when none is close.
-func suggest(key string, candidates []string) string {
-	norm := strings.ReplaceAll(strings.ToLower(key), "-", "_")
+// Suggest returns the candidate closest to key by edit distance (ignoring
+// case, with '-' taken as '_'), or "" when none is close: what a misspelt
+// key or flag was meant to be.
+func Suggest(key string, candidates []string) string {
+	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "-", "_") }
 	best, bestDist := "", 3 // suggest only within distance 2
 	for _, c := range candidates {
-		dist := editDistance(norm, c)
-		if dist < bestDist && dist < len([]rune(norm)) {
+		dist := editDistance(norm(key), norm(c))
+		if dist < bestDist && dist < len([]rune(key)) {
 			best, bestDist = c, dist
 		}
 	}

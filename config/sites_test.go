@@ -112,6 +112,7 @@ func TestDecodeSitesErrors(t *testing.T) {
 		{"bad contact", site("    contact: nobody\n"), `sites.yaml:6:5: site "a": want an e-mail address`},
 		{"bad notify", site("    notify: sometimes\n"), `sites.yaml:6:5: site "a": want always, on_error or on_change`},
 		{"not a list", "sites: {a: 1}\n", `sites.yaml:1:8: sites: want a list`},
+		{"misindented, far down the list", site("  - name: b\n    source: http://b/\n   sinks: [fs:/b]\n    schedule: every 1d\n"), `sites.yaml:8: did not find expected '-' indicator`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

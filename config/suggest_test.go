@@ -10,12 +10,13 @@ func TestSuggest(t *testing.T) {
 		{"stall-timeout", "stall_timeout"},
 		{"LOG_LEVEL", "log_level"},
 		{"header", "headers"},
+		{"log-levl", "log_level"},
 		{"capability_list", ""},
 		{"x", ""},
 		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := suggest(tt.key, known); got != tt.want {
+		if got := Suggest(tt.key, known); got != tt.want {
 			t.Errorf("suggest(%q) = %q, want %q", tt.key, got, tt.want)
 		}
 	}

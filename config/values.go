@@ -130,6 +130,41 @@ func (v *entryValue) Encode() *yaml.Node { return scalar("!!str", v.String()) }
 // Bool is true or false; its flag may be given alone (--flag).
 func Bool(p *bool) Value { return &boolValue{p: p} }
 
+// Is is a switch of a string setting to one of its values (-v: the log
+// level debug; -P: the progress display bars): given alone or true, it sets
+// *p to want; false leaves *p as it is. Flags only.
+func Is(p *string, want string) Value { return &isValue{p: p, want: want} }
+
+type isValue struct {
+	p    *string
+	want string
+}
+
+func (v *isValue) String() string   { return strconv.FormatBool(*v.p == v.want) }
+func (v *isValue) Type() string     { return "bool" }
+func (v *isValue) IsBoolFlag() bool { return true }
+
+func (v *isValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	if b {
+		*v.p = v.want
+	}
+	return nil
+}
+
+func (v *isValue) Decode(c *Context, key string, n *yaml.Node) error {
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
+		return c.Errorf(n, "%s: want true or false, not %s", key, describe(n))
+	}
+	return v.Set(strconv.FormatBool(b))
+}
+
+func (v *isValue) Encode() *yaml.Node { return scalar("!!bool", v.String()) }
+
 // Not is a Bool whose variable holds its negation: a setting true by
 // default (--validate, --validate=false) kept in a variable whose zero
 // value is that default (NoValidate).

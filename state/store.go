@@ -157,6 +157,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err := privateFile(abs, optionsOf(opts).allowReadable); err != nil {
 		return nil, err
 	}
+	if err := sqliteHeader(abs); err != nil {
+		return nil, errclass.Fatalf("state: open %s: %w", path, err)
+	}
 	s := &Store{path: path, clock: time.Now, dialect: sqliteDialect()}
 	if err := s.open(ctx, abs); err != nil {
 		s.closeAll()
@@ -179,7 +182,8 @@ func OpenExclusive(ctx context.Context, path, command string, wait time.Duration
 		return Open(ctx, path, opts...)
 	}
 	if err := sqliteHeader(path); err != nil {
-		return nil, err // before the lock: no lock file beside what is not a state file
+		// Before the lock: no lock file beside what is not a state file.
+		return nil, errclass.Fatalf("state: open %s: %w", path, err)
 	}
 	_, statErr := os.Stat(LockPath(path))
 	lock, err := Lock(ctx, path, command, wait)
@@ -329,8 +333,6 @@ func (s *Store) setWAL(ctx context.Context) error {
 	})
 }
 
-// notStateFile adds ErrNotStateFile to the errors SQLite gives for a file
-// that is not a database or is damaged.
 // sqliteHeader checks that the file at path, when it exists and is not
 // empty, begins as an SQLite database does; its error wraps
 // ErrNotStateFile.
@@ -346,17 +348,22 @@ func sqliteHeader(path string) error {
 	case n == 0:
 		return nil // empty: Open makes it a state store
 	case err != nil || string(head) != "SQLite format 3\x00":
-		return errclass.NewFatal(fmt.Errorf("state: %s: %w (not an SQLite database)", path, ErrNotStateFile))
+		return fmt.Errorf("%w (not an SQLite database)", ErrNotStateFile)
 	}
 	return nil
 }
 
+// notStateFile words the errors SQLite gives for a file that is not a
+// database, or is damaged, as the store's own (wrapping ErrNotStateFile),
+// without SQLite's codes.
 func notStateFile(err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
-		case 26, 11: // SQLITE_NOTADB, SQLITE_CORRUPT
-			return fmt.Errorf("%w: %w", ErrNotStateFile, err)
+		case 26: // SQLITE_NOTADB
+			return fmt.Errorf("%w (not an SQLite database)", ErrNotStateFile)
+		case 11: // SQLITE_CORRUPT
+			return fmt.Errorf("%w (the database is damaged: rsharvest state check says more)", ErrNotStateFile)
 		}
 	}
 	return err

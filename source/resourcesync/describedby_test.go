@@ -35,3 +35,17 @@ func TestPlannerDescribedBy(t *testing.T) {
 		}
 	}
 }
+
+// TestPlannerFromHomePage: a source named by a page that is not a bare
+// site — an HTML home page with a DOCTYPE, at a path — is found through
+// the page's rel="resourcesync" link, as discovery finds it.
+func TestPlannerFromHomePage(t *testing.T) {
+	s := plannerSite(t)
+	s.add("/repo/", "text/html; charset=utf-8", `<!DOCTYPE html>
+<html><head><title>A repository</title><link rel="resourcesync" href="/desc.xml"></head><body></body></html>`)
+	cps, err := testPlanner().Plan(t.Context(), source.Task{Source: s.URL + "/repo/", Mode: source.Baseline}, sourcetest.Holdings{},
+		func(context.Context, source.Unit) error { return nil })
+	if err != nil || len(cps) == 0 || cps[0].DescribedBy != s.URL+"/desc.xml" {
+		t.Fatalf("from a home page: %+v, %v", cps, err)
+	}
+}

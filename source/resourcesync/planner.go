@@ -113,7 +113,7 @@ func (w *walk) start(ctx context.Context, src string) (string, error) {
 	}
 	err := w.walk(ctx, start, "", top(start))
 	if err == nil || w.started || ctx.Err() != nil || errclass.IsFatal(err) || errors.Is(err, fetch.ErrUnreachable) ||
-		!(bare || errors.Is(err, manifest.ErrNotResourceSync)) {
+		!(bare || errors.Is(err, manifest.ErrNotResourceSync) || errors.Is(err, manifest.ErrMalformed)) {
 		return start, err // discovery would ask the same host again
 	}
 	start, how, derr := locate(ctx, w.Client, src, Options{MaxDocumentSize: w.MaxDocumentSize, Logger: w.Log})
