@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -46,13 +47,58 @@ const (
 	ExitInterrupted = 130
 )
 
-// Version returns the version of the running binary, from its build
-// information ("dev" for a build from a work tree).
+// stampedVersion and stampedCommit are what the release build stamps in
+// (scripts/release.sh: -ldflags -X …/cli.stampedVersion=v1.2.3); set at
+// link time, never changed.
+var stampedVersion, stampedCommit string
+
+// Version returns the version of the running binary: the release build's
+// stamp, else its module version, else "dev" (a build from a work tree).
 func Version() string {
+	if stampedVersion != "" {
+		return stampedVersion
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// Build describes the running binary: its commit (from the build's
+// version control information: the revision, "-dirty" when the tree had
+// changes; "" when it was not built from a repository), the commit's time,
+// and whether it is the fast build (libdeflate linked in) or the portable
+// one (pure Go).
+type Build struct {
+	Version, Commit, Time, Kind, Go, Platform string
+}
+
+// BuildOf returns the running binary's Build.
+func BuildOf() Build {
+	b := Build{Version: Version(), Kind: "portable (pure Go: klauspost/compress inflates)", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if unzip.Inflater() == "libdeflate" {
+		b.Kind = "fast (libdeflate inflates small entries)"
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		dirty := false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Commit = s.Value
+			case "vcs.time":
+				b.Time = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if dirty && b.Commit != "" {
+			b.Commit += "-dirty"
+		}
+	}
+	if stampedCommit != "" {
+		b.Commit = stampedCommit
+	}
+	return b
 }
 
 // UserAgent is the User-Agent header rsharvest sends.
@@ -238,6 +284,6 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(flagError)
 	root.Flags().Bool("version", false, "print the version") // no -v: that is --verbose
-	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.indexCommand(), a.lsCommand(), a.catCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.publishCommand(), a.stateCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand())
+	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.indexCommand(), a.lsCommand(), a.catCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.publishCommand(), a.stateCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand(), a.docsCommand(), a.versionCommand())
 	return root
 }

@@ -60,6 +60,7 @@ when the last unit has committed; a unit whose daemon died is done again by anot
 			}
 			ctx := c.Context()
 			log := a.logger()
+			logBuild(log)
 			st, err := a.openSitesState(ctx, stateFile, waitLock, c.CommandPath(), log)
 			if err != nil {
 				return err

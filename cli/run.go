@@ -52,6 +52,7 @@ Exit 0 when every site harvested succeeded, 1 otherwise, 2 for an unknown site o
 			}
 			ctx := c.Context()
 			log := a.logger()
+			logBuild(log)
 			var st *state.Store
 			var err error
 			if f.dryRun {

@@ -45,7 +45,7 @@ func processSettings() config.Table {
 		}
 	}
 	return config.Table{
-		{Name: "state", Where: flagAndFile | config.OfRun, Env: "RSHARVEST_STATE", Help: stateHelp,
+		{Name: "state", Where: flagAndFile | config.OfRun, Env: "RSHARVEST_STATE", Help: stateHelp, Shown: stateShown,
 			Bind: opts(func(p *processOpts) config.Value { return config.StatePath(&p.State) })},
 		{Name: "report", Where: flagAndFile, Help: "write the run's report as JSON to this file",
 			Bind: opts(func(p *processOpts) config.Value { return config.Path(&p.Report) })},
@@ -80,4 +80,5 @@ func registerSettings(fl *pflag.FlagSet, t config.Table, where config.Where, tar
 func registerState(fl *pflag.FlagSet, file *string) {
 	s, _ := processSettings().Flag("state")
 	fl.StringVar(file, s.Name, defaultStateFile(), s.Help)
+	fl.Lookup(s.Name).DefValue = s.Shown
 }

@@ -20,7 +20,11 @@ import (
 )
 
 // stateHelp is the help of every command's --state.
-const stateHelp = "state store: a file (SQLite), or a PostgreSQL database several machines share (postgres://user@host/db; the password from $PGPASSWORD or ~/.pgpass): the registry and what the harvests hold (default: $RSHARVEST_STATE, else $XDG_STATE_HOME/rsharvest/rsharvest.db, else ~/.local/state/rsharvest/rsharvest.db)"
+const stateHelp = "state store: a file (SQLite), or a PostgreSQL database several machines share (postgres://user@host/db; the password from $PGPASSWORD or ~/.pgpass): the registry and what the harvests hold"
+
+// stateShown is the default of --state as the help says it (see
+// defaultStateFile).
+const stateShown = "$RSHARVEST_STATE, else $XDG_STATE_HOME/rsharvest/rsharvest.db, else ~/.local/state/rsharvest/rsharvest.db"
 
 // defaultStateFile is where the state lives when --state is not given:
 // $RSHARVEST_STATE, else the user's state directory

@@ -113,6 +113,9 @@ func codeOf(rep *runreport.Report) int {
 // harvest of the mode with the progress display, then writes the report.
 func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*runreport.Report, error) {
 	log := a.logger()
+	if f.store == nil { // a command's own run, not one of several sites'
+		logBuild(log)
+	}
 	open := a.runStore
 	if f.dryRun {
 		open = a.dryRunStore

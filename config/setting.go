@@ -58,6 +58,10 @@ type Setting struct {
 	// Env names an environment variable whose value, when set, is the
 	// setting's default ("": none).
 	Env string
+	// Shown is the default as the help and the reference say it, when the
+	// value's own depends on the machine or the user (the number of CPUs,
+	// a home directory): "" shows the value.
+	Shown string
 	// Bind returns the variable the setting sets in target (a pointer to
 	// the struct that holds it), or nil when target holds no such
 	// variable: one table serves several targets (a harvest's job, the
@@ -188,11 +192,14 @@ func (t Table) Register(fs *pflag.FlagSet, where Where, targets ...any) {
 			continue
 		}
 		if s.Env != "" {
-			if e, ok := lookupEnv(s.Env); ok {
+			if e, ok := lookupEnv(s.Env); ok && e != "" { // set and empty is unset
 				v.Set(e)
 			}
 		}
 		f := fs.VarPF(v, s.Name, s.Short, s.Help)
+		if s.Shown != "" {
+			f.DefValue = s.Shown
+		}
 		if _, ok := v.(interface{ IsBoolFlag() bool }); ok {
 			f.NoOptDefVal = "true"
 		}
@@ -210,8 +217,8 @@ func (t Table) Reference(w io.Writer, where Where, targets ...any) error {
 		if s.Where&where == 0 {
 			continue
 		}
-		def := ""
-		if v := s.bind(targets); v != nil {
+		def := s.Shown
+		if v := s.bind(targets); v != nil && def == "" {
 			def = v.String()
 		}
 		if s.Env != "" {

@@ -34,7 +34,7 @@ func Settings() config.Table {
 				return config.After(config.Int(&j.Concurrency, 1), func() { j.ConcurrencySet = true })
 			}),
 		row("workers", config.Tuning, "entries verified and delivered in parallel",
-			func(j *Job) config.Value { return config.Int(&j.Workers, 1) }),
+			func(j *Job) config.Value { return config.Int(&j.Workers, 1) }, shown("the number of CPUs")),
 		row("rate", config.Tuning, "requests per second per host (0 = unlimited)",
 			func(j *Job) config.Value { return config.Float(&j.Rate) }),
 		row("bwlimit", config.Tuning, "cap the bytes per second received, all requests together: 10M (MiB/s), 500k, 2.5MB/s (default: no cap)",
@@ -106,6 +106,9 @@ func row(name string, where config.Where, help string, bind func(*Job) config.Va
 	}
 	return s
 }
+
+// shown says the setting's default as the help shows it (config.Setting.Shown).
+func shown(s string) func(*config.Setting) { return func(set *config.Setting) { set.Shown = s } }
 
 // key names the setting's key in files.
 func key(k string) func(*config.Setting) { return func(s *config.Setting) { s.Key = k } }

@@ -23,7 +23,7 @@ const Name = "harvest-list"
 func Protocol() source.Protocol {
 	return source.Protocol{
 		Name: Name,
-		Help: "a site's document list (seed 004, Metacat's harvestList.xsd): each document at its highest revision",
+		Help: "a Metacat-style harvest list (harvestList.xsd): each document at its highest revision",
 		New: func(_ source.Settings, env source.Services) (source.Planner, error) {
 			return &Planner{OpenDocument: env.OpenDocument, ScratchDir: env.ScratchDir, Log: env.Log}, nil
 		},
