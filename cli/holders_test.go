@@ -83,3 +83,27 @@ func TestTwoSitesOfOneSource(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoSitesOfOneSourceAtOnce: two sites of one source harvested by one
+// run, at once, each hold the whole source: the second to take the
+// source finds what the first recorded, and makes its own first harvest a
+// baseline (not an incremental run from the first's checkpoint into an
+// empty mirror).
+func TestTwoSitesOfOneSourceAtOnce(t *testing.T) {
+	srv := generatedSource(t, bench.GenOptions{Resources: 80, Packages: 2, Seed: 12, MeanSize: 256, NoOddNames: true,
+		ChangePackages: 1, ChangesPerPackage: 10, ClosedLast: true}, bench.ServeOptions{})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "s.db")
+	for _, s := range []string{"a", "b"} {
+		if code, out, stderr := run(t, "sites", "add", s, "--source", srv.URL, "--sink", "fs:"+filepath.Join(dir, s), "--every", "1d", "--state", db); code != ExitOK {
+			t.Fatalf("sites add %s: exit %d\n%s%s", s, code, out, stderr)
+		}
+	}
+	if code, out, stderr := run(t, "run", "a", "b", "--sites-concurrency", "2", "--state", db); code != ExitOK {
+		t.Fatalf("run a b: exit %d\n%s%s", code, out, stderr)
+	}
+	a, b := mirrorFiles(t, filepath.Join(dir, "a")), mirrorFiles(t, filepath.Join(dir, "b"))
+	if len(a) < 80 || !maps.EqualFunc(a, b, bytes.Equal) {
+		t.Errorf("site a holds %d files, site b %d: want the whole source in each", len(a), len(b))
+	}
+}

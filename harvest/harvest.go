@@ -106,16 +106,49 @@ func (h *Harvester) harvest(ctx context.Context, m Mode, j Job, wait time.Durati
 		return nil, err
 	}
 	j.prepare()
-	key, added, err := StateKey(ctx, h.Store, j)
+	j, added, fence, release, err := h.leaseSource(ctx, j, wait)
 	if err != nil {
 		return nil, err
 	}
-	j.SourceKey = key
-	rep, err := h.run(ctx, m, j, wait)
+	defer release()
+	rep, err := h.run(ctx, m, j, fence)
 	if err == nil {
-		h.recordHolders(ctx, j, added, rep, func(targets []string) (IndexReport, error) { return h.Index(ctx, j, targets) })
+		h.recordHolders(ctx, j, added, rep, func(targets []string) (IndexReport, error) { return h.index(ctx, j, targets) })
 	}
 	return rep, err
+}
+
+// leaseSource takes the lease of j's source (waiting up to wait), then,
+// under it, finds the key of what j's sinks hold (StateKey) and takes
+// that key's lease too: a harvest of another site of the same source,
+// begun meanwhile, finds the holders this one records before it lets the
+// source go, and so its own key (its first harvest a baseline, never an
+// incremental run from this one's checkpoint). Every entry point takes
+// the source's lease first, then the key's, so that two never wait for
+// each other. It returns j with its SourceKey, the sinks to fill (see
+// StateKey), the fence of what is committed (the source's lease) and what
+// releases both.
+func (h *Harvester) leaseSource(ctx context.Context, j Job, wait time.Duration) (Job, []string, *state.Lease, func(), error) {
+	fence, release, err := h.lease(ctx, wait, state.SourceLease(j.Source))
+	if err != nil {
+		return j, nil, nil, nil, err
+	}
+	key, added, err := StateKey(ctx, h.Store, j)
+	if err != nil {
+		release()
+		return j, nil, nil, nil, err
+	}
+	j.SourceKey = key
+	if k := state.SourceLease(key); k != state.SourceLease(j.Source) {
+		_, releaseKey, err := h.lease(ctx, wait, k)
+		if err != nil {
+			release()
+			return j, nil, nil, nil, err
+		}
+		releaseSource := release
+		release = func() { releaseKey(); releaseSource() }
+	}
+	return j, added, fence, release, nil
 }
 
 // siteSourceWait is how long a site's harvest waits for its source's
@@ -123,17 +156,8 @@ func (h *Harvester) harvest(ctx context.Context, m Mode, j Job, wait time.Durati
 // that one ends (its context bounds it).
 const siteSourceWait = 7 * 24 * time.Hour
 
-// run is Run, waiting up to wait for the source's lease.
-func (h *Harvester) run(ctx context.Context, m Mode, j Job, wait time.Duration) (*runreport.Report, error) {
-	if err := j.Validate(); err != nil {
-		return nil, err
-	}
-	j.prepare()
-	fence, release, err := h.lease(ctx, wait, state.SourceLease(j.Key()), state.SourceLease(j.Source))
-	if err != nil {
-		return nil, err
-	}
-	defer release()
+// run is Run, under the leases harvest took (fence: the source's).
+func (h *Harvester) run(ctx context.Context, m Mode, j Job, fence *state.Lease) (*runreport.Report, error) {
 	log := h.log()
 	if j.Site != "" {
 		log = log.With("site", j.Site)
@@ -245,12 +269,7 @@ func (h *Harvester) lease(ctx context.Context, wait time.Duration, keys ...strin
 // source's lease as Run does.
 func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.AuditReport, error) {
 	j.prepare()
-	key, _, err := StateKey(ctx, h.Store, j)
-	if err != nil {
-		return nil, err
-	}
-	j.SourceKey = key
-	fence, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.Key()), state.SourceLease(j.Source))
+	j, _, fence, release, err := h.leaseSource(ctx, j, h.LeaseWait)
 	if err != nil {
 		return nil, err
 	}

@@ -43,16 +43,17 @@ func (h *Harvester) Index(ctx context.Context, j Job, targets []string) (IndexRe
 		return rep, &InvalidError{errors.New("index: no sink to write to")}
 	}
 	j.prepare()
-	key, _, err := StateKey(ctx, h.Store, j)
-	if err != nil {
-		return rep, err
-	}
-	j.SourceKey = key
-	_, release, err := h.lease(ctx, h.LeaseWait, state.SourceLease(j.Key()), state.SourceLease(j.Source))
+	j, _, _, release, err := h.leaseSource(ctx, j, h.LeaseWait)
 	if err != nil {
 		return rep, err
 	}
 	defer release()
+	return h.index(ctx, j, targets)
+}
+
+// index is Index under the source's leases, its key found.
+func (h *Harvester) index(ctx context.Context, j Job, targets []string) (IndexReport, error) {
+	var rep IndexReport
 	var from []string
 	for _, s := range j.Sinks {
 		if !slices.Contains(targets, s) {
