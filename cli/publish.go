@@ -39,7 +39,7 @@ func (f *publishFlags) register(c *cobra.Command, withState bool) {
 	fl.StringVar(&f.out, p+"out", "", "output directory: generations of documents, the published one linked as DIR/current")
 	fl.StringVar(&f.baseURL, p+"base-url", "", "absolute http(s) URL at which DIR/current is served")
 	fl.StringVar(&f.period, p+"change-period", "1d", "span of one Change List: 1d, 1w, 12h, …")
-	fl.BoolVar(&f.copies, p+"copies", false, `link each resource to its held copy under BASE-URL/sets/SET/files/ (rel="duplicate"), served by publish serve`)
+	fl.BoolVar(&f.copies, p+"copies", false, `republish as an aggregator: each entry's loc is rsharvest's copy under BASE-URL/sets/SET/files/ (served by publish serve), and its rs:ln rel="via" the original`)
 	fl.StringVar(&f.copiesFrom, p+"copies-from", "", "the sink holding the bodies (fs:DIR or s3://…): what --"+p+"dumps packs, and, for serving, the one sink all copies are read from (default: each copy from the sinks of the registry site that harvests its set)")
 	fl.BoolVar(&f.dumps, p+"dumps", false, "also write a Resource Dump of each set: ZIP packages of the bodies in --"+p+"copies-from, manifest.xml first")
 	fl.StringVar(&f.dumpSize, p+"dump-size", "1GiB", "most body bytes in one dump package (e.g. 500MB, 1GiB)")
@@ -167,9 +167,12 @@ func (a *app) publishCommand() *cobra.Command {
 (DIR/current/.well-known/resourcesync), a Capability List per source harvested, its Resource List
 (an index with pages past 50,000 entries or 50 MB a document) and its Change Lists, one per
 --change-period, closed ones with until and the current one open, under a Change List Index. Each
-entry's loc is the resource's own URI (an OAI-PMH identifier too), written as an RFC 3986 URI; with
---copies it also links to the copy rsharvest holds (rel="duplicate"), which "publish serve" serves. Each
-source's set is named after the registry site that harvests it.
+entry's loc is the resource's own URI (an OAI-PMH identifier too), written as an RFC 3986 URI. With
+--copies rsharvest republishes as the ResourceSync specification's aggregator: each entry's loc is the
+copy rsharvest holds (which "publish serve" serves), with its hash, length and type, and an rs:ln
+rel="via" names the original (the one it came with, when it was harvested from another aggregator):
+a Destination then fetches everything from rsharvest, whatever the origin does. Each source's set is
+named after the registry site that harvests it.
 
 Each run writes a new generation and moves DIR/current to it in one rename, so a reader never sees
 a half-written set; a document whose bytes did not change is kept (hard-linked), not rewritten.
@@ -211,7 +214,7 @@ func (a *app) publishServeCommand() *cobra.Command {
 		Long: `Serves DIR/current at --base-url's path on --listen: every document with ETag and Last-Modified
 (unchanged documents keep both across generations), conditional requests and Range; the Source
 Description also at /.well-known/resourcesync; the held copy of each resource at BASE-URL/sets/SET/files/… (the
-rel="duplicate" links of "publish --copies"): from the sink --copies-from names, else from the sinks of the
+locs of "publish --copies"): from the sink --copies-from names, else from the sinks of the
 registry site (in --state) that harvests the resource's source. With --every (a schedule: "every 1h",
 "every 1d" or a cron expression) it publishes from --state at start and then on the schedule. It runs
 until SIGTERM or SIGINT. Inside the daemon the same is done after each harvest (daemon --publish-out).`,

@@ -139,9 +139,11 @@ func TestRepublishRoundTrip(t *testing.T) {
 	stateA, mirrorA := filepath.Join(work, "a.db"), filepath.Join(work, "a")
 	stateB, mirrorB := filepath.Join(work, "b.db"), filepath.Join(work, "b")
 	out := filepath.Join(work, "pub")
+	// The consumers of the republished source hold its resources under
+	// the originals' URIs (--identity via), to compare with the origin.
 	harvest := func(src, st, mirror string) {
 		t.Helper()
-		if code, _, errOut := run(t, "sync", "--source", src, "--sink", "fs:"+mirror, "--state", st, "--progress", "none", "--log-level", "warn"); code != 0 {
+		if code, _, errOut := run(t, "sync", "--source", src, "--sink", "fs:"+mirror, "--state", st, "--progress", "none", "--log-level", "warn", "--identity", "via"); code != 0 {
 			t.Fatalf("sync %s: exit %d: %s", src, code, errOut)
 		}
 	}
@@ -207,7 +209,7 @@ func TestRepublishRoundTrip(t *testing.T) {
 	}
 	// Harvested again: every resource is the same one, held, not fetched.
 	code, stdout, errOut := run(t, "sync", "--source", pubSrv.URL+"/.well-known/resourcesync", "--sink", "fs:"+mirrorB, "--state", stateB,
-		"--progress", "none", "--log-level", "warn")
+		"--progress", "none", "--log-level", "warn", "--identity", "via")
 	if code != 0 || !regexp.MustCompile(`resources:\s+0 written, 0 deleted`).MatchString(stdout) {
 		t.Fatalf("the republished source harvested again: exit %d:\n%s%s", code, stdout, errOut)
 	}
@@ -215,7 +217,7 @@ func TestRepublishRoundTrip(t *testing.T) {
 	// checked against the dump's length and hash.
 	mirrorC := filepath.Join(work, "c")
 	code, stdout, errOut = run(t, "baseline", "--source", pubSrv.URL+"/.well-known/resourcesync", "--sink", "fs:"+mirrorC,
-		"--state", filepath.Join(work, "c.db"), "--progress", "none", "--log-level", "warn")
+		"--state", filepath.Join(work, "c.db"), "--progress", "none", "--log-level", "warn", "--identity", "via")
 	if code != 0 {
 		t.Fatalf("baseline of the republished dump: exit %d: %s", code, errOut)
 	}
@@ -249,7 +251,7 @@ func TestRepublishRoundTrip(t *testing.T) {
 	}
 	// The same through the republished Change Dump.
 	code, stdout, errOut = run(t, "sync", "--source", pubSrv.URL+"/.well-known/resourcesync", "--sink", "fs:"+mirrorC,
-		"--state", filepath.Join(work, "c.db"), "--progress", "none", "--log-level", "warn")
+		"--state", filepath.Join(work, "c.db"), "--progress", "none", "--log-level", "warn", "--identity", "via")
 	if code != 0 {
 		t.Fatalf("incremental harvest of the republished change dump: exit %d: %s", code, errOut)
 	}
@@ -356,7 +358,11 @@ func listedChangesAfter(t *testing.T, out string, rl manifest.Metadata) []string
 	var got []string
 	publishedDocs(t, out, "changelist-2", func(h manifest.Header, e *manifest.Entry) {
 		if e.Metadata.Datetime.After(rl.At) {
-			got = append(got, e.Loc+" "+string(e.Metadata.Change))
+			uri := e.Loc // the copy's: the original's is the via link's
+			if l, ok := e.Link("via"); ok {
+				uri = l.Href
+			}
+			got = append(got, uri+" "+string(e.Metadata.Change))
 		}
 	})
 	slices.Sort(got)
@@ -501,7 +507,7 @@ func TestPublishServeOAI(t *testing.T) {
 	again := filepath.Join(dir, "again")
 	oai.Close() // the bytes now come only from the copies
 	if code, stdout, errOut := run(t, "baseline", "--source", "http://"+addr+"/.well-known/resourcesync", "--sink", "fs:"+again,
-		"--state", filepath.Join(dir, "again.db"), "--progress", "none"); code != 0 {
+		"--state", filepath.Join(dir, "again.db"), "--progress", "none", "--identity", "via"); code != 0 {
 		t.Fatalf("baseline of the republished source: exit %d\n%s%s", code, stdout, errOut)
 	}
 	want, got := heldBodies(t, mirror), heldBodies(t, again)
@@ -646,7 +652,7 @@ func TestRepublishFromS3(t *testing.T) {
 		}
 		mirror := filepath.Join(dir, fmt.Sprint("m", i))
 		code, so, errOut := run(t, "baseline", "--source", "http://"+addr+"/.well-known/resourcesync", "--sink", "fs:"+mirror,
-			"--state", filepath.Join(dir, fmt.Sprint("m", i, ".db")), "--progress", "none", "--log-level", "warn")
+			"--state", filepath.Join(dir, fmt.Sprint("m", i, ".db")), "--progress", "none", "--log-level", "warn", "--identity", "via")
 		if code != 0 {
 			t.Fatalf("harvest %d of the republished source: exit %d: %s%s", i, code, so, errOut)
 		}
@@ -705,7 +711,7 @@ func TestPublishFromES(t *testing.T) {
 	origin.Close()
 	mirror := filepath.Join(dir, "again")
 	if code, so, errOut := run(t, "baseline", "--source", "http://"+addr+"/.well-known/resourcesync", "--sink", "fs:"+mirror,
-		"--state", filepath.Join(dir, "again.db"), "--progress", "none", "--log-level", "warn"); code != 0 {
+		"--state", filepath.Join(dir, "again.db"), "--progress", "none", "--log-level", "warn", "--identity", "via"); code != 0 {
 		t.Fatalf("harvest of the republished index: exit %d: %s%s", code, so, errOut)
 	}
 	truth := map[string]string{}
@@ -728,7 +734,7 @@ func TestPublishFromES(t *testing.T) {
 }
 
 // TestServeSiteCopies: two registry sites, each harvested into a mirror of
-// its own, republished with copy links; publish serve, given no
+// its own, republished with their copies (each entry's loc); publish serve, given no
 // --copies-from, serves every copy from the sinks of the site that
 // harvests it. Each set is published under its site's name.
 func TestServeSiteCopies(t *testing.T) {
@@ -757,12 +763,11 @@ func TestServeSiteCopies(t *testing.T) {
 	startPublishServe(t, "--out", out, "--base-url", base, "--listen", addr, "--state", db)
 	copies := 0
 	publishedDocs(t, out, "resourcelist", func(_ manifest.Header, e *manifest.Entry) {
-		l, ok := e.Link("duplicate")
-		if !ok {
-			t.Errorf("%s links no copy", e.Loc)
+		if _, ok := e.Link("via"); !ok || !strings.HasPrefix(e.Loc, base+"/sets/") {
+			t.Errorf("%s is not a copy's URI with a via link to the original", e.Loc)
 			return
 		}
-		resp, err := http.Get(l.Href)
+		resp, err := http.Get(e.Loc)
 		if err != nil {
 			t.Fatal(err)
 		}

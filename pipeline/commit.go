@@ -255,6 +255,11 @@ func (r *run) add(p *pending, res result) {
 		rc := &res.resource
 		c := state.ChangeRecord{URI: rc.URI, Change: res.change, Datetime: rc.ChangeTime, RunID: r.runID, Package: rc.Package,
 			Source: rc.Source, Length: rc.Length, Hashes: rc.Hashes, Type: rc.Type, Lastmod: rc.Lastmod}
+		for _, l := range rc.Links {
+			if l.Rel == "via" {
+				c.Links = append(c.Links, l)
+			}
+		}
 		if c.Lastmod.IsZero() {
 			c.Lastmod = now // when it was fetched: its source gave no time
 		}

@@ -141,8 +141,15 @@ func (r *run) resourceOf(j entryJob) state.Resource {
 		ChangeTime: e.ChangeTime, Package: j.pkg.URL, RunID: r.runID, Version: e.Version,
 	}
 	for _, l := range e.Links {
-		if l.Rel == "describedby" || l.Rel == "describes" || l.Rel == "collection" || l.Rel == "canonical" || l.Rel == "alternate" {
+		switch l.Rel {
+		case "describedby", "describes", "collection", "canonical", "alternate":
 			rec.Links = append(rec.Links, state.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
+		case "via": // the original of an aggregator's copy, kept for a republication
+			sl := state.Link{Rel: l.Rel, Href: l.Href, Type: l.Type, Modified: l.Modified, Hash: l.Hashes.String()}
+			if l.Length > 0 {
+				sl.Length = l.Length
+			}
+			rec.Links = append(rec.Links, sl)
 		}
 	}
 	return rec

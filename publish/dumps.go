@@ -59,6 +59,7 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 			}
 		}
 		e := resourceMeta(&r)
+		p.republished(&e, r.URI)
 		return pk.cur.add(ctx, p, r.URI, &e)
 	})
 	if err == nil {
@@ -151,6 +152,7 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 			return err
 		}
 		e := changeMeta(&c)
+		p.republished(&e, c.URI)
 		if c.Change == state.ChangeDeleted {
 			return pk.cur.addEntry(&e)
 		}

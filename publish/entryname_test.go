@@ -1,8 +1,12 @@
 package publish
 
 import (
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rsharvest/rsharvest/sink/fs"
 )
 
 // TestEntryName: dump entry names hold nothing Linux, macOS or Windows
@@ -53,5 +57,30 @@ func TestEntryName(t *testing.T) {
 	}
 	if got := EntryName("http://h.example/con/aux.txt"); got != "http/h.example/%63on/@aux.txt" {
 		t.Errorf("EntryName = %q", got)
+	}
+}
+
+// TestCopyPathPortable: a copy's URI path is an RFC 3986 path of
+// unreserved characters, sub-delimiters, "@", "/" and escapes — no ":",
+// so that a Destination naming files after it gets names every file
+// system holds — the same from one publication to the next, and the
+// server finds the copy from it (fs.Decode of the path, unescaped).
+func TestCopyPathPortable(t *testing.T) {
+	allowed := regexp.MustCompile(`^[A-Za-z0-9\-._~!$&'()*+,;=@/%]*$`)
+	for _, uri := range []string{
+		"http://127.0.0.1:8080/a/b.txt", "https://h.example/odd/sub dir/café über.txt", "http://h/q?a=1&b=2",
+		"http://h/100%", "oai:example.org:1", "http://h/CON", "http://h/a/" + strings.Repeat("ü", 120),
+	} {
+		p := CopyPath(uri)
+		if !allowed.MatchString(p) || strings.Contains(p, ":") || p != CopyPath(uri) {
+			t.Errorf("CopyPath(%q) = %q", uri, p)
+		}
+		rel, err := url.PathUnescape(strings.TrimPrefix(p, FilesPath+"/"))
+		if err != nil {
+			t.Fatalf("%q: %v", p, err)
+		}
+		if got, err := fs.Decode(rel); err != nil || got != uri {
+			t.Errorf("the copy of %q at %q is found as %q (%v)", uri, p, got, err)
+		}
 	}
 }

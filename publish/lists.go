@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/sink/fs"
 	"github.com/rsharvest/rsharvest/state"
@@ -185,10 +186,10 @@ func (pw *pageWriter) discard() {
 var errChanged = errclass.Fatalf("publish: the holdings changed within one view")
 
 // resourceEntry is a resource's entry in a Resource List: what the state
-// says of it, and its copy.
+// says of it, republished (see republished).
 func (p *publisher) resourceEntry(r *state.Resource) manifest.Entry {
 	e := resourceMeta(r)
-	p.addCopy(&e, r.URI, r.Length)
+	p.republished(&e, r.URI)
 	return e
 }
 
@@ -200,32 +201,68 @@ func resourceMeta(r *state.Resource) manifest.Entry {
 		e.Lastmod = r.ChangeTime
 	}
 	e.Metadata.Hashes, e.Metadata.Length, e.Metadata.Type = r.Hashes, r.Length, r.Type
-	for _, l := range r.Links {
-		ln := manifest.NewLink(l.Rel, manifest.ToURI(l.Href))
-		ln.Type = l.Type
-		e.Links = append(e.Links, ln)
-	}
+	e.Links = manifestLinks(r.Links)
 	return e
 }
 
-// addCopy links an entry to the held copy of uri (rel="duplicate").
-func (p *publisher) addCopy(e *manifest.Entry, uri string, length int64) {
+// manifestLinks are links of the state as a document writes them.
+func manifestLinks(ls []state.Link) []manifest.Link {
+	var out []manifest.Link
+	for _, l := range ls {
+		ln := manifest.NewLink(l.Rel, manifest.ToURI(l.Href))
+		ln.Type, ln.Modified = l.Type, l.Modified
+		if l.Length > 0 {
+			ln.Length = l.Length
+		}
+		if h, err := fixity.ParseList(l.Hash); err == nil {
+			ln.Hashes = h
+		}
+		out = append(out, ln)
+	}
+	return out
+}
+
+// republished makes e, what the state says of resource uri, the entry of
+// an aggregator when the copies are served (Options.Copies), as the
+// ResourceSync specification's section 14.8 says an aggregator
+// republishes: its loc is the copy's URI (which a Destination fetches),
+// its hash, length and type are the copy's (the same bytes as the
+// original's, verified), and one rs:ln rel="via" names the original with
+// its lastmod (modified), hash, length and type — or the via link the
+// resource came with, when it was harvested from an aggregator: the
+// original stays the original, never the aggregator in between. No other
+// link is inherited (they were the original's). The entry's lastmod stays
+// its content's, so that an unchanged resource's entry does not change
+// from one publication to the next. Without copies served, e stays the
+// original's.
+func (p *publisher) republished(e *manifest.Entry, uri string) {
 	if !p.o.Copies {
 		return
 	}
-	l := manifest.NewLink("duplicate", p.url(p.dir+"/"+CopyPath(uri)))
-	l.Hashes, l.Length, l.Type = e.Metadata.Hashes, length, e.Metadata.Type
-	e.Links = append(e.Links, l)
+	via := manifest.NewLink("via", e.Loc)
+	via.Modified, via.Hashes, via.Type = e.Lastmod, e.Metadata.Hashes, e.Metadata.Type
+	if e.Metadata.Length >= 0 {
+		via.Length = e.Metadata.Length
+	}
+	for _, l := range e.Links {
+		if l.Rel == "via" {
+			via = l
+			break
+		}
+	}
+	e.Loc, e.Links = p.url(p.dir+"/"+CopyPath(uri)), []manifest.Link{via}
 }
 
 // CopyPath is the path, under its set's directory (BaseURL/sets/NAME), of
-// the held copy of uri: FilesPath and the fs sink's path of uri
-// (fs.Encode), each element escaped for a URL. A web server serving a
-// site's fs sink directory at BaseURL/sets/NAME/files serves its copies.
+// the held copy of uri — stable from one publication to the next: FilesPath
+// and the fs sink's path of uri (fs.Encode), each element escaped for a
+// URL, ":" too (so that a Destination naming its files after the URL's
+// path gets names every file system holds). A web server serving a site's
+// fs sink directory at BaseURL/sets/NAME/files serves its copies.
 func CopyPath(uri string) string {
 	parts := strings.Split(fs.Encode(uri), "/")
 	for i, s := range parts {
-		parts[i] = url.PathEscape(s)
+		parts[i] = strings.ReplaceAll(url.PathEscape(s), ":", "%3A")
 	}
 	return FilesPath + "/" + strings.Join(parts, "/")
 }
@@ -312,9 +349,7 @@ func (p *publisher) index(rel string, md manifest.Metadata, capURL string, n int
 // version's).
 func (p *publisher) changeEntry(c *state.ChangeRecord) manifest.Entry {
 	e := changeMeta(c)
-	if c.Change != state.ChangeDeleted && !c.Superseded {
-		p.addCopy(&e, c.URI, c.Length)
-	}
+	p.republished(&e, c.URI)
 	return e
 }
 
@@ -336,6 +371,7 @@ func changeMeta(c *state.ChangeRecord) manifest.Entry {
 	if c.Change != state.ChangeDeleted {
 		e.Metadata.Hashes, e.Metadata.Length, e.Metadata.Type = c.Hashes, c.Length, c.Type
 	}
+	e.Links = manifestLinks(c.Links)
 	return e
 }
 

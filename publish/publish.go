@@ -1,5 +1,5 @@
-// Package publish makes rsharvest a ResourceSync Source of what it holds
-// (issue 16, seed 001): from the state store's snapshot of resources and
+// Package publish makes rsharvest a ResourceSync Source of what it holds:
+// from the state store's snapshot of resources and
 // its log of changes (or the documents the es sink writes), it writes a
 // Source Description, a Capability List per source harvested (a resource
 // set), each set's Resource List (an index with pages past MaxEntries
@@ -61,8 +61,9 @@ type Options struct {
 	// MaxEntries and MaxBytes bound one document (the defaults when zero).
 	MaxEntries int
 	MaxBytes   int64
-	// Copies links each resource to its held copy, served under
-	// BaseURL/files/ (rel="duplicate").
+	// Copies republishes as an aggregator (see republished):
+	// each entry's loc is the held copy, served under
+	// BaseURL/sets/NAME/files/, and its via link the original.
 	Copies bool
 	// Bodies, when set, holds the bodies (an fs or s3 sink): each set
 	// gets a Resource Dump of them, in packages of at most DumpSize body

@@ -228,7 +228,7 @@ func readSource(t *testing.T, out string, o Options) *source {
 					if h.Metadata.At.IsZero() || h.Metadata.Completed.IsZero() {
 						t.Errorf("resource list without at/completed")
 					}
-					s.resources[e.Loc] = e
+					s.resources[original(e)] = e
 					s.at = h.Metadata.At
 				}, nil)
 			case manifest.ChangeList:
@@ -292,6 +292,15 @@ func readList(t *testing.T, cur, url, capURL string, o Options, want manifest.Ca
 	return n
 }
 
+// original is the URI of what entry e republishes: its via link's, when
+// the copies are served (its loc is then the copy's), else its loc.
+func original(e manifest.Entry) string {
+	if l, ok := e.Link("via"); ok {
+		return l.Href
+	}
+	return e.Loc
+}
+
 func testOptions(out string) Options {
 	return Options{Out: out, BaseURL: testBase, MaxEntries: 5, MaxBytes: 16 << 10, Copies: true}
 }
@@ -329,33 +338,33 @@ func TestPublish(t *testing.T) {
 	if e.Metadata.Length != 3 || e.Metadata.Type != "text/plain" || !e.Metadata.Hashes.Equal(sum("one")) {
 		t.Errorf("entry %+v lost its length, type or hash", e)
 	}
-	// The copy lies under its set's directory, as its Capability List.
-	l, ok := e.Link("duplicate")
-	setDir := strings.TrimSuffix(strings.TrimPrefix(l.Href, testBase+"/"), "/"+CopyPath(e.Loc))
-	if !ok || !strings.HasPrefix(setDir, "sets/") || strings.Contains(strings.TrimPrefix(setDir, "sets/"), "/") ||
-		l.Href != testBase+"/"+setDir+"/"+CopyPath(e.Loc) || !l.Hashes.Equal(sum("one")) {
-		t.Errorf("entry's duplicate link %+v", l)
+	// The copies served, the entry is an aggregator's (section 14.8 of
+	// the specification): its loc the copy, under its set's directory (as
+	// its Capability List), and one link, via, to the original with the
+	// original's hash, length and type.
+	setDir := strings.TrimSuffix(strings.TrimPrefix(e.Loc, testBase+"/"), "/"+CopyPath(uri("http://a.example/rs", 3)))
+	via, ok := e.Link("via")
+	if !ok || len(e.Links) != 1 || !strings.HasPrefix(setDir, "sets/") || strings.Contains(strings.TrimPrefix(setDir, "sets/"), "/") ||
+		e.Loc != testBase+"/"+setDir+"/"+CopyPath(uri("http://a.example/rs", 3)) ||
+		via.Href != uri("http://a.example/rs", 3) || !via.Hashes.Equal(sum("one")) || via.Length != 3 || via.Type != "text/plain" || !via.Modified.Equal(e.Lastmod) {
+		t.Errorf("entry %+v: want its loc the copy's, and a via link to the original", e)
 	}
+	// A deletion names the copy it was published under: a destination
+	// that synced from rsharvest deletes what it holds.
 	last := a.changes[len(a.changes)-1]
-	if last.Metadata.Change != manifest.Deleted || last.Loc != uri("http://a.example/rs", 11) {
-		t.Errorf("last change %+v, want the deletion", last)
-	}
-	if _, ok := last.Link("duplicate"); ok {
-		t.Errorf("a deletion links to a copy")
+	if last.Metadata.Change != manifest.Deleted || original(last) != uri("http://a.example/rs", 11) ||
+		last.Loc != testBase+"/"+setDir+"/"+CopyPath(uri("http://a.example/rs", 11)) {
+		t.Errorf("last change %+v, want the deletion of the copy", last)
 	}
 	// A change's lastmod is its version's, as the Resource List gives it;
-	// its datetime is the stamp the destination recorded.
+	// its datetime is the stamp the destination recorded; every change is
+	// of the copy, with one via link.
 	for _, c := range a.changes[:len(a.changes)-1] {
-		if r, ok := a.resources[c.Loc]; ok && (!c.Lastmod.Equal(r.Lastmod) || !c.Metadata.Datetime.After(c.Lastmod)) {
+		if r, ok := a.resources[original(c)]; ok && (!c.Lastmod.Equal(r.Lastmod) || !c.Metadata.Datetime.After(c.Lastmod) || c.Loc != r.Loc) {
 			t.Errorf("change of %s: lastmod %s, datetime %s; want the resource's lastmod %s, and the stamp", c.Loc, c.Lastmod, c.Metadata.Datetime, r.Lastmod)
 		}
-	}
-	// A change a later one superseded links no copy: the copy held is
-	// no longer its bytes (here the creation of the resource deleted).
-	for _, c := range a.changes[:len(a.changes)-1] {
-		_, linked := c.Link("duplicate")
-		if superseded := c.Loc == uri("http://a.example/rs", 11); linked == superseded {
-			t.Errorf("change %s %s: duplicate link %v", c.Metadata.Change, c.Loc, linked)
+		if _, ok := c.Link("via"); !ok || len(c.Links) != 1 || !strings.HasPrefix(c.Loc, testBase+"/"+setDir+"/") {
+			t.Errorf("change %+v: want the copy's loc and one via link", c)
 		}
 	}
 	oai := src.sets["http://oai.example/oai"]
@@ -374,10 +383,10 @@ func TestPublish(t *testing.T) {
 	if res2.Written != 0 || res2.Kept != src.docs {
 		t.Errorf("second run wrote %d and kept %d documents, want 0 and %d", res2.Written, res2.Kept, src.docs)
 	}
-	// One more change: the open change list changes, and the closed one
-	// listing the change it supersedes (whose copy link goes), and the
-	// resource lists, whose at moves (set a's index and three pages, the
-	// OAI-PMH set's one); nothing else.
+	// One more change: the open change list changes, and the resource
+	// lists, whose at moves (set a's index and three pages, the OAI-PMH
+	// set's one); nothing else (a change another supersedes keeps its
+	// entry: the copy's URI, the version it made).
 	f.put("http://a.example/rs", 0, 1, state.ChangeUpdated, "two")
 	res3, err := Publish(ctx, FromState(f.st), o)
 	if err != nil {
@@ -387,8 +396,8 @@ func TestPublish(t *testing.T) {
 	if n := len(src3.sets["http://a.example/rs"].changes); n != 14 {
 		t.Errorf("after one change: %d changes listed, want 14", n)
 	}
-	if res3.Written != 7 {
-		t.Errorf("after one change %d documents were written (of %d), want 7", res3.Written, src.docs)
+	if res3.Written != 6 {
+		t.Errorf("after one change %d documents were written (of %d), want 6", res3.Written, src.docs)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(out, genDir)); len(ents) != 2 {
 		t.Errorf("generations kept: %d, want 2 (the published one and the one before)", len(ents))
@@ -555,6 +564,7 @@ func TestPublishURIs(t *testing.T) {
 	out := t.TempDir()
 	o := testOptions(out)
 	o.MaxEntries = 100
+	o.Copies = false // the origin's URIs and links as they are
 	if _, err := Publish(ctx, FromState(f.st), o); err != nil {
 		t.Fatal(err)
 	}
@@ -609,8 +619,8 @@ func TestDestinationFromLists(t *testing.T) {
 	}
 	first := readSource(t, out, o).sets[src]
 	held := map[string]string{} // the destination: loc → hashes
-	for loc, e := range first.resources {
-		held[loc] = e.Metadata.Hashes.String()
+	for _, e := range first.resources {
+		held[e.Loc] = e.Metadata.Hashes.String()
 	}
 
 	f.put(src, 3, 2, state.ChangeUpdated, "v2")
@@ -644,10 +654,10 @@ func TestDestinationFromLists(t *testing.T) {
 	if applied != 9 || sameMilli == 0 {
 		t.Errorf("applied %d changes after %s (want 9), %d in the millisecond of the one before (want some)", applied, first.at, sameMilli)
 	}
-	want := map[string]string{}
+	want := map[string]string{} // what rsharvest holds, by the URI it publishes it at
 	if err := f.st.WalkResources(ctx, src, func(r state.Resource) error {
 		if !r.Deleted {
-			want[manifest.ToURI(r.URI)] = r.Hashes.String()
+			want[second.resources[manifest.ToURI(r.URI)].Loc] = r.Hashes.String()
 		}
 		return nil
 	}); err != nil {

@@ -69,6 +69,12 @@ type Link struct {
 	Rel, Href, Type string
 	// Pri orders links of one relation (lowest first), as mirrors are.
 	Pri int
+	// Modified, Hashes and Length describe what the link names, when the
+	// source says (a rel="via" link's original; zero values, or a Length
+	// below 1, when it does not).
+	Modified time.Time
+	Hashes   fixity.Hashes
+	Length   int64
 }
 
 // Record is one resource as it reaches the sinks: what it is, what its

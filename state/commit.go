@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -75,6 +76,9 @@ type ChangeRecord struct {
 	// holds (see Snapshot). It is stored as an integer count of
 	// microseconds since the Unix epoch.
 	Recorded time.Time
+	// Links are the resource's links that stay with a change: its
+	// rel="via" link to the original, when it came from an aggregator.
+	Links []Link
 	// Superseded is set by Snapshot.WalkChanges when a later change of the
 	// same resource is recorded: the version this change produced is no
 	// longer the one held. It is not stored.
@@ -772,7 +776,7 @@ func insertChangesWith(cols, values string) string {
 }
 
 // The columns of a change record, in the order scanChange reads them.
-const changeCols = `uri, change, datetime, run_id, package, source, recorded, length, md5, sha1, sha256, hash_other, type, lastmod`
+const changeCols = `uri, change, datetime, run_id, package, source, recorded, length, md5, sha1, sha256, hash_other, type, lastmod, links`
 
 // changeArgs validates c and appends its insert's arguments to dst, its
 // times encoded through tt.
@@ -794,7 +798,7 @@ func changeArgs(dst []any, c *ChangeRecord, tt *timeTexts) ([]any, error) {
 		return nil, fmt.Errorf("lastmod: %w", err)
 	}
 	return append(dst, c.URI, c.Change, dt, nullID(c.RunID), c.Package, c.Source, stamp(c.Recorded), c.Length,
-		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type, lm), nil
+		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type, lm, linksArg(c.Links)), nil
 }
 
 // nextStamp returns the stamp (microseconds since the Unix epoch) of a
@@ -820,12 +824,17 @@ func nextStamp(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
 func scanChange(sc scanner, more ...any) (ChangeRecord, error) {
 	var (
 		c                        ChangeRecord
-		dt, lastmod              sql.NullString
+		dt, lastmod, links       sql.NullString
 		rec, runID               sql.NullInt64
 		md5, sha1, sha256, other sql.NullString
 	)
-	if err := sc.Scan(append([]any{&c.URI, &c.Change, &dt, &runID, &c.Package, &c.Source, &rec, &c.Length, &md5, &sha1, &sha256, &other, &c.Type, &lastmod}, more...)...); err != nil {
+	if err := sc.Scan(append([]any{&c.URI, &c.Change, &dt, &runID, &c.Package, &c.Source, &rec, &c.Length, &md5, &sha1, &sha256, &other, &c.Type, &lastmod, &links}, more...)...); err != nil {
 		return ChangeRecord{}, err
+	}
+	if links.Valid && links.String != "" {
+		if err := json.Unmarshal([]byte(links.String), &c.Links); err != nil {
+			return ChangeRecord{}, fmt.Errorf("change of %q: links: %w", c.URI, err)
+		}
 	}
 	c.RunID = runID.Int64
 	var err error

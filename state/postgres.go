@@ -498,5 +498,7 @@ ON CONFLICT DO NOTHING;
 		`ALTER TABLE checkpoints RENAME COLUMN capability_list TO resource_set;`,
 		// 5: SQLite's version 25: one source, one key (see foldKeys).
 		foldSourceKeys,
+		// 6: SQLite's version 26: a change keeps its link to the original.
+		`ALTER TABLE changes ADD COLUMN links TEXT COLLATE "C";`,
 	}
 }

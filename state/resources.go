@@ -96,6 +96,12 @@ type Link struct {
 	Rel  string `json:"rel"`
 	Href string `json:"href"`
 	Type string `json:"type,omitempty"`
+	// Modified, Hash (the hash attribute's text: "md5:… sha-256:…") and
+	// Length describe what the link names, as the source gave them: a
+	// rel="via" link's original (zero: not given).
+	Modified time.Time `json:"modified,omitzero"`
+	Hash     string    `json:"hash,omitempty"`
+	Length   int64     `json:"length,omitempty"`
 }
 
 func validOutcome(o string) bool {

@@ -369,6 +369,8 @@ WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.rep
 		// 25: one source, one key: the keys that normalise alike are folded
 		// into one (see foldSourceKeys).
 		foldSourceKeys,
+		// 26: a change keeps its resource's link to the original (via).
+		`ALTER TABLE changes ADD COLUMN links TEXT;`,
 	}
 }
 

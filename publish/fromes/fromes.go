@@ -1,6 +1,6 @@
 // Package fromes is the publish.Holdings of an Elasticsearch (or
 // ZincSearch) index that rsharvest's es sink (sink/es) wrote, for
-// `rsharvest publish --from-es URL/INDEX` (issue 16): the resource index's
+// `rsharvest publish --from-es URL/INDEX`: the resource index's
 // documents are the resources held, the change index's the log of changes,
 // instead of the state store's.
 //

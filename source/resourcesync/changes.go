@@ -190,7 +190,7 @@ func (w *walk) readChanges(ctx context.Context, p *plan, i int) (err error) {
 		if t := e.ChangeTime(); t.Before(cp.From) || t.After(cp.Until) {
 			continue
 		}
-		rec := RecordOf(e, j.ResourceSet, j.URL, j.At)
+		rec := recordOf(e, j.ResourceSet, j.URL, j.At, w.ViaIdentity)
 		rec.Seq = seq
 		recs = append(recs, rec)
 		if len(recs) >= batch {

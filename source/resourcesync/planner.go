@@ -154,6 +154,10 @@ type Planner struct {
 	// PreferList walks a resource set's Resource or Change List before
 	// its dump.
 	PreferList bool
+	// ViaIdentity holds a resource an aggregator republishes (its loc the
+	// aggregator's copy, an rs:ln rel="via" naming the original) under
+	// the original's URI; its bytes still come from the aggregator.
+	ViaIdentity bool
 	// OpenPackage opens the manifest.xml inside a change package that
 	// links no copy of it (rel="contents"), for an incremental task: the
 	// executor downloads the package, and may keep it to apply its
@@ -371,7 +375,7 @@ func RecordOf(e *manifest.Entry, set, listed string, at time.Time) *source.Recor
 	if len(e.Links) > 0 {
 		rec.Links = make([]source.Link, len(e.Links))
 		for i, l := range e.Links {
-			rec.Links[i] = source.Link{Rel: l.Rel, Href: l.Href, Type: l.Type, Pri: l.Pri}
+			rec.Links[i] = source.Link{Rel: l.Rel, Href: l.Href, Type: l.Type, Pri: l.Pri, Modified: l.Modified, Hashes: l.Hashes, Length: l.Length}
 		}
 	}
 	// Where the bytes are fetched from, outside a package: the loc, then
@@ -382,6 +386,23 @@ func RecordOf(e *manifest.Entry, set, listed string, at time.Time) *source.Recor
 		rec.Location, rec.Mirrors = ms[0], ms[1:]
 	} else if len(ms) > 0 {
 		rec.Mirrors = ms
+	}
+	return rec
+}
+
+// recordOf is RecordOf, held under the original's URI when via is set
+// and the entry names one (Planner.ViaIdentity): its bytes are still
+// fetched from the entry's loc.
+func recordOf(e *manifest.Entry, set, listed string, at time.Time, via bool) *source.Record {
+	rec := RecordOf(e, set, listed, at)
+	if !via {
+		return rec
+	}
+	if l, ok := e.Link("via"); ok && l.Href != "" && l.Href != rec.URI {
+		if rec.Location == "" {
+			rec.Location = rec.URI
+		}
+		rec.URI = l.Href
 	}
 	return rec
 }
@@ -528,7 +549,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 				w.Log.Warn("index document with a <urlset> root; reading its entries as documents", "document", docURL)
 				return w.child(ctx, here, e, resourceSet)
 			}
-			rec := RecordOf(e, resourceSet, docURL, at)
+			rec := recordOf(e, resourceSet, docURL, at, w.ViaIdentity)
 			if rec.Change == source.Deleted {
 				rec.Change = "" // listed in a snapshot: the resource is there
 			}

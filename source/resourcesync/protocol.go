@@ -33,7 +33,15 @@ func Protocol() source.Protocol {
 					return errors.New("want dump or list")
 				}
 				return nil
-			}}},
+			}},
+			{Name: "identity", Default: "loc",
+				Help: "the URI a resource an aggregator republishes is held under: loc (the aggregator's, as the specification says) or via (the original's, its rs:ln rel=\"via\": one identity across mirrors); its bytes come from the aggregator either way",
+				Check: func(v string) error {
+					if v != "loc" && v != "via" {
+						return errors.New("want loc or via")
+					}
+					return nil
+				}}},
 	}
 }
 
@@ -49,6 +57,7 @@ func newPlanner(s source.Settings, env source.Services) (source.Planner, error) 
 		MaxDocumentSize: env.MaxDocumentSize,
 		Log:             env.Log,
 		PreferList:      s.Option(Protocol(), "prefer") == "list",
+		ViaIdentity:     s.Option(Protocol(), "identity") == "via",
 		Concurrency:     env.Concurrency,
 		ScratchDir:      env.ScratchDir,
 	}, nil
@@ -107,6 +116,7 @@ type packageIndex struct {
 	set    string
 	pkg    string
 	at     time.Time
+	via    bool // see Planner.ViaIdentity
 }
 
 var _ source.Index = packageIndex{}
@@ -146,10 +156,10 @@ func (m *manifestEntries) Next() (*source.Record, error) {
 		}
 		return nil, fmt.Errorf("manifest.xml: %w", err)
 	}
-	return RecordOf(e, m.x.set, m.x.pkg, m.x.at), nil
+	return recordOf(e, m.x.set, m.x.pkg, m.x.at, m.x.via), nil
 }
 
 // index returns the index of package j, met by the walk.
 func (w *walk) index(j *source.Package) source.Index {
-	return packageIndex{change: w.want == manifest.ChangeDump, doc: w.docOptions(), set: j.ResourceSet, pkg: j.URL, at: j.At}
+	return packageIndex{change: w.want == manifest.ChangeDump, doc: w.docOptions(), set: j.ResourceSet, pkg: j.URL, at: j.At, via: w.ViaIdentity}
 }
