@@ -450,6 +450,12 @@ func FuzzMatchesLibrary(f *testing.F) {
 				}
 				gotOff, gotErr := got.dataOffset()
 				wantOff, wantErr := zf.DataOffset()
+				switch {
+				case gotErr != nil && wantErr == nil && wantOff+int64(zf.CompressedSize64) > int64(len(data)):
+					continue // the library names data past the archive's end, which this package refuses
+				case errors.Is(gotErr, ErrNameMismatch):
+					continue // a local header naming another entry: refused here, not by the library
+				}
 				if (gotErr == nil) != (wantErr == nil) || gotErr == nil && gotOff != wantOff {
 					t.Fatalf("%q: data at %d (%v), library %d (%v)", zf.Name, gotOff, gotErr, wantOff, wantErr)
 				}
