@@ -4,8 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rsharvest/rsharvest/status"
 )
 
 // TestSystemdUnits: the units of contrib/systemd pass systemd-analyze
@@ -63,5 +66,32 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	if b, err := os.ReadFile("../contrib/systemd/rsharvest.env.example"); err != nil || !strings.Contains(string(b), "RSHARVEST_STATUS_TOKEN=") {
 		t.Errorf("rsharvest.env.example: %v", err)
+	}
+}
+
+// TestPrometheusRules: the alerting rules of contrib/prometheus pass
+// promtool check rules, and their unit tests pass (promtool test rules);
+// every series they name is one /metrics gives.
+func TestPrometheusRules(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is needed to check contrib/prometheus (Debian's prometheus):", err)
+	}
+	dir := "../contrib/prometheus"
+	for _, args := range [][]string{{"check", "rules", "rsharvest-alerts.yml"}, {"test", "rules", "rsharvest-alerts.test.yml"}} {
+		cmd := exec.CommandContext(t.Context(), promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	rules, err := os.ReadFile(filepath.Join(dir, "rsharvest-alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`rsharvest_[a-z_]+`).FindAllString(string(rules), -1) {
+		if !strings.Contains(status.MetricsHelp(), m) {
+			t.Errorf("the rules name %s, which /metrics does not give", m)
+		}
 	}
 }

@@ -20,18 +20,19 @@ import (
 // as a service (package daemon, on River).
 func (a *app) daemonCommand() *cobra.Command {
 	var (
-		stateFile   string
-		concurrency int
-		units       int
-		tick        time.Duration
-		waitLock    time.Duration
-		spoolDir    string
-		listen      string
-		jobsDB      string
-		jobsSchema  string
-		rescueAfter time.Duration
-		rf          reportFlags
-		pf          = publishFlags{prefix: "publish-"}
+		stateFile    string
+		concurrency  int
+		units        int
+		tick         time.Duration
+		waitLock     time.Duration
+		spoolDir     string
+		listen       string
+		jobsDB       string
+		jobsSchema   string
+		rescueAfter  time.Duration
+		metricsSites int
+		rf           reportFlags
+		pf           = publishFlags{prefix: "publish-"}
 	)
 	c := &cobra.Command{
 		Use:   "daemon",
@@ -93,7 +94,7 @@ when the last unit has committed; a unit whose daemon died is done again by anot
 				defer stopPub(context.WithoutCancel(ctx))
 			}
 			log.Info("daemon started", "state", state.Redacted(stateFile), "tick", tick, "sites-concurrency", concurrency)
-			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done, Listen: listen,
+			o := harvest.DaemonOptions{Command: c.CommandPath(), SpoolDir: spoolDir, Reports: rs, Done: done, Listen: listen, MetricsSites: metricsSites,
 				Operator: status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_USER"), Password: os.Getenv("RSHARVEST_STATUS_PASSWORD")},
 				Viewer:   status.Credentials{Token: os.Getenv("RSHARVEST_STATUS_VIEWER_TOKEN"), User: os.Getenv("RSHARVEST_STATUS_VIEWER_USER"), Password: os.Getenv("RSHARVEST_STATUS_VIEWER_PASSWORD")},
 				Schedule: daemon.Options{JobsDB: jobsDB, JobsSchema: jobsSchema, SitesConcurrency: concurrency, UnitsConcurrency: units, Tick: tick, RescueAfter: rescueAfter}}
@@ -113,6 +114,7 @@ when the last unit has committed; a unit whose daemon died is done again by anot
 	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
 	fl.IntVar(&units, "units", 0, "with --state postgres://…: units of spread harvests (sites with spread: true) this daemon executes at once (default: --sites-concurrency)")
 	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")
+	fl.IntVar(&metricsSites, "metrics-sites", status.DefaultMetricsSites, "a registry of at most this many sites gives every site's own series in /metrics; a larger one, those of the sites marked metrics: true alone (sites add --metrics)")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
 	fl.StringVar(&listen, "listen", "127.0.0.1:8474", `serve the status page, /metrics and /healthz here ("": not at all); an operator, who may also act (harvest now, pause, resume, change a schedule), is $RSHARVEST_STATUS_TOKEN (a bearer token) or $RSHARVEST_STATUS_USER and $RSHARVEST_STATUS_PASSWORD; a viewer, who only sees, $RSHARVEST_STATUS_VIEWER_TOKEN or $RSHARVEST_STATUS_VIEWER_USER and $RSHARVEST_STATUS_VIEWER_PASSWORD; without any, only /healthz answers`)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/status"
 )
 
 // manDate is the date the man pages carry: fixed, so that the pages made
@@ -60,6 +61,14 @@ func WriteReference(markdown, man string) error {
 			return fmt.Errorf("docs: %w", err)
 		}
 		if err := os.WriteFile(filepath.Join(markdown, "settings.md"), []byte(settingsReference()), 0o644); err != nil {
+			return err
+		}
+		metrics := "# Metrics\n\nThe series the daemon's `/metrics` gives (with `--listen` and the status page's credentials), beside\n" +
+			"Go's and the process's. The series of the whole registry are always there; those of one site (`rsharvest_site_…`)\n" +
+			"are there for every site of a registry of at most `--metrics-sites` sites (100), else for the sites marked\n" +
+			"`metrics: true` (`sites add --metrics`), so that a scrape stays small and quick whatever the registry holds.\n" +
+			"`contrib/prometheus/rsharvest-alerts.yml` has alerting rules on them.\n\n" + status.MetricsHelp()
+		if err := os.WriteFile(filepath.Join(markdown, "metrics.md"), []byte(metrics), 0o644); err != nil {
 			return err
 		}
 	}

@@ -282,6 +282,9 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 						*f.dst = f.v
 					}
 				}
+				if changed("metrics") {
+					s.Metrics = def.Metrics
+				}
 				// Each setting given, as a registry file would hold it:
 				// relative paths made absolute, whatever directory a later
 				// run starts in.
@@ -348,6 +351,7 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 	fl.StringVar(&cron, "cron", "", `harvest at the times of a cron expression ("0 3 * * *", "@daily")`)
 	fl.StringVar(&def.Contact, "contact", "", "the e-mail address the site's reports go to")
 	fl.StringVar(&def.Notify, "notify", "", "when the contact hears of a harvest: always, on_error, on_change (default always)")
+	fl.BoolVar(&def.Metrics, "metrics", false, "give the site's own series in /metrics, whatever the size of the registry (by default only a small registry's sites have them)")
 	fl.StringVar(&next, "next", "", "the next harvest: now, or a W3C datetime (default: derived from the last harvest and the schedule)")
 	return c
 }

@@ -29,6 +29,9 @@ type Site struct {
 	// Notify is when its contact hears of a harvest: always, on_error or
 	// on_change ("": always).
 	Notify string
+	// Metrics says that the site's own series are in /metrics whatever
+	// the size of the registry (key metrics: true).
+	Metrics bool
 	// Settings are the harvest's settings as given: a mapping of keys to
 	// values (relative paths resolved), applied to a job with the
 	// settings table (Table.DecodeMapping with InSite). Source and sinks
@@ -42,7 +45,7 @@ type Site struct {
 }
 
 // siteKeys are the keys of a site that are not settings of its harvests.
-var siteKeys = []string{"name", "schedule", "contact", "notify"}
+var siteKeys = []string{"name", "schedule", "contact", "notify", "metrics"}
 
 var siteNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
@@ -107,6 +110,9 @@ func (s Site) MarshalYAML() (any, error) {
 		if kv[1] != "" || kv[0] == "name" || kv[0] == "schedule" {
 			m.Content = append(m.Content, scalar("!!str", kv[0]), scalar("!!str", kv[1]))
 		}
+	}
+	if s.Metrics {
+		m.Content = append(m.Content, scalar("!!str", "metrics"), scalar("!!bool", "true"))
 	}
 	if s.Settings != nil {
 		m.Content = append(m.Content, s.Settings.Content...)
@@ -228,6 +234,13 @@ func decodeSite(n *yaml.Node, name, base string, t Table, targets func() []any) 
 			dst = &s.Contact
 		case "notify":
 			dst = &s.Notify
+		case "metrics":
+			if given(v) {
+				if err := Bool(&s.Metrics).Decode(c, k.Value, v); err != nil {
+					return nil, namedSite(err, n)
+				}
+			}
+			continue
 		}
 		switch {
 		case dst != nil:

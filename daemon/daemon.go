@@ -451,15 +451,11 @@ type daemon[TTx any] struct {
 // on the leader of the daemons sharing the jobs. (Every daemon takes up
 // the jobs of dead workers on its own tick: see rescueTurn.)
 func (d *daemon[TTx]) schedule(ctx context.Context, _ *river.Job[scheduleArgs]) error {
-	sites, err := site.Registry{Store: d.opts.Store}.Sites(ctx)
+	sites, err := site.Registry{Store: d.opts.Store}.Due(ctx, d.opts.Now(), d.opts.Loc)
 	if err != nil {
 		return err
 	}
-	now := d.opts.Now()
 	for _, s := range sites {
-		if !s.Due(now, d.opts.Loc) {
-			continue
-		}
 		res, err := d.client.Insert(ctx, harvestArgs{Site: s.Name}, &river.InsertOpts{Queue: queueHarvest, UniqueOpts: whileQueued()})
 		if err != nil {
 			return fmt.Errorf("daemon: queue site %s: %w", s.Name, err)

@@ -39,6 +39,9 @@ type DaemonOptions struct {
 	// and wakes the schedule.
 	Listen           string
 	Operator, Viewer status.Credentials
+	// MetricsSites is the size of registry up to which /metrics gives
+	// every site's own series (status.Options.MetricsSites).
+	MetricsSites int
 	// ActionPoll is how often the harvest log is read for operators'
 	// actions (Act) — on the status page, or by another process (run SITE
 	// while the daemon holds the state file) — each of which wakes the
@@ -77,7 +80,7 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 	}
 	d.Wake = wake
 	if o.Listen != "" {
-		page := status.Options{Store: h.Store, Act: h.Act, Queue: d.Queue, Operator: o.Operator, Viewer: o.Viewer}
+		page := status.Options{Store: h.Store, Act: h.Act, Queue: d.Queue, Operator: o.Operator, Viewer: o.Viewer, MetricsSites: o.MetricsSites}
 		if !page.HasAuth() {
 			log.Warn("only /healthz is served: set RSHARVEST_STATUS_TOKEN, or RSHARVEST_STATUS_USER and RSHARVEST_STATUS_PASSWORD, for the status page and /metrics")
 		}

@@ -80,11 +80,7 @@ func Chosen(ctx context.Context, reg site.Registry, names []string, due bool, no
 		}
 		return out, nil
 	}
-	all, err := reg.Sites(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(all, func(s *site.Site) bool { return !s.Due(now, time.Local) }), nil
+	return reg.Due(ctx, now, time.Local)
 }
 
 // RunSites harvests sites as the run command does: the harvester's start
@@ -158,6 +154,9 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 	rerr := h.Store.SiteHarvested(context.WithoutCancel(ctx), s.Name, started, status, runID)
 	if rerr == nil && (status == runreport.StatusFailed || status == state.StatusInterrupted) {
 		rerr = h.retrySoon(context.WithoutCancel(ctx), s, started)
+	}
+	if rerr == nil {
+		rerr = site.Registry{Store: h.Store}.Refresh(context.WithoutCancel(ctx), s.Name, time.Local)
 	}
 	if done != nil {
 		done(s, rep, err, rerr)

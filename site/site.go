@@ -88,6 +88,8 @@ type Store interface {
 	RemoveSite(ctx context.Context, name string) error
 	SetSiteNext(ctx context.Context, name string, next time.Time) error
 	SetSitePaused(ctx context.Context, name string, paused bool) error
+	DueSites(ctx context.Context, now time.Time) ([]state.Site, error)
+	SetSitesDue(ctx context.Context, due map[string]time.Time) error
 }
 
 var _ Store = (*state.Store)(nil)
@@ -105,13 +107,50 @@ func (r Registry) Sites(ctx context.Context) ([]*Site, error) {
 	}
 	out := make([]*Site, 0, len(rows))
 	for _, row := range rows {
-		s, err := fromRow(row)
+		s, err := FromRow(row)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// Due returns the sites due at now (Site.Due, schedules read in loc), by
+// name: of the candidates the state gives (state.Store.DueSites: those
+// whose recorded next harvest has come or is not known), those their
+// schedules make due; the next harvest of the others is recorded, so that
+// with nothing due nothing is read (ten thousand sites cost one index
+// look-up, not ten thousand definitions read).
+func (r Registry) Due(ctx context.Context, now time.Time, loc *time.Location) ([]*Site, error) {
+	rows, err := r.Store.DueSites(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Site
+	later := map[string]time.Time{}
+	for _, row := range rows {
+		s, err := FromRow(row)
+		if err != nil {
+			return nil, err
+		}
+		if s.Due(now, loc) {
+			out = append(out, s)
+		} else {
+			later[s.Name] = s.NextHarvest(loc)
+		}
+	}
+	return out, r.Store.SetSitesDue(ctx, later)
+}
+
+// Refresh records site name's next harvest (see Due), after a change of
+// where its harvests stand.
+func (r Registry) Refresh(ctx context.Context, name string, loc *time.Location) error {
+	s, err := r.Site(ctx, name)
+	if err != nil {
+		return err
+	}
+	return r.Store.SetSitesDue(ctx, map[string]time.Time{name: s.NextHarvest(loc)})
 }
 
 // Site returns site name; its error wraps state.ErrNoSite when there is
@@ -121,11 +160,11 @@ func (r Registry) Site(ctx context.Context, name string) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fromRow(row)
+	return FromRow(row)
 }
 
-// fromRow reads a site's row back.
-func fromRow(row state.Site) (*Site, error) {
+// FromRow reads a site's row of the state back.
+func FromRow(row state.Site) (*Site, error) {
 	def, err := config.DecodeSite([]byte(row.Definition), "the state's site "+row.Name, nil, nil)
 	if err != nil {
 		return nil, err

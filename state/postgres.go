@@ -500,5 +500,7 @@ ON CONFLICT DO NOTHING;
 		foldSourceKeys,
 		// 6: SQLite's version 26: a change keeps its link to the original.
 		`ALTER TABLE changes ADD COLUMN links TEXT COLLATE "C";`,
+		// 7: SQLite's version 27: the registry's due times and indexes.
+		strings.Replace(registryIndexes, "due TEXT", `due TEXT COLLATE "C"`, 1),
 	}
 }

@@ -308,3 +308,157 @@ func sinceArg(since time.Time) any {
 	}
 	return ""
 }
+
+// SiteRuns returns up to limit runs of site, newest first, those before
+// run before only when before is not 0: a page of a site's harvests,
+// read through an index whatever the harvest log holds.
+func (s *Store) SiteRuns(ctx context.Context, site string, before int64, limit int) ([]Run, error) {
+	return s.runs(ctx, selectRun+" WHERE site = ? AND (? = 0 OR id < ?) ORDER BY id DESC LIMIT ?", site, before, before, max(limit, 1))
+}
+
+// RunningRun returns the run of site under way, the newest when a dead
+// process left others recorded as running (ok false: none).
+func (s *Store) RunningRun(ctx context.Context, site string) (Run, bool, error) {
+	runs, err := s.runs(ctx, selectRun+" WHERE site = ? AND status = 'running' ORDER BY id DESC LIMIT 1", site)
+	if err != nil || len(runs) == 0 {
+		return Run{}, false, err
+	}
+	return runs[0], true, nil
+}
+
+// RunCounts counts the runs of the harvest log by status.
+func (s *Store) RunCounts(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT status, count(*) FROM runs GROUP BY status")
+	if err != nil {
+		return nil, fatal("runs", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fatal("runs", err)
+		}
+		out[st] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("runs", err)
+	}
+	return out, nil
+}
+
+// SiteEvents returns up to limit events of site, newest first (an index's
+// read).
+func (s *Store) SiteEvents(ctx context.Context, site string, limit int) ([]Event, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT at, operation, site, message FROM events WHERE site = ? ORDER BY id DESC LIMIT ?", site, max(limit, 1))
+	if err != nil {
+		return nil, fatal("events", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var (
+			e  Event
+			at sql.NullString
+		)
+		if err := rows.Scan(&at, &e.Operation, &e.Site, &e.Message); err != nil {
+			return nil, fatal("events", err)
+		}
+		if e.At, err = decodeTime("at", at); err != nil {
+			return nil, fatal("events", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("events", err)
+	}
+	return out, nil
+}
+
+// HourCount is how many harvests began in an hour, by how they ended:
+// ok (ok or partial), failed (failed or interrupted), and the others
+// (running).
+type HourCount struct {
+	Hour               time.Time
+	OK, Failed, Others int
+}
+
+// RunsPerHour counts the harvests begun since since, by the hour they
+// began (the hours without one left out), oldest first: a range of the
+// index of runs by start.
+func (s *Store) RunsPerHour(ctx context.Context, since time.Time) ([]HourCount, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT substr(started, 1, 13) AS h,
+	sum(CASE WHEN status IN ('ok', 'partial') THEN 1 ELSE 0 END),
+	sum(CASE WHEN status IN ('failed', 'interrupted') THEN 1 ELSE 0 END), count(*)
+	FROM runs WHERE started >= ? GROUP BY h ORDER BY h`, sinceArg(since))
+	if err != nil {
+		return nil, fatal("runs", err)
+	}
+	defer rows.Close()
+	var out []HourCount
+	for rows.Next() {
+		var (
+			h        string
+			c        HourCount
+			ok, fail int
+			all      int
+		)
+		if err := rows.Scan(&h, &ok, &fail, &all); err != nil {
+			return nil, fatal("runs", err)
+		}
+		if c.Hour, err = time.Parse("2006-01-02T15", h); err != nil {
+			continue // not a time this store writes
+		}
+		c.OK, c.Failed, c.Others = ok, fail, all-ok-fail
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal("runs", err)
+	}
+	return out, nil
+}
+
+// SitesLastRuns calls fn with each site of the registry, by name, and its
+// last harvest's run (zero: none): one read of the registry joined with
+// the runs it names.
+func (s *Store) SitesLastRuns(ctx context.Context, fn func(Site, Run) error) error {
+	rows, err := s.r.QueryContext(ctx, `SELECT s.name, s.definition, s.next, s.last, s.last_status, s.last_run_id, s.updated, s.paused,
+	r.id, r.mode, r.source, r.site, r.status, r.started, r.finished, r.report
+	FROM sites s LEFT JOIN runs r ON r.id = s.last_run_id ORDER BY s.name`)
+	if err != nil {
+		return fatal("sites", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			st                      Site
+			id                      sql.NullInt64
+			mode, src, site, status sql.NullString
+			started, finished, rep  sql.NullString
+		)
+		if err := scanSite(rows, &st, &id, &mode, &src, &site, &status, &started, &finished, &rep); err != nil {
+			return fatal("sites", err)
+		}
+		var r Run
+		if id.Valid {
+			r = Run{ID: id.Int64, Mode: mode.String, Source: src.String, Site: site.String, Status: status.String}
+			if r.Started, err = decodeTime("started", started); err != nil {
+				return fatal("sites", err)
+			}
+			if r.Finished, err = decodeTime("finished", finished); err != nil {
+				return fatal("sites", err)
+			}
+			if rep.Valid {
+				r.Report = []byte(rep.String)
+			}
+		}
+		if err := fn(st, r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fatal("sites", err)
+	}
+	return nil
+}

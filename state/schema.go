@@ -371,8 +371,25 @@ WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.rep
 		foldSourceKeys,
 		// 26: a change keeps its resource's link to the original (via).
 		`ALTER TABLE changes ADD COLUMN links TEXT;`,
+		// 27: ten thousand sites: each site's next harvest as the registry
+		// computed it (see SetSiteDue), and the indexes the status page and
+		// the due sites are read by.
+		registryIndexes,
 	}
 }
+
+// registryIndexes is the migration of both stores that keeps each site's
+// next harvest (due: NULL when it must be computed again) and indexes the
+// registry's reads: the due sites, a site's runs and log, the runs under
+// way.
+const registryIndexes = `
+ALTER TABLE sites ADD COLUMN due TEXT;
+CREATE INDEX sites_due ON sites (due) WHERE paused = 0;
+CREATE INDEX runs_site ON runs (site, id);
+CREATE INDEX runs_running ON runs (site) WHERE status = 'running';
+CREATE INDEX runs_status ON runs (status);
+CREATE INDEX events_site ON events (site, id);
+`
 
 // claimSQLite marks the file as an rsharvest state store (its application
 // id), in migrate's transaction.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -39,7 +40,7 @@ func (s *Store) PutSite(ctx context.Context, site Site) error {
 		return fatal("put site", errors.New("a site needs a name and a definition"))
 	}
 	_, err := s.w.ExecContext(ctx, `INSERT INTO sites (name, definition, updated) VALUES (?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, updated = excluded.updated`,
+		ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, updated = excluded.updated, due = NULL`,
 		site.Name, site.Definition, time.Now().UTC().Format(timeLayout))
 	if err != nil {
 		return fatal("put site", err)
@@ -58,7 +59,7 @@ func (s *Store) SetSiteNext(ctx context.Context, name string, next time.Time) er
 	if err != nil {
 		return fatal("site", err)
 	}
-	return s.updateSite(ctx, name, "next = ?", at)
+	return s.updateSite(ctx, name, "next = ?, due = NULL", at)
 }
 
 // SiteHarvested records that a harvest of site name began at last, ended
@@ -69,7 +70,7 @@ func (s *Store) SiteHarvested(ctx context.Context, name string, last time.Time, 
 	if err != nil {
 		return fatal("site", err)
 	}
-	return s.updateSite(ctx, name, "next = NULL, last = ?, last_status = ?, last_run_id = ?", at, status, nullID(runID))
+	return s.updateSite(ctx, name, "next = NULL, due = NULL, last = ?, last_status = ?, last_run_id = ?", at, status, nullID(runID))
 }
 
 func (s *Store) updateSite(ctx context.Context, name, set string, args ...any) error {
@@ -115,31 +116,21 @@ func (s *Store) Site(ctx context.Context, name string) (Site, error) {
 func (s *Store) Sites(ctx context.Context) ([]Site, error) { return s.sites(ctx, "") }
 
 func (s *Store) sites(ctx context.Context, where string, args ...any) ([]Site, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT name, definition, next, last, last_status, last_run_id, updated, paused FROM sites "+where+" ORDER BY name", args...)
+	return s.sitesQuery(ctx, "SELECT name, definition, next, last, last_status, last_run_id, updated, paused FROM sites "+where+" ORDER BY name", args...)
+}
+
+// sitesQuery returns the sites query reads (rows as scanSite reads them).
+func (s *Store) sitesQuery(ctx context.Context, query string, args ...any) ([]Site, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fatal("sites", err)
 	}
 	defer rows.Close()
 	var out []Site
 	for rows.Next() {
-		var (
-			st              Site
-			next, last, upd sql.NullString
-			runID           sql.NullInt64
-			paused          int
-		)
-		if err := rows.Scan(&st.Name, &st.Definition, &next, &last, &st.LastStatus, &runID, &upd, &paused); err != nil {
+		var st Site
+		if err := scanSite(rows, &st); err != nil {
 			return nil, fatal("sites", err)
-		}
-		st.LastRunID, st.Paused = runID.Int64, paused != 0
-		for _, f := range []struct {
-			col string
-			v   sql.NullString
-			dst *time.Time
-		}{{"next", next, &st.Next}, {"last", last, &st.Last}, {"updated", upd, &st.Updated}} {
-			if *f.dst, err = decodeTime(f.col, f.v); err != nil {
-				return nil, fatal("sites", err)
-			}
 		}
 		out = append(out, st)
 	}
@@ -147,4 +138,170 @@ func (s *Store) sites(ctx context.Context, where string, args ...any) ([]Site, e
 		return nil, fatal("sites", err)
 	}
 	return out, nil
+}
+
+// scanSite reads a row of name, definition, next, last, last_status,
+// last_run_id, updated, paused (then more) into st.
+func scanSite(sc scanner, st *Site, more ...any) error {
+	var (
+		next, last, upd sql.NullString
+		runID           sql.NullInt64
+		paused          int
+	)
+	if err := sc.Scan(append([]any{&st.Name, &st.Definition, &next, &last, &st.LastStatus, &runID, &upd, &paused}, more...)...); err != nil {
+		return err
+	}
+	st.LastRunID, st.Paused = runID.Int64, paused != 0
+	for _, f := range []struct {
+		col string
+		v   sql.NullString
+		dst *time.Time
+	}{{"next", next, &st.Next}, {"last", last, &st.Last}, {"updated", upd, &st.Updated}} {
+		var err error
+		if *f.dst, err = decodeTime(f.col, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetSitesDue records, in one transaction, each site's next harvest as
+// the registry computes it from its schedule, by name (zero: unknown,
+// computed again at the next look for due sites). Every change of a
+// site's definition, last harvest or explicit next harvest makes it
+// unknown.
+func (s *Store) SetSitesDue(ctx context.Context, due map[string]time.Time) error {
+	if len(due) == 0 {
+		return nil
+	}
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return fatal("site", err)
+	}
+	defer tx.Rollback()
+	for name, t := range due {
+		at, err := encodeTime(t)
+		if err != nil {
+			return fatal("site", err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE sites SET due = ? WHERE name = ?", at, name); err != nil {
+			return fatal("site", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fatal("site", err)
+	}
+	return nil
+}
+
+// DueSites returns the sites not paused whose next harvest, as recorded
+// (SetSiteDue), is at now or before, or is not known: the candidates the
+// registry checks against their schedules. Through an index: with nothing
+// due, nothing is read.
+func (s *Store) DueSites(ctx context.Context, now time.Time) ([]Site, error) {
+	at, err := encodeTime(now)
+	if err != nil {
+		return nil, fatal("sites", err)
+	}
+	// Two ranges of the index of due times (an OR would scan the table).
+	return s.sitesQuery(ctx, `SELECT * FROM (
+	SELECT name, definition, next, last, last_status, last_run_id, updated, paused FROM sites WHERE paused = 0 AND due IS NULL
+	UNION ALL
+	SELECT name, definition, next, last, last_status, last_run_id, updated, paused FROM sites WHERE paused = 0 AND due <= ?) d ORDER BY name`, at)
+}
+
+// The states of a site on the status page, in the order it lists them.
+const (
+	SiteFailing = "failing" // its last harvest failed, ended partial or was interrupted
+	SiteRunning = "running" // a harvest of it is under way
+	SiteDue     = "due"     // its next harvest has come
+	SitePaused  = "paused"
+	SiteOK      = "ok"
+)
+
+// SiteStates are the states of SiteQuery.State, in the order a page lists
+// them.
+var SiteStates = []string{SiteFailing, SiteRunning, SiteDue, SitePaused, SiteOK}
+
+// SiteQuery is a page of the registry: the sites whose name holds Search
+// ("": all), in State ("": any), ordered by state (failing, running,
+// due, paused, ok) then name, Limit of them from Offset. A site is due
+// when its next harvest, as recorded (SetSiteDue) at Now, has come or is
+// not known.
+type SiteQuery struct {
+	Search, State string
+	Limit, Offset int
+	Now           time.Time
+}
+
+// SitePage is what a SiteQuery finds: its sites, each with its state; how
+// many sites of the search are in each state; and how many match the
+// query in all.
+type SitePage struct {
+	Sites  []SiteInState
+	Counts map[string]int
+	Total  int
+}
+
+// SiteInState is a site and its state (one of SiteStates).
+type SiteInState struct {
+	Site
+	State string
+}
+
+// siteState is the SQL of a site's state (see SiteStates), with one
+// parameter: now.
+const siteState = `CASE WHEN EXISTS (SELECT 1 FROM runs r WHERE r.site = sites.name AND r.status = 'running') THEN 'running'
+	WHEN last_status IN ('failed', 'partial', 'interrupted') THEN 'failing'
+	WHEN paused <> 0 THEN 'paused'
+	WHEN due IS NULL OR due <= ? THEN 'due'
+	ELSE 'ok' END`
+
+// Sites reads a page of the registry (see SiteQuery): a scan of the sites
+// table and an index probe per site, whatever the harvest log holds.
+func (s *Store) SitePage(ctx context.Context, q SiteQuery) (SitePage, error) {
+	at, err := encodeTime(q.Now)
+	if err != nil {
+		return SitePage{}, fatal("sites", err)
+	}
+	like := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(q.Search) + "%"
+	from := "(SELECT sites.*, " + siteState + " AS state FROM sites WHERE (? = '' OR name LIKE ? ESCAPE '\\')) s"
+	page := SitePage{Counts: map[string]int{}}
+	rows, err := s.r.QueryContext(ctx, "SELECT state, count(*) FROM "+from+" GROUP BY state", at, q.Search, like)
+	if err != nil {
+		return page, fatal("sites", err)
+	}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			rows.Close()
+			return page, fatal("sites", err)
+		}
+		page.Counts[st] = n
+		if q.State == "" || q.State == st {
+			page.Total += n
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return page, fatal("sites", err)
+	}
+	order := "CASE state WHEN 'failing' THEN 0 WHEN 'running' THEN 1 WHEN 'due' THEN 2 WHEN 'paused' THEN 3 ELSE 4 END, name"
+	rows, err = s.r.QueryContext(ctx, "SELECT name, definition, next, last, last_status, last_run_id, updated, paused, state FROM "+from+
+		" WHERE (? = '' OR state = ?) ORDER BY "+order+" LIMIT ? OFFSET ?", at, q.Search, like, q.State, q.State, max(q.Limit, 1), max(q.Offset, 0))
+	if err != nil {
+		return page, fatal("sites", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st SiteInState
+		if err := scanSite(rows, &st.Site, &st.State); err != nil {
+			return page, fatal("sites", err)
+		}
+		page.Sites = append(page.Sites, st)
+	}
+	if err := rows.Err(); err != nil {
+		return page, fatal("sites", err)
+	}
+	return page, nil
 }

@@ -21,8 +21,10 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +53,11 @@ type Options struct {
 	Queue interface {
 		Counts(ctx context.Context) (map[string]int, error)
 	}
+	// MetricsSites is the size of registry up to which every site has its
+	// own series in /metrics (0: DefaultMetricsSites); a larger registry
+	// gives them for the sites marked metrics: true alone, so that a scrape
+	// stays small and quick whatever the registry holds.
+	MetricsSites int
 }
 
 // HasAuth reports whether opts configure credentials: without them only
@@ -153,16 +160,17 @@ type siteView struct {
 	Running *runView
 }
 
-// view returns s as the pages show it.
-func (p *pages) view(ctx context.Context, s *site.Site) (siteView, error) {
+// view returns s as the pages show it: its harvest under way (running:
+// whether to look for one) and its last, each an index's read.
+func (p *pages) view(ctx context.Context, s *site.Site, running bool) (siteView, error) {
 	v := siteView{Site: s, Source: state.SourceKey(s.Source()), Next: s.NextHarvest(p.opts.Loc)}
-	runs, err := p.opts.Store.RunsSince(ctx, s.Last, s.Name)
-	if err != nil {
-		return v, err
-	}
-	for i := range runs {
-		if runs[i].Status == state.StatusRunning {
-			rv := newRunView(runs[i])
+	if running {
+		r, ok, err := p.opts.Store.RunningRun(ctx, s.Name)
+		if err != nil {
+			return v, err
+		}
+		if ok && !r.Started.Before(s.Last) {
+			rv := newRunView(r)
 			v.Running = &rv
 		}
 	}
@@ -175,27 +183,99 @@ func (p *pages) view(ctx context.Context, s *site.Site) (siteView, error) {
 	return v, nil
 }
 
-func (p *pages) siteViews(ctx context.Context) ([]siteView, error) {
-	sites, err := site.Registry{Store: p.opts.Store}.Sites(ctx)
-	if err != nil {
-		return nil, err
+// pageSize is how many sites, or runs, a page lists.
+const pageSize = 50
+
+// sitesQuery is the query of the sites page: the sites whose name holds
+// q, in state (one of state.SiteStates, "" for any), the page-th page of
+// them (from 1).
+type sitesQuery struct {
+	Q, State string
+	Page     int
+}
+
+// URL is the page's address for query c with page n.
+func (c sitesQuery) URL(n int) string {
+	v := url.Values{}
+	if c.Q != "" {
+		v.Set("q", c.Q)
 	}
-	out := make([]siteView, 0, len(sites))
-	for _, s := range sites {
-		v, err := p.view(ctx, s)
+	if c.State != "" {
+		v.Set("state", c.State)
+	}
+	if n > 1 {
+		v.Set("page", strconv.Itoa(n))
+	}
+	if len(v) == 0 {
+		return "/"
+	}
+	return "/?" + v.Encode()
+}
+
+// stateCount is a state's count of sites, with the page that lists them.
+type stateCount struct {
+	State string
+	Sites int
+	URL   string
+	Shown bool
+}
+
+// siteViews returns the page of sites the query asks for (see
+// state.Store.SitePage: one scan of the registry, whatever the harvest
+// log holds), each with its last harvest and, when running, the harvest
+// under way.
+func (p *pages) siteViews(ctx context.Context, q sitesQuery) ([]siteView, state.SitePage, error) {
+	page, err := p.opts.Store.SitePage(ctx, state.SiteQuery{Search: q.Q, State: q.State, Limit: pageSize, Offset: (max(q.Page, 1) - 1) * pageSize, Now: time.Now()})
+	if err != nil {
+		return nil, page, err
+	}
+	out := make([]siteView, 0, len(page.Sites))
+	for _, row := range page.Sites {
+		s, err := site.FromRow(row.Site)
 		if err != nil {
-			return nil, err
+			return nil, page, err
+		}
+		v, err := p.view(ctx, s, row.State == state.SiteRunning)
+		if err != nil {
+			return nil, page, err
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out, page, nil
 }
 
+// chartHours is how far back the sites page charts the harvests.
+const chartHours = 72
+
 func (p *pages) sites(w http.ResponseWriter, r *http.Request) {
-	views, err := p.siteViews(r.Context())
+	q := sitesQuery{Q: r.URL.Query().Get("q"), State: r.URL.Query().Get("state")}
+	if !slices.Contains(state.SiteStates, q.State) {
+		q.State = ""
+	}
+	q.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
+	q.Page = max(q.Page, 1)
+	views, page, err := p.siteViews(r.Context(), q)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
+	}
+	counts := []stateCount{{State: "all", URL: sitesQuery{Q: q.Q}.URL(1), Shown: q.State == ""}}
+	for _, st := range state.SiteStates {
+		counts[0].Sites += page.Counts[st]
+		counts = append(counts, stateCount{State: st, Sites: page.Counts[st], URL: sitesQuery{Q: q.Q, State: st}.URL(1), Shown: q.State == st})
+	}
+	hours, err := p.opts.Store.RunsPerHour(r.Context(), time.Now().Add(-chartHours*time.Hour))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	pages := (page.Total + pageSize - 1) / pageSize
+	nav := map[string]any{"Page": q.Page, "Pages": max(pages, 1)}
+	if q.Page > 1 {
+		nav["Prev"] = q.URL(q.Page - 1)
+	}
+	if q.Page < pages {
+		nav["Next"] = q.URL(q.Page + 1)
 	}
 	workers, err := p.workers(r.Context())
 	if err != nil {
@@ -213,7 +293,8 @@ func (p *pages) sites(w http.ResponseWriter, r *http.Request) {
 			queue = append(queue, queueState{st, counts[st]})
 		}
 	}
-	render(w, "sites", map[string]any{"Sites": views, "Workers": workers, "Queue": queue, "Who": who(r)})
+	render(w, "sites", map[string]any{"Sites": views, "Workers": workers, "Queue": queue, "Who": who(r),
+		"Query": q, "States": state.SiteStates, "Counts": counts, "Nav": nav, "Chart": hourChart(hours, time.Now(), chartHours)})
 }
 
 // queueState is how many jobs of the queue are in a state.
@@ -273,29 +354,41 @@ func (p *pages) site(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	v, err := p.view(r.Context(), s)
+	v, err := p.view(r.Context(), s, true)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	runs, err := p.opts.Store.RunsSince(r.Context(), time.Time{}, s.Name)
+	// Its runs by page, newest first: those before run ?before=ID.
+	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
+	runs, err := p.opts.Store.SiteRuns(r.Context(), s.Name, before, pageSize+1)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	slices.Reverse(runs)
-	views := make([]runView, 0, min(len(runs), 50))
-	for _, run := range runs[:min(len(runs), 50)] {
+	views := make([]runView, 0, min(len(runs), pageSize))
+	for _, run := range runs[:min(len(runs), pageSize)] {
 		views = append(views, newRunView(run))
 	}
-	events, err := p.opts.Store.Events(r.Context(), time.Time{}, s.Name)
+	nav := map[string]any{}
+	if len(runs) > pageSize {
+		nav["Older"] = "/site/" + url.PathEscape(s.Name) + "?before=" + strconv.FormatInt(runs[pageSize-1].ID, 10)
+	}
+	if before > 0 {
+		nav["Newest"] = "/site/" + url.PathEscape(s.Name)
+	}
+	last, err := p.opts.Store.SiteRuns(r.Context(), s.Name, 0, charted)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	slices.Reverse(events)
+	events, err := p.opts.Store.SiteEvents(r.Context(), s.Name, shownEvents)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	id := who(r)
-	render(w, "site", map[string]any{"Site": v, "Runs": views, "Events": events[:min(len(events), shownEvents)],
+	render(w, "site", map[string]any{"Site": v, "Runs": views, "Events": events, "Nav": nav, "Chart": runsChart(last),
 		"Who": id, "CanAct": id.role == roleOperator && p.opts.Act != nil, "CSRF": p.csrfToken(id)})
 }
 
@@ -373,6 +466,7 @@ func render(w http.ResponseWriter, name string, data any) {
 const style = `body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}
 .ok{color:#060}.running{color:#036}.partial,.paused{color:#a60}.failed,.interrupted,.error{color:#b00}form{display:inline;margin-right:1em}
 header{display:flex;justify-content:space-between}
+#counts a{margin-right:1em}#counts a.shown{font-weight:bold;text-decoration:none}figure{margin:1em 0}figcaption{font-size:.8em;color:#555}
 `
 
 var pageT = template.Must(template.New("").Funcs(map[string]any{
@@ -400,6 +494,11 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 <header><nav><a href="/">sites</a></nav><span id="who">{{.Who}}</span></header>{{end}}
 {{define "running"}}<span class="running">running since {{ago .Started}}: {{if .Units}}units {{.UnitsDone}} of {{.Units}} done, {{end}}{{if .Planned}}{{.Done}} of {{if not .PlanRead}}at least {{end}}{{.Planned}} done, {{end}}{{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed</span>{{end}}
 {{define "sites"}}{{template "head" (dict "Title" "" "Refresh" true "Who" .Who)}}<h1>Sites</h1>
+<p id="counts">{{range .Counts}}<a class="count{{if .Shown}} shown{{end}}" href="{{.URL}}">{{.State}} <b>{{.Sites}}</b></a> {{end}}</p>
+<form id="search" method="get" action="/"><label>name <input id="q" name="q" value="{{.Query.Q}}"></label>
+<label>state <select id="state" name="state"><option value="">any</option>{{range .States}}<option{{if eq . $.Query.State}} selected{{end}}>{{.}}</option>{{end}}</select></label> <button>Show</button></form>
+<figure>{{.Chart}}<figcaption>Harvests begun per hour, the last three days: ended ok, solid; failed, hatched.</figcaption></figure>
+<p id="pages">page {{.Nav.Page}} of {{.Nav.Pages}}{{with .Nav.Prev}} · <a id="prev" href="{{.}}">previous</a>{{end}}{{with .Nav.Next}} · <a id="next" href="{{.}}">next</a>{{end}}</p>
 <table id="sites"><tr><th>site</th><th>schedule</th><th>last harvest</th><th>status</th><th>written</th><th>deleted</th><th>failed</th><th>next harvest</th></tr>
 {{range .Sites}}<tr class="site" data-site="{{.Name}}"><td><a href="/site/{{.Name}}">{{.Name}}</a></td><td>{{.When}}</td><td>{{ago .Last}}</td>
 {{if .Running}}<td>{{template "running" .Running}}</td>{{else}}<td class="{{.LastStatus}}">{{if .LastStatus}}{{.LastStatus}}{{else}}-{{end}}{{with .LastRun}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}{{end}}</td>{{end}}
@@ -419,7 +518,8 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 {{else}}<form method="post" action="/site/{{.Site.Name}}/pause"><input type="hidden" name="csrf" value="{{.CSRF}}"><button id="pause">Pause</button></form>{{end}}
 <form method="post" action="/site/{{.Site.Name}}/schedule"><input type="hidden" name="csrf" value="{{.CSRF}}"><label>schedule <input id="schedule" name="schedule" value="{{.Site.When}}"></label> <button id="set-schedule">Change</button></form>
 </section>{{end}}
-<h2>Runs</h2><table id="runs"><tr><th>run</th><th>mode</th><th>began</th><th>status</th><th>written</th><th>deleted</th><th>unchanged</th><th>failed</th></tr>
+<figure>{{.Chart}}<figcaption>The last harvests, oldest first: records written, failures (hatched), duration.</figcaption></figure>
+<h2>Runs</h2><p id="pages">{{with .Nav.Newest}}<a id="newest" href="{{.}}">newest</a>{{end}}{{with .Nav.Older}} <a id="older" href="{{.}}">older</a>{{end}}</p><table id="runs"><tr><th>run</th><th>mode</th><th>began</th><th>status</th><th>written</th><th>deleted</th><th>unchanged</th><th>failed</th></tr>
 {{range .Runs}}<tr><td><a href="/run/{{.ID}}">{{.ID}}</a></td><td>{{.Mode}}</td><td>{{ago .Started}}</td><td class="{{.Status}}">{{.Status}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}</td>
 <td>{{.Written}}</td><td>{{.Deleted}}</td><td>{{.Unchanged}}</td><td>{{.Failed}}</td></tr>
 {{end}}</table>
@@ -452,11 +552,18 @@ var (
 	descUnits     = prometheus.NewDesc("rsharvest_worker_units", "Units of spread harvests a worker is executing now.", []string{"host", "pid"}, nil)
 	descRunUnits  = prometheus.NewDesc("rsharvest_site_running_units", "Units of a site's running harvest spread over the workers: all, or done.", []string{"site", "units"}, nil)
 	descJobs      = prometheus.NewDesc("rsharvest_jobs", "The daemons' jobs by state (available and scheduled: the queue's depth).", []string{"state"}, nil)
+
+	descRunsAll    = prometheus.NewDesc("rsharvest_runs_total", "Harvests in the harvest log, by status.", []string{"status"}, nil)
+	descSites      = prometheus.NewDesc("rsharvest_sites", "Sites of the registry, by state: failing (the last harvest failed, ended partial or was interrupted), running, due, paused, ok.", []string{"state"}, nil)
+	descLastAll    = prometheus.NewDesc("rsharvest_last_harvests_resources", "Resources the sites' last harvests wrote, deleted, found unchanged or failed, summed by protocol.", []string{"outcome", "protocol"}, nil)
+	descFailingRow = prometheus.NewDesc("rsharvest_sites_failing_in_a_row", "Sites whose last harvests failed, at least this many in a row.", []string{"at_least"}, nil)
+	descLastStart  = prometheus.NewDesc("rsharvest_last_harvest_start_timestamp_seconds", "When the newest harvest of the log began (Unix time).", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext, descSuccess, descRunning, descLast,
-		descPlanned, descDone, descWorkers, descHarvests, descUnits, descRunUnits, descJobs} {
+		descPlanned, descDone, descWorkers, descHarvests, descUnits, descRunUnits, descJobs,
+		descRunsAll, descSites, descLastAll, descFailingRow, descLastStart} {
 		ch <- d
 	}
 }
@@ -494,9 +601,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(n), st)
 		}
 	}
-	views, err := c.p.siteViews(ctx)
+	views, err := c.totals(ctx, ch)
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(descRuns, err)
+		ch <- prometheus.NewInvalidMetric(descRunsAll, err)
 		return
 	}
 	for _, v := range views {
@@ -553,6 +660,100 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// failingRuns is the number of failed harvests in a row that
+// rsharvest_sites_failing_in_a_row counts.
+const failingRuns = 3
+
+// DefaultMetricsSites is the size of registry up to which every site has
+// its own series in /metrics (Options.MetricsSites).
+const DefaultMetricsSites = 100
+
+var (
+	protocolKey = regexp.MustCompile(`(?m)^protocol:\s*"?([A-Za-z0-9_-]+)`)
+	metricsKey  = regexp.MustCompile(`(?m)^metrics:\s*true\s*$`)
+)
+
+// totals sends the series of the whole registry — its harvests by status,
+// its sites by state, the resources of the sites' last harvests by
+// outcome and protocol, the sites failing again and again, the newest
+// harvest's start: a few reads, whatever the size of the registry and of
+// the log — and returns the sites whose own series are sent too: every
+// site of a registry of at most Options.MetricsSites, else those marked
+// (metrics: true).
+func (c *collector) totals(ctx context.Context, ch chan<- prometheus.Metric) ([]siteView, error) {
+	st := c.p.opts.Store
+	runs, err := st.RunCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for status, n := range runs {
+		ch <- prometheus.MustNewConstMetric(descRunsAll, prometheus.CounterValue, float64(n), status)
+	}
+	page, err := st.SitePage(ctx, state.SiteQuery{Limit: 1, Now: time.Now()})
+	if err != nil {
+		return nil, err
+	}
+	all := 0
+	for _, s := range state.SiteStates {
+		ch <- prometheus.MustNewConstMetric(descSites, prometheus.GaugeValue, float64(page.Counts[s]), s)
+		all += page.Counts[s]
+	}
+	limit := cmp.Or(c.p.opts.MetricsSites, DefaultMetricsSites)
+	sums := map[[2]string]int64{}
+	var own []siteView
+	err = st.SitesLastRuns(ctx, func(row state.Site, last state.Run) error {
+		protocol := "auto"
+		if m := protocolKey.FindStringSubmatch(row.Definition); m != nil {
+			protocol = m[1]
+		}
+		if last.ID > 0 {
+			v := newRunView(last)
+			for outcome, n := range map[string]int64{"written": v.Written, "deleted": v.Deleted, "unchanged": v.Unchanged, "failed": v.Failed} {
+				sums[[2]string{outcome, protocol}] += n
+			}
+		}
+		if all > limit && !metricsKey.MatchString(row.Definition) {
+			return nil
+		}
+		s, err := site.FromRow(row)
+		if err != nil {
+			return err
+		}
+		v, err := c.p.view(ctx, s, true)
+		own = append(own, v)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, n := range sums {
+		ch <- prometheus.MustNewConstMetric(descLastAll, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+	failing := 0
+	if n := page.Counts[state.SiteFailing]; n > 0 {
+		fp, err := st.SitePage(ctx, state.SiteQuery{State: state.SiteFailing, Limit: n, Now: time.Now()})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range fp.Sites {
+			last, err := st.SiteRuns(ctx, s.Name, 0, failingRuns)
+			if err != nil {
+				return nil, err
+			}
+			if len(last) == failingRuns && !slices.ContainsFunc(last, func(r state.Run) bool { return r.Status != runreport.StatusFailed }) {
+				failing++
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descFailingRow, prometheus.GaugeValue, float64(failing), strconv.Itoa(failingRuns))
+	if newest, err := st.Runs(ctx, 1); err != nil {
+		return nil, err
+	} else if len(newest) == 1 {
+		ch <- prometheus.MustNewConstMetric(descLastStart, prometheus.GaugeValue, float64(newest[0].Started.Unix()))
+	}
+	return own, nil
+}
+
 // Serve serves the status page of opts (see Handler) on listen until stop
 // is called, and gives the address it listens on. Without credentials it
 // serves /healthz alone; a failure to listen is an *httpserve.ListenError.
@@ -562,4 +763,24 @@ func Serve(ctx context.Context, listen string, opts Options) (stop func(), addr 
 		return nil, "", err
 	}
 	return httpserve.Start(ctx, listen, h)
+}
+
+// MetricsHelp is the reference of the series /metrics gives (beside Go's
+// and the process's): a Markdown table of each one's name, labels and
+// meaning, made from the collector's own descriptions.
+func MetricsHelp() string {
+	ch := make(chan *prometheus.Desc, 64)
+	(&collector{}).Describe(ch)
+	close(ch)
+	re := regexp.MustCompile(`fqName: "([^"]*)", help: "((?:[^"\\]|\\.)*)".*variableLabels: \{([^}]*)\}`)
+	var b strings.Builder
+	b.WriteString("| series | labels | meaning |\n|---|---|---|\n")
+	for d := range ch {
+		m := re.FindStringSubmatch(d.String())
+		if m == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", m[1], strings.ReplaceAll(m[3], ",", ", "), strings.ReplaceAll(m[2], `\"`, `"`))
+	}
+	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1134,5 +1135,100 @@ func testHolders[S Snapshot](t *testing.T, h Harness[S]) {
 	}
 	if got, err := st.Holders(ctx, srcB); err != nil || !slices.Equal(got, []string{"fs:/z"}) {
 		t.Errorf("Holders(%s) = %q, %v", srcB, got, err)
+	}
+}
+
+// testRegistryPages: the registry's reads at scale — the due candidates
+// and the recorded next harvests, a page of sites by state and name with
+// its counts, a site's runs and log by page, its run under way, the runs
+// by status.
+func testRegistryPages[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	now := at(100)
+	for _, name := range []string{"a-fail", "b-run", "c-due", "d-paused", "e-ok", "f-unknown"} {
+		must(t, st.PutSite(ctx, state.Site{Name: name, Definition: "name: " + name + "\n"}))
+	}
+	for _, s := range []struct {
+		name, status string
+	}{{"a-fail", "failed"}, {"b-run", "ok"}, {"c-due", "ok"}, {"d-paused", "ok"}, {"e-ok", "ok"}} {
+		id, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: srcA, Site: s.name, Started: at(1)})
+		must(t, err)
+		must(t, st.FinishRun(ctx, id, at(2), s.status, nil))
+		must(t, st.SiteHarvested(ctx, s.name, at(1), s.status, id))
+	}
+	running, err := st.BeginRun(ctx, state.Run{Mode: "incremental", Source: srcA, Site: "b-run", Started: at(3)})
+	must(t, err)
+	must(t, st.SetSitePaused(ctx, "d-paused", true))
+	// Harvested: their next harvest unknown until recorded.
+	must(t, st.SetSitesDue(ctx, map[string]time.Time{"a-fail": at(50), "b-run": at(200), "c-due": at(99), "d-paused": at(10), "e-ok": at(200)}))
+	due, err := st.DueSites(ctx, now)
+	must(t, err)
+	var names []string
+	for _, s := range due {
+		names = append(names, s.Name)
+	}
+	if want := []string{"a-fail", "c-due", "f-unknown"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("DueSites = %v, want %v (not paused; due, or not known)", names, want)
+	}
+	page, err := st.SitePage(ctx, state.SiteQuery{Limit: 10, Now: now})
+	must(t, err)
+	names = nil
+	for _, s := range page.Sites {
+		names = append(names, s.Name+":"+s.State)
+	}
+	if want := []string{"a-fail:failing", "b-run:running", "c-due:due", "f-unknown:due", "d-paused:paused", "e-ok:ok"}; !reflect.DeepEqual(names, want) || page.Total != 6 {
+		t.Errorf("SitePage = %v (%d), want %v", names, page.Total, want)
+	}
+	if want := map[string]int{"failing": 1, "running": 1, "due": 2, "paused": 1, "ok": 1}; !reflect.DeepEqual(page.Counts, want) {
+		t.Errorf("counts %v, want %v", page.Counts, want)
+	}
+	page, err = st.SitePage(ctx, state.SiteQuery{Search: "u", State: state.SiteDue, Limit: 1, Offset: 1, Now: now})
+	must(t, err)
+	if len(page.Sites) != 1 || page.Sites[0].Name != "f-unknown" || page.Total != 2 {
+		t.Errorf("SitePage(u, due, second) = %+v", page)
+	}
+	if page, err := st.SitePage(ctx, state.SiteQuery{Search: "%_", Limit: 10, Now: now}); err != nil || len(page.Sites) != 0 {
+		t.Errorf("a search for %%_ matched %+v, %v", page.Sites, err)
+	}
+	for range 3 {
+		id, err := st.BeginRun(ctx, state.Run{Mode: "incremental", Source: srcA, Site: "e-ok", Started: at(4)})
+		must(t, err)
+		must(t, st.FinishRun(ctx, id, at(5), "ok", nil))
+	}
+	runs, err := st.SiteRuns(ctx, "e-ok", 0, 2)
+	must(t, err)
+	if len(runs) != 2 || runs[0].ID <= runs[1].ID {
+		t.Fatalf("SiteRuns = %+v", runs)
+	}
+	older, err := st.SiteRuns(ctx, "e-ok", runs[1].ID, 10)
+	must(t, err)
+	if len(older) != 2 || older[0].ID >= runs[1].ID {
+		t.Errorf("the page before run %d: %+v", runs[1].ID, older)
+	}
+	if r, ok, err := st.RunningRun(ctx, "b-run"); err != nil || !ok || r.ID != running {
+		t.Errorf("RunningRun = %+v, %v, %v", r, ok, err)
+	}
+	if _, ok, err := st.RunningRun(ctx, "e-ok"); err != nil || ok {
+		t.Errorf("RunningRun of a site at rest: %v, %v", ok, err)
+	}
+	counts, err := st.RunCounts(ctx)
+	must(t, err)
+	if counts["ok"] != 7 || counts["failed"] != 1 || counts["running"] != 1 {
+		t.Errorf("RunCounts = %v", counts)
+	}
+	for i := range 3 {
+		must(t, st.AddEvent(ctx, state.Event{At: at(10 + i), Operation: "action", Site: "e-ok", Message: strconv.Itoa(i)}))
+	}
+	must(t, st.AddEvent(ctx, state.Event{At: at(20), Operation: "started"}))
+	evs, err := st.SiteEvents(ctx, "e-ok", 2)
+	must(t, err)
+	if len(evs) != 2 || evs[0].Message != "2" || evs[1].Message != "1" {
+		t.Errorf("SiteEvents = %+v", evs)
+	}
+	// A harvest recorded makes the next harvest unknown again.
+	must(t, st.SiteHarvested(ctx, "e-ok", at(6), "ok", running))
+	if due, err := st.DueSites(ctx, now); err != nil || !slices.ContainsFunc(due, func(s state.Site) bool { return s.Name == "e-ok" }) {
+		t.Errorf("a site just harvested is not a due candidate: %v", err)
 	}
 }

@@ -96,6 +96,13 @@ type Store[S Snapshot] interface {
 	RemoveSite(ctx context.Context, name string) error
 	Site(ctx context.Context, name string) (state.Site, error)
 	Sites(ctx context.Context) ([]state.Site, error)
+	DueSites(ctx context.Context, now time.Time) ([]state.Site, error)
+	SetSitesDue(ctx context.Context, due map[string]time.Time) error
+	SitePage(ctx context.Context, q state.SiteQuery) (state.SitePage, error)
+	SiteRuns(ctx context.Context, site string, before int64, limit int) ([]state.Run, error)
+	RunningRun(ctx context.Context, site string) (state.Run, bool, error)
+	RunCounts(ctx context.Context) (map[string]int64, error)
+	SiteEvents(ctx context.Context, site string, limit int) ([]state.Event, error)
 
 	// Reports sent.
 	ClaimReport(ctx context.Context, key string) (bool, error)
@@ -163,6 +170,7 @@ func Run[S Snapshot](t *testing.T, h Harness[S]) {
 	t.Run("Packages", func(t *testing.T) { testPackages(t, h) })
 	t.Run("Documents", func(t *testing.T) { testDocuments(t, h) })
 	t.Run("Sites", func(t *testing.T) { testSites(t, h) })
+	t.Run("RegistryPages", func(t *testing.T) { testRegistryPages(t, h) })
 	t.Run("Reports", func(t *testing.T) { testReports(t, h) })
 	t.Run("Holders", func(t *testing.T) { testHolders(t, h) })
 	t.Run("Tasks", func(t *testing.T) { testTasks(t, h) })
