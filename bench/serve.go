@@ -204,6 +204,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == h.prefix+"/" && h.home(w) {
 			return
 		}
+		if r.URL.Path == h.prefix { // a directory's URL without its slash, as web servers answer it
+			http.Redirect(w, r, h.prefix+"/", http.StatusMovedPermanently)
+			return
+		}
 		rest, ok := strings.CutPrefix(r.URL.Path, h.prefix+"/")
 		if !ok {
 			http.NotFound(w, r)
