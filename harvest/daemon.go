@@ -101,10 +101,9 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 		d.Units = &daemon.Units{}
 	}
 	spread.Units = d.Units
-	h = &spread
-	d.Unit = h.Unit // republished when the site's harvest ends, not per unit
+	d.Unit = spread.Unit // republished when the site's harvest ends, not per unit
 	d.Harvest = func(ctx context.Context, s *site.Site) error {
-		r, err := h.One(ctx, s, o.SpoolDir, o.Reports, o.Done)
+		r, err := spread.One(ctx, s, o.SpoolDir, o.Reports, o.Done)
 		if o.Publish != nil && ctx.Err() == nil {
 			if perr := o.Publish(ctx); perr != nil {
 				log.Error("publish after the harvest failed; the published set is unchanged", "site", s.Name, "error", perr)
