@@ -23,12 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
@@ -217,7 +215,7 @@ const queueHarvest = "harvest"
 
 // ErrSchemaInUse is wrapped by Run's error when another daemon holds
 // Options.JobsSchema.
-var ErrSchemaInUse = errors.New("job schema in use by another daemon")
+var ErrSchemaInUse = state.ErrSchemaInUse
 
 // Run runs the schedule until ctx ends, then stops: running harvests
 // have their contexts cancelled and end, recording what they did. It
@@ -266,7 +264,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer pool.Close()
-	release, err := holdSchema(ctx, pool, schema, shared)
+	release, err := state.HoldJobSchema(ctx, pool, schema, shared)
 	if err != nil {
 		return err
 	}
@@ -661,46 +659,3 @@ func openPostgres(ctx context.Context, url string, concurrency int) (*pgxpool.Po
 	}
 	return pool, nil
 }
-
-// holdSchema makes schema when it is absent and holds it with a session
-// advisory lock on a connection of its own until release is called (or
-// the process dies, which ends the session): one daemon per schema. With
-// shared (daemons sharing one registry's jobs), it waits for the lock
-// instead of failing: the caller holds it only while it brings the
-// schema's tables up to date.
-func holdSchema(ctx context.Context, pool *pgxpool.Pool, schema string, shared bool) (release func(), err error) {
-	if !schemaName.MatchString(schema) || len(schema) > 40 {
-		return nil, errclass.Fatalf("daemon: --jobs-schema %q: letters, digits and underscores, at most 40, not starting with a digit", schema)
-	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, errclass.NewRetryable(fmt.Errorf("daemon: --jobs-db: %w", err))
-	}
-	lock := "SELECT pg_try_advisory_lock(hashtext($1))"
-	if shared {
-		lock = "SELECT true FROM (SELECT pg_advisory_lock(hashtext($1))) AS held" // waits
-	}
-	var held bool
-	if err := conn.QueryRow(ctx, lock, "rsharvest daemon "+schema).Scan(&held); err != nil {
-		conn.Release()
-		return nil, errclass.NewRetryable(fmt.Errorf("daemon: --jobs-db: %w", err))
-	}
-	if !held {
-		conn.Release()
-		return nil, fmt.Errorf("daemon: %w: schema %s", ErrSchemaInUse, schema)
-	}
-	release = func() {
-		// Unlocked by ending the session: a connection is not given back
-		// to the pool holding the lock.
-		_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		conn.Release()
-	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		release()
-		return nil, errclass.Fatalf("daemon: --jobs-schema %s: %w", schema, err)
-	}
-	return release, nil
-}
-
-// schemaName is what River accepts as a schema's name.
-var schemaName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)

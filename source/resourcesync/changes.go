@@ -13,6 +13,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/state/changeplan"
 )
 
 // planChanges plans an incremental task from the change packages and
@@ -33,11 +34,11 @@ func (w *walk) planChanges(ctx context.Context) error {
 	if dir == "" {
 		dir = os.TempDir()
 	}
-	p, err := newPlan(ctx, dir)
+	p, err := changeplan.New(ctx, dir)
 	if err != nil {
 		return err
 	}
-	defer p.close()
+	defer p.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(w.Concurrency, 1))
 	for i := range w.pending {
@@ -46,23 +47,23 @@ func (w *walk) planChanges(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if err := p.decide(ctx); err != nil {
+	if err := p.Decide(ctx); err != nil {
 		return err
 	}
-	if err := p.failures(ctx, func(f source.Failure) error { return w.fail(ctx, f) }); err != nil {
+	if err := p.Failures(ctx, func(f source.Failure) error { return w.fail(ctx, f) }); err != nil {
 		return err
 	}
-	if err := p.deletes(ctx, func(c planned) error { return w.emit(ctx, source.Unit{Record: c.rec}) }); err != nil {
+	if err := p.Deletes(ctx, func(c changeplan.Planned) error { return w.emit(ctx, source.Unit{Record: c.Rec}) }); err != nil {
 		return err
 	}
-	if err := w.retry(ctx, func(uri string) (bool, error) { return p.has(ctx, uri) }); err != nil {
+	if err := w.retry(ctx, func(uri string) (bool, error) { return p.Has(ctx, uri) }); err != nil {
 		return err
 	}
-	pkgs, err := p.putPackages(ctx)
+	pkgs, err := p.PutPackages(ctx)
 	if err != nil {
 		return err
 	}
-	changes, winners, err := p.counts(ctx)
+	changes, winners, err := p.Counts(ctx)
 	if err != nil {
 		return err
 	}
@@ -70,10 +71,10 @@ func (w *walk) planChanges(ctx context.Context) error {
 	for _, i := range pkgs {
 		j := w.pending[i]
 		if j.List {
-			err = p.putsIn(ctx, i, func(c planned) error { return w.emit(ctx, source.Unit{Record: c.rec}) })
+			err = p.PutsIn(ctx, i, func(c changeplan.Planned) error { return w.emit(ctx, source.Unit{Record: c.Rec}) })
 		} else {
-			err = p.putsIn(ctx, i, func(c planned) error {
-				j.Wins = append(j.Wins, *c.rec)
+			err = p.PutsIn(ctx, i, func(c changeplan.Planned) error {
+				j.Wins = append(j.Wins, *c.Rec)
 				return nil
 			})
 			if err == nil {
@@ -87,7 +88,7 @@ func (w *walk) planChanges(ctx context.Context) error {
 	if !w.task.Until.IsZero() {
 		return nil
 	}
-	newest, err := p.newest(ctx)
+	newest, err := p.Newest(ctx)
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (w *walk) planChanges(ctx context.Context) error {
 // from the manifest inside the package, which OpenPackage opens. A
 // package that cannot be read, and each malformed entry, are recorded as
 // failures in p; only a fatal error or the end of ctx is returned.
-func (w *walk) readChanges(ctx context.Context, p *plan, i int) (err error) {
+func (w *walk) readChanges(ctx context.Context, p *changeplan.Plan, i int) (err error) {
 	j := &w.pending[i]
 	cp := w.sets[j.ResourceSet]
 	pkgFail := func(stage string, err error) error {
@@ -118,7 +119,7 @@ func (w *walk) readChanges(ctx context.Context, p *plan, i int) (err error) {
 		if errors.As(err, &se) {
 			stage = se.Stage
 		}
-		return p.fail(ctx, i, -1, source.Failure{URI: j.URL, ResourceSet: j.ResourceSet, Listed: j.URL, Stage: stage, Err: err, Package: true, At: j.From})
+		return p.Fail(ctx, i, -1, source.Failure{URI: j.URL, ResourceSet: j.ResourceSet, Listed: j.URL, Stage: stage, Err: err, Package: true, At: j.From})
 	}
 	var rd *manifest.Reader
 	var closeRd func()
@@ -146,7 +147,7 @@ func (w *walk) readChanges(ctx context.Context, p *plan, i int) (err error) {
 		if len(recs) == 0 {
 			return nil
 		}
-		err := p.add(ctx, j, i, recs)
+		err := p.Add(ctx, j, i, recs)
 		recs = recs[:0]
 		return err
 	}
@@ -161,7 +162,7 @@ func (w *walk) readChanges(ctx context.Context, p *plan, i int) (err error) {
 			// change of the resource wins over it.
 			f.Retry = entryRetry(ee, j.ResourceSet, j.URL, cmp.Or(j.Until, w.now))
 		}
-		return p.fail(ctx, i, seq, f)
+		return p.Fail(ctx, i, seq, f)
 	}
 	for seq := int64(0); ; seq++ {
 		e, err := rd.Next()

@@ -1,4 +1,4 @@
-package resourcesync
+package changeplan
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // TestPlanPages reads deletes, puts and failures out of a plan whatever
 // the page size, in the order their keys give, each row once, even where
-// failures share a package and position.
+// Failures share a package and position.
 func TestPlanPages(t *testing.T) {
 	ctx := context.Background()
 	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -43,39 +43,39 @@ func TestPlanPages(t *testing.T) {
 	}{{1, 2, "f3"}, {0, -1, "f0"}, {1, 2, "f4"}, {0, 4, "f1"}, {1, -1, "f2"}}
 	for _, size := range []int{1, 2, 3, 1000} {
 		t.Run(fmt.Sprint("page size ", size), func(t *testing.T) {
-			p, err := newPlan(ctx, t.TempDir())
+			p, err := New(ctx, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer p.close()
-			p.pageSize = size
+			defer p.Close()
+			p.PageSize = size
 			for i, recs := range [][]*source.Record{p0, p1} {
-				if err := p.add(ctx, pkgs[i], i, recs); err != nil {
+				if err := p.Add(ctx, pkgs[i], i, recs); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for _, f := range fails {
-				if err := p.fail(ctx, f.pkg, f.seq, source.Failure{URI: f.uri, Err: errclass.NewPermanent(errors.New("x"))}); err != nil {
+				if err := p.Fail(ctx, f.pkg, f.seq, source.Failure{URI: f.uri, Err: errclass.NewPermanent(errors.New("x"))}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := p.decide(ctx); err != nil {
+			if err := p.Decide(ctx); err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			collect := func(pl planned) error {
-				got = append(got, fmt.Sprintf("%d:%s", pl.pkg, pl.rec.URI[len("http://example.org/"):]))
+			collect := func(pl Planned) error {
+				got = append(got, fmt.Sprintf("%d:%s", pl.Pkg, pl.Rec.URI[len("http://example.org/"):]))
 				return nil
 			}
-			if err := p.deletes(ctx, collect); err != nil {
+			if err := p.Deletes(ctx, collect); err != nil {
 				t.Fatal(err)
 			}
 			for _, pkg := range []int{0, 1} {
-				if err := p.putsIn(ctx, pkg, collect); err != nil {
+				if err := p.PutsIn(ctx, pkg, collect); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := p.failures(ctx, func(f source.Failure) error {
+			if err := p.Failures(ctx, func(f source.Failure) error {
 				if !errclass.IsPermanent(f.Err) {
 					t.Errorf("%s: class lost: %v", f.URI, f.Err)
 				}
@@ -95,25 +95,25 @@ func TestPlanPages(t *testing.T) {
 // BenchmarkPlanDeletes reads 200,000 winning deletes out of a plan.
 func BenchmarkPlanDeletes(b *testing.B) {
 	ctx := context.Background()
-	p, err := newPlan(ctx, b.TempDir())
+	p, err := New(ctx, b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer p.close()
+	defer p.Close()
 	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	recs := make([]*source.Record, 200_000)
 	for i := range recs {
 		recs[i] = &source.Record{URI: fmt.Sprintf("http://example.org/r%07d", i), Change: source.Deleted, ChangeTime: at, Seq: int64(i)}
 	}
-	if err := p.add(ctx, &source.Package{URL: "http://example.org/p.zip", From: at}, 0, recs); err != nil {
+	if err := p.Add(ctx, &source.Package{URL: "http://example.org/p.zip", From: at}, 0, recs); err != nil {
 		b.Fatal(err)
 	}
-	if err := p.decide(ctx); err != nil {
+	if err := p.Decide(ctx); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
 		n := 0
-		if err := p.deletes(ctx, func(planned) error { n++; return nil }); err != nil || n != len(recs) {
+		if err := p.Deletes(ctx, func(Planned) error { n++; return nil }); err != nil || n != len(recs) {
 			b.Fatal(n, err)
 		}
 	}

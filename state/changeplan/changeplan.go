@@ -1,4 +1,9 @@
-package resourcesync
+// Package changeplan is the scratch database of one incremental
+// ResourceSync task: the changes its change packages list, kept on disk so
+// that the planner finds each resource's latest change whatever the size
+// of the task. It is the state's SQL for planners, as package state is the
+// SQL of what is held.
+package changeplan
 
 import (
 	"cmp"
@@ -20,34 +25,36 @@ import (
 	"github.com/rsharvest/rsharvest/source"
 )
 
-// plan is the scratch database of one incremental task: every change in
+// Plan is the scratch database of one incremental task: every change in
 // the task's range, as read from the change packages' manifests, so that
 // the latest change of each resource (its winner) is found on disk rather
 // than in memory, whatever the order in which packages were read; and the
 // failures met reading them, emitted in a fixed order once reading ends.
-// A plan lives in its own file, removed by close.
-type plan struct {
+// A Plan lives in its own file, removed by Close. Add and Fail may be
+// called from several goroutines; the reads come after Decide.
+type Plan struct {
 	path string
 	db   *sql.DB
-	// pageSize is how many rows page reads at a time (default 1000).
-	pageSize int
+	// PageSize is how many rows a read takes at a time (default 1000).
+	PageSize int
 }
 
-// planned is one change entry of a package: pkg is the package's index in
+// Planned is one change entry of a package: Pkg is the package's index in
 // the task's packages.
-type planned struct {
-	pkg int
-	rec *source.Record
+type Planned struct {
+	Pkg int
+	Rec *source.Record
 }
 
-func newPlan(ctx context.Context, dir string) (*plan, error) {
+// New makes an empty plan in a new file in dir.
+func New(ctx context.Context, dir string) (*Plan, error) {
 	f, err := os.CreateTemp(dir, "rsharvest-plan-*.db")
 	if err != nil {
 		return nil, errclass.Fatalf("plan: %w", err)
 	}
 	f.Close()
 	abs, _ := filepath.Abs(f.Name())
-	p := &plan{path: abs}
+	p := &Plan{path: abs}
 	dsn := url.URL{Scheme: "file", Path: filepath.ToSlash(abs),
 		RawQuery: url.Values{"_pragma": {"journal_mode(OFF)", "synchronous(OFF)", "temp_store(FILE)"}}.Encode()}
 	if p.db, err = sql.Open("sqlite", dsn.String()); err != nil {
@@ -62,7 +69,7 @@ func newPlan(ctx context.Context, dir string) (*plan, error) {
 	CREATE TABLE failures (pkg INTEGER NOT NULL, seq INTEGER NOT NULL, f TEXT NOT NULL);
 	CREATE INDEX failures_order ON failures (pkg, seq)`
 	if _, err := p.db.ExecContext(ctx, schema); err != nil {
-		p.close()
+		p.Close()
 		return nil, errclass.Fatalf("plan: %w", err)
 	}
 	return p, nil
@@ -75,8 +82,8 @@ func nanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// add records changes of the package at index pkg, in one transaction.
-func (p *plan) add(ctx context.Context, j *source.Package, pkg int, recs []*source.Record) error {
+// Add records changes of the package at index pkg, in one transaction.
+func (p *Plan) Add(ctx context.Context, j *source.Package, pkg int, recs []*source.Record) error {
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return errclass.Fatalf("plan: %w", err)
@@ -110,9 +117,9 @@ type storedFailure struct {
 	Permanent bool
 }
 
-// fail records a failure met reading the package at index pkg (seq: the
+// Fail records a failure met reading the package at index pkg (seq: the
 // entry's position, -1 for the package's own).
-func (p *plan) fail(ctx context.Context, pkg int, seq int64, f source.Failure) error {
+func (p *Plan) Fail(ctx context.Context, pkg int, seq int64, f source.Failure) error {
 	b, err := json.Marshal(storedFailure{Failure: f, Err: f.Err.Error(), Permanent: errclass.IsPermanent(f.Err)})
 	if err != nil {
 		return errclass.Fatalf("plan: %w", err)
@@ -123,8 +130,8 @@ func (p *plan) fail(ctx context.Context, pkg int, seq int64, f source.Failure) e
 	return nil
 }
 
-// failures calls fn with every failure recorded, by package and position.
-func (p *plan) failures(ctx context.Context, fn func(source.Failure) error) error {
+// Failures calls fn with every failure recorded, by package and position.
+func (p *Plan) Failures(ctx context.Context, fn func(source.Failure) error) error {
 	q := pageQuery{text: "f", from: "failures", keys: []string{"pkg", "seq", "rowid"}}
 	return p.page(ctx, q, func(text string, _ int) error {
 		var sf storedFailure
@@ -141,10 +148,10 @@ func (p *plan) failures(ctx context.Context, fn func(source.Failure) error) erro
 	})
 }
 
-// decide computes the winner of every resource: its latest change by
+// Decide computes the winner of every resource: its latest change by
 // (time, package from, package URL, position). Call it once, after every
-// add.
-func (p *plan) decide(ctx context.Context) error {
+// Add.
+func (p *Plan) Decide(ctx context.Context) error {
 	const q = `CREATE TABLE winners AS SELECT * FROM (
 		SELECT *, ROW_NUMBER() OVER (PARTITION BY uri ORDER BY time DESC, package_from DESC, package DESC, seq DESC) AS rn
 		FROM changes) WHERE rn = 1;
@@ -156,14 +163,14 @@ func (p *plan) decide(ctx context.Context) error {
 	return nil
 }
 
-// deletes calls fn with every winning delete, in URI order.
-func (p *plan) deletes(ctx context.Context, fn func(planned) error) error {
+// Deletes calls fn with every winning delete, in URI order.
+func (p *Plan) Deletes(ctx context.Context, fn func(Planned) error) error {
 	return p.winners(ctx, pageQuery{where: "change = 'deleted'", keys: []string{"uri"}}, fn)
 }
 
-// putPackages returns the indexes of the packages holding a winning
+// PutPackages returns the indexes of the packages holding a winning
 // create or update, last first.
-func (p *plan) putPackages(ctx context.Context) ([]int, error) {
+func (p *Plan) PutPackages(ctx context.Context) ([]int, error) {
 	rows, err := p.db.QueryContext(ctx, `SELECT DISTINCT pkg FROM winners WHERE change <> 'deleted' ORDER BY pkg DESC`)
 	if err != nil {
 		return nil, errclass.Fatalf("plan: %w", err)
@@ -183,14 +190,14 @@ func (p *plan) putPackages(ctx context.Context) ([]int, error) {
 	return out, nil
 }
 
-// putsIn calls fn with every winning create or update of package pkg, in
+// PutsIn calls fn with every winning create or update of package pkg, in
 // manifest order.
-func (p *plan) putsIn(ctx context.Context, pkg int, fn func(planned) error) error {
+func (p *Plan) PutsIn(ctx context.Context, pkg int, fn func(Planned) error) error {
 	return p.winners(ctx, pageQuery{where: "pkg = ? AND change <> 'deleted'", args: []any{pkg}, keys: []string{"seq"}}, fn)
 }
 
-// newest returns the newest change time read from each package, by index.
-func (p *plan) newest(ctx context.Context) (map[int]time.Time, error) {
+// Newest returns the newest change time read from each package, by index.
+func (p *Plan) Newest(ctx context.Context) (map[int]time.Time, error) {
 	out := map[int]time.Time{}
 	rows, err := p.db.QueryContext(ctx, `SELECT pkg, MAX(time) FROM changes GROUP BY pkg`)
 	if err != nil {
@@ -211,8 +218,8 @@ func (p *plan) newest(ctx context.Context) (map[int]time.Time, error) {
 	return out, nil
 }
 
-// counts returns how many changes were read and how many won.
-func (p *plan) counts(ctx context.Context) (changes, winners int64, err error) {
+// Counts returns how many changes were read and how many won.
+func (p *Plan) Counts(ctx context.Context) (changes, winners int64, err error) {
 	if err := p.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM changes), (SELECT count(*) FROM winners)`).Scan(&changes, &winners); err != nil {
 		return 0, 0, errclass.Fatalf("plan: %w", err)
 	}
@@ -221,14 +228,14 @@ func (p *plan) counts(ctx context.Context) (changes, winners int64, err error) {
 
 // winners pages through the winners table with q (its text and from are
 // set here).
-func (p *plan) winners(ctx context.Context, q pageQuery, fn func(planned) error) error {
+func (p *Plan) winners(ctx context.Context, q pageQuery, fn func(Planned) error) error {
 	q.text, q.from = "rec", "winners"
 	return p.page(ctx, q, func(text string, pkg int) error {
 		var r source.Record
 		if err := json.Unmarshal([]byte(text), &r); err != nil {
 			return errclass.Fatalf("plan: %w", err)
 		}
-		return fn(planned{pkg: pkg, rec: &r})
+		return fn(Planned{Pkg: pkg, Rec: &r})
 	})
 }
 
@@ -245,8 +252,8 @@ type pageQuery struct {
 // holding the plan's single connection. Each page starts after the last
 // row's keys (keyset paging), so that reading n rows costs O(n log n)
 // whatever n, where OFFSET paging costs O(n²).
-func (p *plan) page(ctx context.Context, q pageQuery, fn func(text string, pkg int) error) error {
-	size := cmp.Or(p.pageSize, 1000)
+func (p *Plan) page(ctx context.Context, q pageQuery, fn func(text string, pkg int) error) error {
+	size := cmp.Or(p.PageSize, 1000)
 	keys := strings.Join(q.keys, ", ")
 	where := cmp.Or(q.where, "1")
 	first := fmt.Sprintf(`SELECT %s, pkg, %s FROM %s WHERE (%s) ORDER BY %s LIMIT ?`, q.text, keys, q.from, where, keys)
@@ -296,8 +303,8 @@ func (p *plan) page(ctx context.Context, q pageQuery, fn func(text string, pkg i
 	}
 }
 
-// close closes the plan and removes its file.
-func (p *plan) close() error {
+// Close closes the plan and removes its file.
+func (p *Plan) Close() error {
 	var err error
 	if p.db != nil {
 		err = p.db.Close()
@@ -311,8 +318,8 @@ func (p *plan) close() error {
 	return nil
 }
 
-// has reports whether the plan holds a change of uri (after decide).
-func (p *plan) has(ctx context.Context, uri string) (bool, error) {
+// Has reports whether the plan holds a change of uri (after Decide).
+func (p *Plan) Has(ctx context.Context, uri string) (bool, error) {
 	var n int
 	if err := p.db.QueryRowContext(ctx, "SELECT count(*) FROM winners WHERE uri = ?", uri).Scan(&n); err != nil {
 		return false, errclass.Fatalf("plan: %w", err)
