@@ -163,8 +163,8 @@ func (r *run) entryFailed(j entryJob, rec state.Resource, had bool, stage string
 	if errclass.IsFatal(err) {
 		return result{fatal: fmt.Errorf("%s: %w", e.URI, err)}
 	}
-	if j.stream != nil && j.stream.leave() {
-		return result{} // phase 2 delivers it (stream.go)
+	if j.stream != nil && j.stream.Leave() {
+		return result{} // phase 2 delivers it (unpack)
 	}
 	if errors.Is(err, context.Canceled) {
 		// The run is interrupted: not a failure of the resource. It holds
@@ -208,8 +208,8 @@ func (r *run) bytesOf(j entryJob, want fixity.Expect, h holding) ([]entryOpener,
 	}
 	switch {
 	case j.stream != nil:
-		// Read by its local header while the package downloads (stream.go).
-		if err := lengthIs(j.stream.local.Size); err != nil {
+		// Read by its local header while the package downloads (unpack).
+		if err := lengthIs(j.stream.Size()); err != nil {
 			return nil, "verify", err
 		}
 		return []entryOpener{j.stream}, "", nil

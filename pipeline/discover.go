@@ -12,13 +12,13 @@ import (
 )
 
 // planner returns the planner of the run's protocol, served by the run:
-// its documents are read by openDocument, its packages by openForPlan.
+// its documents are read by openDocument, its packages by the reader (unpack.Reader.OpenForPlan).
 func (r *run) planner() (source.Planner, error) {
 	p, err := r.opts.Protocol.New(r.opts.Settings, source.Services{
 		Client:          r.opts.Client,
 		Log:             r.log,
 		OpenDocument:    r.openDocument,
-		OpenPackage:     r.openForPlan,
+		OpenPackage:     r.reader.OpenForPlan,
 		MaxDocumentSize: r.opts.MaxDocumentSize,
 		Concurrency:     r.opts.Concurrency,
 		ScratchDir:      r.opts.SpoolDir,
@@ -184,11 +184,4 @@ func (h holdings) Checkpoint(ctx context.Context, set string) (source.Checkpoint
 
 func (h holdings) Progress(ctx context.Context, set string) (map[string]string, error) {
 	return h.store.Progress(ctx, h.key, set)
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -3,11 +3,9 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
-	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
@@ -65,48 +63,6 @@ func Incremental(ctx context.Context, opts Options, rng Range) (*runreport.Repor
 	}
 	return r.finish(ctx, rep, runErr)
 }
-
-// rangeRereadMin is the least declared length of a package that an
-// incremental run reads again by Range rather than downloading it again:
-// below it, Range's read-ahead blocks (fetch.RangeBlock, doubling) cost
-// about as much as the whole package.
-const rangeRereadMin = 16 * fetch.RangeBlock
-
-// openForPlan downloads a change package that links no manifest copy, for
-// the planner to read its index entry (source.Services.OpenPackage);
-// closing it keeps the package on the spool (see spoolCache) for applying
-// its winners.
-func (r *run) openForPlan(ctx context.Context, j source.Package) (io.ReadCloser, error) {
-	release, err := r.spool.acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sp, err := r.fetchPackage(ctx, j)
-	if err != nil {
-		release()
-		return nil, &source.StageError{Stage: sp.stage, Err: err}
-	}
-	sp.release = release
-	mrc, err := sp.arch.Manifest()
-	if err != nil {
-		sp.Close()
-		return nil, &source.StageError{Stage: "manifest", Err: err}
-	}
-	return readCloser{mrc, func() error {
-		err := mrc.Close()
-		r.spool.keep(j.URL, sp)
-		return err
-	}}, nil
-}
-
-// readCloser reads r; Close calls close (a package's index entry keeps
-// the package).
-type readCloser struct {
-	io.Reader
-	close func() error
-}
-
-func (c readCloser) Close() error { return c.close() }
 
 // heldWin reports whether the destination holds win, a winning change of
 // an incremental plan, already — its exact version (length and hashes) in

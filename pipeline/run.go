@@ -28,6 +28,7 @@ import (
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/internal/retry"
+	"github.com/rsharvest/rsharvest/pipeline/unpack"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/source"
@@ -139,7 +140,7 @@ type Options struct {
 	// complete. By default, while a package downloads, the entries that
 	// follow a leading manifest.xml are delivered as their bytes arrive,
 	// each once its own checks pass, and the rest once the package is
-	// complete (see streamPackage).
+	// complete (see package unpack).
 	DisableStreaming bool
 	// DisablePackageSkip reads every package again. By default a baseline
 	// skips, without reading anything of it, a package the state records
@@ -240,21 +241,16 @@ type run struct {
 	results chan result
 	sinks   []boundSink
 
-	// downloads holds a slot per package download in flight
-	// (Options.Concurrency). A package releases its slot once downloaded,
-	// so the next download starts while it is processed: on a slow link
-	// the link never waits for the CPU.
-	downloads chan struct{}
-
 	// marks orders the planner's marks after the units before them.
 	marks progress
 
 	// book tracks which packages were delivered in full (see skip.go).
 	book packageBook
 
-	// spool bounds, and keeps between planning and applying, the change
-	// packages an incremental run downloads to plan.
-	spool *spoolCache
+	// reader reads the packages (see readPackage): it holds a slot per
+	// download in flight (Options.Concurrency) and the change packages an
+	// incremental run keeps between planning and applying.
+	reader *unpack.Reader
 
 	// checkpoints are where the run's plan leaves each resource set when
 	// every unit succeeds (set when planning ends).
@@ -329,8 +325,8 @@ func newRun(opts Options) *run {
 		opts.Store, mode = dryStore{opts.Store}, previewing{}
 	}
 	opts.Counts.client.Store(opts.Client)
-	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, mode: mode,
-		downloads: make(chan struct{}, opts.Concurrency), spool: newSpoolCache(opts.Concurrency + 1)}
+	r := &run{opts: opts, log: opts.Logger, counts: opts.Counts, mode: mode}
+	r.reader = r.newReader()
 	for i, s := range opts.Sinks {
 		n := opts.Workers
 		if l, ok := s.(sink.Limiter); ok && l.Concurrency() > 0 {
@@ -377,6 +373,7 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		return err
 	}
 	r.resync = held > 0
+	r.reader.Resync = r.resync
 	if !r.resync && r.opts.Part == nil {
 		// (A part's run shares its source with the other parts running
 		// at once: what the state holds is not only what it commits.)
@@ -441,7 +438,7 @@ func (r *run) live(ctx context.Context, head runreport.Report) (stop func()) {
 }
 
 // anySet stands for every resource set when a failure's set is unknown.
-const anySet = "*"
+const anySet = unpack.AnySet
 
 // noteHold records a temporary failure of resource set (anySet when
 // unknown) at change time t: the next incremental run of the set must
@@ -524,7 +521,7 @@ func Baseline(ctx context.Context, opts Options) (*runreport.Report, error) {
 // verify → deliver → commit, the same stages for every mode and every
 // protocol.
 func (r *run) execute(ctx context.Context, task source.Task) error {
-	defer r.spool.close()
+	defer r.reader.Kept.Close()
 	g, ctx := errgroup.WithContext(ctx)
 	pkgs := make(chan source.Package, r.opts.Concurrency)
 	entries := make(chan entryJob, 4*r.opts.Workers)
@@ -543,7 +540,7 @@ func (r *run) execute(ctx context.Context, task source.Task) error {
 	})
 	// fetch + unpack: packages in parallel, their entries into entries.
 	// Twice as many packages as downloads are in flight, so that while
-	// some are processed the next ones download (see run.downloads).
+	// some are processed the next ones download (see unpack.Reader.Downloads).
 	var pkgWG sync.WaitGroup
 	for range r.packageWorkers() {
 		pkgWG.Add(1)
@@ -828,5 +825,3 @@ func (r *run) setBaselineCheckpoints(ctx context.Context, rep *runreport.Report)
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
-
-func asEntryError(err error, target **source.EntryError) bool { return errors.As(err, target) }

@@ -86,34 +86,14 @@ func (r *run) readIndex(ctx context.Context, j source.Package, want map[string]*
 		entries, closeDoc, err := r.openContents(ctx, j)
 		if err == nil {
 			defer closeDoc()
-			return r.readManifest(ctx, j, entries, nil, nil, want, out)
+			return r.reader.ReadListing(ctx, unpackHost{r, out}, j, entries, want)
 		}
 		if ctx.Err() != nil || errclass.IsFatal(err) {
 			return err
 		}
 		r.log.Debug("manifest copy unreadable; reading the package", "url", j.Contents, "error", err)
 	}
-	var (
-		sp  *spooled
-		ok  bool
-		err error
-	)
-	if !r.opts.DisableRangeResync {
-		sp, ok, err = r.readByRange(ctx, j)
-	}
-	if err == nil && !ok {
-		sp, err = r.fetchPackage(ctx, j)
-	}
-	if err != nil {
-		return r.packageFailed(ctx, j, j.At, sp.stage, err)
-	}
-	defer sp.Close()
-	entries, closeIndex, err := r.openIndex(j, sp.arch)
-	if err != nil {
-		return r.packageFailed(ctx, j, j.At, "manifest", err)
-	}
-	defer closeIndex()
-	return r.readManifest(ctx, j, entries, nil, nil, want, out)
+	return r.reader.ReadIndex(ctx, j, want, unpackHost{r, out})
 }
 
 // handle lists what j names, unless the source reports it deleted (an

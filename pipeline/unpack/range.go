@@ -1,4 +1,4 @@
-package pipeline
+package unpack
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 // Last-Modified date (If-Range), so bytes of two versions are never mixed.
 //
 // The package is downloaded whole as before when range re-sync is disabled
-// (Options.DisableRangeResync), when the state store holds no resource yet
+// (Reader.NoRange), when the state store holds no resource yet
 // (a first sync: one stream is cheaper and the package hash is checked),
 // when the server does not answer "Range: bytes=0-0" with a 206 or gives no
 // validator, or when opening the package by Range fails (its central
@@ -52,14 +52,14 @@ import (
 // again, so the check costs no second download.
 const manifestPrereadMax = 4 << 20
 
-// readByRange opens package j in place by Range (see above; readPackage
+// readByRange opens package j in place by Range (see above; Read
 // decides when). It returns ok false (and no error) when the package must
 // be downloaded instead; an error only when it is fatal or ctx ended. An
 // incremental run reads a change package again this way after it removed
-// the copy it downloaded to plan (see spoolCache).
-func (r *run) readByRange(ctx context.Context, j source.Package) (*spooled, bool, error) {
-	log := r.log.With("package", j.URL)
-	size, validator, ranges, err := r.opts.Client.Probe(ctx, j.URL)
+// the copy it downloaded to plan (see Spool).
+func (rd *Reader) readByRange(ctx context.Context, j source.Package) (*spooled, bool, error) {
+	log := rd.Log.With("package", j.URL)
+	size, validator, ranges, err := rd.Client.Probe(ctx, j.URL)
 	switch {
 	case ctx.Err() != nil:
 		return &spooled{stage: "download"}, false, ctx.Err()
@@ -74,8 +74,8 @@ func (r *run) readByRange(ctx context.Context, j source.Package) (*spooled, bool
 		// Let the download report the mismatch as it always does.
 		return nil, false, nil
 	}
-	ra := r.opts.Client.ReaderAt(ctx, j.URL, size, validator)
-	sp := &spooled{release: func() { r.counts.BytesDownloaded.Add(ra.Bytes()) }}
+	ra := rd.Client.ReaderAt(ctx, j.URL, size, validator)
+	sp := &spooled{release: func() { rd.Received.Add(ra.Bytes()) }}
 	fallback := func(stage string, err error) (*spooled, bool, error) {
 		sp.Close()
 		if ctx.Err() != nil {
@@ -87,7 +87,7 @@ func (r *run) readByRange(ctx context.Context, j source.Package) (*spooled, bool
 		log.Info("reading the package by Range failed; downloading it", "stage", stage, "error", err)
 		return nil, false, nil
 	}
-	arch, err := unzip.Open(ra, size, r.opts.Limits)
+	arch, err := unzip.Open(ra, size, rd.Limits)
 	if err != nil {
 		return fallback("unzip", err)
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package unpack
 
 import (
 	"context"
@@ -78,7 +78,7 @@ import (
 // entry phase 1 passes by leaves the rest to phase 2, which reads the
 // manifest again and delivers only the winners phase 1 did not. Packages
 // read by Range, or kept on the spool since planning, do not stream (see
-// readPackage), and Options.DisableStreaming turns streaming off.
+// Reader.Read), and Reader.NoStreaming turns streaming off.
 
 const (
 	// maxStreamManifest caps the uncompressed manifest.xml of a package
@@ -94,7 +94,7 @@ const (
 
 // errRestarted means a package's download began again from byte 0 (the
 // package changed under it): what was read from the spool file is void.
-var errRestarted = errors.New("pipeline: the package download started over")
+var errRestarted = errors.New("unpack: the package download started over")
 
 // spoolProgress tracks how far a package's spool file is written while it
 // downloads: the download reports every write (fetch.Progress), readers
@@ -212,18 +212,18 @@ func (r *spoolReader) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekCurrent:
 		offset += r.off
 	default:
-		return r.off, errors.New("pipeline: spool reader seeks from the start or the current offset only")
+		return r.off, errors.New("unpack: spool reader seeks from the start or the current offset only")
 	}
 	if offset < 0 {
-		return r.off, errors.New("pipeline: negative offset")
+		return r.off, errors.New("unpack: negative offset")
 	}
 	r.off = offset
 	return offset, nil
 }
 
-// streamEntry is an entry met in phase 1: what its local header and the
-// manifest said of it.
-type streamEntry struct {
+// Streamed is an entry met in phase 1, delivered as it arrives: what its
+// local header and the manifest said of it.
+type Streamed struct {
 	local  unzip.LocalEntry
 	loc    string // the manifest entry's URI
 	path   string // and its path, as written
@@ -237,10 +237,10 @@ type streamEntry struct {
 	handed, settled bool
 }
 
-// leave reports whether a failure of the entry is the spool file emptying
+// Leave reports whether a failure of the entry is the spool file emptying
 // under it (the download started over): the entry is then left to phase
-// 2, and its failure not recorded.
-func (se *streamEntry) leave() bool {
+// 2, and its failure is not to be recorded.
+func (se *Streamed) Leave() bool {
 	if !se.prog.wasRestarted() {
 		return false
 	}
@@ -248,8 +248,11 @@ func (se *streamEntry) leave() bool {
 	return true
 }
 
+// Size is the entry's uncompressed size, as its local header gives it.
+func (se *Streamed) Size() int64 { return se.local.Size }
+
 // Open reads the entry's bytes from the spool file.
-func (se *streamEntry) Open(context.Context) (io.ReadCloser, error) {
+func (se *Streamed) Open(context.Context) (io.ReadCloser, error) {
 	rc, err := se.opener.Open(se.local)
 	if err != nil {
 		return nil, fmt.Errorf("open ZIP entry: %w", err)
@@ -260,10 +263,10 @@ func (se *streamEntry) Open(context.Context) (io.ReadCloser, error) {
 // streamState is what phase 1 did for a package.
 type streamState struct {
 	opener  *unzip.LocalOpener
-	entries map[string]*streamEntry // by entry name
-	byURI   map[string]*streamEntry
-	order   []*streamEntry // as handed out
-	stopped string         // why phase 1 stopped
+	entries map[string]*Streamed // by entry name
+	byURI   map[string]*Streamed
+	order   []*Streamed // as handed out
+	stopped string      // why phase 1 stopped
 	// whole: phase 1 read manifest.xml to its end (its bytes hash to
 	// manifestSum) and handed out an entry for every one it lists.
 	whole       bool
@@ -273,11 +276,11 @@ type streamState struct {
 // streamPackage downloads a package to a spool file while phase 1 reads
 // it; then, once the download is verified, phase 2 opens it and delivers
 // (or confirms) every entry, or every winner in want when want is not nil
-// (see above). Like readPackage it records the
-// package's failures and returns only a fatal error or ctx's.
-func (r *run) streamPackage(ctx context.Context, j source.Package, want map[string]*source.Record, out chan<- entryJob) error {
-	log := r.log.With("package", j.URL)
-	f, err := os.CreateTemp(r.opts.SpoolDir, "rsharvest-pkg-*.zip")
+// (see above). Like Read it gives h the package's failures and returns
+// only a fatal error or ctx's.
+func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, want map[string]*source.Record) error {
+	log := rd.Log.With("package", j.URL)
+	f, err := os.CreateTemp(rd.SpoolDir, "rsharvest-pkg-*.zip")
 	if err != nil {
 		return errclass.Fatalf("spool: %w", err)
 	}
@@ -288,7 +291,7 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case r.downloads <- struct{}{}:
+	case rd.Downloads <- struct{}{}:
 	}
 	// The download: it owns the spool file's writes and frees its slot
 	// when it ends. It is always waited for before the file is removed.
@@ -303,14 +306,14 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 	started := time.Now()
 	go func() {
 		var shown int64 // bytes of this package counted in PackageBytesDone
-		res, err := r.opts.Client.DownloadProgress(dctx, j.URL, f, packageExpect(j.Expect), func(n int64) {
+		res, err := rd.Client.DownloadProgress(dctx, j.URL, f, packageExpect(j.Expect), func(n int64) {
 			prog.update(n)
 			if n > shown {
-				r.counts.PackageBytesDone.Add(n - shown)
+				rd.Progress.Add(n - shown)
 				shown = n
 			}
 		})
-		<-r.downloads
+		<-rd.Downloads
 		prog.end(err)
 		dl <- downloaded{res, err}
 	}()
@@ -322,9 +325,9 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 		}
 	}()
 
-	st := &streamState{opener: unzip.NewLocalOpener(f, r.opts.Limits), entries: map[string]*streamEntry{}, byURI: map[string]*streamEntry{}}
+	st := &streamState{opener: unzip.NewLocalOpener(f, rd.Limits), entries: map[string]*Streamed{}, byURI: map[string]*Streamed{}}
 	var wg sync.WaitGroup
-	if err := r.follow(ctx, &j, f, prog, st, want, out, &wg); err != nil {
+	if err := rd.follow(ctx, h, &j, f, prog, st, want, &wg); err != nil {
 		return err
 	}
 	var d downloaded
@@ -334,9 +337,9 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 	case d = <-dl:
 		joined = true
 	}
-	r.counts.BytesDownloaded.Add(d.res.Bytes)
+	rd.Received.Add(d.res.Bytes)
 	if d.err == nil {
-		r.book.noteValidators(j.URL, fetch.Validators{ETag: d.res.ETag, LastModified: d.res.LastModified})
+		rd.fetched(j.URL, d.res)
 	}
 	log.Debug("package downloaded", "bytes", d.res.Bytes, "took", time.Since(started), "streamed", len(st.entries), "stopped", st.stopped)
 	// Every outcome of phase 1 is in before phase 2 looks at them.
@@ -347,19 +350,19 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 		if errclass.IsFatal(err) {
 			return err
 		}
-		return r.packageFailed(ctx, j, packageHold(j, want), stage, err)
+		return rd.packageFailed(ctx, h, j, packageHold(j, want), stage, err)
 	}
 	if d.err != nil {
 		return pkgFail("download", d.err)
 	}
-	arch, err := unzip.Open(f, d.res.Bytes, r.opts.Limits)
+	arch, err := unzip.Open(f, d.res.Bytes, rd.Limits)
 	if err != nil {
 		return pkgFail("unzip", err)
 	}
-	if r.confirmWhole(j, arch, st) {
-		return r.packageDone(ctx, j, arch, want == nil)
+	if rd.confirmWhole(j, arch, st) {
+		return rd.packageDone(ctx, h, j, arch, want == nil)
 	}
-	return r.unpackPackage(ctx, j, arch, st, want, out)
+	return rd.unpackPackage(ctx, h, j, arch, st, want)
 }
 
 // confirmWhole is phase 2 when phase 1 handed out every entry of the
@@ -368,13 +371,13 @@ func (r *run) streamPackage(ctx context.Context, j source.Package, want map[stri
 // did, the package is done without reading the manifest again (the caller
 // ends it), and it reports true. Otherwise it reports false (having changed nothing but the
 // entries' referenced marks): unpackPackage settles the package.
-func (r *run) confirmWhole(j source.Package, arch *unzip.Archive, st *streamState) bool {
+func (rd *Reader) confirmWhole(j source.Package, arch *unzip.Archive, st *streamState) bool {
 	if !st.whole {
 		return false
 	}
 	for _, se := range st.order {
 		if !se.handed {
-			return false // left to phase 2 (see leave)
+			return false // left to phase 2 (see Leave)
 		}
 	}
 	rc, err := arch.Manifest()
@@ -395,13 +398,13 @@ func (r *run) confirmWhole(j source.Package, arch *unzip.Archive, st *streamStat
 	for _, se := range st.order {
 		se.settled = true
 	}
-	r.log.Debug("package confirmed as streamed", "package", j.URL, "entries", len(st.order))
+	rd.Log.Debug("package confirmed as streamed", "package", j.URL, "entries", len(st.order))
 	return true
 }
 
 // lookupStreamed looks a streamed entry up in the central directory, which
 // must accept it and describe it as its local header did.
-func lookupStreamed(arch *unzip.Archive, se *streamEntry) error {
+func lookupStreamed(arch *unzip.Archive, se *Streamed) error {
 	f, err := arch.Lookup(se.path)
 	if err != nil {
 		return err
@@ -417,7 +420,7 @@ func lookupStreamed(arch *unzip.Archive, se *streamEntry) error {
 // and hands the entries it can match with the manifest to the workers. It
 // returns nil when it stops, whatever the reason; an error only when ctx
 // ends.
-func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *spoolProgress, st *streamState, want map[string]*source.Record, out chan<- entryJob, wg *sync.WaitGroup) error {
+func (rd *Reader) follow(ctx context.Context, h Host, j *source.Package, f *os.File, prog *spoolProgress, st *streamState, want map[string]*source.Record, wg *sync.WaitGroup) error {
 	stop := func(why string, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -428,7 +431,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		st.stopped = why
 		return nil
 	}
-	sc := unzip.NewLocalScanner(&spoolReader{ctx: ctx, f: f, p: prog}, r.opts.Limits)
+	sc := unzip.NewLocalScanner(&spoolReader{ctx: ctx, f: f, p: prog}, rd.Limits)
 	first, err := sc.Next()
 	switch {
 	case err != nil:
@@ -501,7 +504,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 			mseq++
 			if err != nil {
 				var ee *source.EntryError
-				if asEntryError(err, &ee) {
+				if errors.As(err, &ee) {
 					skipped = true
 					continue // phase 2 reports it
 				}
@@ -525,7 +528,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		if e == nil {
 			return stop(fmt.Sprintf("entry %q not found in manifest.xml", le.Name), nil)
 		}
-		se := &streamEntry{local: le, loc: e.URI, path: e.Path, sum: sumEntry(e), opener: st.opener, prog: prog}
+		se := &Streamed{local: le, loc: e.URI, path: e.Path, sum: sumEntry(e), opener: st.opener, prog: prog}
 		if !isWinner(want, e, seq) {
 			// Not to apply: phase 2 reads the manifest again, and passes
 			// it by.
@@ -533,7 +536,7 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 			skipped = true
 			continue
 		}
-		if e.URI == "" || (e.Hashes.IsZero() && r.opts.RequireHash) {
+		if e.URI == "" || (e.Hashes.IsZero() && rd.RequireHash) {
 			// It fails before its bytes are looked at: phase 2 records
 			// it (not streamed, the entry stays unreferenced, as
 			// without streaming).
@@ -552,12 +555,9 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 		st.order = append(st.order, se)
 		se.handed = true
 		wg.Add(1)
-		select {
-		case <-ctx.Done():
+		if err := h.Deliver(ctx, Entry{Package: j, Record: e, Stream: se, Done: wg.Done}); err != nil {
 			wg.Done()
-			return ctx.Err()
-		case out <- entryJob{pkg: j, rec: e, stream: se, done: wg.Done}:
-			r.counts.Planned.Add(1)
+			return err
 		}
 	}
 }
@@ -568,15 +568,16 @@ func (r *run) follow(ctx context.Context, j *source.Package, f *os.File, prog *s
 // settled entry the central directory refuses, or describes otherwise than
 // its local header, stays delivered (its bytes verified against e), and the
 // refusal is recorded under e's URI as without streaming.
-func (r *run) settle(ctx context.Context, j *source.Package, arch *unzip.Archive, st *streamState, e *source.Record) bool {
+func (rd *Reader) settle(ctx context.Context, h Host, j *source.Package, arch *unzip.Archive, st *streamState, e *source.Record) bool {
 	se := st.entries[unzip.PathKey(e.Path)]
 	if e.Path == "" || se == nil || !se.handed || se.settled || se.sum != sumEntry(e) {
 		return false
 	}
 	se.settled = true
 	if err := lookupStreamed(arch, se); err != nil {
-		r.failIn(ctx, runreport.Failure{URI: e.URI, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, j.ResourceSet, e.ChangeTime, countsNone, nil)
-		r.log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
+		h.Fail(ctx, Failure{Failure: runreport.Failure{URI: e.URI, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true},
+			Set: j.ResourceSet, Hold: e.ChangeTime, Kind: Note})
+		rd.Log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
 			"package", j.URL, "uri", e.URI, "error", err)
 	}
 	return true
