@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -252,6 +253,50 @@ func TestRunningHarvest(t *testing.T) {
 		`rsharvest_worker_units{host="` + host + `",pid="` + strconv.Itoa(os.Getpid()) + `"} 1`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, m)
+		}
+	}
+}
+
+// TestPageHidesSourcePassword: a source given with a password in its URL
+// is shown without it on every page — the sites, the site's and its
+// run's, which show the source (even a run recorded with the password,
+// before sources lost theirs) — and in /metrics.
+func TestPageHidesSourcePassword(t *testing.T) {
+	ctx := context.Background()
+	st := fixture(t)
+	def := "name: pw\nschedule: every 1d\nsource: http://user:s3cret@pw.example/\nsinks:\n  - fs:/tmp/pw\n"
+	if err := st.PutSite(ctx, state.Site{Name: "pw", Definition: def}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: "http://user:s3cret@pw.example/", Site: "pw", Started: time.Now().Add(-time.Minute)})
+	if err == nil {
+		err = st.AddFailures(ctx, []state.Failure{{RunID: id, URI: "http://pw.example/r", Stage: "download", Error: "HTTP 500"}})
+	}
+	if err == nil {
+		err = st.FinishRun(ctx, id, time.Now(), "partial", json.RawMessage(`{"resources":{"failed":1}}`))
+	}
+	if err == nil {
+		err = st.SiteHarvested(ctx, "pw", time.Now(), "partial", id)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := status.Handler(status.Options{Store: st, Operator: status.Credentials{Token: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/site/pw", fmt.Sprintf("/run/%d", id), "/metrics"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer t")
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, rec.Code)
+		}
+		if body := rec.Body.String(); strings.Contains(body, "s3cret") {
+			t.Errorf("GET %s shows the password:\n%s", path, body)
+		} else if (strings.HasPrefix(path, "/site/") || strings.HasPrefix(path, "/run/")) && !strings.Contains(body, "pw.example") {
+			t.Errorf("GET %s does not show the source at all:\n%s", path, body)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package harvestlist_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -107,5 +109,50 @@ func TestAuto(t *testing.T) {
 		if harvestlist.MayBeList(u) {
 			t.Errorf("MayBeList(%s)", u)
 		}
+	}
+}
+
+// endlessList is a harvest list that never ends: a document after
+// another; once it has given stopAfter of them it calls stop (an
+// operator's SIGTERM, as the run's context ends), and goes on.
+type endlessList struct {
+	n, stopAfter int
+	stop         func()
+	buf          []byte
+}
+
+func (l *endlessList) Read(b []byte) (int, error) {
+	if len(l.buf) == 0 {
+		if l.n == 0 {
+			l.buf = []byte(`<?xml version="1.0"?><hrv:harvestList xmlns:hrv="eml://ecoinformatics.org/harvestList">`)
+		}
+		l.buf = fmt.Appendf(l.buf, `<document><docid><scope>s</scope><identifier>%d</identifier><revision>1</revision></docid>`+
+			`<documentType>eml://ecoinformatics.org/eml-2.1.1</documentType><documentURL>http://127.0.0.1:1/%d.xml</documentURL></document>`, l.n, l.n)
+		if l.n++; l.n == l.stopAfter {
+			l.stop()
+		}
+	}
+	n := copy(b, l.buf)
+	l.buf = l.buf[n:]
+	return n, nil
+}
+
+func (l *endlessList) Close() error { return nil }
+
+// TestPlanStopsWhenCancelled: the run's context ending while a list is
+// read (a list that never ends, so only the context can stop it) ends the
+// plan with the context's error, having read no further than a little
+// past the moment it ended.
+func TestPlanStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	list := &endlessList{stopAfter: 1000, stop: cancel}
+	p := &harvestlist.Planner{ScratchDir: t.TempDir(), OpenDocument: func(context.Context, string) (io.ReadCloser, error) { return list, nil }}
+	_, err := p.Plan(ctx, source.Task{Source: "http://127.0.0.1:1/harvestlist.xml", Mode: source.Baseline}, nil, func(context.Context, source.Unit) error { return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Plan = %v, want the context's error", err)
+	}
+	if list.n > 2*list.stopAfter {
+		t.Errorf("the list was read to document %d, %d past the context's end", list.n, list.n-list.stopAfter)
 	}
 }
