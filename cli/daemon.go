@@ -33,6 +33,7 @@ func (a *app) daemonCommand() *cobra.Command {
 		metricsSites int
 		rf           reportFlags
 		pf           = publishFlags{prefix: "publish-"}
+		keep         = newKeepLog()
 	)
 	c := &cobra.Command{
 		Use:   "daemon",
@@ -72,6 +73,7 @@ when the last unit has committed; a unit whose daemon died is done again by anot
 				return err
 			}
 			h, done := a.sitesHarvester(st, c.CommandPath())
+			h.KeepLog = keep.k
 			// Republishing: after each harvest, and once now.
 			var pub *publisher.Publisher
 			if pf.out != "" {
@@ -116,6 +118,7 @@ when the last unit has committed; a unit whose daemon died is done again by anot
 	fl.DurationVar(&tick, "tick", time.Minute, "how often the registry is read for due sites")
 	fl.IntVar(&metricsSites, "metrics-sites", status.DefaultMetricsSites, "a registry of at most this many sites gives every site's own series in /metrics; a larger one, those of the sites marked metrics: true alone (sites add --metrics)")
 	fl.DurationVar(&waitLock, "wait-lock", 0, "wait this long for another daemon or run to release the state file (0: refuse at once)")
+	fl.Var(keep, "keep-runs", keepRunsHelp)
 	fl.StringVar(&spoolDir, "spool-dir", "", "directory for packages being unpacked (default: the system's temporary directory)")
 	fl.StringVar(&listen, "listen", "127.0.0.1:8474", `serve the status page, /metrics and /healthz here ("": not at all); an operator, who may also act (harvest now, pause, resume, change a schedule), is $RSHARVEST_STATUS_TOKEN (a bearer token) or $RSHARVEST_STATUS_USER and $RSHARVEST_STATUS_PASSWORD; a viewer, who only sees, $RSHARVEST_STATUS_VIEWER_TOKEN or $RSHARVEST_STATUS_VIEWER_USER and $RSHARVEST_STATUS_VIEWER_PASSWORD; without any, only /healthz answers`)
 	fl.StringVar(&jobsDB, "jobs-db", "", `keep the jobs in this PostgreSQL database (postgres://user@host:port/db; the password from $PGPASSWORD or ~/.pgpass) instead of the state file`)

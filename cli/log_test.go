@@ -10,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/harvestlog"
+	"github.com/rsharvest/rsharvest/state"
 )
 
 // TestHarvestLog: rsharvest log shows the harvester starting and
@@ -93,5 +95,64 @@ func TestHarvestLog(t *testing.T) {
 	}
 	if code, _, stderr := run(t, "log", "--state", db, "--since", "yesterday"); code != ExitUsage || !strings.Contains(stderr, "--since") {
 		t.Errorf("--since yesterday: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestHarvestLogKept: a harvest of registry sites keeps the harvest log to
+// --keep-runs, once a day: a run older than that loses its report and
+// failures (its one-line record stays) and older log lines go, the log
+// says so, and the day's second harvest prunes nothing more. A value that
+// is neither an age nor a count is a usage error.
+func TestHarvestLogKept(t *testing.T) {
+	repo := httptest.NewServer(bench.NewOAIRepository(bench.OAIOptions{Records: 3}))
+	defer repo.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	if code, out, stderr := run(t, "sites", "add", "oai", "--source", repo.URL+"/oai", "--protocol", "oai-pmh", "--sink", "fs:"+filepath.Join(dir, "out"), "--every", "1d", "--state", db); code != ExitOK {
+		t.Fatalf("sites add: exit %d\n%s%s", code, out, stderr)
+	}
+	// A run and a log line of forty days ago.
+	ctx := t.Context()
+	st, err := state.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	id, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: repo.URL + "/oai", Site: "oai", Started: old})
+	if err == nil {
+		err = st.AddFailures(ctx, []state.Failure{{RunID: id, URI: "oai:x", Stage: "verify", Error: "old", Permanent: true, At: old}})
+	}
+	if err == nil {
+		err = st.FinishRun(ctx, id, old.Add(time.Minute), "partial", []byte(`{"status":"partial"}`))
+	}
+	if err == nil {
+		err = st.AddEvent(ctx, state.Event{At: old, Operation: harvestlog.Action, Site: "oai", Message: "pause, asked by an old operator"})
+	}
+	if err == nil {
+		err = st.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run(t, "run", "oai", "--keep-runs", "a month", "--state", db); code != ExitUsage || !strings.Contains(stderr, "keep-runs") {
+		t.Fatalf("--keep-runs 'a month': exit %d, want %d\n%s", code, ExitUsage, stderr)
+	}
+	for range 2 {
+		if code, out, stderr := run(t, "run", "oai", "--keep-runs", "30d", "--state", db); code != ExitOK {
+			t.Fatalf("run: exit %d\n%s%s", code, out, stderr)
+		}
+	}
+	code, out, stderr := run(t, "log", "--state", db)
+	if code != ExitOK {
+		t.Fatalf("log: exit %d\n%s%s", code, out, stderr)
+	}
+	if n := strings.Count(out, harvestlog.Pruned); n != 1 || !strings.Contains(out, "1 run(s) thinned to their one-line record (1 failure(s) removed), 1 log line(s) removed") {
+		t.Errorf("%d prunings in the log, want one of the old run and line:\n%s", n, out)
+	}
+	if strings.Contains(out, "old operator") || strings.Contains(out, "verify: old") {
+		t.Errorf("the old line or failure is still in the log:\n%s", out)
+	}
+	if n := strings.Count(out, "harvest ended"); n != 3 {
+		t.Errorf("%d runs ended in the log, want 3 (the old one's record stays):\n%s", n, out)
 	}
 }

@@ -30,6 +30,7 @@ func (a *app) runCommand() *cobra.Command {
 		due         bool
 		concurrency int
 		rf          reportFlags
+		keep        = newKeepLog()
 	)
 	c := &cobra.Command{
 		Use:               "run [SITE…]",
@@ -83,6 +84,7 @@ Exit 0 when every site harvested succeeded, 1 otherwise, 2 for an unknown site o
 				}
 			}
 			h, done := a.sitesHarvester(st, c.CommandPath())
+			h.KeepLog = keep.k
 			h.Over = harvest.Over(f.Job, func(s *config.Setting) bool { return c.Flags().Changed(s.Name) })
 			if h.DryRun = f.dryRun; f.dryRun {
 				h.Preview = a.printPreview()
@@ -116,8 +118,36 @@ Exit 0 when every site harvested succeeded, 1 otherwise, 2 for an unknown site o
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print what each site's harvest would fetch, write and delete, changing nothing: not the sinks, not the state, not the registry's last and next harvests")
 	fl.BoolVar(&due, "due", false, "harvest every site whose next harvest has come")
 	fl.IntVar(&concurrency, "sites-concurrency", 2, "sites harvested at once")
+	fl.Var(keep, "keep-runs", keepRunsHelp)
 	rf.register(c)
 	return c
+}
+
+// keepRunsHelp is the help of --keep-runs, a flag of the commands that
+// harvest registry sites.
+const keepRunsHelp = "how much of the harvest log to keep: an age (90d, 12w, 1y), a number of runs a site (100), or all; once a day, the older runs lose their reports and failures (each keeps its one-line record) and the older log lines go"
+
+// keepLog is the value of --keep-runs (harvest.ParseKeepLog).
+type keepLog struct {
+	s string
+	k state.LogKeep
+}
+
+func newKeepLog() *keepLog {
+	k, _ := harvest.ParseKeepLog(harvest.DefaultKeepLog)
+	return &keepLog{s: harvest.DefaultKeepLog, k: k}
+}
+
+func (v *keepLog) String() string { return v.s }
+func (v *keepLog) Type() string   { return "age|runs" }
+
+func (v *keepLog) Set(s string) error {
+	k, err := harvest.ParseKeepLog(s)
+	if err != nil {
+		return err
+	}
+	v.s, v.k = s, k
+	return nil
 }
 
 // isDaemon reports whether the holder of a state file is a daemon.

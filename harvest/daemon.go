@@ -71,6 +71,13 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watching sync.WaitGroup
 	watching.Go(func() { h.watchActions(watchCtx, last, cmp.Or(o.ActionPoll, time.Second), wake) })
+	// The harvest log thinned once a day (see PruneLog): now, beside the
+	// schedule, and with the daily report.
+	watching.Go(func() {
+		if err := h.PruneLog(watchCtx, time.Now()); err != nil && watchCtx.Err() == nil {
+			log.Warn("the harvest log could not be pruned; it is tried again tomorrow", "error", err)
+		}
+	})
 	defer func() {
 		stopWatch()
 		watching.Wait()
@@ -111,7 +118,12 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 		}
 		return Retry(r.Status, err)
 	}
-	d.Daily = func(ctx context.Context) error { return Daily(ctx, h.Store, o.Reports, time.Now()) }
+	d.Daily = func(ctx context.Context) error {
+		if err := h.PruneLog(ctx, time.Now()); err != nil {
+			log.Warn("the harvest log could not be pruned; it is tried again tomorrow", "error", err)
+		}
+		return Daily(ctx, h.Store, o.Reports, time.Now())
+	}
 	runErr := daemon.Run(ctx, d)
 	msg := "stopped"
 	if runErr != nil {

@@ -68,6 +68,9 @@ type Harvester struct {
 	// that changes nothing: neither the registry (its last and next
 	// harvest), nor the harvest log, nor a report is written or sent.
 	DryRun bool
+	// KeepLog is how much of the harvest log a harvest of registry sites
+	// keeps (see PruneLog; zero: everything).
+	KeepLog state.LogKeep
 }
 
 // Over returns a Harvester.Over that lays over a site's job the settings

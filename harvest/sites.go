@@ -121,6 +121,11 @@ func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.
 	if err := h.Store.AddEvent(context.WithoutCancel(ctx), state.Event{Operation: harvestlog.Stopped, Message: msg}); err != nil {
 		return ok, fmt.Errorf("harvest log: %w", err)
 	}
+	if ctx.Err() == nil {
+		if err := h.PruneLog(ctx, time.Now()); err != nil {
+			h.log().Warn("the harvest log could not be pruned; it is tried again at the next harvest", "error", err)
+		}
+	}
 	return ok, ctx.Err()
 }
 

@@ -64,6 +64,9 @@ const (
 	// Action is an operator's action on a site (site.Action), with who
 	// asked in its message.
 	Action = "action"
+	// Pruned says the log was thinned to what it keeps, with how much
+	// went in its message.
+	Pruned = "log pruned"
 )
 
 // Read reads the harvest log of st since since (zero: all), of site only

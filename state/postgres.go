@@ -502,5 +502,7 @@ ON CONFLICT DO NOTHING;
 		`ALTER TABLE changes ADD COLUMN links TEXT COLLATE "C";`,
 		// 7: SQLite's version 27: the registry's due times and indexes.
 		strings.Replace(registryIndexes, "due TEXT", `due TEXT COLLATE "C"`, 1),
+		// 8: SQLite's version 28: the runs the harvest log thinned.
+		runsPruned,
 	}
 }

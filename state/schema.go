@@ -375,8 +375,17 @@ WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.rep
 		// computed it (see SetSiteDue), and the indexes the status page and
 		// the due sites are read by.
 		registryIndexes,
+		// 28: the runs whose details the harvest log keeps (see PruneLog).
+		runsPruned,
 	}
 }
+
+// runsPruned is the migration of both stores that marks the runs PruneLog
+// thinned, and indexes those it has not by their start.
+const runsPruned = `
+ALTER TABLE runs ADD COLUMN pruned INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_unpruned ON runs (started) WHERE pruned = 0;
+`
 
 // registryIndexes is the migration of both stores that keeps each site's
 // next harvest (due: NULL when it must be computed again) and indexes the

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,8 +153,54 @@ func BenchmarkScale(b *testing.B) {
 					b.ReportMetric(float64(n), "bytes")
 				})
 			}
+			b.Run("prune", func(b *testing.B) { benchPrune(b, st) })
 		})
 	}
+}
+
+// benchPrune thins the harvest log to its last 90 days once (the log of
+// scaleStore spans a day a run), while a writer records a log line every
+// 10 ms: it reports the prune's time, the runs thinned, and the longest
+// the writer waited for a line (what a harvest's commit would).
+func benchPrune(b *testing.B, st *state.Store) {
+	ctx := b.Context()
+	stop := make(chan struct{})
+	var (
+		worst time.Duration
+		lines int
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			t0 := time.Now()
+			if err := st.AddEvent(ctx, state.Event{Operation: "bench", Message: "a line while pruning"}); err != nil {
+				b.Error(err)
+				return
+			}
+			worst, lines = max(worst, time.Since(t0)), lines+1
+		}
+	})
+	t0 := time.Now()
+	p, err := st.PruneLog(ctx, state.LogKeep{Age: 90 * 24 * time.Hour}, time.Now(), 0)
+	took := time.Since(t0)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+	}
+	b.ReportMetric(took.Seconds(), "prune-s")
+	b.ReportMetric(float64(p.Runs), "runs-thinned")
+	b.ReportMetric(float64(worst.Microseconds())/1000, "writer-max-ms")
+	b.ReportMetric(float64(lines), "writer-lines")
 }
 
 func envInt(b *testing.B, name string, def int) int {

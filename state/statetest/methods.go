@@ -1232,3 +1232,92 @@ func testRegistryPages[S Snapshot](t *testing.T, h Harness[S]) {
 		t.Errorf("a site just harvested is not a due candidate: %v", err)
 	}
 }
+
+// testPruneLog thins a harvest log of three sites (and runs of none) by
+// age and by count per site, two rows a transaction: the runs beyond what
+// is kept lose their reports and failures but stay, a run under way is
+// never touched, and the log lines older than the oldest run kept go.
+func testPruneLog[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	day := func(i int) time.Time { return at(0).Add(time.Duration(i) * 24 * time.Hour) }
+	// build fills a store: site a's runs on days 1..5 and one left running
+	// since day 0, b's on days 4 and 5, one of no site on day 1; each
+	// finished run with a report and a failure, and a log line per run.
+	build := func(t *testing.T) (Store[S], map[string][]int64, int64) {
+		st, _ := openStore(t, h)
+		ids := map[string][]int64{}
+		running, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: srcA, Site: "a", Started: day(0)})
+		must(t, err)
+		add := func(site string, d int) {
+			id, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: srcA, Site: site, Started: day(d)})
+			must(t, err)
+			must(t, st.AddFailures(ctx, []state.Failure{{RunID: id, URI: "r", Stage: "verify", Error: "x", Permanent: true, At: day(d)}}))
+			must(t, st.FinishRun(ctx, id, day(d).Add(time.Minute), "ok", []byte(`{"status":"ok"}`)))
+			must(t, st.AddEvent(ctx, state.Event{At: day(d), Operation: "harvest", Site: site, Message: "run"}))
+			ids[site] = append(ids[site], id)
+		}
+		add("", 1)
+		for d := 1; d <= 5; d++ {
+			add("a", d)
+		}
+		add("b", 4)
+		add("b", 5)
+		return st, ids, running
+	}
+	// kept reports whether run id still has its report and its failure.
+	kept := func(t *testing.T, st Store[S], id int64) bool {
+		t.Helper()
+		r, err := st.Run(ctx, id)
+		must(t, err)
+		fs, err := st.Failures(ctx, id)
+		must(t, err)
+		if (len(r.Report) > 0) != (len(fs) > 0) {
+			t.Fatalf("run %d: report %q, %d failures: thinned by half", id, r.Report, len(fs))
+		}
+		return len(r.Report) > 0
+	}
+	lines := func(t *testing.T, st Store[S]) int {
+		t.Helper()
+		evs, err := st.Events(ctx, time.Time{}, "")
+		must(t, err)
+		return len(evs)
+	}
+	for _, tc := range []struct {
+		name   string
+		keep   state.LogKeep
+		thin   map[string]int // runs thinned, the oldest of each site
+		pruned state.Pruned
+		lines  int // log lines left, of 8
+	}{
+		{"everything", state.LogKeep{}, map[string]int{}, state.Pruned{}, 8},
+		{"two days", state.LogKeep{Age: 2 * 24 * time.Hour}, map[string]int{"": 1, "a": 3}, state.Pruned{Runs: 4, Failures: 4, Events: 4}, 4},
+		{"two a site", state.LogKeep{PerSite: 2}, map[string]int{"a": 3}, state.Pruned{Runs: 3, Failures: 3, Events: 3}, 5},
+		{"one a site", state.LogKeep{PerSite: 1}, map[string]int{"a": 4, "b": 1}, state.Pruned{Runs: 5, Failures: 5, Events: 5}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, ids, running := build(t)
+			got, err := st.PruneLog(ctx, tc.keep, day(5).Add(time.Hour), 2)
+			must(t, err)
+			if got != tc.pruned {
+				t.Errorf("PruneLog = %+v, want %+v", got, tc.pruned)
+			}
+			for site, runs := range ids {
+				for i, id := range runs {
+					if want := i >= tc.thin[site]; kept(t, st, id) != want {
+						t.Errorf("site %q, run %d of %d: kept = %v, want %v", site, i+1, len(runs), !want, want)
+					}
+				}
+			}
+			if r, err := st.Run(ctx, running); err != nil || r.Status != state.StatusRunning {
+				t.Errorf("the run under way: %+v, %v", r, err)
+			}
+			if n := lines(t, st); n != tc.lines {
+				t.Errorf("%d log lines left, want %d", n, tc.lines)
+			}
+			// Again: nothing more to do.
+			if again, err := st.PruneLog(ctx, tc.keep, day(5).Add(time.Hour), 2); err != nil || again != (state.Pruned{}) {
+				t.Errorf("PruneLog again = %+v, %v; want nothing", again, err)
+			}
+		})
+	}
+}

@@ -63,6 +63,7 @@ type Store[S Snapshot] interface {
 	Commit(ctx context.Context, b state.Batch) error
 	AddFailures(ctx context.Context, fs []state.Failure) error
 	Failures(ctx context.Context, runID int64) ([]state.Failure, error)
+	PruneLog(ctx context.Context, keep state.LogKeep, now time.Time, batch int) (state.Pruned, error)
 	FailedPackages(ctx context.Context, runID int64) (map[string]bool, bool, error)
 	Changes(ctx context.Context, runID int64) ([]state.ChangeRecord, error)
 	SetCheckpoint(ctx context.Context, c state.Checkpoint) error
@@ -162,6 +163,7 @@ func Run[S Snapshot](t *testing.T, h Harness[S]) {
 	}
 	t.Run("Runs", func(t *testing.T) { testRuns(t, h) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, h) })
+	t.Run("PruneLog", func(t *testing.T) { testPruneLog(t, h) })
 	t.Run("Commit", func(t *testing.T) { testCommit(t, h) })
 	t.Run("CommitRejects", func(t *testing.T) { testCommitRejects(t, h) })
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, h) })
