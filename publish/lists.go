@@ -377,19 +377,23 @@ func changeMeta(c *state.ChangeRecord) manifest.Entry {
 
 // changeLists writes a source's Change Lists, one per period with changes
 // (split further where one would pass the document limits) and an open one
-// for the current period, under a Change List Index whose URL it returns.
-func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL string) (string, error) {
+// for the current period, under a Change List Index whose URL it returns,
+// with the newest change's stamp (zero: no change).
+func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL string) (string, time.Time, error) {
 	period := p.o.ChangePeriod
 	pg := p.newPager()
-	var last time.Time
+	var last, newest time.Time
 	if err := v.Changes(ctx, src, p.o.Copies, func(c state.ChangeRecord) error {
 		e := p.changeEntry(&c)
 		per := c.Recorded.UTC().Truncate(period)
 		pg.add(entryBound(&e), per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
 		last = per
+		if c.Recorded.After(newest) {
+			newest = c.Recorded
+		}
 		return ctx.Err()
 	}); err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	current := p.now.Truncate(period)
 	if n := len(pg.pages); n == 0 || pg.pages[n-1].period.Before(current) {
@@ -415,7 +419,7 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 	}
 	walk := func(fn func(state.ChangeRecord) error) error { return v.Changes(ctx, src, p.o.Copies, fn) }
 	if err := writePages(walk, pg, &pw, open, p.changeEntry, &p.res.Changes); err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	md := manifest.NewMetadata()
 	md.Capability, md.From = manifest.ChangeList, bounds[0][0]
@@ -424,9 +428,9 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 		e.Metadata.From, e.Metadata.Until = bounds[k][0], bounds[k][1]
 		return e
 	}); err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
-	return p.url(indexRel), nil
+	return p.url(indexRel), newest, nil
 }
 
 // closed reports whether the period starting at per is closed: it ended

@@ -219,11 +219,15 @@ func (p *publisher) publish(ctx context.Context, v View) error {
 func (p *publisher) set(ctx context.Context, v View, src, dir string) (string, error) {
 	p.dir = dir
 	capURL := p.url(dir + "/capabilitylist.xml")
-	rl, err := p.resourceList(ctx, v, src, dir, capURL)
+	// The source's documents are current to its own newest change: on
+	// PostgreSQL commits of different sources run at once, and only each
+	// source's stamps increase in commit order (state.Snapshot.LastRecorded).
+	cl, newest, err := p.changeLists(ctx, v, src, dir, capURL)
 	if err != nil {
 		return "", err
 	}
-	cl, err := p.changeLists(ctx, v, src, dir, capURL)
+	p.at = cmp.Or(newest, p.res.At)
+	rl, err := p.resourceList(ctx, v, src, dir, capURL)
 	if err != nil {
 		return "", err
 	}

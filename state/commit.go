@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -245,7 +247,9 @@ func (s *Store) Deliveries(ctx context.Context, source, uri string) ([]Delivery,
 // of the batch is stored, and a process killed during Commit leaves the file
 // consistent, with none of the batch. Once Commit returns nil the batch
 // survives a crash of the process (with synchronous=NORMAL, not necessarily
-// a power loss). An empty batch is a no-op.
+// a power loss). An empty batch is a no-op. On PostgreSQL, commits of
+// different sources run at once (beginSources); those of one source, and
+// every other writer, take turns.
 func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 	if b.Empty() {
 		return nil
@@ -255,7 +259,7 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 			return fatal("commit", err)
 		}
 	}
-	tx, err := s.beginWrite(ctx)
+	tx, err := s.beginSources(ctx, b.sources())
 	if err != nil {
 		return fatal("commit", err)
 	}
@@ -265,8 +269,8 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 		}
 	}()
 	if b.Fence != nil {
-		// Under the write lock: a lease taken by another harvest after
-		// this check waits for this commit to end.
+		// Under the write lock (shared, on PostgreSQL): a lease taken by
+		// another harvest after this check waits for this commit to end.
 		held, err := s.held(ctx, tx, b.Fence)
 		if err != nil {
 			return fatal("commit", err)
@@ -285,8 +289,8 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 			return fatal("commit", err)
 		}
 	}
-	// Read once the write lock is held (BEGIN IMMEDIATE), so that the
-	// clock is read in commit order.
+	// Read once the write lock is held (BEGIN IMMEDIATE; on PostgreSQL,
+	// the sources' locks), so that the clock is read in commit order.
 	now := s.clock()
 	if err := s.commitTx(ctx, tx, &b, now); err != nil {
 		return fatal("commit", err)
@@ -295,6 +299,49 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 		return fatal("commit", err)
 	}
 	return nil
+}
+
+// sources returns the sources whose rows b writes, as the locks of
+// beginSources name them (a state key's source, without its alternate
+// sinks after '#'), sorted; none when b writes a row of no source (a
+// part's end, failures alone), which then takes the whole store's lock.
+func (b *Batch) sources() []string {
+	seen := map[string]bool{}
+	add := func(src string) {
+		base, _, _ := strings.Cut(src, "#")
+		seen[base] = true
+	}
+	for i := range b.Resources {
+		add(b.Resources[i].Source)
+	}
+	for i := range b.Changes {
+		add(b.Changes[i].Source)
+	}
+	for i := range b.Deliveries {
+		add(b.Deliveries[i].Source)
+	}
+	for _, k := range b.Delivered {
+		add(k.Source)
+	}
+	for i := range b.Documents {
+		add(b.Documents[i].Source)
+	}
+	for i := range b.Progress {
+		add(b.Progress[i].Source)
+	}
+	for i := range b.Retries {
+		add(b.Retries[i].Source)
+	}
+	for _, k := range b.Resolved {
+		add(k.Source)
+	}
+	if b.Checkpoint != nil {
+		add(b.Checkpoint.Source)
+	}
+	if len(seen) == 0 || seen[""] || b.Part != nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // rowsPerInsert is how many rows one statement of Commit inserts: the
@@ -624,13 +671,11 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 		}
 	}
 	if len(b.Changes) > 0 {
-		base, err := nextStamp(ctx, tx, now)
-		if err != nil {
+		if err := s.stampChanges(ctx, tx, b.Changes, now); err != nil {
 			return err
 		}
-		err = s.insertRows(ctx, tx, &s.insertChange, len(b.Changes), func(dst []any, i int) ([]any, error) {
+		err := s.insertRows(ctx, tx, &s.insertChange, len(b.Changes), func(dst []any, i int) ([]any, error) {
 			c := &b.Changes[i]
-			c.Recorded = time.UnixMicro(base + int64(i)).UTC()
 			args, err := changeArgs(dst, c, &tt)
 			if err != nil {
 				return nil, fmt.Errorf("change %d (%q): %w", i, c.URI, err)
@@ -801,16 +846,48 @@ func changeArgs(dst []any, c *ChangeRecord, tt *timeTexts) ([]any, error) {
 		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type, lm, linksArg(c.Links)), nil
 }
 
-// nextStamp returns the stamp (microseconds since the Unix epoch) of a
-// commit's first change: now, or one microsecond past the newest stamp
-// recorded if now is not later (the same microsecond, or a clock set
-// back); the commit's later changes take the microseconds that follow.
-// Write transactions take the write lock when they begin (BEGIN
-// IMMEDIATE, see Open), and tx reads the newest stamp under it, so stamps
-// are unique and increase in commit order, across processes too.
-func nextStamp(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
+// stampChanges sets the stamp (ChangeRecord.Recorded) of a commit's
+// changes. On SQLite, whose writers take the one write lock (BEGIN
+// IMMEDIATE, see Open), the first change is stamped now, or one
+// microsecond past the newest stamp recorded if now is not later (the same
+// microsecond, or a clock set back), and the others take the microseconds
+// that follow: stamps are unique and increase in commit order across the
+// store, and across processes. On PostgreSQL, where commits of different
+// sources run at once (beginSources), the same holds per source: each
+// source's changes follow its own newest stamp, read under its lock.
+func (s *Store) stampChanges(ctx context.Context, tx *sql.Tx, cs []ChangeRecord, now time.Time) error {
+	if s.dialect.sourceLock == "" {
+		base, err := nextStamp(ctx, tx, now, "SELECT max(recorded) FROM changes")
+		if err != nil {
+			return err
+		}
+		for i := range cs {
+			cs[i].Recorded = time.UnixMicro(base + int64(i)).UTC()
+		}
+		return nil
+	}
+	next := map[string]int64{}
+	for i := range cs {
+		c := &cs[i]
+		us, ok := next[c.Source]
+		if !ok {
+			var err error
+			if us, err = nextStamp(ctx, tx, now, "SELECT max(recorded) FROM changes WHERE source = ?", c.Source); err != nil {
+				return err
+			}
+		}
+		c.Recorded = time.UnixMicro(us).UTC()
+		next[c.Source] = us + 1
+	}
+	return nil
+}
+
+// nextStamp returns the stamp (microseconds since the Unix epoch) that
+// follows the newest one query (with args) reads: now, or one microsecond
+// past it if now is not later.
+func nextStamp(ctx context.Context, tx *sql.Tx, now time.Time, query string, args ...any) (int64, error) {
 	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {
+	if err := tx.QueryRowContext(ctx, query, args...).Scan(&last); err != nil {
 		return 0, fmt.Errorf("change stamp: %w", err)
 	}
 	us := stamp(now)

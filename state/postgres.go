@@ -103,6 +103,12 @@ func redactError(err error, where string) error {
 // never wait for each other.
 const pgWriteKey = applicationID<<8 | 1
 
+// pgSourceSpace is the first of the two keys of a source's own advisory
+// lock (the second: the hash of its name), which a commit of that source
+// takes after pgWriteKey shared. (PostgreSQL's two-key locks are a key
+// space apart from the one-key ones.)
+const pgSourceSpace = 0x72736876 // "rshv"
+
 // postgresDialect is the store kept in PostgreSQL: its own migrations,
 // a write transaction that takes the advisory lock first, and snapshots
 // in REPEATABLE READ transactions.
@@ -110,6 +116,8 @@ func postgresDialect() dialect {
 	return dialect{
 		migrations: postgresMigrations,
 		writeLock:  fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgWriteKey),
+		sharedLock: fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d)", pgWriteKey),
+		sourceLock: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, hashtext(?))", pgSourceSpace),
 		snapshot:   sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 		claim:      func(context.Context, *sql.Tx) error { return nil },
 	}

@@ -36,8 +36,11 @@ func (s *Store) View(ctx context.Context, fn func(*Snapshot) error) error {
 
 // LastRecorded returns the newest change's recorded stamp (see
 // ChangeRecord.Recorded), or the zero time when no change is recorded.
-// Every change recorded later is missing from the snapshot, and every change
-// recorded up to it is in it.
+// On SQLite, every change recorded later is missing from the snapshot,
+// and every change recorded up to it is in it. On PostgreSQL, where
+// commits of different sources run at once, that holds of each source's
+// own newest stamp (see Store.Commit): a reader that must not miss a
+// change goes by those.
 func (v *Snapshot) LastRecorded(ctx context.Context) (time.Time, error) {
 	var last sql.NullInt64
 	if err := v.tx.QueryRowContext(ctx, "SELECT max(recorded) FROM changes").Scan(&last); err != nil {

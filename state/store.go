@@ -228,6 +228,13 @@ type dialect struct {
 	// runs first, taking the lock that serialises writers (SQLite's
 	// writers take it with BEGIN IMMEDIATE).
 	writeLock string
+	// sharedLock and sourceLock, when not "" (PostgreSQL), begin a
+	// write transaction of some sources' rows alone (beginSources): the
+	// first takes the write lock shared, the second each source's own lock
+	// (its one argument the source). Commits of different sources then
+	// run at once, and change stamps increase in commit order per source
+	// (see stampChanges).
+	sharedLock, sourceLock string
 	// snapshot are the options of View's transaction.
 	snapshot sql.TxOptions
 }
@@ -247,6 +254,34 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	if _, err := tx.ExecContext(ctx, s.dialect.writeLock); err != nil {
 		_ = tx.Rollback()
 		return nil, err
+	}
+	return tx, nil
+}
+
+// beginSources begins a write transaction of the rows of sources alone
+// (each named by its state key; a key's alternate sinks, after '#', share
+// its source's lock). On PostgreSQL it holds the write lock shared and
+// each source's own lock, in order, until it ends: commits of different
+// sources run at once, while every other writer (beginWrite) still waits
+// for them all, and they for it. Without sources, or on SQLite, it is
+// beginWrite.
+func (s *Store) beginSources(ctx context.Context, sources []string) (*sql.Tx, error) {
+	if s.dialect.sourceLock == "" || len(sources) == 0 {
+		return s.beginWrite(ctx)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, s.dialect.sharedLock); err != nil {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	for _, src := range sources {
+		if _, err := tx.ExecContext(ctx, s.dialect.sourceLock, src); err != nil {
+			_ = tx.Rollback()
+			return nil, err
+		}
 	}
 	return tx, nil
 }

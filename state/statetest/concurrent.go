@@ -136,9 +136,10 @@ func checkWork[S Snapshot](t *testing.T, st Store[S], writers, batches int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A commit that follows every other one is stamped after them.
+	// A commit that follows every other one of the source is stamped
+	// after them.
 	lastBefore := lastRecorded(t, st)
-	b := state.Batch{Changes: []state.ChangeRecord{{URI: "after", Change: state.ChangeCreated, Source: "http://after.example/", Length: -1}}}
+	b := state.Batch{Changes: []state.ChangeRecord{{URI: "after", Change: state.ChangeCreated, Source: workSource, Length: -1}}}
 	must(t, st.Commit(ctx, b))
 	if got := lastRecorded(t, st); !got.After(lastBefore) {
 		t.Errorf("a later commit's stamp %v is not after %v", got, lastBefore)

@@ -25,7 +25,8 @@ import (
 // every call reads the same state, whatever is committed meanwhile.
 type Snapshot interface {
 	// LastRecorded returns the newest change stamp the view holds (zero:
-	// none); every change of a later commit has a later stamp.
+	// none); every change of a later commit of the same source has a
+	// later stamp (of any source, where commits take one lock: SQLite).
 	LastRecorded(ctx context.Context) (time.Time, error)
 	// Sources returns, sorted, the sources of the resources and changes
 	// held.
