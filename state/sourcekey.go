@@ -64,16 +64,22 @@ func defaultPort(scheme string) string {
 }
 
 // normalPercent returns s with its percent-encodings in upper case and
-// those of unreserved characters (RFC 3986 section 2.3) decoded. Malformed
-// ones are left as they are.
+// those of unreserved characters (RFC 3986 section 2.3) decoded. A '%'
+// that begins no percent-encoding is itself encoded (%25), so that a
+// character decoded after it cannot make a new one ("%0%61" is "%250a",
+// not "%0a"): normalising twice gives what normalising once does.
 func normalPercent(s string) string {
 	if !strings.Contains(s, "%") {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] != '%' || i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+		if s[i] != '%' {
 			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			b.WriteString("%25")
 			continue
 		}
 		c := unhex(s[i+1])<<4 | unhex(s[i+2])

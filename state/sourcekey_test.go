@@ -20,6 +20,7 @@ func TestSourceKey(t *testing.T) {
 		"http://host/../a/..":                  "http://host/",
 		"http://host/a/%7euser/%2fx%3a":        "http://host/a/~user/%2Fx%3A",
 		"http://host/%41%62c?x=%7e%2f#Frag":    "http://host/Abc?x=~%2F#Frag",
+		"http://host/?a=%0%61&b=%&c=%zz":       "http://host/?a=%250a&b=%25&c=%25zz",
 		"http://[::1]:80/a":                    "http://[::1]/a",
 		"http://[::1]:8080/a":                  "http://[::1]:8080/a",
 		"https://alice:s3cret@Example.ORG:443": "https://alice@example.org/",
