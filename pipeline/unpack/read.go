@@ -80,7 +80,8 @@ type Host interface {
 }
 
 // Reader reads the packages of one run. Its fields are set before the
-// first read and not changed after.
+// first read (Resync once the run knows what the state holds) and not
+// changed after.
 type Reader struct {
 	Client   *fetch.Client
 	Limits   unzip.Limits
