@@ -11,23 +11,7 @@ import (
 // the state has not recorded which (a source never harvested, or harvested
 // before they were kept).
 func (s *Store) Holders(ctx context.Context, source string) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT sink FROM holders WHERE source = ? ORDER BY sink", source)
-	if err != nil {
-		return nil, fatal("holders", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var sink string
-		if err := rows.Scan(&sink); err != nil {
-			return nil, fatal("holders", err)
-		}
-		out = append(out, sink)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fatal("holders", err)
-	}
-	return out, nil
+	return column[string](ctx, s.r, "holders", "SELECT sink FROM holders WHERE source = ? ORDER BY sink", source)
 }
 
 // AddHolders records that sinks hold what the state records of source

@@ -54,7 +54,8 @@ func (s *Store) PruneLog(ctx context.Context, keep LogKeep, now time.Time, batch
 		}
 		return p, s.pruneEvents(ctx, &p, batch, "at < ? ORDER BY at, id", cut)
 	case keep.PerSite > 0:
-		sites, err := s.runSites(ctx)
+		// The sites that have runs ("" for runs of no site).
+		sites, err := column[string](ctx, s.r, "prune the harvest log", "SELECT DISTINCT site FROM runs")
 		if err != nil {
 			return p, err
 		}
@@ -80,27 +81,6 @@ func (s *Store) PruneLog(ctx context.Context, keep LogKeep, now time.Time, batch
 		}
 	}
 	return p, nil
-}
-
-// runSites returns the sites that have runs ("" for runs of no site).
-func (s *Store) runSites(ctx context.Context) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT DISTINCT site FROM runs")
-	if err != nil {
-		return nil, fatal("prune the harvest log", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var site string
-		if err := rows.Scan(&site); err != nil {
-			return nil, fatal("prune the harvest log", err)
-		}
-		out = append(out, site)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fatal("prune the harvest log", err)
-	}
-	return out, nil
 }
 
 // pruneRuns thins the runs that where (a condition, then an order, on
@@ -144,9 +124,9 @@ func (s *Store) pruneBatches(ctx context.Context, query string, batch int, args 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		ids, err := s.ids(ctx, query, append(args, batch)...)
+		ids, err := column[any](ctx, s.r, "prune the harvest log", query, append(args, batch)...)
 		if err != nil {
-			return fatal("prune the harvest log", err)
+			return err
 		}
 		if len(ids) == 0 {
 			return nil
@@ -167,22 +147,4 @@ func (s *Store) pruneBatches(ctx context.Context, query string, batch int, args 
 			return nil
 		}
 	}
-}
-
-// ids returns the first column of query's rows, as arguments.
-func (s *Store) ids(ctx context.Context, query string, args ...any) ([]any, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []any
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }

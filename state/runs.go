@@ -253,8 +253,13 @@ func (s *Store) AddEvent(ctx context.Context, e Event) error {
 // when site is not "" (the harvester's starts and stops, of no site, are
 // then left out), oldest first.
 func (s *Store) Events(ctx context.Context, since time.Time, site string) ([]Event, error) {
-	from := sinceArg(since)
-	rows, err := s.r.QueryContext(ctx, "SELECT at, operation, site, message FROM events WHERE at >= ? AND (? = '' OR site = ?) ORDER BY at, id", from, site, site)
+	return s.events(ctx, "SELECT at, operation, site, message FROM events WHERE at >= ? AND (? = '' OR site = ?) ORDER BY at, id", sinceArg(since), site, site)
+}
+
+// events reads the events query (with args) selects: their at,
+// operation, site and message.
+func (s *Store) events(ctx context.Context, query string, args ...any) ([]Event, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fatal("events", err)
 	}
@@ -351,29 +356,7 @@ func (s *Store) RunCounts(ctx context.Context) (map[string]int64, error) {
 // SiteEvents returns up to limit events of site, newest first (an index's
 // read).
 func (s *Store) SiteEvents(ctx context.Context, site string, limit int) ([]Event, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT at, operation, site, message FROM events WHERE site = ? ORDER BY id DESC LIMIT ?", site, max(limit, 1))
-	if err != nil {
-		return nil, fatal("events", err)
-	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var (
-			e  Event
-			at sql.NullString
-		)
-		if err := rows.Scan(&at, &e.Operation, &e.Site, &e.Message); err != nil {
-			return nil, fatal("events", err)
-		}
-		if e.At, err = decodeTime("at", at); err != nil {
-			return nil, fatal("events", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fatal("events", err)
-	}
-	return out, nil
+	return s.events(ctx, "SELECT at, operation, site, message FROM events WHERE site = ? ORDER BY id DESC LIMIT ?", site, max(limit, 1))
 }
 
 // HourCount is how many harvests began in an hour, by how they ended:

@@ -76,24 +76,8 @@ func (v *Snapshot) SiteOf(ctx context.Context, source string) (string, error) {
 // Sources returns, in order, every source the store holds resources or
 // changes of.
 func (v *Snapshot) Sources(ctx context.Context) ([]string, error) {
-	rows, err := v.tx.QueryContext(ctx, `SELECT source FROM (SELECT DISTINCT source FROM resources
+	return column[string](ctx, v.tx, "sources", `SELECT source FROM (SELECT DISTINCT source FROM resources
 		UNION SELECT DISTINCT source FROM changes WHERE source <> '') AS held ORDER BY source`)
-	if err != nil {
-		return nil, fatal("sources", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var src string
-		if err := rows.Scan(&src); err != nil {
-			return nil, fatal("sources", err)
-		}
-		out = append(out, src)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fatal("sources", err)
-	}
-	return out, nil
 }
 
 // ResourceQuery selects resources of one source for Snapshot.WalkResources.
@@ -134,6 +118,28 @@ func (q ResourceQuery) where() (string, []any) {
 // transaction.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// column returns the one column of the rows query (with args) reads from
+// db; what names the read in its error.
+func column[T any](ctx context.Context, db querier, what, query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fatal(what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return nil, fatal(what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fatal(what, err)
+	}
+	return out, nil
 }
 
 func walkResources(ctx context.Context, db querier, q ResourceQuery, fn func(Resource) error) error {
