@@ -120,16 +120,7 @@ func TestAggregator(t *testing.T) {
 	var refuse atomic.Bool
 	var originHits atomic.Int64
 	srcDir := t.TempDir()
-	origin, err := bench.Serve(ctx, srcDir, "127.0.0.1:0", bench.ServeOptions{Wrap: func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if refuse.Load() {
-				originHits.Add(1)
-				http.NotFound(w, r)
-				return
-			}
-			h.ServeHTTP(w, r)
-		})
-	}})
+	origin, err := bench.Serve(ctx, srcDir, "127.0.0.1:0", refusing(&refuse, &originHits))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,24 @@ func generatedSource(t *testing.T, gen bench.GenOptions, so bench.ServeOptions) 
 	}
 	t.Cleanup(func() { srv.Close() })
 	return srv
+}
+
+// refusing are the serve options of an origin that can be told to stop
+// serving: once refuse is set it answers every request 404, counting them
+// in refused (when not nil).
+func refusing(refuse *atomic.Bool, refused *atomic.Int64) bench.ServeOptions {
+	return bench.ServeOptions{Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if refuse.Load() {
+				if refused != nil {
+					refused.Add(1)
+				}
+				http.NotFound(w, r)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}}
 }
 
 func TestBaselineCommand(t *testing.T) {

@@ -115,15 +115,7 @@ func TestRepublishRoundTrip(t *testing.T) {
 	ctx := t.Context()
 	var refuse atomic.Bool
 	srcDir := t.TempDir()
-	origin, err := bench.Serve(ctx, srcDir, "127.0.0.1:0", bench.ServeOptions{Wrap: func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if refuse.Load() {
-				http.NotFound(w, r)
-				return
-			}
-			h.ServeHTTP(w, r)
-		})
-	}})
+	origin, err := bench.Serve(ctx, srcDir, "127.0.0.1:0", refusing(&refuse, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -610,15 +602,7 @@ func TestRepublishFromS3(t *testing.T) {
 
 	var refuse atomic.Bool
 	gen := bench.GenOptions{Resources: 60, Packages: 2, Seed: 21, MeanSize: 2 << 10}
-	origin := generatedSource(t, gen, bench.ServeOptions{Wrap: func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if refuse.Load() {
-				http.NotFound(w, r)
-				return
-			}
-			h.ServeHTTP(w, r)
-		})
-	}})
+	origin := generatedSource(t, gen, refusing(&refuse, nil))
 	dir := t.TempDir()
 	st, out := filepath.Join(dir, "state.db"), filepath.Join(dir, "pub")
 	if code, _, errOut := run(t, "baseline", "--source", origin.URL, "--sink", s3spec, "--state", st, "--progress", "none", "--log-level", "warn"); code != 0 {

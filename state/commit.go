@@ -259,7 +259,7 @@ func (s *Store) Commit(ctx context.Context, b Batch) (err error) {
 			return fatal("commit", err)
 		}
 	}
-	tx, err := s.beginSources(ctx, b.sources())
+	tx, err := s.beginSources(ctx, b.sources)
 	if err != nil {
 		return fatal("commit", err)
 	}

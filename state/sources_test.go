@@ -39,7 +39,7 @@ func TestCommitsOfSourcesAtOnce(t *testing.T) {
 		}
 	}
 	must(s.Commit(ctx, sourceBatch(a, run, "0", 3)))
-	txA, err := s.beginSources(ctx, []string{a})
+	txA, err := s.beginSources(ctx, func() []string { return []string{a} })
 	must(err)
 	// B commits while A's lock is held: it does not wait for it.
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -258,15 +258,18 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	return tx, nil
 }
 
-// beginSources begins a write transaction of the rows of sources alone
-// (each named by its state key; a key's alternate sinks, after '#', share
-// its source's lock). On PostgreSQL it holds the write lock shared and
-// each source's own lock, in order, until it ends: commits of different
-// sources run at once, while every other writer (beginWrite) still waits
-// for them all, and they for it. Without sources, or on SQLite, it is
-// beginWrite.
-func (s *Store) beginSources(ctx context.Context, sources []string) (*sql.Tx, error) {
-	if s.dialect.sourceLock == "" || len(sources) == 0 {
+// beginSources begins a write transaction of the rows of the sources
+// that sources returns alone, sorted (see Batch.sources); it is asked only
+// on PostgreSQL. There it holds the write lock shared and each source's
+// own lock, in order, until it ends: commits of different sources run at
+// once, while every other writer (beginWrite) still waits for them all,
+// and they for it. Without sources, or on SQLite, it is beginWrite.
+func (s *Store) beginSources(ctx context.Context, sources func() []string) (*sql.Tx, error) {
+	if s.dialect.sourceLock == "" {
+		return s.beginWrite(ctx)
+	}
+	srcs := sources()
+	if len(srcs) == 0 {
 		return s.beginWrite(ctx)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -277,7 +280,7 @@ func (s *Store) beginSources(ctx context.Context, sources []string) (*sql.Tx, er
 		_ = tx.Rollback()
 		return nil, err
 	}
-	for _, src := range sources {
+	for _, src := range srcs {
 		if _, err := tx.ExecContext(ctx, s.dialect.sourceLock, src); err != nil {
 			_ = tx.Rollback()
 			return nil, err
