@@ -119,18 +119,8 @@ func TestAggregator(t *testing.T) {
 	ctx := t.Context()
 	var refuse atomic.Bool
 	var originHits atomic.Int64
-	srcDir := t.TempDir()
-	origin, err := bench.Serve(ctx, srcDir, "127.0.0.1:0", refusing(&refuse, &originHits))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer origin.Close()
-	opts := bench.GenOptions{Dir: srcDir, Base: origin.URL, Resources: 120, Packages: 2, Seed: 31, MeanSize: 2 << 10,
-		ChangePackages: 1, ChangesPerPackage: 40, DeleteShare: 0.2, CreateShare: 0.2}
-	if _, err := bench.Generate(ctx, opts); err != nil {
-		t.Fatal(err)
-	}
-	origin.Handler.Publish(0)
+	origin, _ := changingSource(t, bench.GenOptions{Resources: 120, Packages: 2, Seed: 31, MeanSize: 2 << 10,
+		ChangePackages: 1, ChangesPerPackage: 40, DeleteShare: 0.2, CreateShare: 0.2}, refusing(&refuse, &originHits))
 
 	work := t.TempDir()
 	stateA, mirrorA, outA := filepath.Join(work, "a.db"), filepath.Join(work, "a"), filepath.Join(work, "pub-a")

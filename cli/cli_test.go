@@ -61,6 +61,26 @@ func generatedSource(t *testing.T, gen bench.GenOptions, so bench.ServeOptions) 
 	return srv
 }
 
+// changingSource serves, on 127.0.0.1 until the test ends, a source
+// generated with gen at the address it is served from, its first round of
+// changes published: one whose changes the test publishes later
+// (Handler.Publish). It returns gen as generated (its Dir and Base set).
+func changingSource(t *testing.T, gen bench.GenOptions, so bench.ServeOptions) (*bench.Server, bench.GenOptions) {
+	t.Helper()
+	gen.Dir = t.TempDir()
+	srv, err := bench.Serve(t.Context(), gen.Dir, "127.0.0.1:0", so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	gen.Base = srv.URL
+	if _, err := bench.Generate(t.Context(), gen); err != nil {
+		t.Fatal(err)
+	}
+	srv.Handler.Publish(0)
+	return srv, gen
+}
+
 // refusing are the serve options of an origin that can be told to stop
 // serving: once refuse is set it answers every request 404, counting them
 // in refused (when not nil).

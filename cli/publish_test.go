@@ -112,20 +112,9 @@ func diffSums(got, want map[string]string) string {
 // carry exactly the changes, and an incremental harvest of the republished
 // source applies them.
 func TestRepublishRoundTrip(t *testing.T) {
-	ctx := t.Context()
 	var refuse atomic.Bool
-	srcDir := t.TempDir()
-	origin, err := bench.Serve(ctx, srcDir, "127.0.0.1:0", refusing(&refuse, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer origin.Close()
-	opts := bench.GenOptions{Dir: srcDir, Base: origin.URL, Resources: 240, Packages: 3, Seed: 16, MeanSize: 4 << 10,
-		ChangePackages: 1, ChangesPerPackage: 60, DeleteShare: 0.15, CreateShare: 0.15}
-	if _, err := bench.Generate(ctx, opts); err != nil {
-		t.Fatal(err)
-	}
-	origin.Handler.Publish(0)
+	origin, opts := changingSource(t, bench.GenOptions{Resources: 240, Packages: 3, Seed: 16, MeanSize: 4 << 10,
+		ChangePackages: 1, ChangesPerPackage: 60, DeleteShare: 0.15, CreateShare: 0.15}, refusing(&refuse, nil))
 
 	work := t.TempDir()
 	stateA, mirrorA := filepath.Join(work, "a.db"), filepath.Join(work, "a")
