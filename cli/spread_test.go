@@ -154,8 +154,9 @@ func TestSpreadHarvest(t *testing.T) {
 // TestSpreadResourceSync: a ResourceSync site spread over a daemon's units
 // — its baseline divided into its packages, then its catch-up from the
 // Change Dump into its change packages with their winners — leaves the
-// mirror a sync of the same source in one process leaves, and sets the
-// checkpoint once the last unit has committed.
+// mirror a sync of the same source in one process leaves, sets the
+// checkpoint once the last unit has committed, and reads the source's
+// documents once a harvest: each unit runs from its own plan.
 func TestSpreadResourceSync(t *testing.T) {
 	bin := crashBuildBinary(t)
 	pg := pgDatabase(t, startPostgres(t), "spreadrs")
@@ -190,6 +191,20 @@ func TestSpreadResourceSync(t *testing.T) {
 		}
 	}
 	waitFor(t, "the spread baseline", func() bool { return closed("baseline") == 1 && siteStatus(t, pg, "rs") == "ok" })
+	// Planned once: each unit ran from its own plan, not reading the
+	// source's documents again.
+	var seen map[string]int
+	plannedOnce := func(what string) {
+		t.Helper()
+		now := srv.Handler.Stats().ByPath
+		for p, n := range now {
+			if n -= seen[p]; n > 1 && !strings.Contains(p, "manifest") && !strings.HasSuffix(p, ".zip") {
+				t.Errorf("the spread %s requested %s %d times, want once", what, p, n)
+			}
+		}
+		seen = now
+	}
+	plannedOnce("baseline")
 	sync()
 	if got, want := treeSums(t, spread), treeSums(t, whole); len(want) != 120 || !maps.Equal(got, want) {
 		t.Errorf("after the baseline the spread mirror holds %d files, one process's %d, not the same", len(got), len(want))
@@ -200,10 +215,12 @@ func TestSpreadResourceSync(t *testing.T) {
 	}
 
 	srv.Handler.Publish(3)
+	seen = srv.Handler.Stats().ByPath
 	if code, o, errb := run(t, "sites", "edit", "rs", "--next", "now", "--state", pg); code != ExitOK {
 		t.Fatalf("sites edit: exit %d\n%s%s", code, o, errb)
 	}
 	waitFor(t, "the spread catch-up", func() bool { return closed("incremental") == 1 && siteStatus(t, pg, "rs") == "ok" })
+	plannedOnce("catch-up")
 	sync()
 	if got, want := treeSums(t, spread), treeSums(t, whole); !maps.Equal(got, want) {
 		t.Errorf("after the catch-up the spread mirror holds %d files, one process's %d, not the same", len(got), len(want))

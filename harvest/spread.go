@@ -31,9 +31,10 @@ func (h *Harvester) spreads(j Job) bool {
 }
 
 // spread harvests j in mode m as a task spread over the daemons sharing the
-// registry: the planner divides it into parts (pipeline.Divide), the task
-// and a unit job per part are recorded in one transaction, and any daemon
-// executes each unit (Unit); this harvest waits for them all, then sets
+// registry: the planner plans it once and divides it into parts
+// (pipeline.Divide), the task, each part's plan and a unit job per part
+// are recorded in one transaction, and any daemon executes each unit
+// from its plan (Unit); this harvest waits for them all, then sets
 // the checkpoints the task reached and finishes its run with the sum of
 // the units' reports (pipeline.CloseTask). A task a stopped harvest of the
 // site left open is taken up rather than divided again. It returns
@@ -52,18 +53,20 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 		if m == Incremental {
 			mode = source.Incremental
 		}
-		parts, cps, err := pipeline.Divide(ctx, opts, mode, rng)
+		d, err := pipeline.Divide(ctx, opts, mode, rng)
 		if mode == source.Incremental && (errors.Is(err, source.ErrNotOffered) || errors.Is(err, pipeline.ErrNoCheckpoint)) {
 			log.Info("syncing from the snapshot", "why", err)
 			mode = source.Baseline
-			parts, cps, err = pipeline.Divide(ctx, opts, mode, rng)
+			d, err = pipeline.Divide(ctx, opts, mode, rng)
 		}
 		if err != nil {
 			return nil, true, err
 		}
-		if len(parts) == 0 {
+		if d == nil {
 			return nil, false, nil
 		}
+		defer d.Close()
+		parts := d.Parts
 		now := time.Now().UTC()
 		if _, err := h.Store.MarkInterrupted(ctx, now, j.Source); err != nil {
 			return nil, true, err
@@ -72,9 +75,9 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 		if err != nil {
 			return nil, true, err
 		}
-		t = state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: cps, Created: now}
+		t = state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: d.Checkpoints, Created: now}
 		slots := h.slots(ctx, j) // as many units at once as workers alive, each at its share
-		t.ID, err = h.Store.CreateTask(ctx, t, parts, func(ctx context.Context, tx *sql.Tx, id int64) error {
+		t.ID, err = h.Store.CreateTask(ctx, t, parts, d.Plan, func(ctx context.Context, tx *sql.Tx, id int64) error {
 			units := make([]daemon.Unit, len(parts))
 			for i, p := range parts {
 				units[i] = daemon.Unit{Site: j.Site, Task: id, Part: p, Slots: slots}
@@ -297,7 +300,11 @@ func (h *Harvester) unit(ctx context.Context, u daemon.Unit, log *slog.Logger, h
 	if err != nil {
 		return 0, err
 	}
-	opts.Fence, opts.Part, opts.Site = lease, &pipeline.Part{Task: u.Task, Name: u.Part}, ""
+	plan, err := h.Store.TaskPartPlan(ctx, u.Task, u.Part)
+	if err != nil {
+		return 0, err
+	}
+	opts.Fence, opts.Part, opts.Site = lease, &pipeline.Part{Task: u.Task, Name: u.Part, Plan: plan}, ""
 	var rep *runreport.Report
 	if t.Mode == string(source.Incremental) {
 		rng, _ := j.Range()

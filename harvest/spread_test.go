@@ -50,17 +50,25 @@ func TestUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeSinks(ctx)
-	parts, cps, err := pipeline.Divide(ctx, opts, src.Baseline, pipeline.Range{})
-	if err != nil || len(parts) < 4 {
-		t.Fatalf("Divide: %d parts, %v", len(parts), err)
+	d, err := pipeline.Divide(ctx, opts, src.Baseline, pipeline.Range{})
+	if err != nil || d == nil || len(d.Parts) < 4 {
+		t.Fatalf("Divide: %+v, %v", d, err)
 	}
+	defer d.Close()
+	parts := d.Parts
 	run, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: s.Source(), Site: s.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := append(parts, "not a part%zz")
-	task := state.Task{Source: s.Source(), Site: s.Name, Mode: "baseline", RunID: run, Checkpoints: cps}
-	if task.ID, err = st.CreateTask(ctx, task, all, nil); err != nil {
+	task := state.Task{Source: s.Source(), Site: s.Name, Mode: "baseline", RunID: run, Checkpoints: d.Checkpoints}
+	plan := func(i int) ([]byte, error) {
+		if i < len(parts) {
+			return d.Plan(i)
+		}
+		return nil, nil
+	}
+	if task.ID, err = st.CreateTask(ctx, task, all, plan, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range parts {

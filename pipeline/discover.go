@@ -33,7 +33,7 @@ func (r *run) planner() (source.Planner, error) {
 func (r *run) task(mode source.Mode, rng Range) source.Task {
 	t := source.Task{Source: r.opts.Source, Key: r.opts.SourceKey, Mode: mode, From: rng.From, Until: rng.Until, Set: r.opts.Set}
 	if r.opts.Part != nil {
-		t.Part = r.opts.Part.Name
+		t.Part, t.PartPlan = r.opts.Part.Name, r.opts.Part.Plan
 	}
 	for _, s := range r.sinks {
 		t.Sinks = append(t.Sinks, s.name)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
@@ -16,41 +17,100 @@ import (
 )
 
 // Part names one part of a task spread over workers (state.CreateTask):
-// the task, and the part's name as its planner's Parts gave it.
+// the task, and the part's name and plan as its planner's Parts gave them
+// (state.Store.TaskPartPlan).
 type Part struct {
 	Task int64
 	Name string
+	Plan []byte
+}
+
+// Division is a task divided into parts (Divide): their names, each
+// one's plan, kept on disk until Close, and the checkpoints the task
+// reaches once every part has committed.
+type Division struct {
+	// Parts are the parts' names, in the order the planner gave them.
+	Parts []string
+	// Checkpoints are the task's checkpoints (JSON, for
+	// state.Task.Checkpoints).
+	Checkpoints []byte
+	file        *os.File
+	at          []int64 // where each part's plan begins in file, and its end
+	cleanup     func()
+}
+
+// Plan returns part i's plan (nil when it has none), read from disk.
+func (d *Division) Plan(i int) ([]byte, error) {
+	if d.at[i+1] == d.at[i] {
+		return nil, nil
+	}
+	b := make([]byte, d.at[i+1]-d.at[i])
+	if _, err := d.file.ReadAt(b, d.at[i]); err != nil {
+		return nil, errclass.Fatalf("divide: the plan of part %q: %w", d.Parts[i], err)
+	}
+	return b, nil
+}
+
+// Close removes the plans from disk.
+func (d *Division) Close() {
+	if d.file != nil {
+		d.file.Close()
+	}
+	d.cleanup()
 }
 
 // Divide asks the planner of opts.Protocol to divide the task a run of
-// mode over rng would plan (source.Parter): its parts, and the checkpoints
-// (JSON, for state.Task.Checkpoints) the task reaches once every part has
-// committed. No parts (nil) say the protocol, or this task, does not
+// mode over rng would plan (source.Parter), keeping each part's plan on
+// disk (in opts.SpoolDir) as it comes, so that memory holds its names
+// only: the caller closes the Division once the task is recorded. A nil
+// Division (and no error) says the protocol, or this task, does not
 // divide: run it whole.
-func Divide(ctx context.Context, opts Options, mode source.Mode, rng Range) ([]string, []byte, error) {
+func Divide(ctx context.Context, opts Options, mode source.Mode, rng Range) (_ *Division, err error) {
 	opts, cleanup, err := prepare(opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	defer cleanup()
+	d := &Division{cleanup: cleanup, at: []int64{0}}
+	defer func() {
+		if err != nil || d.Parts == nil {
+			d.Close()
+		}
+	}()
 	r := newRun(opts)
 	p, err := r.planner()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pr, ok := p.(source.Parter)
 	if !ok {
-		return nil, nil, nil
+		return nil, nil
 	}
-	parts, cps, err := pr.Parts(ctx, r.task(mode, rng), holdings{r.opts.Store, r.opts.SourceKey})
-	if err != nil || len(parts) == 0 {
-		return nil, nil, err
+	if d.file, err = os.CreateTemp(opts.SpoolDir, "plans-"); err != nil {
+		return nil, errclass.Fatalf("divide: %w", err)
 	}
-	js, err := json.Marshal(cps)
+	cps, err := pr.Parts(ctx, r.task(mode, rng), holdings{r.opts.Store, r.opts.SourceKey}, func(ctx context.Context, name string, plan []byte) error {
+		if _, err := d.file.Write(plan); err != nil {
+			return errclass.Fatalf("divide: the plan of part %q: %w", name, err)
+		}
+		d.Parts = append(d.Parts, name)
+		d.at = append(d.at, d.at[len(d.at)-1]+int64(len(plan)))
+		return ctx.Err()
+	})
+	if errors.Is(err, source.ErrIndivisible) {
+		r.log.Debug("the task does not divide", "why", err)
+		d.Parts = nil
+		return nil, nil
+	}
 	if err != nil {
-		return nil, nil, errclass.Fatalf("divide: %w", err)
+		return nil, err
 	}
-	return parts, js, nil
+	if len(d.Parts) == 0 {
+		return nil, errclass.Fatalf("divide: %s gave no part", opts.Protocol.Name)
+	}
+	if d.Checkpoints, err = json.Marshal(cps); err != nil {
+		return nil, errclass.Fatalf("divide: %w", err)
+	}
+	return d, nil
 }
 
 // partDone records, with the run's last batch, that the run executed its

@@ -59,7 +59,7 @@ func TestCloseTask(t *testing.T) {
 				names = append(names, string(rune('p'+i)))
 			}
 			task := state.Task{Source: src, Mode: string(tc.mode), RunID: run, Checkpoints: js}
-			if task.ID, err = st.CreateTask(ctx, task, names, nil); err != nil {
+			if task.ID, err = st.CreateTask(ctx, task, names, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			opts := Options{Store: st, Source: src}

@@ -48,10 +48,12 @@ type Task struct {
 	// Sinks name the sinks the task delivers to.
 	Sinks []string
 	// Part, when not empty, is one of the parts a Parter divided the task
-	// into (the rest of the task as it was then): Plan emits that part's
-	// units only, and the checkpoints it returns are not recorded (the
-	// task's are, once every part has committed).
-	Part string
+	// into, and PartPlan the plan Parts gave it: Plan emits that plan's
+	// units only, without reading the source again, and the checkpoints
+	// it returns are not recorded (the task's are, once every part has
+	// committed).
+	Part     string
+	PartPlan []byte
 }
 
 // Change is the kind of a change a record reports.
@@ -348,21 +350,26 @@ type Planner interface {
 	Plan(ctx context.Context, task Task, held Holdings, emit func(context.Context, Unit) error) ([]Checkpoint, error)
 }
 
-// Parter is a Planner that can divide a task into parts, each planned and
-// executed alone — by any worker of a cluster, in any order, again after a
-// worker died — so that one source's harvest is spread over several
-// machines.
+// Parter is a Planner that can divide a task into parts, each executed
+// alone — by any worker of a cluster, in any order, again after a worker
+// died — so that one source's harvest is spread over several machines.
 type Parter interface {
 	Planner
-	// Parts returns the parts of task (each a name Plan takes back as
-	// Task.Part, opaque to the executor): disjoint, and together the units
-	// Plan emits for the whole task; and the checkpoints the task reaches
-	// when every part succeeds. A part holds what it needs to plan alone:
-	// planning it again later (a worker's job rescued) plans the same
-	// range, resuming from the progress marks it committed. Zero parts
-	// (nil, nil, nil) say the task does not divide: plan it whole. A
-	// part is not divided again: a task with a Part is a fatal error.
-	Parts(ctx context.Context, task Task, held Holdings) ([]string, []Checkpoint, error)
+	// Parts plans task once and divides what it plans into parts, handing
+	// each to add as soon as it is whole: its name (unique within the
+	// task, opaque to the executor) and its plan (a PlanBuffer's Take, or
+	// nil when the name holds all the part needs, such as one list to
+	// request), which Plan takes back as Task.Part and Task.PartPlan. The
+	// parts are disjoint and together plan the packages and records Plan
+	// emits for the whole task; a part's plan is bounded (a package, or a
+	// slice of records), and Parts holds no more than the part it forms.
+	// Parts returns the checkpoints the task reaches when every part
+	// succeeds. Planning a part again later (a worker's job rescued)
+	// emits the same plan, the executor skipping what it committed. An
+	// error wrapping ErrIndivisible says the task does not divide: what
+	// add received is dropped, and the task planned whole. A part is not
+	// divided again: a task with a Part is a fatal error.
+	Parts(ctx context.Context, task Task, held Holdings, add func(ctx context.Context, name string, plan []byte) error) ([]Checkpoint, error)
 }
 
 // Package is a unit of work: a ZIP package to read (a Resource or Change

@@ -512,5 +512,7 @@ ON CONFLICT DO NOTHING;
 		strings.Replace(registryIndexes, "due TEXT", `due TEXT COLLATE "C"`, 1),
 		// 8: SQLite's version 28: the runs the harvest log thinned.
 		runsPruned,
+		// 9: SQLite's version 29: each part of a spread task keeps its plan.
+		`ALTER TABLE task_parts ADD COLUMN plan BYTEA;`,
 	}
 }

@@ -377,6 +377,9 @@ WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.rep
 		registryIndexes,
 		// 28: the runs whose details the harvest log keeps (see PruneLog).
 		runsPruned,
+		// 29: each part of a spread task keeps the plan its planner gave it
+		// (see CreateTask), until the task closes.
+		`ALTER TABLE task_parts ADD COLUMN plan BLOB;`,
 	}
 }
 

@@ -58,12 +58,14 @@ type PartDone struct {
 var ErrTaskClosed = errors.New("the spread task is closed")
 
 // CreateTask records task t (its ID, Created and Closed are set here) and
-// its parts, each not done, in one transaction, within which also (when not
-// nil) runs too — what must happen if and only if the task is recorded,
-// such as inserting its parts' jobs into a queue kept in the same
-// database. It returns the task's ID. A task needs a source, a mode and at
-// least one part, each named once.
-func (s *Store) CreateTask(ctx context.Context, t Task, parts []string, also func(ctx context.Context, tx *sql.Tx, id int64) error) (id int64, err error) {
+// its parts, each not done, with the plan plan(i) gives of parts[i] (plan
+// nil, or a nil plan: none, TaskPartPlan gives nil), in one transaction,
+// within which also (when not nil) runs too — what must happen if and only
+// if the task is recorded, such as inserting its parts' jobs into a queue
+// kept in the same database. Plans are read one at a time: a caller can
+// keep them on disk. It returns the task's ID. A task needs a source, a
+// mode and at least one part, each named once.
+func (s *Store) CreateTask(ctx context.Context, t Task, parts []string, plan func(i int) ([]byte, error), also func(ctx context.Context, tx *sql.Tx, id int64) error) (id int64, err error) {
 	if t.Source == "" || t.Mode == "" || len(parts) == 0 {
 		return 0, fatal("create task", errors.New("a task needs a source, a mode and parts"))
 	}
@@ -82,8 +84,14 @@ func (s *Store) CreateTask(ctx context.Context, t Task, parts []string, also fun
 		t.Source, t.Site, t.Mode, nullID(t.RunID), string(t.Checkpoints), now.Format(timeLayout)).Scan(&id); err != nil {
 		return 0, fatal("create task", err)
 	}
-	for _, p := range parts {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO task_parts (task_id, name, done, holds) VALUES (?, ?, 0, '')", id, p); err != nil {
+	for i, p := range parts {
+		var pl []byte
+		if plan != nil {
+			if pl, err = plan(i); err != nil {
+				return 0, fmt.Errorf("create task: part %q: %w", p, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO task_parts (task_id, name, done, holds, plan) VALUES (?, ?, 0, '', ?)", id, p, pl); err != nil {
 			return 0, fatal("create task", fmt.Errorf("part %q: %w", p, err))
 		}
 	}
@@ -158,6 +166,21 @@ func (s *Store) TaskPart(ctx context.Context, id int64, name string) (Part, bool
 	return p, true, nil
 }
 
+// TaskPartPlan returns the plan of part name of task id, as CreateTask
+// recorded it: nil when it has none, or when the part, or its task, is no
+// more (a closed task keeps no plan).
+func (s *Store) TaskPartPlan(ctx context.Context, id int64, name string) ([]byte, error) {
+	var plan []byte
+	err := s.r.QueryRowContext(ctx, "SELECT plan FROM task_parts WHERE task_id = ? AND name = ?", id, name).Scan(&plan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fatal("task part plan", err)
+	}
+	return plan, nil
+}
+
 // partCols are the columns of task_parts that scanPart reads.
 const partCols = "name, done, run_id, holds"
 
@@ -175,8 +198,9 @@ func scanPart(sc scanner, p *Part) error {
 	return nil
 }
 
-// CloseTask marks task id closed: OpenTask no longer returns it, and a
-// batch of one of its units (Batch.Task) committed after it is refused. A
+// CloseTask marks task id closed, and forgets its parts' plans: OpenTask
+// no longer returns it, and a batch of one of its units (Batch.Task)
+// committed after it is refused. A
 // task that does not exist gives an error wrapping ErrNotFound.
 func (s *Store) CloseTask(ctx context.Context, id int64) (err error) {
 	tx, err := s.beginWrite(ctx) // after any unit's batch under way
@@ -194,6 +218,9 @@ func (s *Store) CloseTask(ctx context.Context, id int64) (err error) {
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
 		return fatal("close task", fmt.Errorf("task %d: %w", id, ErrNotFound))
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE task_parts SET plan = NULL WHERE task_id = ? AND plan IS NOT NULL", id); err != nil {
+		return fatal("close task", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fatal("close task", err)

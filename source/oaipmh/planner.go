@@ -322,29 +322,38 @@ var _ source.Parter = (*Planner)(nil)
 // Parts divides task into its lists — each date window of each set, 4 per
 // list the planner's Concurrency harvests at once, and at least 16 — and,
 // when records of earlier tasks are to be asked for again, a part of
-// those (see source.Parter). Each part names its set, its window and the
-// task's edge, so that a worker plans it whatever its clock says.
-func (p *Planner) Parts(ctx context.Context, task source.Task, held source.Holdings) ([]string, []source.Checkpoint, error) {
+// those (see source.Parter). Each part's name is its plan (it has no
+// other): its set, its window and the task's edge, so that a worker
+// plans it whatever its clock says.
+func (p *Planner) Parts(ctx context.Context, task source.Task, held source.Holdings, add func(context.Context, string, []byte) error) ([]source.Checkpoint, error) {
 	if task.Part != "" {
-		return nil, nil, errclass.Fatalf("oaipmh: part %q cannot be divided", task.Part)
+		return nil, errclass.Fatalf("oaipmh: part %q cannot be divided", task.Part)
 	}
 	q := *p
 	q.Concurrency = max(p.Concurrency, 4)
 	pl, err := q.prepare(ctx, task, held)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var parts []string
+	n := len(pl.jobs)
 	for _, j := range pl.jobs {
-		parts = append(parts, encodePart(j))
+		if err := add(ctx, encodePart(j), nil); err != nil {
+			return nil, err
+		}
 	}
 	for _, recs := range pl.retries {
 		if len(recs) > 0 {
-			parts = append(parts, url.Values{"retries": {"1"}}.Encode())
+			if err := add(ctx, url.Values{"retries": {"1"}}.Encode(), nil); err != nil {
+				return nil, err
+			}
+			n++
 			break
 		}
 	}
-	return parts, pl.checkpoints(task), nil
+	if n == 0 {
+		return nil, fmt.Errorf("oaipmh: %w: no list to request", source.ErrIndivisible)
+	}
+	return pl.checkpoints(task), nil
 }
 
 // part is a part of a task as Parts named it: one list, or the records

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,22 +198,99 @@ func contents(href string) string {
 	return `/><rs:ln rel="contents" href="` + href + `"`
 }
 
-// TestPartChanged: a part the walk no longer finds whole — the source's
-// documents changed since the task was divided — fails temporarily (what
-// it did emit is delivered; the part is not done, and is tried again).
-func TestPartChanged(t *testing.T) {
+// TestPartPlanned: a part is planned from the plan Parts gave it, the
+// source not read again — what each part emits is the whole plan's, a
+// package with its index and its winners — and a part without a plan (one
+// divided by an older version) fails for good, so that its task's
+// checkpoints are held and the next harvest divides the task anew.
+func TestPartPlanned(t *testing.T) {
 	s := plannerSite(t)
-	task := source.Task{Source: s.URL + "/s5/desc.xml", Mode: source.Baseline}
-	for _, part := range []string{
-		url.Values{"package": {s.URL + "/s5a/gone.zip"}}.Encode(),
-		url.Values{"list": {s.URL + "/s5b/resourcelist.xml"}, "slice": {"2"}, "n": {"1000"}}.Encode(), // holds 500
-		// As many records, but not the same: the list changed.
-		url.Values{"list": {s.URL + "/s5b/resourcelist.xml"}, "slice": {"0"}, "n": {"1000"}, "first": {s.URL + "/s5b/r0"}, "last": {s.URL + "/s5b/r1000"}}.Encode(),
+	day := func(m time.Month, d int) time.Time { return time.Date(2024, m, d, 0, 0, 0, 0, time.UTC) }
+	s1, s2 := s.URL+"/s1/capabilitylist.xml", s.URL+"/s2/capabilitylist.xml"
+	held := sourcetest.Holdings{
+		s1: {ResourceSet: s1, Next: day(1, 15), Baseline: day(1, 1)},
+		s2: {ResourceSet: s2, Next: day(1, 10), Baseline: day(1, 5)},
+	}
+	for _, task := range []source.Task{
+		{Source: s.URL + "/s5/desc.xml", Mode: source.Baseline},
+		{Source: s.URL + "/desc.xml", Mode: source.Incremental},
 	} {
-		task.Part = part
-		_, err := testPlanner().Plan(t.Context(), task, sourcetest.Holdings{}, func(context.Context, source.Unit) error { return nil })
-		if !errclass.IsRetryable(err) {
-			t.Errorf("part %s: err = %v, want a temporary failure", part, err)
-		}
+		t.Run(string(task.Mode), func(t *testing.T) {
+			ctx := t.Context()
+			p := testPlanner()
+			var whole []source.Unit
+			if _, err := p.Plan(ctx, task, held, func(_ context.Context, u source.Unit) error {
+				whole = append(whole, u)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			plans := map[string][]byte{}
+			if _, err := p.Parts(ctx, task, held, func(_ context.Context, name string, plan []byte) error {
+				names, plans[name] = append(names, name), plan
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			s.mu.Lock()
+			before := maps.Clone(s.hits)
+			s.mu.Unlock()
+			var got []source.Unit
+			for _, name := range names {
+				pt := task
+				pt.Part, pt.PartPlan = name, plans[name]
+				if _, err := p.Plan(ctx, pt, held, func(_ context.Context, u source.Unit) error {
+					if u.Package != nil && u.Package.Index == nil {
+						t.Errorf("part %s: package %s without its index", name, u.Package.URL)
+					}
+					got = append(got, u)
+					return nil
+				}); err != nil {
+					t.Fatalf("part %s: %v", name, err)
+				}
+			}
+			s.mu.Lock()
+			after := maps.Clone(s.hits)
+			s.mu.Unlock()
+			if !maps.Equal(before, after) {
+				t.Errorf("planning the parts read the source: hits %v, then %v", before, after)
+			}
+			key := func(u source.Unit) string {
+				switch {
+				case u.Package != nil:
+					return fmt.Sprintf("package %s wins %d", u.Package.URL, len(u.Package.Wins))
+				case u.Record != nil:
+					return fmt.Sprintf("record %s %s %s", u.Record.URI, u.Record.Change, u.Record.Listed)
+				case u.Document != nil:
+					return "document " + u.Document.URL
+				}
+				return ""
+			}
+			var w, g []string
+			for _, u := range whole {
+				if k := key(u); k != "" {
+					w = append(w, k)
+				}
+			}
+			for _, u := range got {
+				g = append(g, key(u))
+			}
+			slices.Sort(w)
+			slices.Sort(g)
+			if !slices.Equal(w, g) {
+				t.Errorf("the parts planned\n%q\nthe whole task\n%q", g, w)
+			}
+			pt := task
+			pt.Part = names[0]
+			_, err := p.Plan(ctx, pt, held, func(context.Context, source.Unit) error { return nil })
+			if !errclass.IsPermanent(err) {
+				t.Errorf("a part without its plan: %v, want a permanent failure", err)
+			}
+			pt.PartPlan = []byte("not a plan")
+			if _, err := p.Plan(ctx, pt, held, func(context.Context, source.Unit) error { return nil }); !errclass.IsFatal(err) {
+				t.Errorf("a part with a damaged plan: %v, want a fatal error", err)
+			}
+		})
 	}
 }

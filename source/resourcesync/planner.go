@@ -51,7 +51,7 @@ func WellKnownURL(site string) (string, error) {
 // A task with a Part plans that part of a baseline alone (see Parts).
 func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
 	if task.Part != "" {
-		return d.planPart(ctx, task, held, emit)
+		return d.planPart(ctx, task, emit)
 	}
 	w := &walk{Planner: d, task: task, held: held, out: emit, now: time.Now().UTC(), sets: map[string]*source.Checkpoint{},
 		maxDepth: maxDocDepth, open: func(ctx context.Context, u string) (entries, func(), error) { return d.openDocument(ctx, u) }}
@@ -329,7 +329,7 @@ func (w *walk) document(ctx context.Context, docURL, set string, h *manifest.Hea
 // incremental task's range for planChanges.
 func (w *walk) pkg(ctx context.Context, j source.Package) error {
 	if !j.List {
-		j.Index = w.index(&j)
+		j.Index = w.index(&j, w.want == manifest.ChangeDump)
 	}
 	if ok, err := w.inRange(ctx, j.ResourceSet, j.From, j.Until); err != nil {
 		return err

@@ -159,7 +159,8 @@ func (m *manifestEntries) Next() (*source.Record, error) {
 	return recordOf(e, m.x.set, m.x.pkg, m.x.at, m.x.via), nil
 }
 
-// index returns the index of package j, met by the walk.
-func (w *walk) index(j *source.Package) source.Index {
-	return packageIndex{change: w.want == manifest.ChangeDump, doc: w.docOptions(), set: j.ResourceSet, pkg: j.URL, at: j.At, via: w.ViaIdentity}
+// index returns the index of package j, a change package's when change
+// says so.
+func (d *Planner) index(j *source.Package, change bool) source.Index {
+	return packageIndex{change: change, doc: d.docOptions(), set: j.ResourceSet, pkg: j.URL, at: j.At, via: d.ViaIdentity}
 }

@@ -371,12 +371,27 @@ func describe(us []source.Unit) []string {
 	return out
 }
 
-// checkParts: a Parter's parts, each planned alone, emit together the
-// whole plan's packages and records, each once; the
-// task's checkpoints are the whole plan's sets, never ahead of its.
+// checkParts: a Parter's parts, each planned alone from its plan, emit
+// together the whole plan's packages and records, each once, and its
+// documents; the task's checkpoints are the whole plan's sets, never ahead
+// of its.
 func checkParts(ctx context.Context, t *testing.T, c Case, whole plan) {
 	pr := c.Planner.(source.Parter)
-	parts, cps, err := pr.Parts(ctx, c.Task, c.held())
+	var (
+		parts []string
+		plans = map[string][]byte{}
+	)
+	cps, err := pr.Parts(ctx, c.Task, c.held(), func(_ context.Context, name string, plan []byte) error {
+		parts = append(parts, name)
+		plans[name] = plan
+		return nil
+	})
+	if errors.Is(err, source.ErrIndivisible) {
+		if c.Parts != 0 {
+			t.Errorf("the task does not divide (%v), want %d parts", err, c.Parts)
+		}
+		return
+	}
 	if err != nil {
 		t.Fatalf("Parts: %v", err)
 	}
@@ -384,7 +399,7 @@ func checkParts(ctx context.Context, t *testing.T, c Case, whole plan) {
 		t.Errorf("%d parts, want %d: %q", len(parts), c.Parts, parts)
 	}
 	if len(parts) == 0 {
-		return // the task does not divide
+		t.Fatalf("Parts divided the task into no part, without ErrIndivisible")
 	}
 	if len(parts) != len(slices.Compact(slices.Sorted(slices.Values(parts)))) {
 		t.Errorf("parts named twice: %q", parts)
@@ -392,7 +407,7 @@ func checkParts(ctx context.Context, t *testing.T, c Case, whole plan) {
 	var all plan
 	for _, name := range parts {
 		pc := c
-		pc.Task.Part = name
+		pc.Task.Part, pc.Task.PartPlan = name, plans[name]
 		p := pc.plan(ctx, nil)
 		if p.err != nil {
 			t.Fatalf("Plan of part %q: %v", name, p.err)
@@ -404,6 +419,12 @@ func checkParts(ctx context.Context, t *testing.T, c Case, whole plan) {
 		of := func(d string) bool { return !strings.HasPrefix(d, what) }
 		sameSet(t, what+"units of the parts", slices.DeleteFunc(slices.Clone(got), of), slices.DeleteFunc(slices.Clone(want), of))
 	}
+	docs := func(ds []string) []string {
+		ds = slices.DeleteFunc(slices.Clone(ds), func(d string) bool { return !strings.HasPrefix(d, "document ") })
+		slices.Sort(ds)
+		return slices.Compact(ds)
+	}
+	sameSet(t, "documents of the parts", docs(got), docs(want))
 	var sets []string
 	for _, cp := range cps {
 		sets = append(sets, cp.ResourceSet)

@@ -1020,24 +1020,26 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 		t.Errorf("OpenTask before any = %v, %v", ok, err)
 	}
 	wantFatal(t, "CreateTask(no parts)", func() error {
-		_, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, nil, nil)
+		_, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, nil, nil, nil)
 		return err
 	}())
 	wantFatal(t, "CreateTask(a part twice)", func() error {
-		_, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"p", "p"}, nil)
+		_, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"p", "p"}, nil, nil)
 		return err
 	}())
 	// What fails within the transaction leaves no task.
 	boom := errors.New("the queue refused")
-	if _, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"p"}, func(context.Context, *sql.Tx, int64) error { return boom }); !errors.Is(err, boom) {
+	if _, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"p"}, nil, func(context.Context, *sql.Tx, int64) error { return boom }); !errors.Is(err, boom) {
 		t.Errorf("CreateTask(also fails) = %v, want %v", err, boom)
 	}
 	if _, ok, err := st.OpenTask(ctx, srcA); err != nil || ok {
 		t.Errorf("OpenTask after a refused creation = %v, %v; want none", ok, err)
 	}
 	cps := []byte(`[{"ResourceSet":"a"}]`)
+	plans := [][]byte{[]byte("plan of p1"), nil, {0, 1, 2, 0xff}} // p2 has none
 	var seen int64
 	id, err := st.CreateTask(ctx, state.Task{Source: srcA, Site: "site a", Mode: "incremental", RunID: run, Checkpoints: cps}, []string{"p1", "p2", "p0"},
+		func(i int) ([]byte, error) { return plans[i], nil },
 		func(ctx context.Context, tx *sql.Tx, id int64) error {
 			seen = id
 			var n int
@@ -1077,6 +1079,22 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	if _, ok, err := st.TaskPart(ctx, id, "no such part"); err != nil || ok {
 		t.Errorf("TaskPart(no such part) = %v, %v", ok, err)
 	}
+	for i, name := range []string{"p1", "p2", "p0", "no such part"} {
+		var want []byte
+		if i < len(plans) {
+			want = plans[i]
+		}
+		if got, err := st.TaskPartPlan(ctx, id, name); err != nil || !bytes.Equal(got, want) || (want == nil) != (got == nil) {
+			t.Errorf("TaskPartPlan(%s) = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	// A plan that fails to be read leaves no task.
+	if _, err := st.CreateTask(ctx, state.Task{Source: srcB, Mode: "baseline"}, []string{"x"}, func(int) ([]byte, error) { return nil, boom }, nil); !errors.Is(err, boom) {
+		t.Errorf("CreateTask(a plan unread) = %v, want %v", err, boom)
+	}
+	if _, ok, err := st.OpenTask(ctx, srcB); err != nil || ok {
+		t.Errorf("OpenTask after a plan unread = %v, %v; want none", ok, err)
+	}
 	// A part given up leaves a part done as it was; one not done is done.
 	must(t, st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p2", Holds: []byte(`{"*":"y"}`), GiveUp: true}}))
 	must(t, st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p0", Holds: []byte(`{"*":"y"}`), GiveUp: true}}))
@@ -1088,7 +1106,7 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	// A unit's batch commits while its task is open.
 	must(t, st.Commit(ctx, state.Batch{Task: id, Resources: []state.Resource{{Source: srcA, URI: "r-unit", Length: 1, Hashes: hashes(), Outcome: state.OutcomeWritten, RunID: run}}}))
 	// A newer task is the open one; closed, the older is again.
-	id2, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"q"}, nil)
+	id2, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"q"}, nil, nil)
 	must(t, err)
 	if got, _, _ := st.OpenTask(ctx, srcA); got.ID != id2 {
 		t.Errorf("OpenTask = %d, want the newer %d", got.ID, id2)
@@ -1100,6 +1118,9 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	must(t, st.CloseTask(ctx, id))
 	if _, ok, _ := st.OpenTask(ctx, srcA); ok {
 		t.Error("OpenTask found a closed task")
+	}
+	if got, err := st.TaskPartPlan(ctx, id, "p1"); err != nil || got != nil {
+		t.Errorf("TaskPartPlan of a closed task = %q, %v; want none", got, err)
 	}
 	// A unit of a closed task commits nothing.
 	err = st.Commit(ctx, state.Batch{Task: id, Resources: []state.Resource{{Source: srcA, URI: "r-late", Length: 1, Hashes: hashes(), Outcome: state.OutcomeWritten, RunID: run}}})

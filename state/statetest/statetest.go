@@ -112,7 +112,8 @@ type Store[S Snapshot] interface {
 	ReleaseReport(ctx context.Context, key string) error
 
 	// Tasks spread over workers.
-	CreateTask(ctx context.Context, t state.Task, parts []string, also func(context.Context, *sql.Tx, int64) error) (int64, error)
+	CreateTask(ctx context.Context, t state.Task, parts []string, plan func(int) ([]byte, error), also func(context.Context, *sql.Tx, int64) error) (int64, error)
+	TaskPartPlan(ctx context.Context, id int64, name string) ([]byte, error)
 	OpenTask(ctx context.Context, key string) (state.Task, bool, error)
 	TaskParts(ctx context.Context, id int64) ([]state.Part, error)
 	TaskPart(ctx context.Context, id int64, name string) (state.Part, bool, error)
