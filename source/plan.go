@@ -17,9 +17,9 @@ import (
 // handed over are dropped.
 var ErrIndivisible = errors.New("the task does not divide")
 
-// maxPlanUnit is the most bytes one unit may take in a part's plan: a
-// package's winners included, far above what a real plan holds.
-const maxPlanUnit = 1 << 30
+// maxPlanWindow bounds the memory a plan's decoder may take (its window),
+// far above what a plan this program writes asks for.
+const maxPlanWindow = 1 << 30
 
 // PlanBuffer gathers the units of a part's plan (see Parter): packages,
 // records and documents, each as it was planned (a package's Index is
@@ -95,7 +95,7 @@ func (b *PlanBuffer) Close() {
 // each decoded as it is reached, so a plan is never held whole. A plan
 // that cannot be read is a fatal error: it was written by this program.
 func ReadPlan(ctx context.Context, plan []byte, emit func(context.Context, Unit) error) error {
-	dec, err := zstd.NewReader(bytes.NewReader(plan), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxPlanUnit))
+	dec, err := zstd.NewReader(bytes.NewReader(plan), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxPlanWindow))
 	if err != nil {
 		return errclass.Fatalf("plan: %w", err)
 	}
