@@ -91,7 +91,8 @@ type entryJob struct {
 
 // packageHeld says whether the destination holds every resource of
 // package j it needs (held; n of them, when its manifest copy tells), and
-// for a change package the winners it still needs (want).
+// for a change package the winners it still needs (want). A run that
+// began with nothing held of its source does not read the copy.
 func (r *run) packageHeld(ctx context.Context, j source.Package) (want map[string]*source.Record, held bool, n int64, err error) {
 	switch {
 	case len(j.Wins) > 0:
@@ -99,7 +100,9 @@ func (r *run) packageHeld(ctx context.Context, j source.Package) (want map[strin
 			return nil, false, 0, err
 		}
 		held = len(want) == 0
-	case j.Contents != "":
+	case j.Contents != "" && r.resync:
+		// (A first baseline holds nothing: reading the copy, and then
+		// reading it again to judge whether to keep it, would be waste.)
 		if n, held, err = r.allHeld(ctx, j); err != nil {
 			return nil, false, 0, err
 		}
