@@ -75,7 +75,11 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 		if err != nil {
 			return nil, true, err
 		}
-		t = state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: d.Checkpoints, Created: now}
+		held, err := h.Store.CountResources(ctx, j.Key(), false)
+		if err != nil {
+			return nil, true, err
+		}
+		t = state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: d.Checkpoints, Created: now, Fresh: held == 0}
 		slots := h.slots(ctx, j) // as many units at once as workers alive, each at its share
 		t.ID, err = h.Store.CreateTask(ctx, t, parts, d.Plan, func(ctx context.Context, tx *sql.Tx, id int64) error {
 			units := make([]daemon.Unit, len(parts))
@@ -304,7 +308,7 @@ func (h *Harvester) unit(ctx context.Context, u daemon.Unit, log *slog.Logger, h
 	if err != nil {
 		return 0, err
 	}
-	opts.Fence, opts.Part, opts.Site = lease, &pipeline.Part{Task: u.Task, Name: u.Part, Plan: plan}, ""
+	opts.Fence, opts.Part, opts.Site = lease, &pipeline.Part{Task: u.Task, Name: u.Part, Plan: plan, Fresh: t.Fresh}, ""
 	var rep *runreport.Report
 	if t.Mode == string(source.Incremental) {
 		rng, _ := j.Range()

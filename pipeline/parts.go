@@ -18,11 +18,14 @@ import (
 
 // Part names one part of a task spread over workers (state.CreateTask):
 // the task, and the part's name and plan as its planner's Parts gave them
-// (state.Store.TaskPartPlan).
+// (state.Store.TaskPartPlan); Fresh says the source held nothing when the
+// task was divided (state.Task.Fresh): the part's run is a first load,
+// whatever the other parts commit meanwhile.
 type Part struct {
-	Task int64
-	Name string
-	Plan []byte
+	Task  int64
+	Name  string
+	Plan  []byte
+	Fresh bool
 }
 
 // Division is a task divided into parts (Divide): their names, each

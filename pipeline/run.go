@@ -372,7 +372,7 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 	if err != nil {
 		return err
 	}
-	r.resync = held > 0
+	r.resync = held > 0 && (r.opts.Part == nil || !r.opts.Part.Fresh)
 	r.reader.Resync = r.resync
 	if !r.resync && r.opts.Part == nil {
 		// (A part's run shares its source with the other parts running

@@ -512,7 +512,8 @@ ON CONFLICT DO NOTHING;
 		strings.Replace(registryIndexes, "due TEXT", `due TEXT COLLATE "C"`, 1),
 		// 8: SQLite's version 28: the runs the harvest log thinned.
 		runsPruned,
-		// 9: SQLite's version 29: each part of a spread task keeps its plan.
-		`ALTER TABLE task_parts ADD COLUMN plan BYTEA;`,
+		// 9: SQLite's version 29: each part of a spread task keeps its plan,
+		// and a task says whether its source held nothing.
+		`ALTER TABLE task_parts ADD COLUMN plan BYTEA; ALTER TABLE tasks ADD COLUMN fresh INTEGER NOT NULL DEFAULT 0;`,
 	}
 }

@@ -378,8 +378,9 @@ WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.rep
 		// 28: the runs whose details the harvest log keeps (see PruneLog).
 		runsPruned,
 		// 29: each part of a spread task keeps the plan its planner gave it
-		// (see CreateTask), until the task closes.
-		`ALTER TABLE task_parts ADD COLUMN plan BLOB;`,
+		// (see CreateTask), until the task closes; a task says whether its
+		// source held nothing when it was divided.
+		`ALTER TABLE task_parts ADD COLUMN plan BLOB; ALTER TABLE tasks ADD COLUMN fresh INTEGER NOT NULL DEFAULT 0;`,
 	}
 }
 

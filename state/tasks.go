@@ -27,6 +27,10 @@ type Task struct {
 	Created     time.Time
 	// Closed says its checkpoints were recorded (or it was abandoned).
 	Closed bool
+	// Fresh says the source held nothing when the task was divided: its
+	// parts' runs, which see each other's commits, know it is a first
+	// load.
+	Fresh bool
 }
 
 // Part is one part of a spread task.
@@ -80,8 +84,8 @@ func (s *Store) CreateTask(ctx context.Context, t Task, parts []string, plan fun
 	}()
 	now := s.clock().UTC()
 	if err := tx.QueryRowContext(ctx,
-		"INSERT INTO tasks (source, site, mode, run_id, checkpoints, created, closed) VALUES (?, ?, ?, ?, ?, ?, 0) RETURNING id",
-		t.Source, t.Site, t.Mode, nullID(t.RunID), string(t.Checkpoints), now.Format(timeLayout)).Scan(&id); err != nil {
+		"INSERT INTO tasks (source, site, mode, run_id, checkpoints, created, closed, fresh) VALUES (?, ?, ?, ?, ?, ?, 0, ?) RETURNING id",
+		t.Source, t.Site, t.Mode, nullID(t.RunID), string(t.Checkpoints), now.Format(timeLayout), boolInt(t.Fresh)).Scan(&id); err != nil {
 		return 0, fatal("create task", err)
 	}
 	for i, p := range parts {
@@ -114,17 +118,18 @@ func (s *Store) OpenTask(ctx context.Context, key string) (Task, bool, error) {
 		runID   sql.NullInt64
 		cps     string
 		created sql.NullString
+		fresh   int
 	)
 	err := s.r.QueryRowContext(ctx,
-		"SELECT id, source, site, mode, run_id, checkpoints, created FROM tasks WHERE source = ? AND closed = 0 ORDER BY id DESC LIMIT 1", key).
-		Scan(&t.ID, &t.Source, &t.Site, &t.Mode, &runID, &cps, &created)
+		"SELECT id, source, site, mode, run_id, checkpoints, created, fresh FROM tasks WHERE source = ? AND closed = 0 ORDER BY id DESC LIMIT 1", key).
+		Scan(&t.ID, &t.Source, &t.Site, &t.Mode, &runID, &cps, &created, &fresh)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Task{}, false, nil
 	}
 	if err != nil {
 		return Task{}, false, fatal("open task", err)
 	}
-	t.RunID, t.Checkpoints = runID.Int64, []byte(cps)
+	t.RunID, t.Checkpoints, t.Fresh = runID.Int64, []byte(cps), fresh != 0
 	if t.Created, err = decodeTime("created", created); err != nil {
 		return Task{}, false, fatal("open task", err)
 	}

@@ -44,7 +44,9 @@ import (
 // "the state held any live resource when the run began": a state store
 // serves one destination, and a destination with nothing yet gains nothing
 // from Range. (Deciding per package would turn a first sync to Range as soon
-// as its first outcomes are committed.)
+// as its first outcomes are committed; for the same reason a unit of a
+// spread task is a first sync when its task's source held nothing when the
+// task was divided, whatever the other units commit meanwhile.)
 
 // manifestPrereadMax bounds the compressed size of a manifest.xml that
 // readByRange reads through before handing the package over: small enough
