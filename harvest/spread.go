@@ -49,50 +49,14 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 	if open {
 		log.Info("taking up the units of a harvest left unfinished", "task", t.ID)
 	} else {
-		mode := source.Baseline
-		if m == Incremental {
-			mode = source.Incremental
-		}
-		d, err := pipeline.Divide(ctx, opts, mode, rng)
-		if mode == source.Incremental && (errors.Is(err, source.ErrNotOffered) || errors.Is(err, pipeline.ErrNoCheckpoint)) {
-			log.Info("syncing from the snapshot", "why", err)
-			mode = source.Baseline
-			d, err = pipeline.Divide(ctx, opts, mode, rng)
-		}
+		var divided bool
+		t, divided, err = h.divide(ctx, m, j, opts, rng, log)
 		if err != nil {
 			return nil, true, err
 		}
-		if d == nil {
+		if !divided {
 			return nil, false, nil
 		}
-		defer d.Close()
-		parts := d.Parts
-		now := time.Now().UTC()
-		if _, err := h.Store.MarkInterrupted(ctx, now, j.Source); err != nil {
-			return nil, true, err
-		}
-		runID, err := h.Store.BeginRun(ctx, state.Run{Mode: string(mode), Source: j.Source, Site: j.Site, Started: now})
-		if err != nil {
-			return nil, true, err
-		}
-		held, err := h.Store.CountResources(ctx, j.Key(), false)
-		if err != nil {
-			return nil, true, err
-		}
-		t = state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: d.Checkpoints, Created: now, Fresh: held == 0}
-		slots := h.slots(ctx, j) // as many units at once as workers alive, each at its share
-		t.ID, err = h.Store.CreateTask(ctx, t, parts, d.Plan, func(ctx context.Context, tx *sql.Tx, id int64) error {
-			units := make([]daemon.Unit, len(parts))
-			for i, p := range parts {
-				units[i] = daemon.Unit{Site: j.Site, Task: id, Part: p, Slots: slots}
-			}
-			return h.Units.Enqueue(ctx, tx, units)
-		})
-		if err != nil {
-			_ = h.Store.FinishRun(context.WithoutCancel(ctx), runID, time.Now().UTC(), runreport.StatusFailed, nil)
-			return nil, true, err
-		}
-		log.Info("harvest divided into units that any worker takes", "task", t.ID, "units", len(parts), "mode", mode)
 	}
 	if err := h.awaitUnits(ctx, t, j, open, opts.Protocol.Name, log); err != nil {
 		return &runreport.Report{Mode: t.Mode, Source: j.Source, RunID: t.RunID, Started: t.Created, Status: runreport.StatusInterrupted,
@@ -100,6 +64,54 @@ func (h *Harvester) spread(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 	}
 	rep, err = pipeline.CloseTask(context.WithoutCancel(ctx), opts, t)
 	return rep, true, err
+}
+
+// divide divides j's harvest in mode m (pipeline.Divide) and records the
+// task, each part's plan and a unit job per part in one transaction; the
+// plans leave the disk once recorded. It returns false, and nothing done,
+// when the task does not divide.
+func (h *Harvester) divide(ctx context.Context, m Mode, j Job, opts pipeline.Options, rng pipeline.Range, log *slog.Logger) (state.Task, bool, error) {
+	mode := source.Baseline
+	if m == Incremental {
+		mode = source.Incremental
+	}
+	d, err := pipeline.Divide(ctx, opts, mode, rng)
+	if mode == source.Incremental && (errors.Is(err, source.ErrNotOffered) || errors.Is(err, pipeline.ErrNoCheckpoint)) {
+		log.Info("syncing from the snapshot", "why", err)
+		mode = source.Baseline
+		d, err = pipeline.Divide(ctx, opts, mode, rng)
+	}
+	if err != nil || d == nil {
+		return state.Task{}, false, err
+	}
+	defer d.Close()
+	now := time.Now().UTC()
+	if _, err := h.Store.MarkInterrupted(ctx, now, j.Source); err != nil {
+		return state.Task{}, false, err
+	}
+	runID, err := h.Store.BeginRun(ctx, state.Run{Mode: string(mode), Source: j.Source, Site: j.Site, Started: now})
+	if err != nil {
+		return state.Task{}, false, err
+	}
+	held, err := h.Store.CountResources(ctx, j.Key(), false)
+	if err != nil {
+		return state.Task{}, false, err
+	}
+	t := state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: d.Checkpoints, Created: now, Fresh: held == 0}
+	slots := h.slots(ctx, j) // as many units at once as workers alive, each at its share
+	t.ID, err = h.Store.CreateTask(ctx, t, d.Parts, d.Plan, func(ctx context.Context, tx *sql.Tx, id int64) error {
+		units := make([]daemon.Unit, len(d.Parts))
+		for i, p := range d.Parts {
+			units[i] = daemon.Unit{Site: j.Site, Task: id, Part: p, Slots: slots}
+		}
+		return h.Units.Enqueue(ctx, tx, units)
+	})
+	if err != nil {
+		_ = h.Store.FinishRun(context.WithoutCancel(ctx), runID, time.Now().UTC(), runreport.StatusFailed, nil)
+		return state.Task{}, false, err
+	}
+	log.Info("harvest divided into units that any worker takes", "task", t.ID, "units", len(d.Parts), "mode", mode)
+	return t, true, nil
 }
 
 // requeueEvery is how often a spread harvest waiting for its units queues
