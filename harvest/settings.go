@@ -63,7 +63,7 @@ func Settings() config.Table {
 			func(j *Job) config.Value { return config.Not(&j.NoValidate) }),
 		row("schema", config.Tuning, "TYPE=FILE.xsd: also validate documents of TYPE against the schema, with xmllint (repeatable; implies --validate)",
 			func(j *Job) config.Value { return config.Schemas(&j.Schemas) }),
-		row("spread", config.Tuning, "for a registry site whose state is kept in PostgreSQL: divide its harvest into units that any daemon sharing the registry executes, each a River job (OAI-PMH: its date windows and sets; a ResourceSync baseline: its packages and slices of 1,000 of its lists' resources); elsewhere, or for a protocol that does not divide, the harvest runs whole",
+		row("spread", config.Tuning, "for a registry site whose state is kept in PostgreSQL: divide its harvest into units that any daemon sharing the registry executes, each a River job (OAI-PMH: its date windows and sets; ResourceSync: its packages, and slices of 1,000 of the records it lists outside them; planned once, each unit receiving its own plan); elsewhere, or for a protocol that does not divide, the harvest runs whole",
 			func(j *Job) config.Value { return config.Bool(&j.Spread) }),
 		row("range-parts", config.Tuning, "download each large package as N parallel Range requests (for links where one connection is slower than the link)",
 			func(j *Job) config.Value { return config.Int(&j.RangeParts, 1) }),

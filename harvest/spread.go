@@ -85,15 +85,15 @@ func (h *Harvester) divide(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 		return state.Task{}, false, err
 	}
 	defer d.Close()
+	held, err := h.Store.CountResources(ctx, j.Key(), false)
+	if err != nil {
+		return state.Task{}, false, err
+	}
 	now := time.Now().UTC()
 	if _, err := h.Store.MarkInterrupted(ctx, now, j.Source); err != nil {
 		return state.Task{}, false, err
 	}
 	runID, err := h.Store.BeginRun(ctx, state.Run{Mode: string(mode), Source: j.Source, Site: j.Site, Started: now})
-	if err != nil {
-		return state.Task{}, false, err
-	}
-	held, err := h.Store.CountResources(ctx, j.Key(), false)
 	if err != nil {
 		return state.Task{}, false, err
 	}
@@ -213,8 +213,8 @@ func (h *Harvester) abandonTask(ctx context.Context, j Job, log *slog.Logger) er
 }
 
 // Unit executes unit u of a spread harvest, on whichever daemon River gave
-// it to: the registry site's job, planned for that part alone, through the
-// same executor, holding the part's lease (state.PartLease), which fences
+// it to: the registry site's job, run from the part's recorded plan
+// (state.Store.TaskPartPlan), through the same executor, holding the part's lease (state.PartLease), which fences
 // every commit of the run — a worker whose unit was given to another
 // after its connection was cut commits nothing after it — and recording
 // the part done with its last batch; while the task is open (a unit of a
@@ -312,11 +312,11 @@ func (h *Harvester) unit(ctx context.Context, u daemon.Unit, log *slog.Logger, h
 		case <-time.After(time.Duration(float64(time.Second) / j.Rate)):
 		}
 	}
-	opts, closeSinks, err := h.options(ctx, j, log)
+	plan, err := h.Store.TaskPartPlan(ctx, u.Task, u.Part) // (a task closed meanwhile: ErrTaskClosed)
 	if err != nil {
 		return 0, err
 	}
-	plan, err := h.Store.TaskPartPlan(ctx, u.Task, u.Part)
+	opts, closeSinks, err := h.options(ctx, j, log)
 	if err != nil {
 		return 0, err
 	}

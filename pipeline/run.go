@@ -79,7 +79,7 @@ type Options struct {
 	// was given to another while it was cut off never commits after it.
 	Fence *state.Lease
 	// Part, when set, runs one part of a task spread over workers
-	// (Divide, state.CreateTask): the planner plans that part alone, and
+	// (Divide, state.CreateTask): the planner emits that part's plan, and
 	// the run records it done (with what it held back) instead of setting
 	// checkpoints, which CloseTask sets once every part is done. The run
 	// marks no other run interrupted (other parts run at once), and a

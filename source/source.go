@@ -48,10 +48,10 @@ type Task struct {
 	// Sinks name the sinks the task delivers to.
 	Sinks []string
 	// Part, when not empty, is one of the parts a Parter divided the task
-	// into, and PartPlan the plan Parts gave it: Plan emits that plan's
-	// units only, without reading the source again, and the checkpoints
-	// it returns are not recorded (the task's are, once every part has
-	// committed).
+	// into, and PartPlan the plan Parts gave it (nil when the name holds
+	// all the part needs): Plan emits that part's units only — a plan's
+	// without reading the source again — and the checkpoints it returns
+	// are not recorded (the task's are, once every part has committed).
 	Part     string
 	PartPlan []byte
 }

@@ -172,16 +172,23 @@ func (s *Store) TaskPart(ctx context.Context, id int64, name string) (Part, bool
 }
 
 // TaskPartPlan returns the plan of part name of task id, as CreateTask
-// recorded it: nil when it has none, or when the part, or its task, is no
-// more (a closed task keeps no plan).
+// recorded it: nil when it has none, or when there is no such part. A
+// closed task keeps no plan: its parts' give an error wrapping
+// ErrTaskClosed.
 func (s *Store) TaskPartPlan(ctx context.Context, id int64, name string) ([]byte, error) {
-	var plan []byte
-	err := s.r.QueryRowContext(ctx, "SELECT plan FROM task_parts WHERE task_id = ? AND name = ?", id, name).Scan(&plan)
-	if errors.Is(err, sql.ErrNoRows) {
+	var (
+		plan   []byte
+		closed int
+	)
+	err := s.r.QueryRowContext(ctx, "SELECT p.plan, t.closed FROM task_parts p JOIN tasks t ON t.id = p.task_id WHERE p.task_id = ? AND p.name = ?", id, name).
+		Scan(&plan, &closed)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil
-	}
-	if err != nil {
+	case err != nil:
 		return nil, fatal("task part plan", err)
+	case closed != 0:
+		return nil, fmt.Errorf("task %d: %w", id, ErrTaskClosed)
 	}
 	return plan, nil
 }

@@ -48,7 +48,8 @@ func WellKnownURL(site string) (string, error) {
 // header) and the walk starts again from what it finds: the Source
 // Description, or the one Capability List. Nothing is fetched twice on the
 // usual path. An error reading the source itself is a *source.SourceError.
-// A task with a Part plans that part of a baseline alone (see Parts).
+// A task with a Part emits that part's plan (Task.PartPlan), reading
+// nothing (see Parts).
 func (d *Planner) Plan(ctx context.Context, task source.Task, held source.Holdings, emit func(context.Context, source.Unit) error) ([]source.Checkpoint, error) {
 	if task.Part != "" {
 		return d.planPart(ctx, task, emit)

@@ -1119,8 +1119,8 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	if _, ok, _ := st.OpenTask(ctx, srcA); ok {
 		t.Error("OpenTask found a closed task")
 	}
-	if got, err := st.TaskPartPlan(ctx, id, "p1"); err != nil || got != nil {
-		t.Errorf("TaskPartPlan of a closed task = %q, %v; want none", got, err)
+	if got, err := st.TaskPartPlan(ctx, id, "p1"); !errors.Is(err, state.ErrTaskClosed) || got != nil {
+		t.Errorf("TaskPartPlan of a closed task = %q, %v; want none, ErrTaskClosed", got, err)
 	}
 	// A unit of a closed task commits nothing.
 	err = st.Commit(ctx, state.Batch{Task: id, Resources: []state.Resource{{Source: srcA, URI: "r-late", Length: 1, Hashes: hashes(), Outcome: state.OutcomeWritten, RunID: run}}})
