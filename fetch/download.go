@@ -72,7 +72,7 @@ func (v Validators) IsZero() bool { return v.ETag == "" && v.LastModified == "" 
 // representation changed, or not served by Range after all, the download
 // starts over in one stream (a restart).
 func (c *Client) Download(ctx context.Context, url string, dst *os.File, want fixity.Expect) (Result, error) {
-	return c.download(ctx, url, dst, want, nil, Validators{})
+	return c.download(ctx, url, dst, fileDest{dst}, want, nil, Validators{})
 }
 
 // DownloadIfChanged is Download made conditional on the validators of a
@@ -81,21 +81,22 @@ func (c *Client) Download(ctx context.Context, url string, dst *os.File, want fi
 // dst is left empty. With zero validators it is Download. A conditional
 // download is made in one stream, never in Range parts.
 func (c *Client) DownloadIfChanged(ctx context.Context, url string, dst *os.File, want fixity.Expect, held Validators) (Result, error) {
-	return c.download(ctx, url, dst, want, nil, held)
+	return c.download(ctx, url, dst, fileDest{dst}, want, nil, held)
 }
 
-// download is Download, telling progress (when not nil) how far dst is
-// written (see DownloadProgress), conditional on held (see
-// DownloadIfChanged).
-func (c *Client) download(ctx context.Context, url string, dst *os.File, want fixity.Expect, progress Progress, held Validators) (Result, error) {
+// download is Download into dst, telling progress (when not nil) how far
+// dst is written (see DownloadProgress), conditional on held (see
+// DownloadIfChanged). file is dst's file, which Range parts write at their
+// offsets; nil (a stream, see DownloadTo) downloads in one stream.
+func (c *Client) download(ctx context.Context, url string, file *os.File, dst Destination, want fixity.Expect, progress Progress, held Validators) (Result, error) {
 	var res Result
 	buf := make([]byte, downloadBuffer)
 	changes, mismatches := 0, 0
-	parts := c.opts.RangeParts > 1 && held.IsZero()
+	parts := c.InParts() && held.IsZero() && file != nil
 	for {
 		var err error
 		if parts {
-			err = c.downloadParts(ctx, url, dst, want, buf, &res, progress)
+			err = c.downloadParts(ctx, url, file, want, buf, &res, progress)
 			switch {
 			case errors.Is(err, errOneStream):
 				parts = false
@@ -143,15 +144,12 @@ func (c *Client) download(ctx context.Context, url string, dst *os.File, want fi
 const mismatchRetries = 1
 
 // downloadOnce makes one pass of Download from byte 0.
-func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, want fixity.Expect, buf []byte, res *Result, progress Progress, held Validators) error {
+func (c *Client) downloadOnce(ctx context.Context, url string, dst Destination, want fixity.Expect, buf []byte, res *Result, progress Progress, held Validators) error {
 	if progress != nil {
 		progress(0) // before the file empties: a reader behind it knows first
 	}
-	if err := dst.Truncate(0); err != nil {
-		return errclass.Fatalf("download %s: truncate %s: %w", url, dst.Name(), err)
-	}
-	if _, err := dst.Seek(0, io.SeekStart); err != nil {
-		return errclass.Fatalf("download %s: seek %s: %w", url, dst.Name(), err)
+	if err := dst.Restart(); err != nil {
+		return errclass.Fatalf("download %s: %w", url, err)
 	}
 	b, err := c.newBody(ctx, url)
 	if err != nil {
@@ -186,7 +184,10 @@ func (c *Client) downloadOnce(ctx context.Context, url string, dst *os.File, wan
 				return errclass.Permanentf("download %s: %w: more than the expected %d bytes", b.URL, fixity.ErrMismatch, want.Length)
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
-				return errclass.Fatalf("download %s: write %s: %w", url, dst.Name(), err)
+				if cerr := ctx.Err(); cerr != nil {
+					return cerr // a stream's reader gave up with ctx
+				}
+				return errclass.Fatalf("download %s: %w", url, err)
 			}
 			v.Write(buf[:n])
 			if progress != nil {

@@ -192,63 +192,102 @@ func TestDownload(t *testing.T) {
 			class: errclass.Permanent, is: &StatusError{}, requests: 1,
 		},
 	}
+	// Each case downloads to a file (Download) and hands the bytes to a
+	// Destination (DownloadTo).
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, tt.handler)
-			o := testOptions()
-			if tt.opts != nil {
-				tt.opts(&o)
+		for _, stream := range []bool{false, true} {
+			name := tt.name
+			if stream {
+				name += "/to a destination"
 			}
-			c, _ := newTestClient(t, o)
-			path := filepath.Join(t.TempDir(), "dst")
-			if err := os.WriteFile(path, tt.prefill, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			dst, err := os.OpenFile(path, os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dst.Close()
+			t.Run(name, func(t *testing.T) {
+				srv := newServer(t, tt.handler)
+				o := testOptions()
+				if tt.opts != nil {
+					tt.opts(&o)
+				}
+				c, _ := newTestClient(t, o)
+				path := filepath.Join(t.TempDir(), "dst")
+				if err := os.WriteFile(path, tt.prefill, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				dst, err := os.OpenFile(path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dst.Close()
 
-			res, err := c.Download(t.Context(), srv.URL+"/pkg.zip", dst, tt.want)
-			if tt.class != errclass.Unclassified {
-				if errclass.Of(err) != tt.class {
-					t.Fatalf("err = %v (class %v), want %v", err, errclass.Of(err), tt.class)
+				var res Result
+				mem := &memDest{b: append([]byte(nil), tt.prefill...)}
+				if stream {
+					res, err = c.DownloadTo(t.Context(), srv.URL+"/pkg.zip", mem, tt.want, nil)
+				} else {
+					res, err = c.Download(t.Context(), srv.URL+"/pkg.zip", dst, tt.want)
 				}
-				if se, ok := tt.is.(*StatusError); ok {
-					if !errors.As(err, &se) {
-						t.Errorf("err = %v, want a StatusError", err)
+				if tt.class != errclass.Unclassified {
+					if errclass.Of(err) != tt.class {
+						t.Fatalf("err = %v (class %v), want %v", err, errclass.Of(err), tt.class)
 					}
-				} else if !errors.Is(err, tt.is) {
-					t.Errorf("err = %v, want it to wrap %v", err, tt.is)
+					if se, ok := tt.is.(*StatusError); ok {
+						if !errors.As(err, &se) {
+							t.Errorf("err = %v, want a StatusError", err)
+						}
+					} else if !errors.Is(err, tt.is) {
+						t.Errorf("err = %v, want it to wrap %v", err, tt.is)
+					}
+					if n := len(srv.requests()); n != tt.requests || res.Attempts != tt.requests {
+						t.Errorf("server saw %d requests, Result.Attempts %d, want %d", n, res.Attempts, tt.requests)
+					}
+					return
 				}
-				if n := len(srv.requests()); n != tt.requests || res.Attempts != tt.requests {
-					t.Errorf("server saw %d requests, Result.Attempts %d, want %d", n, res.Attempts, tt.requests)
+				if err != nil {
+					t.Fatalf("Download: %v", err)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Download: %v", err)
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, data) {
-				t.Fatalf("dst holds %d bytes, not the %d served", len(got), len(data))
-			}
-			if res.Bytes != int64(len(data)) || !res.Hashes.Equal(tt.hashes) {
-				t.Errorf("Result bytes %d hashes %v, want %d %v", res.Bytes, res.Hashes, len(data), tt.hashes)
-			}
-			if res.Attempts != tt.attempts || res.Resumes != tt.resumes || res.Restarts != tt.restarts {
-				t.Errorf("attempts/resumes/restarts = %d/%d/%d, want %d/%d/%d",
-					res.Attempts, res.Resumes, res.Restarts, tt.attempts, tt.resumes, tt.restarts)
-			}
-			if s := c.Stats(); s.Restarts != int64(tt.restarts) || s.Resumes != int64(tt.resumes) {
-				t.Errorf("stats = %+v", s)
-			}
-		})
+				got, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if stream {
+					got = mem.b
+					// Once per pass; a resume answered in full continues
+					// the pass (a restart in the Result, not of dst).
+					if mem.restarts < 1 || mem.restarts > tt.restarts+1 {
+						t.Errorf("destination restarted %d times, want 1 to %d (once per pass)", mem.restarts, tt.restarts+1)
+					}
+				}
+				if !bytes.Equal(got, data) {
+					t.Fatalf("dst holds %d bytes, not the %d served", len(got), len(data))
+				}
+				if res.Bytes != int64(len(data)) || !res.Hashes.Equal(tt.hashes) {
+					t.Errorf("Result bytes %d hashes %v, want %d %v", res.Bytes, res.Hashes, len(data), tt.hashes)
+				}
+				if res.Attempts != tt.attempts || res.Resumes != tt.resumes || res.Restarts != tt.restarts {
+					t.Errorf("attempts/resumes/restarts = %d/%d/%d, want %d/%d/%d",
+						res.Attempts, res.Resumes, res.Restarts, tt.attempts, tt.resumes, tt.restarts)
+				}
+				if s := c.Stats(); s.Restarts != int64(tt.restarts) || s.Resumes != int64(tt.resumes) {
+					t.Errorf("stats = %+v", s)
+				}
+			})
+		}
 	}
+}
+
+// memDest is a Destination in memory.
+type memDest struct {
+	b        []byte
+	restarts int
+}
+
+func (d *memDest) Write(p []byte) (int, error) {
+	d.b = append(d.b, p...)
+	return len(p), nil
+}
+
+func (d *memDest) Restart() error {
+	d.b = d.b[:0]
+	d.restarts++
+	return nil
 }
 
 // TestDownloadConcurrent shares one client between goroutines (for -race)

@@ -1,6 +1,7 @@
 package unzip
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -266,5 +267,20 @@ func (o *LocalOpener) Open(e LocalEntry) (io.ReadCloser, error) {
 		return nil, errclass.Permanentf("unzip: entry %q: %w: data offset %d", e.Name, ErrFormat, e.DataOffset)
 	}
 	sr := io.NewSectionReader(o.ra, e.DataOffset, e.CompressedSize)
+	return openEntry(e.Name, e.Method, e.Size, e.CRC32, sr, o.lim.MaxRatio, &o.pool)
+}
+
+// OpenData is Open reading e's compressed data from data, read from the
+// archive already (e's data offset is not used): the same reader, the same
+// checks. data must hold e's compressed size in bytes, or OpenData fails,
+// permanently. data must not change while the reader is in use.
+func (o *LocalOpener) OpenData(e LocalEntry, data []byte) (io.ReadCloser, error) {
+	if e.Size < 0 || e.CompressedSize != int64(len(data)) {
+		return nil, errclass.Permanentf("unzip: entry %q: %w: %d bytes of data for a compressed size of %d", e.Name, ErrFormat, len(data), e.CompressedSize)
+	}
+	if err := checkEntry(e.Name, "", e.Flags, e.Method, uint64(e.Size), uint64(e.CompressedSize), o.lim); err != nil {
+		return nil, err
+	}
+	sr := io.NewSectionReader(bytes.NewReader(data), 0, e.CompressedSize)
 	return openEntry(e.Name, e.Method, e.Size, e.CRC32, sr, o.lim.MaxRatio, &o.pool)
 }

@@ -219,50 +219,19 @@ func TestOpenLocal(t *testing.T) {
 			lim: Limits{MaxRatio: 100}, want: ErrRatio},
 		{name: "reader error keeps its class", entry: file("r", text, zip.Deflate), ra: func([]byte) io.ReaderAt { return failingReaderAt{} }, class: errclass.Retryable},
 	}
+	// Each entry is read at its offset (Open) and, unless the test cuts
+	// the archive, from its data read already (OpenData): the same checks.
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			b := withManifest(tc.entry).build(t)
-			// Lying sizes may run the scan off its track after the entry.
-			es, _, err := scanAll(bytes.NewReader(b), Limits{})
-			if len(es) < 2 {
-				t.Fatalf("scan: %d entries, %v", len(es), err)
+		for _, data := range []bool{false, true} {
+			if data && tc.ra != nil {
+				continue // OpenData reads no archive
 			}
-			var ra io.ReaderAt = bytes.NewReader(b)
-			if tc.ra != nil {
-				ra = tc.ra(b)
+			name := tc.name + "/at offset"
+			if data {
+				name = tc.name + "/data"
 			}
-			rc, err := NewLocalOpener(ra, tc.lim).Open(es[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rc.Close()
-			got, err := io.ReadAll(rc)
-			if tc.class != errclass.Unclassified {
-				if errclass.Of(err) != tc.class {
-					t.Fatalf("read error %v, want class %v", err, tc.class)
-				}
-				return
-			}
-			if tc.want == nil {
-				if err != nil || !bytes.Equal(got, tc.entry.body) {
-					t.Fatalf("read %d bytes, %v", len(got), err)
-				}
-				return
-			}
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("read error %v, want %v", err, tc.want)
-			}
-			if !errclass.IsPermanent(err) {
-				t.Errorf("error %v not permanent", err)
-			}
-			if int64(len(got)) > es[1].Size {
-				t.Errorf("read %d bytes, declared %d", len(got), es[1].Size)
-			}
-			// Sticky after the failure, and after Close.
-			if _, again := rc.Read(make([]byte, 10)); again == nil || again == io.EOF {
-				t.Errorf("read after failure: %v", again)
-			}
-		})
+			t.Run(name, func(t *testing.T) { testOpenLocal(t, tc.entry, tc.lim, tc.ra, tc.want, tc.class, data) })
+		}
 	}
 	t.Run("rejected header", func(t *testing.T) {
 		for _, e := range []LocalEntry{
@@ -274,8 +243,75 @@ func TestOpenLocal(t *testing.T) {
 			if _, err := OpenLocal(bytes.NewReader(nil), e, Limits{}); err == nil || !errclass.IsPermanent(err) {
 				t.Errorf("%+v: %v", e, err)
 			}
+			if e.DataOffset < 0 {
+				continue // OpenData does not use it
+			}
+			if _, err := NewLocalOpener(nil, Limits{}).OpenData(e, nil); err == nil || !errclass.IsPermanent(err) {
+				t.Errorf("OpenData %+v: %v", e, err)
+			}
+		}
+		e := LocalEntry{Name: "p", Method: zip.Store, Size: 10, CompressedSize: 10}
+		if _, err := NewLocalOpener(nil, Limits{}).OpenData(e, make([]byte, 9)); !errors.Is(err, ErrFormat) || !errclass.IsPermanent(err) {
+			t.Errorf("OpenData with 9 bytes of 10: %v", err)
 		}
 	})
+}
+
+// testOpenLocal reads the second entry of an archive of entry, from the
+// archive's bytes (raOf, when not nil, gives the reader instead) or, with
+// data, from its data cut out of them: want is the error expected (nil:
+// the entry's body), or class the class of the error.
+func testOpenLocal(t *testing.T, entry rawEntry, lim Limits, raOf func([]byte) io.ReaderAt, want error, class errclass.Class, data bool) {
+	b := withManifest(entry).build(t)
+	// Lying sizes may run the scan off its track after the entry.
+	es, _, err := scanAll(bytes.NewReader(b), Limits{})
+	if len(es) < 2 {
+		t.Fatalf("scan: %d entries, %v", len(es), err)
+	}
+	var rc io.ReadCloser
+	if data {
+		// Sizes declared past the archive's end: what would follow.
+		e := es[1]
+		d := append([]byte(nil), b[e.DataOffset:min(e.End(), int64(len(b)))]...)
+		d = append(d, make([]byte, e.CompressedSize-int64(len(d)))...)
+		rc, err = NewLocalOpener(nil, lim).OpenData(e, d)
+	} else {
+		var ra io.ReaderAt = bytes.NewReader(b)
+		if raOf != nil {
+			ra = raOf(b)
+		}
+		rc, err = NewLocalOpener(ra, lim).Open(es[1])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if class != errclass.Unclassified {
+		if errclass.Of(err) != class {
+			t.Fatalf("read error %v, want class %v", err, class)
+		}
+		return
+	}
+	if want == nil {
+		if err != nil || !bytes.Equal(got, entry.body) {
+			t.Fatalf("read %d bytes, %v", len(got), err)
+		}
+		return
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("read error %v, want %v", err, want)
+	}
+	if !errclass.IsPermanent(err) {
+		t.Errorf("error %v not permanent", err)
+	}
+	if int64(len(got)) > es[1].Size {
+		t.Errorf("read %d bytes, declared %d", len(got), es[1].Size)
+	}
+	// Sticky after the failure, and after Close.
+	if _, again := rc.Read(make([]byte, 10)); again == nil || again == io.EOF {
+		t.Errorf("read after failure: %v", again)
+	}
 }
 
 // FuzzLocalScanner scans arbitrary bytes and reads every entry found. The
