@@ -163,7 +163,7 @@ func (r *run) entryFailed(j entryJob, rec state.Resource, had bool, stage string
 	if errclass.IsFatal(err) {
 		return result{fatal: fmt.Errorf("%s: %w", e.URI, err)}
 	}
-	if j.stream != nil && j.stream.Leave() {
+	if j.stream != nil && j.stream.Leave(err) {
 		return result{} // phase 2 delivers it (unpack)
 	}
 	if errors.Is(err, context.Canceled) {

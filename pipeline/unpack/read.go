@@ -415,8 +415,22 @@ func (rd *Reader) readManifest(ctx context.Context, h Host, j source.Package, en
 		if st != nil && rd.settle(ctx, h, &j, arch, st, rec) {
 			continue
 		}
+		from := arch
+		if st != nil && st.holeOf(rec.Path) {
+			// Its data went to a worker from memory (direct.go).
+			again, err := rd.refetch(ctx, j, st)
+			if err != nil {
+				if ctx.Err() != nil || errclass.IsFatal(err) {
+					return cmp.Or(ctx.Err(), err)
+				}
+				h.Fail(ctx, Failure{Failure: runreport.Failure{URI: rec.URI, Package: j.URL, Stage: "download", Error: err.Error(), Permanent: errclass.IsPermanent(err)},
+					Set: j.ResourceSet, Hold: packageHold(j, want), Kind: ResourceFailed})
+				continue
+			}
+			from = again
+		}
 		wg.Add(1)
-		if err := h.Deliver(ctx, Entry{Package: &j, Record: rec, Arch: arch, Done: wg.Done}); err != nil {
+		if err := h.Deliver(ctx, Entry{Package: &j, Record: rec, Arch: from, Done: wg.Done}); err != nil {
 			wg.Done()
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/unzip"
@@ -21,15 +22,22 @@ import (
 
 // Streaming: processing a package while it downloads.
 //
-// A downloaded package is written to its spool file by the download, and
-// read behind it by the package's goroutine (spoolProgress tells it how far
-// the file is written). Phase 1, while the bytes arrive: when the first
+// The package's bytes reach the package's goroutine in one of two ways.
+// Downloaded in one stream (the default), they are handed over as they
+// arrive (direct.go): the data of the entries phase 1 hands out is read
+// into memory, and every other byte is written to the spool file, at its
+// offset, by the package's goroutine. Downloaded in Range parts, they are
+// written to the spool file by the download, and read behind it
+// (spoolProgress tells how far the file is written). Either way, an entry
+// handed out from the spool file is handed out once its bytes are there.
+//
+// Phase 1, while the bytes arrive: when the first
 // entry is manifest.xml (stored or deflated, its sizes in its local header,
 // at most maxStreamManifest bytes), the local file headers that follow are
 // read in order (unzip.LocalScanner) and each entry is matched by name
 // against the manifest, read ahead by at most streamWindow entries. An entry
 // found, once its bytes have arrived, goes to the workers as usual, read
-// from the spool file by its local header (unzip.LocalOpener): inflated,
+// from memory or the spool file by its local header (unzip.LocalOpener): inflated,
 // its CRC-32 and size checked, verified against the manifest's length and
 // hashes, written to the sinks. Phase 1 stops at the first entry that cannot
 // be read so (sizes in a data descriptor, a method, name or size the
@@ -48,11 +56,15 @@ import (
 // manifest lists and the archive's manifest.xml has the same bytes, the
 // manifest is not parsed again (confirmWhole).
 //
-// What phase 1 did is final: an entry reaches the sinks when its own checks
-// pass (its manifest entry's hashes and length; its CRC-32 and length when
-// the manifest gives no hash), and its outcome goes to the commit stage at
-// once, as every entry's does. Nothing is withheld, and nothing delivered
-// is taken back:
+// What phase 1 delivered is final: an entry reaches the sinks when its own
+// checks pass (its manifest entry's hashes and length; its CRC-32 and
+// length when the manifest gives no hash), and its outcome goes to the
+// commit stage at once, as every entry's does. Nothing is withheld, and
+// nothing delivered is taken back. An entry whose bytes fail their checks
+// in phase 1 records nothing then: it is left to phase 2, which delivers it
+// from the archive once the package is verified, and records its failure
+// if it fails again (Streamed.Leave); a byte damaged in transit is the
+// package's failure, not the entry's.
 //
 //   - Phase 2 does not deliver again an entry phase 1 delivered when the
 //     manifest lists its path the same way. It still looks the entry up in
@@ -132,6 +144,14 @@ func (p *spoolProgress) signal() {
 		close(p.wake)
 		p.wake = nil
 	}
+}
+
+// markRestarted records that the download began again from byte 0.
+func (p *spoolProgress) markRestarted() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.restarted = true
+	p.signal()
 }
 
 // wasRestarted reports whether the download ever began again from byte 0.
@@ -230,6 +250,11 @@ type Streamed struct {
 	sum    entrySum
 	opener *unzip.LocalOpener
 	prog   *spoolProgress
+	// data is the entry's compressed data, claimed from the download
+	// (direct.go) until the entry is done; claimed stays set.
+	data    []byte
+	claimed bool
+	dir     *direct // the package's, when read without a spool
 	// handed: given to the workers in phase 1 (and not left to phase 2
 	// by them). settled: phase 2 met it in the manifest. Both are the
 	// package goroutine's, but for the worker that leaves the entry to
@@ -237,23 +262,47 @@ type Streamed struct {
 	handed, settled bool
 }
 
-// Leave reports whether a failure of the entry is the spool file emptying
-// under it (the download started over): the entry is then left to phase
-// 2, and its failure is not to be recorded.
-func (se *Streamed) Leave() bool {
-	if !se.prog.wasRestarted() {
+// Leave reports whether the failure err of the entry is left to phase 2,
+// which delivers it again from the archive once the package is downloaded
+// and verified, and records the failure then if it is the entry's own. It
+// is so for a failure of the entry's bytes (its CRC-32, sizes, deflate
+// stream or hashes), which may be the transfer's until the package's own
+// length and hash vouch for them — a byte damaged on the way — and for any
+// failure once the download has started over (the spool file emptied under
+// the entry). An entry read from memory has its bytes written to the spool
+// file for phase 2 (direct.go). It is called on the worker, before the
+// entry is done.
+func (se *Streamed) Leave(err error) bool {
+	if errors.Is(err, context.Canceled) || !(se.prog.wasRestarted() || bytesFailed(err)) {
 		return false
+	}
+	if se.data != nil && se.dir != nil && se.dir.fill(se) {
+		se.claimed = false
 	}
 	se.handed = false
 	return true
 }
 
+// bytesFailed reports whether err is a failure of an entry's bytes.
+func bytesFailed(err error) bool {
+	for _, e := range []error{fixity.ErrMismatch, unzip.ErrChecksum, unzip.ErrSizeMismatch, unzip.ErrCorrupt, unzip.ErrRatio} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // Size is the entry's uncompressed size, as its local header gives it.
 func (se *Streamed) Size() int64 { return se.local.Size }
 
-// Open reads the entry's bytes from the spool file.
+// Open reads the entry's bytes from memory, or from the spool file.
 func (se *Streamed) Open(context.Context) (io.ReadCloser, error) {
-	rc, err := se.opener.Open(se.local)
+	open := se.opener.Open
+	if se.data != nil {
+		open = func(e unzip.LocalEntry) (io.ReadCloser, error) { return se.opener.OpenData(e, se.data) }
+	}
+	rc, err := open(se.local)
 	if err != nil {
 		return nil, fmt.Errorf("open ZIP entry: %w", err)
 	}
@@ -271,6 +320,10 @@ type streamState struct {
 	// manifestSum) and handed out an entry for every one it lists.
 	whole       bool
 	manifestSum [sha256.Size]byte
+	// again is the package downloaded again for the listings phase 2
+	// finds in holes of the spool file (direct.go), or why it could not be.
+	again    *spooled
+	againErr error
 }
 
 // streamPackage downloads a package to a spool file while phase 1 reads
@@ -304,15 +357,37 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 	}
 	dl := make(chan downloaded, 1)
 	started := time.Now()
+	// Without Range parts, the download is handed over as it arrives and
+	// phase 1 claims what it can (direct.go); with them, the download
+	// writes the spool file.
+	var (
+		src arrival = &spoolReader{ctx: ctx, f: f, p: prog}
+		dir *direct
+	)
+	if !rd.Client.InParts() {
+		t := newTap(dctx)
+		dir = newDirect(ctx, t, f, prog)
+		src = dir
+	}
 	go func() {
 		var shown int64 // bytes of this package counted in PackageBytesDone
-		res, err := rd.Client.DownloadProgress(dctx, j.URL, f, packageExpect(j.Expect), func(n int64) {
+		progress := func(n int64) {
 			prog.update(n)
 			if n > shown {
 				rd.Progress.Add(n - shown)
 				shown = n
 			}
-		})
+		}
+		var (
+			res fetch.Result
+			err error
+		)
+		if dir != nil {
+			res, err = rd.Client.DownloadTo(dctx, j.URL, dir.t, packageExpect(j.Expect), progress)
+			dir.t.close(err)
+		} else {
+			res, err = rd.Client.DownloadProgress(dctx, j.URL, f, packageExpect(j.Expect), progress)
+		}
 		<-rd.Downloads
 		prog.end(err)
 		dl <- downloaded{res, err}
@@ -326,9 +401,20 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 	}()
 
 	st := &streamState{opener: unzip.NewLocalOpener(f, rd.Limits), entries: map[string]*Streamed{}, byURI: map[string]*Streamed{}}
+	defer func() {
+		if st.again != nil {
+			st.again.Close()
+		}
+	}()
 	var wg sync.WaitGroup
-	if err := rd.follow(ctx, h, &j, f, prog, st, want, &wg); err != nil {
+	if err := rd.follow(ctx, h, &j, src, prog, st, want, &wg); err != nil {
 		return err
+	}
+	if dir != nil {
+		// What phase 1 left goes to the spool file.
+		if err := dir.drain(ctx); err != nil {
+			return err
+		}
 	}
 	var d downloaded
 	select {
@@ -341,7 +427,11 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 	if d.err == nil {
 		rd.fetched(j.URL, d.res)
 	}
-	log.Debug("package downloaded", "bytes", d.res.Bytes, "took", time.Since(started), "streamed", len(st.entries), "stopped", st.stopped)
+	spooled := d.res.Bytes
+	if dir != nil {
+		spooled = dir.spooled
+	}
+	log.Debug("package downloaded", "bytes", d.res.Bytes, "spooled", spooled, "took", time.Since(started), "streamed", len(st.entries), "stopped", st.stopped)
 	// Every outcome of phase 1 is in before phase 2 looks at them.
 	if err := waitGroup(ctx, &wg); err != nil {
 		return err
@@ -420,7 +510,7 @@ func lookupStreamed(arch *unzip.Archive, se *Streamed) error {
 // and hands the entries it can match with the manifest to the workers. It
 // returns nil when it stops, whatever the reason; an error only when ctx
 // ends.
-func (rd *Reader) follow(ctx context.Context, h Host, j *source.Package, f *os.File, prog *spoolProgress, st *streamState, want map[string]*source.Record, wg *sync.WaitGroup) error {
+func (rd *Reader) follow(ctx context.Context, h Host, j *source.Package, src arrival, prog *spoolProgress, st *streamState, want map[string]*source.Record, wg *sync.WaitGroup) error {
 	stop := func(why string, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -431,7 +521,8 @@ func (rd *Reader) follow(ctx context.Context, h Host, j *source.Package, f *os.F
 		st.stopped = why
 		return nil
 	}
-	sc := unzip.NewLocalScanner(&spoolReader{ctx: ctx, f: f, p: prog}, rd.Limits)
+	dir, _ := src.(*direct)
+	sc := unzip.NewLocalScanner(src, rd.Limits)
 	first, err := sc.Next()
 	switch {
 	case err != nil:
@@ -441,7 +532,7 @@ func (rd *Reader) follow(ctx context.Context, h Host, j *source.Package, f *os.F
 	case first.Size > maxStreamManifest:
 		return stop("manifest.xml too large to stream", nil)
 	}
-	if _, err := prog.wait(ctx, first.End()); err != nil {
+	if err := src.have(ctx, first.End()); err != nil {
 		return stop("manifest.xml", err)
 	}
 	mrc, err := st.opener.Open(first)
@@ -547,16 +638,29 @@ func (rd *Reader) follow(ctx context.Context, h Host, j *source.Package, f *os.F
 		if st.byURI[e.URI] != nil {
 			return stop("a URI listed twice in manifest.xml", nil)
 		}
-		if _, err := prog.wait(ctx, le.End()); err != nil {
+		data, release, claimed, err := src.claim(ctx, le)
+		if err == nil && !claimed {
+			err = src.have(ctx, le.End())
+		}
+		if err != nil {
 			return stop("entry data", err)
+		}
+		done := wg.Done
+		if claimed {
+			se.data, se.claimed, se.dir = data, true, dir
+			done = func() {
+				se.data = nil
+				release()
+				wg.Done()
+			}
 		}
 		st.entries[le.Name] = se
 		st.byURI[e.URI] = se
 		st.order = append(st.order, se)
 		se.handed = true
 		wg.Add(1)
-		if err := h.Deliver(ctx, Entry{Package: j, Record: e, Stream: se, Done: wg.Done}); err != nil {
-			wg.Done()
+		if err := h.Deliver(ctx, Entry{Package: j, Record: e, Stream: se, Done: done}); err != nil {
+			done()
 			return err
 		}
 	}

@@ -1,0 +1,371 @@
+package unpack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/unzip"
+)
+
+// Streaming without a spool: a package whose download is handed over as it
+// arrives (fetch.DownloadTo), rather than written to its spool file by the
+// download.
+//
+// The package goroutine reads the bytes in order, as phase 1 needs them
+// (see stream.go). The data of an entry phase 1 hands out, when it is at
+// most maxClaim bytes compressed, is read into memory (claimed) and given
+// to the worker from there; every other byte — local headers, the
+// manifest, larger entries, entries phase 1 passes by, and all that
+// follows once phase 1 stops — is written to the spool file at its offset,
+// from which the workers and phase 2 read as with a spooled download. The
+// spool file so holds the whole package but for the data of the entries
+// claimed: holes, which phase 2 does not read, since those entries are
+// settled (see Reader.settle). A listing of the package that phase 2 must
+// deliver from one of those holes — the manifest lists a path twice — is
+// delivered from the package downloaded again (Reader.refetch).
+//
+// The memory is bounded: each package has maxClaimed bytes of claims
+// outstanding at most; phase 1 waits for the workers to free some (an
+// entry's memory is freed when it is done) and the download waits for
+// phase 1, as it would for a slow disk. When the download starts over, the
+// spool file is emptied and written again from byte 0, in full: there are
+// no holes after a restart.
+
+const (
+	// maxClaim is the largest compressed entry read into memory.
+	maxClaim = 1 << 20
+	// maxClaimed bounds the memory of a package's claims outstanding.
+	maxClaimed = 8 << 20
+)
+
+// tapChunk is a message of the download to the package goroutine: bytes, or
+// that the download starts over.
+type tapChunk struct {
+	p       []byte
+	restart bool
+}
+
+// tap hands a package's download to the package goroutine as it arrives;
+// it is the download's fetch.Destination. A Write returns once the reader
+// has taken all its bytes (nothing is buffered), or fails once ctx — the
+// download's — ends. The download goroutine closes it when the download
+// ends, with the download's error.
+type tap struct {
+	ctx     context.Context
+	ch      chan tapChunk
+	taken   chan struct{} // the last chunk's bytes are all taken
+	written bool          // bytes written since the last Restart (the writer's)
+	err     error         // the download's, set before ch closes
+}
+
+var _ fetch.Destination = (*tap)(nil)
+
+func newTap(ctx context.Context) *tap {
+	return &tap{ctx: ctx, ch: make(chan tapChunk), taken: make(chan struct{})}
+}
+
+func (t *tap) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if err := t.send(tapChunk{p: p}); err != nil {
+		return 0, err
+	}
+	select {
+	case <-t.ctx.Done():
+		return 0, t.ctx.Err()
+	case <-t.taken:
+	}
+	t.written = true
+	return len(p), nil
+}
+
+func (t *tap) Restart() error {
+	if !t.written {
+		return nil // nothing to void
+	}
+	t.written = false
+	return t.send(tapChunk{restart: true})
+}
+
+func (t *tap) send(c tapChunk) error {
+	select {
+	case <-t.ctx.Done():
+		return t.ctx.Err()
+	case t.ch <- c:
+		return nil
+	}
+}
+
+// close ends the tap: the reader sees err, or io.EOF when err is nil.
+func (t *tap) close(err error) {
+	t.err = err
+	close(t.ch)
+}
+
+// direct is the package goroutine's side of a tap: it reads the package's
+// bytes in order, writing to the spool file those it does not claim. As an
+// io.Reader and io.Seeker it serves the LocalScanner (whose skips are
+// written to the file too). It keeps the ctx of the call it serves, since
+// io.Reader has no other way to carry it.
+type direct struct {
+	ctx  context.Context
+	t    *tap
+	f    *os.File
+	prog *spoolProgress
+	cur  []byte // the rest of the chunk being taken
+	owed bool   // the chunk is not acknowledged yet
+	pos  int64  // bytes taken since the last restart
+	off  int64  // the scanner's offset: pos, or less after a claim
+	// ended: the download has ended (t.err is its error).
+	ended bool
+	sem   *semaphore.Weighted
+	// mu orders a worker's fill with the truncation at a restart.
+	mu sync.Mutex
+	// spooled counts the bytes written to the spool file.
+	spooled int64
+}
+
+func newDirect(ctx context.Context, t *tap, f *os.File, prog *spoolProgress) *direct {
+	return &direct{ctx: ctx, t: t, f: f, prog: prog, sem: semaphore.NewWeighted(maxClaimed)}
+}
+
+// next makes sure d.cur holds bytes. It fails with errRestarted when the
+// download starts over (the spool file is emptied then, and the offsets
+// begin again at 0), with io.EOF at the end of the download, with its
+// error when it failed, and with ctx's error.
+func (d *direct) next(ctx context.Context) error {
+	if len(d.cur) > 0 {
+		return nil
+	}
+	if d.owed {
+		d.owed = false
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case d.t.taken <- struct{}{}:
+		}
+	}
+	var c tapChunk
+	var ok bool
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case c, ok = <-d.t.ch:
+	}
+	switch {
+	case !ok:
+		d.ended = true
+		if d.t.err != nil {
+			return d.t.err
+		}
+		return io.EOF
+	case c.restart:
+		d.prog.markRestarted()
+		d.mu.Lock()
+		err := d.f.Truncate(0)
+		d.mu.Unlock()
+		if err != nil {
+			return errclass.Fatalf("spool: %w", err)
+		}
+		d.pos, d.off = 0, 0
+		return errRestarted
+	}
+	d.cur, d.owed = c.p, true
+	return nil
+}
+
+// take returns up to n of the next bytes; the caller copies them before
+// the next call.
+func (d *direct) take(ctx context.Context, n int64) ([]byte, error) {
+	if err := d.next(ctx); err != nil {
+		return nil, err
+	}
+	b := d.cur[:min(n, int64(len(d.cur)))]
+	d.cur = d.cur[len(b):]
+	d.pos += int64(len(b))
+	return b, nil
+}
+
+// spill writes b, taken at offset at, to the spool file.
+func (d *direct) spill(b []byte, at int64) error {
+	if _, err := d.f.WriteAt(b, at); err != nil {
+		return errclass.Fatalf("spool: %w", err)
+	}
+	d.spooled += int64(len(b))
+	return nil
+}
+
+// Read is the scanner's: the next bytes, written to the spool file too.
+func (d *direct) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if d.off != d.pos {
+		return 0, errors.New("unpack: read of a claimed entry's data") // the scanner skips it
+	}
+	at := d.pos
+	p, err := d.take(d.ctx, int64(len(b)))
+	if err != nil {
+		return 0, err
+	}
+	n := copy(b, p)
+	d.off += int64(n)
+	return n, d.spill(p, at)
+}
+
+// Seek is the scanner's skip (io.SeekCurrent only): the bytes skipped,
+// unless claimed, are written to the spool file.
+func (d *direct) Seek(offset int64, whence int) (int64, error) {
+	if whence != io.SeekCurrent || offset < 0 {
+		return d.off, errors.New("unpack: a package arriving is read forward only")
+	}
+	end := d.off + offset
+	if err := d.have(d.ctx, end); err != nil {
+		return d.off, err
+	}
+	d.off = end
+	return end, nil
+}
+
+// have makes sure the spool file holds the package's bytes up to end, but
+// for the claimed ones.
+func (d *direct) have(ctx context.Context, end int64) error {
+	for d.pos < end {
+		at := d.pos
+		p, err := d.take(ctx, end-d.pos)
+		if err != nil {
+			return err
+		}
+		if err := d.spill(p, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claim reads the data of e, the entry whose data comes next, into memory
+// rather than the spool file, once the package's memory allows: ok is
+// false when e is not to be claimed (empty, or larger than maxClaim).
+// release frees the memory's share; it is called once e is done.
+func (d *direct) claim(ctx context.Context, e unzip.LocalEntry) (data []byte, release func(), ok bool, err error) {
+	n := e.CompressedSize
+	if n <= 0 || n > maxClaim || d.pos != e.DataOffset {
+		return nil, nil, false, nil
+	}
+	if err := d.sem.Acquire(ctx, n); err != nil {
+		return nil, nil, false, err
+	}
+	release = func() { d.sem.Release(n) }
+	data = make([]byte, 0, n)
+	for int64(len(data)) < n {
+		p, err := d.take(ctx, n-int64(len(data)))
+		if err != nil {
+			release()
+			return nil, nil, false, err
+		}
+		data = append(data, p...)
+	}
+	return data, release, true, nil
+}
+
+// fill writes the data of se, claimed, to its place in the spool file, for
+// phase 2 to read (see Streamed.Leave), and reports whether the file holds
+// it: false when it could not be written, or need not be (the download
+// started over: the file is written again in full). It is called on a
+// worker.
+func (d *direct) fill(se *Streamed) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.prog.wasRestarted() {
+		return true
+	}
+	_, err := d.f.WriteAt(se.data, se.local.DataOffset)
+	return err == nil
+}
+
+// drain writes the rest of the download to the spool file, from byte 0
+// again after each restart, until the download ends. It returns nil then,
+// whether or not the download failed (its error is the download's
+// result), a fatal error when the spool file cannot be written, or ctx's.
+func (d *direct) drain(ctx context.Context) error {
+	for {
+		at := d.pos
+		p, err := d.take(ctx, maxClaim)
+		switch {
+		case err == nil:
+			if err := d.spill(p, at); err != nil {
+				return err
+			}
+		case errors.Is(err, errRestarted):
+		case d.ended:
+			return nil // the download's end, or its failure
+		default:
+			return err // ctx's, or the spool file's
+		}
+	}
+}
+
+// arrival is how phase 1 reads a package as it arrives: from a spool file
+// written by the download (spooled), or from the download itself (direct).
+type arrival interface {
+	io.Reader
+	io.Seeker
+	// have returns once the spool file holds the package's bytes up to
+	// end (but for claimed data).
+	have(ctx context.Context, end int64) error
+	// claim reads the data of e, next to come, into memory; ok false: e
+	// is to be read from the spool file.
+	claim(ctx context.Context, e unzip.LocalEntry) (data []byte, release func(), ok bool, err error)
+}
+
+var (
+	_ arrival = (*direct)(nil)
+	_ arrival = (*spoolReader)(nil)
+)
+
+// have is the spooled download's: it waits until the bytes are written.
+func (r *spoolReader) have(ctx context.Context, end int64) error {
+	_, err := r.p.wait(ctx, end)
+	return err
+}
+
+// claim: a spooled download's entries are read from the spool file.
+func (r *spoolReader) claim(context.Context, unzip.LocalEntry) ([]byte, func(), bool, error) {
+	return nil, nil, false, nil
+}
+
+// holeOf reports whether the data of the entry at path is missing from the
+// spool file (claimed by phase 1, and no restart since).
+func (st *streamState) holeOf(path string) bool {
+	se := st.entries[unzip.PathKey(path)]
+	return se != nil && se.claimed && !se.prog.wasRestarted()
+}
+
+// refetch downloads package j again, to its own spool file, for the
+// listings phase 2 must read where phase 1 left holes; once, the first
+// time one needs it.
+func (rd *Reader) refetch(ctx context.Context, j source.Package, st *streamState) (*unzip.Archive, error) {
+	if st.again == nil && st.againErr == nil {
+		rd.Log.Info("a listing of the package needs entry data it delivered from memory; downloading the package again", "package", j.URL)
+		sp, err := rd.fetchPackage(ctx, j)
+		if err != nil {
+			st.againErr = fmt.Errorf("downloading the package again: %w", err)
+		} else {
+			st.again = sp
+		}
+	}
+	if st.againErr != nil {
+		return nil, st.againErr
+	}
+	return st.again.arch, nil
+}

@@ -1,0 +1,281 @@
+package unpack
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/source"
+	"github.com/rsharvest/rsharvest/unzip"
+)
+
+// storedPackage is a ZIP of the files in order, every one stored with its
+// sizes in its local header, the index first.
+func storedPackage(t *testing.T, index string, files ...[2]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, f := range append([][2]string{{unzip.ManifestName, index}}, files...) {
+		n := uint64(len(f[1]))
+		w, err := zw.CreateRaw(&zip.FileHeader{Name: f[0], Method: zip.Store, CRC32: crc32.ChecksumIEEE([]byte(f[1])), CompressedSize64: n, UncompressedSize64: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(w, f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// logged keeps the attributes of the log records of one message.
+type logged struct {
+	mu    sync.Mutex
+	msg   string
+	attrs []map[string]slog.Value
+}
+
+func (l *logged) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logged) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logged) WithGroup(string) slog.Handler            { return l }
+func (l *logged) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != l.msg {
+		return nil
+	}
+	m := map[string]slog.Value{}
+	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value; return true })
+	l.mu.Lock()
+	l.attrs = append(l.attrs, m)
+	l.mu.Unlock()
+	return nil
+}
+
+// readServed reads pkg, served with its hash, as a run would (streamed as it
+// arrives), and returns what the host was given, how many times the package
+// was requested, and the bytes the package's spool file took.
+func readServed(t *testing.T, pkg []byte) (*recordingHost, int64, int64) {
+	t.Helper()
+	var gets atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		http.ServeContent(w, r, "p.zip", time.Time{}, bytes.NewReader(pkg))
+	}))
+	defer srv.Close()
+	sum := sha256.Sum256(pkg)
+	log := &logged{msg: "package downloaded"}
+	rd := &Reader{Client: fetch.New(fetch.Options{Retries: -1}), SpoolDir: t.TempDir(), Log: slog.New(log),
+		Downloads: make(chan struct{}, 1), Kept: NewSpool(2), Received: new(atomic.Int64), Progress: new(atomic.Int64)}
+	h := &recordingHost{}
+	j := source.Package{URL: srv.URL + "/p.zip", Expect: fixity.Expect{Length: int64(len(pkg)), Hashes: fixity.Hashes{SHA256: sum[:]}}, Index: lineIndex{}}
+	if err := rd.Read(t.Context(), j, nil, h); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(rd.SpoolDir); len(left) != 0 {
+		t.Errorf("%d files left in the spool directory", len(left))
+	}
+	slices.Sort(h.delivered)
+	for _, a := range log.attrs { // the streamed download's (not a download again)
+		if v, ok := a["spooled"]; ok {
+			return h, gets.Load(), v.Int64()
+		}
+	}
+	t.Fatalf("no record %q with the bytes spooled", log.msg)
+	return nil, 0, 0
+}
+
+// TestDirectSpoolsWhatItDoesNotClaim: a package streamed as it arrives
+// writes to its spool file all but the data of the entries handed out from
+// memory: the small entries' data is not spooled, a larger one's is, and
+// every entry listed is delivered once, as it arrived.
+func TestDirectSpoolsWhatItDoesNotClaim(t *testing.T) {
+	small := bytes.Repeat([]byte("s"), 300<<10)
+	big := bytes.Repeat([]byte("b"), maxClaim+1)
+	pkg := storedPackage(t, "http://example.org/a a.txt\nhttp://example.org/big big.bin\nhttp://example.org/c c.txt\n",
+		[2]string{"a.txt", string(small)}, [2]string{"big.bin", string(big)}, [2]string{"c.txt", string(small)})
+	h, gets, spooled := readServed(t, pkg)
+	want := []string{"http://example.org/a stream", "http://example.org/big stream", "http://example.org/c stream"}
+	if !slices.Equal(h.delivered, want) || len(h.failed) != 0 || h.done != 1 || gets != 1 {
+		t.Fatalf("delivered %v, failed %+v, done %d, %d GETs; want %v, no failure, done once, one GET", h.delivered, h.failed, h.done, gets, want)
+	}
+	if claimed := int64(2 * len(small)); spooled != int64(len(pkg))-claimed {
+		t.Errorf("spooled %d bytes of %d; want all but the %d claimed", spooled, len(pkg), claimed)
+	}
+}
+
+// TestDirectPathListedTwice: a path the index lists twice, under two URIs,
+// is delivered for both; the second listing needs the entry's data, which
+// went to the first from memory and is not on the spool, so the package is
+// downloaded again for it.
+func TestDirectPathListedTwice(t *testing.T) {
+	pkg := storedPackage(t, "http://example.org/a a.txt\nhttp://example.org/b b.txt\nhttp://example.org/a2 a.txt\n",
+		[2]string{"a.txt", "alpha"}, [2]string{"b.txt", "bravo"})
+	h, gets, _ := readServed(t, pkg)
+	want := []string{"http://example.org/a stream", "http://example.org/a2 archive", "http://example.org/b stream"}
+	if !slices.Equal(h.delivered, want) || len(h.failed) != 0 || h.done != 1 || gets != 2 {
+		t.Fatalf("delivered %v, failed %+v, done %d, %d GETs; want %v, no failure, done once, two GETs", h.delivered, h.failed, h.done, gets, want)
+	}
+}
+
+// feed writes chunks to t as a download would, a nil chunk meaning that
+// the download starts over, then closes it with end.
+func feed(t *tap, end error, chunks ...[]byte) {
+	for _, c := range chunks {
+		var err error
+		if c == nil {
+			err = t.Restart()
+		} else {
+			_, err = t.Write(c)
+		}
+		if err != nil {
+			end = err
+			break
+		}
+	}
+	t.close(end)
+}
+
+func newTestDirect(t *testing.T, ctx context.Context) (*direct, *os.File) {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "spool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return newDirect(ctx, newTap(ctx), f, &spoolProgress{}), f
+}
+
+// TestDirectRestart: bytes claimed, then spooled, then the download starts
+// over: the spool file is emptied and written again in full, from byte 0,
+// and the restart is seen by the entries (Leave).
+func TestDirectRestart(t *testing.T) {
+	ctx := t.Context()
+	d, f := newTestDirect(t, ctx)
+	first := bytes.Repeat([]byte("o"), 100)
+	second := bytes.Repeat([]byte("n"), 150)
+	go feed(d.t, nil, first[:40], first[40:], nil, second[:70], second[70:])
+	data, release, ok, err := d.claim(ctx, unzip.LocalEntry{DataOffset: 0, CompressedSize: 50})
+	if err != nil || !ok || !bytes.Equal(data, first[:50]) {
+		t.Fatalf("claim: %q, %v, %v", data, ok, err)
+	}
+	release()
+	if err := d.have(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.have(ctx, 101); !errors.Is(err, errRestarted) {
+		t.Fatalf("have past the restart: %v, want errRestarted", err)
+	}
+	if err := d.drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, second) || !d.prog.wasRestarted() {
+		t.Fatalf("spool file %q, restarted %v; want the second pass's bytes alone", got, d.prog.wasRestarted())
+	}
+}
+
+// TestDirectHoles: the spool file holds what was not claimed at its offsets;
+// the claimed data is a hole until a worker fills it (an entry whose
+// failure is left to phase 2).
+func TestDirectHoles(t *testing.T) {
+	ctx := t.Context()
+	d, f := newTestDirect(t, ctx)
+	pkg := []byte("header-claimed-rest")
+	go feed(d.t, nil, pkg)
+	if err := d.have(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	e := unzip.LocalEntry{DataOffset: 7, CompressedSize: 7}
+	data, release, ok, err := d.claim(ctx, e)
+	if err != nil || !ok || string(data) != "claimed" {
+		t.Fatalf("claim: %q, %v, %v", data, ok, err)
+	}
+	defer release()
+	if err := d.drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	if want := "header-\x00\x00\x00\x00\x00\x00\x00-rest"; string(got) != want {
+		t.Fatalf("spool file %q, want %q", got, want)
+	}
+	if d.spooled != int64(len(pkg))-7 {
+		t.Errorf("spooled %d bytes, want %d", d.spooled, len(pkg)-7)
+	}
+	if !d.fill(&Streamed{local: e, data: data}) {
+		t.Fatal("fill failed")
+	}
+	if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, pkg) {
+		t.Fatalf("spool file %q after the fill, want %q", got, pkg)
+	}
+}
+
+// TestDirectClaimsBounded: claims outstanding hold at most maxClaimed bytes:
+// a claim past that waits until one is released (here, gives up with its
+// ctx); entries larger than maxClaim, or empty, are not claimed.
+func TestDirectClaimsBounded(t *testing.T) {
+	ctx := t.Context()
+	d, _ := newTestDirect(t, ctx)
+	chunk := make([]byte, maxClaim)
+	n := maxClaimed/maxClaim + 2
+	chunks := make([][]byte, n)
+	for i := range chunks {
+		chunks[i] = chunk
+	}
+	go feed(d.t, nil, chunks...)
+	var releases []func()
+	claim := func(ctx context.Context, at int64, size int64) error {
+		_, release, ok, err := d.claim(ctx, unzip.LocalEntry{DataOffset: at, CompressedSize: size})
+		if err == nil && !ok {
+			return errors.New("not claimed")
+		}
+		if ok {
+			releases = append(releases, release)
+		}
+		return err
+	}
+	var at int64
+	for range maxClaimed / maxClaim {
+		if err := claim(ctx, at, maxClaim); err != nil {
+			t.Fatal(err)
+		}
+		at += maxClaim
+	}
+	waiting, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := claim(waiting, at, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("claim past the bound: %v, want it to wait (context canceled)", err)
+	}
+	releases[0]()
+	if err := claim(ctx, at, maxClaim); err != nil {
+		t.Fatalf("claim after a release: %v", err)
+	}
+	at += maxClaim
+	for _, size := range []int64{0, maxClaim + 1} {
+		if _, _, ok, err := d.claim(ctx, unzip.LocalEntry{DataOffset: at, CompressedSize: size}); ok || err != nil {
+			t.Errorf("claim of %d bytes: %v, %v; want not claimed", size, ok, err)
+		}
+	}
+	if err := d.drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
