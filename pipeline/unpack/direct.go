@@ -22,14 +22,15 @@ import (
 //
 // The package goroutine reads the bytes in order, as phase 1 needs them
 // (see stream.go). The data of an entry phase 1 hands out, when it is at
-// most maxClaim bytes compressed, is read into memory (claimed) and given
-// to the worker from there; every other byte — local headers, the
+// most maxClaim bytes compressed, is read into memory (claimed), with its
+// local header, and given to the worker from there; every other byte — the
 // manifest, larger entries, entries phase 1 passes by, and all that
 // follows once phase 1 stops — is written to the spool file at its offset,
 // from which the workers and phase 2 read as with a spooled download. The
-// spool file so holds the whole package but for the data of the entries
-// claimed: holes, which phase 2 does not read, since those entries are
-// settled (see Reader.settle). A listing of the package that phase 2 must
+// spool file so holds the whole package but for the entries claimed:
+// holes, which phase 2 does not read, since those entries are settled (see
+// Reader.settle), or written by the worker when the entry failed and is
+// left to phase 2 (Streamed.Leave). A listing of the package that phase 2 must
 // deliver from one of those holes — the manifest lists a path twice — is
 // delivered from the package downloaded again (Reader.refetch).
 //
@@ -133,6 +134,11 @@ type direct struct {
 	mu sync.Mutex
 	// spooled counts the bytes written to the spool file.
 	spooled int64
+	// hdr are the bytes the scanner read last, from hdrAt: a local
+	// header, written to the spool file once it is known that its entry
+	// is not claimed (a claimed entry keeps its header instead).
+	hdr   []byte
+	hdrAt int64
 }
 
 func newDirect(ctx context.Context, t *tap, f *os.File, prog *spoolProgress) *direct {
@@ -177,7 +183,7 @@ func (d *direct) next(ctx context.Context) error {
 		if err != nil {
 			return errclass.Fatalf("spool: %w", err)
 		}
-		d.pos, d.off = 0, 0
+		d.pos, d.off, d.hdr = 0, 0, d.hdr[:0]
 		return errRestarted
 	}
 	d.cur, d.owed = c.p, true
@@ -205,7 +211,9 @@ func (d *direct) spill(b []byte, at int64) error {
 	return nil
 }
 
-// Read is the scanner's: the next bytes, written to the spool file too.
+// Read is the scanner's: the next bytes (a local header, or the records
+// after the entries), kept in d.hdr until they are known to go to the
+// spool file.
 func (d *direct) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
@@ -220,7 +228,21 @@ func (d *direct) Read(b []byte) (int, error) {
 	}
 	n := copy(b, p)
 	d.off += int64(n)
-	return n, d.spill(p, at)
+	if len(d.hdr) == 0 {
+		d.hdrAt = at
+	}
+	d.hdr = append(d.hdr, p...)
+	return n, nil
+}
+
+// flush writes the bytes the scanner read, and kept, to the spool file.
+func (d *direct) flush() error {
+	if len(d.hdr) == 0 {
+		return nil
+	}
+	err := d.spill(d.hdr, d.hdrAt)
+	d.hdr = d.hdr[:0]
+	return err
 }
 
 // Seek is the scanner's skip (io.SeekCurrent only): the bytes skipped,
@@ -240,6 +262,9 @@ func (d *direct) Seek(offset int64, whence int) (int64, error) {
 // have makes sure the spool file holds the package's bytes up to end, but
 // for the claimed ones.
 func (d *direct) have(ctx context.Context, end int64) error {
+	if err := d.flush(); err != nil {
+		return err
+	}
 	for d.pos < end {
 		at := d.pos
 		p, err := d.take(ctx, end-d.pos)
@@ -253,32 +278,43 @@ func (d *direct) have(ctx context.Context, end int64) error {
 	return nil
 }
 
-// claim reads the data of e, the entry whose data comes next, into memory
-// rather than the spool file, once the package's memory allows: ok is
-// false when e is not to be claimed (empty, or larger than maxClaim).
-// release frees the memory's share; it is called once e is done.
-func (d *direct) claim(ctx context.Context, e unzip.LocalEntry) (data []byte, release func(), ok bool, err error) {
-	n := e.CompressedSize
-	if n <= 0 || n > maxClaim || d.pos != e.DataOffset {
-		return nil, nil, false, nil
-	}
-	if err := d.sem.Acquire(ctx, n); err != nil {
-		return nil, nil, false, err
-	}
-	release = func() { d.sem.Release(n) }
-	data = make([]byte, 0, n)
-	for int64(len(data)) < n {
-		p, err := d.take(ctx, n-int64(len(data)))
-		if err != nil {
-			release()
-			return nil, nil, false, err
-		}
-		data = append(data, p...)
-	}
-	return data, release, true, nil
+// claimed is an entry's local header and compressed data, read into
+// memory rather than the spool file; release frees the memory's share once
+// the entry is done.
+type claimed struct {
+	header, data []byte
+	release      func()
 }
 
-// fill writes the data of se, claimed, to its place in the spool file, for
+// claim reads the local header and data of e, the entry whose data comes
+// next, into memory rather than the spool file, once the package's memory
+// allows; nil when e is not to be claimed (empty, or larger than
+// maxClaim).
+func (d *direct) claim(ctx context.Context, e unzip.LocalEntry) (*claimed, error) {
+	n := e.CompressedSize
+	// The bytes the scanner read last are e's header, if any.
+	header := int64(len(d.hdr)) == e.DataOffset-e.HeaderOffset && (len(d.hdr) == 0 || d.hdrAt == e.HeaderOffset)
+	if n <= 0 || n > maxClaim || d.pos != e.DataOffset || !header {
+		return nil, nil
+	}
+	if err := d.sem.Acquire(ctx, n); err != nil {
+		return nil, err
+	}
+	c := &claimed{header: append([]byte(nil), d.hdr...), data: make([]byte, 0, n), release: func() { d.sem.Release(n) }}
+	d.hdr = d.hdr[:0]
+	for int64(len(c.data)) < n {
+		p, err := d.take(ctx, n-int64(len(c.data)))
+		if err != nil {
+			c.release()
+			return nil, err
+		}
+		c.data = append(c.data, p...)
+	}
+	return c, nil
+}
+
+// fill writes the local header and data of se, claimed, to their place in
+// the spool file, for
 // phase 2 to read (see Streamed.Leave), and reports whether the file holds
 // it: false when it could not be written, or need not be (the download
 // started over: the file is written again in full). It is called on a
@@ -289,6 +325,9 @@ func (d *direct) fill(se *Streamed) bool {
 	if d.prog.wasRestarted() {
 		return true
 	}
+	if _, err := d.f.WriteAt(se.header, se.local.HeaderOffset); err != nil {
+		return false
+	}
 	_, err := d.f.WriteAt(se.data, se.local.DataOffset)
 	return err == nil
 }
@@ -298,6 +337,9 @@ func (d *direct) fill(se *Streamed) bool {
 // whether or not the download failed (its error is the download's
 // result), a fatal error when the spool file cannot be written, or ctx's.
 func (d *direct) drain(ctx context.Context) error {
+	if err := d.flush(); err != nil {
+		return err
+	}
 	for {
 		at := d.pos
 		p, err := d.take(ctx, maxClaim)
@@ -323,9 +365,9 @@ type arrival interface {
 	// have returns once the spool file holds the package's bytes up to
 	// end (but for claimed data).
 	have(ctx context.Context, end int64) error
-	// claim reads the data of e, next to come, into memory; ok false: e
-	// is to be read from the spool file.
-	claim(ctx context.Context, e unzip.LocalEntry) (data []byte, release func(), ok bool, err error)
+	// claim reads the local header and data of e, whose data comes next,
+	// into memory; nil: e is to be read from the spool file.
+	claim(ctx context.Context, e unzip.LocalEntry) (*claimed, error)
 }
 
 var (
@@ -340,8 +382,8 @@ func (r *spoolReader) have(ctx context.Context, end int64) error {
 }
 
 // claim: a spooled download's entries are read from the spool file.
-func (r *spoolReader) claim(context.Context, unzip.LocalEntry) ([]byte, func(), bool, error) {
-	return nil, nil, false, nil
+func (r *spoolReader) claim(context.Context, unzip.LocalEntry) (*claimed, error) {
+	return nil, nil
 }
 
 // holeOf reports whether the data of the entry at path is missing from the

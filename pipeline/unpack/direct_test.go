@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,7 +116,19 @@ func TestDirectSpoolsWhatItDoesNotClaim(t *testing.T) {
 	if !slices.Equal(h.delivered, want) || len(h.failed) != 0 || h.done != 1 || gets != 1 {
 		t.Fatalf("delivered %v, failed %+v, done %d, %d GETs; want %v, no failure, done once, one GET", h.delivered, h.failed, h.done, gets, want)
 	}
-	if claimed := int64(2 * len(small)); spooled != int64(len(pkg))-claimed {
+	// Claimed: the local headers and data of a.txt and c.txt.
+	var claimed int64
+	sc := unzip.NewLocalScanner(bytes.NewReader(pkg), unzip.Limits{})
+	for {
+		e, err := sc.Next()
+		if err != nil {
+			break
+		}
+		if e.Name == "a.txt" || e.Name == "c.txt" {
+			claimed += e.End() - e.HeaderOffset
+		}
+	}
+	if spooled != int64(len(pkg))-claimed || claimed <= int64(2*len(small)) {
 		t.Errorf("spooled %d bytes of %d; want all but the %d claimed", spooled, len(pkg), claimed)
 	}
 }
@@ -171,11 +184,11 @@ func TestDirectRestart(t *testing.T) {
 	first := bytes.Repeat([]byte("o"), 100)
 	second := bytes.Repeat([]byte("n"), 150)
 	go feed(d.t, nil, first[:40], first[40:], nil, second[:70], second[70:])
-	data, release, ok, err := d.claim(ctx, unzip.LocalEntry{DataOffset: 0, CompressedSize: 50})
-	if err != nil || !ok || !bytes.Equal(data, first[:50]) {
-		t.Fatalf("claim: %q, %v, %v", data, ok, err)
+	c, err := d.claim(ctx, unzip.LocalEntry{DataOffset: 0, CompressedSize: 50})
+	if err != nil || c == nil || !bytes.Equal(c.data, first[:50]) {
+		t.Fatalf("claim: %+v, %v", c, err)
 	}
-	release()
+	c.release()
 	if err := d.have(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
@@ -195,33 +208,37 @@ func TestDirectRestart(t *testing.T) {
 }
 
 // TestDirectHoles: the spool file holds what was not claimed at its offsets;
-// the claimed data is a hole until a worker fills it (an entry whose
-// failure is left to phase 2).
+// a claimed entry, its local header and data, is a hole until a worker
+// fills it (an entry whose failure is left to phase 2).
 func TestDirectHoles(t *testing.T) {
 	ctx := t.Context()
 	d, f := newTestDirect(t, ctx)
-	pkg := []byte("header-claimed-rest")
+	pkg := []byte("spooled|header|claimed|rest")
 	go feed(d.t, nil, pkg)
-	if err := d.have(ctx, 7); err != nil {
+	if _, err := d.Seek(8, io.SeekCurrent); err != nil { // as the scanner skips
 		t.Fatal(err)
 	}
-	e := unzip.LocalEntry{DataOffset: 7, CompressedSize: 7}
-	data, release, ok, err := d.claim(ctx, e)
-	if err != nil || !ok || string(data) != "claimed" {
-		t.Fatalf("claim: %q, %v, %v", data, ok, err)
+	header := make([]byte, 7)
+	if _, err := io.ReadFull(d, header); err != nil || string(header) != "header|" {
+		t.Fatalf("read %q, %v", header, err)
 	}
-	defer release()
+	e := unzip.LocalEntry{HeaderOffset: 8, DataOffset: 15, CompressedSize: 7}
+	c, err := d.claim(ctx, e)
+	if err != nil || c == nil || string(c.header) != "header|" || string(c.data) != "claimed" {
+		t.Fatalf("claim: %+v, %v", c, err)
+	}
+	defer c.release()
 	if err := d.drain(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(f.Name())
-	if want := "header-\x00\x00\x00\x00\x00\x00\x00-rest"; string(got) != want {
+	if want := "spooled|" + strings.Repeat("\x00", 14) + "|rest"; string(got) != want {
 		t.Fatalf("spool file %q, want %q", got, want)
 	}
-	if d.spooled != int64(len(pkg))-7 {
-		t.Errorf("spooled %d bytes, want %d", d.spooled, len(pkg)-7)
+	if d.spooled != int64(len(pkg))-14 {
+		t.Errorf("spooled %d bytes, want %d", d.spooled, len(pkg)-14)
 	}
-	if !d.fill(&Streamed{local: e, data: data}) {
+	if !d.fill(&Streamed{local: e, header: c.header, data: c.data}) {
 		t.Fatal("fill failed")
 	}
 	if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, pkg) {
@@ -244,12 +261,12 @@ func TestDirectClaimsBounded(t *testing.T) {
 	go feed(d.t, nil, chunks...)
 	var releases []func()
 	claim := func(ctx context.Context, at int64, size int64) error {
-		_, release, ok, err := d.claim(ctx, unzip.LocalEntry{DataOffset: at, CompressedSize: size})
-		if err == nil && !ok {
+		c, err := d.claim(ctx, unzip.LocalEntry{HeaderOffset: at, DataOffset: at, CompressedSize: size})
+		if err == nil && c == nil {
 			return errors.New("not claimed")
 		}
-		if ok {
-			releases = append(releases, release)
+		if c != nil {
+			releases = append(releases, c.release)
 		}
 		return err
 	}
@@ -271,8 +288,8 @@ func TestDirectClaimsBounded(t *testing.T) {
 	}
 	at += maxClaim
 	for _, size := range []int64{0, maxClaim + 1} {
-		if _, _, ok, err := d.claim(ctx, unzip.LocalEntry{DataOffset: at, CompressedSize: size}); ok || err != nil {
-			t.Errorf("claim of %d bytes: %v, %v; want not claimed", size, ok, err)
+		if c, err := d.claim(ctx, unzip.LocalEntry{HeaderOffset: at, DataOffset: at, CompressedSize: size}); c != nil || err != nil {
+			t.Errorf("claim of %d bytes: %+v, %v; want not claimed", size, c, err)
 		}
 	}
 	if err := d.drain(ctx); err != nil {

@@ -250,11 +250,12 @@ type Streamed struct {
 	sum    entrySum
 	opener *unzip.LocalOpener
 	prog   *spoolProgress
-	// data is the entry's compressed data, claimed from the download
-	// (direct.go) until the entry is done; claimed stays set.
-	data    []byte
-	claimed bool
-	dir     *direct // the package's, when read without a spool
+	// header and data are the entry's local header and compressed data,
+	// claimed from the download (direct.go), until the entry is done;
+	// claimed stays set.
+	header, data []byte
+	claimed      bool
+	dir          *direct // the package's, when read without a spool
 	// handed: given to the workers in phase 1 (and not left to phase 2
 	// by them). settled: phase 2 met it in the manifest. Both are the
 	// package goroutine's, but for the worker that leaves the entry to
@@ -638,19 +639,19 @@ func (rd *Reader) follow(ctx context.Context, h Host, j *source.Package, src arr
 		if st.byURI[e.URI] != nil {
 			return stop("a URI listed twice in manifest.xml", nil)
 		}
-		data, release, claimed, err := src.claim(ctx, le)
-		if err == nil && !claimed {
+		c, err := src.claim(ctx, le)
+		if err == nil && c == nil {
 			err = src.have(ctx, le.End())
 		}
 		if err != nil {
 			return stop("entry data", err)
 		}
 		done := wg.Done
-		if claimed {
-			se.data, se.claimed, se.dir = data, true, dir
+		if c != nil {
+			se.header, se.data, se.claimed, se.dir = c.header, c.data, true, dir
 			done = func() {
-				se.data = nil
-				release()
+				se.header, se.data = nil, nil
+				c.release()
 				wg.Done()
 			}
 		}
