@@ -149,6 +149,9 @@ func (c *Client) downloadOnce(ctx context.Context, url string, dst Destination, 
 		progress(0) // before the file empties: a reader behind it knows first
 	}
 	if err := dst.Restart(); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr // a stream's reader gave up with ctx
+		}
 		return errclass.Fatalf("download %s: %w", url, err)
 	}
 	b, err := c.newBody(ctx, url)

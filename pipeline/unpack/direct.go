@@ -1,17 +1,21 @@
 package unpack
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 
 	"golang.org/x/sync/semaphore"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
+	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/unzip"
 )
@@ -132,8 +136,12 @@ type direct struct {
 	sem   *semaphore.Weighted
 	// mu orders a worker's fill with the truncation at a restart.
 	mu sync.Mutex
-	// spooled counts the bytes written to the spool file.
+	// spooled counts the bytes written to the spool file (across
+	// restarts).
 	spooled int64
+	// werr is the first failure to write the spool file: the file lacks
+	// bytes from then on, and drain returns it (a fatal error).
+	werr error
 	// hdr are the bytes the scanner read last, from hdrAt: a local
 	// header, written to the spool file once it is known that its entry
 	// is not claimed (a claimed entry keeps its header instead).
@@ -204,8 +212,12 @@ func (d *direct) take(ctx context.Context, n int64) ([]byte, error) {
 
 // spill writes b, taken at offset at, to the spool file.
 func (d *direct) spill(b []byte, at int64) error {
+	if d.werr != nil {
+		return d.werr
+	}
 	if _, err := d.f.WriteAt(b, at); err != nil {
-		return errclass.Fatalf("spool: %w", err)
+		d.werr = errclass.Fatalf("spool: %w", err)
+		return d.werr
 	}
 	d.spooled += int64(len(b))
 	return nil
@@ -228,12 +240,23 @@ func (d *direct) Read(b []byte) (int, error) {
 	}
 	n := copy(b, p)
 	d.off += int64(n)
+	if len(d.hdr) >= maxKeptHeader {
+		// Headers of entries with no data (directories) follow one
+		// another without a skip: they go to the file.
+		if err := d.flush(); err != nil {
+			return 0, err
+		}
+	}
 	if len(d.hdr) == 0 {
 		d.hdrAt = at
 	}
 	d.hdr = append(d.hdr, p...)
 	return n, nil
 }
+
+// maxKeptHeader bounds the bytes Read keeps: more than a local header's
+// most (30 bytes, a name and an extra field of 64 KiB each).
+const maxKeptHeader = 30 + 2<<16
 
 // flush writes the bytes the scanner read, and kept, to the spool file.
 func (d *direct) flush() error {
@@ -292,9 +315,20 @@ type claimed struct {
 // maxClaim).
 func (d *direct) claim(ctx context.Context, e unzip.LocalEntry) (*claimed, error) {
 	n := e.CompressedSize
-	// The bytes the scanner read last are e's header, if any.
-	header := int64(len(d.hdr)) == e.DataOffset-e.HeaderOffset && (len(d.hdr) == 0 || d.hdrAt == e.HeaderOffset)
-	if n <= 0 || n > maxClaim || d.pos != e.DataOffset || !header {
+	if n <= 0 || n > maxClaim || d.pos != e.DataOffset {
+		return nil, nil
+	}
+	// The bytes the scanner read last end with e's header: those before
+	// it (headers of entries with no data) go to the file.
+	kept := d.hdrAt + int64(len(d.hdr))
+	if len(d.hdr) > 0 && d.hdrAt < e.HeaderOffset && e.HeaderOffset < kept {
+		cut := e.HeaderOffset - d.hdrAt
+		if err := d.spill(d.hdr[:cut], d.hdrAt); err != nil {
+			return nil, err
+		}
+		d.hdr, d.hdrAt = append(d.hdr[:0], d.hdr[cut:]...), e.HeaderOffset
+	}
+	if int64(len(d.hdr)) != e.DataOffset-e.HeaderOffset || len(d.hdr) > 0 && (d.hdrAt != e.HeaderOffset || kept != e.DataOffset) {
 		return nil, nil
 	}
 	if err := d.sem.Acquire(ctx, n); err != nil {
@@ -314,11 +348,10 @@ func (d *direct) claim(ctx context.Context, e unzip.LocalEntry) (*claimed, error
 }
 
 // fill writes the local header and data of se, claimed, to their place in
-// the spool file, for
-// phase 2 to read (see Streamed.Leave), and reports whether the file holds
-// it: false when it could not be written, or need not be (the download
-// started over: the file is written again in full). It is called on a
-// worker.
+// the spool file, for phase 2 to read (see Streamed.Leave), and reports
+// whether the file holds them (or will: after a restart the file is
+// written again in full); false when they could not be written. It is
+// called on a worker.
 func (d *direct) fill(se *Streamed) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -339,6 +372,9 @@ func (d *direct) fill(se *Streamed) bool {
 func (d *direct) drain(ctx context.Context) error {
 	if err := d.flush(); err != nil {
 		return err
+	}
+	if d.werr != nil {
+		return d.werr // the file lacks bytes phase 1 wrote
 	}
 	for {
 		at := d.pos
@@ -386,24 +422,72 @@ func (r *spoolReader) claim(context.Context, unzip.LocalEntry) (*claimed, error)
 	return nil, nil
 }
 
-// holeOf reports whether the data of the entry at path is missing from the
-// spool file (claimed by phase 1, and no restart since).
-func (st *streamState) holeOf(path string) bool {
-	se := st.entries[unzip.PathKey(path)]
-	return se != nil && se.claimed && !se.prog.wasRestarted()
+// holes returns the byte ranges of the spool file that phase 1's claims
+// left unwritten (none after a restart: the file is then written again in
+// full), sorted.
+func (st *streamState) holes() []span {
+	var hs []span
+	for _, se := range st.order {
+		if se.claimed && !se.prog.wasRestarted() {
+			hs = append(hs, span{se.local.HeaderOffset, se.local.End()})
+		}
+	}
+	slices.SortFunc(hs, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	return hs
+}
+
+// span is a range of a package's bytes, [start, end).
+type span struct{ start, end int64 }
+
+// meets reports whether [start, end) meets a span of hs (sorted).
+func meets(hs []span, start, end int64) bool {
+	i, _ := slices.BinarySearchFunc(hs, start, func(h span, off int64) int { return cmp.Compare(h.end, off+1) })
+	return i < len(hs) && hs[i].start < end
+}
+
+// readsHole reports whether delivering the listing at path from arch
+// would read bytes missing from the spool file: the local header and data
+// the central directory gives for path meet a hole. The local header is
+// read from the file (when it is not in a hole itself) for the data's
+// offset.
+func (st *streamState) readsHole(arch *unzip.Archive, f *os.File, path string) bool {
+	if len(st.hs) == 0 {
+		return false
+	}
+	zf, err := arch.Lookup(path)
+	if err != nil {
+		return false // the delivery reports it
+	}
+	h := zf.HeaderOffset()
+	const lenLocal = 30
+	if meets(st.hs, h, h+lenLocal) {
+		return true
+	}
+	var b [lenLocal]byte
+	if _, err := f.ReadAt(b[:], h); err != nil {
+		return false // the delivery reports it
+	}
+	data := h + lenLocal + int64(binary.LittleEndian.Uint16(b[26:])) + int64(binary.LittleEndian.Uint16(b[28:]))
+	return meets(st.hs, h, data+zf.CompressedSize)
 }
 
 // refetch downloads package j again, to its own spool file, for the
 // listings phase 2 must read where phase 1 left holes; once, the first
-// time one needs it.
+// time one needs it. The download must be the same package as the first:
+// its length and the digest the first computed.
 func (rd *Reader) refetch(ctx context.Context, j source.Package, st *streamState) (*unzip.Archive, error) {
 	if st.again == nil && st.againErr == nil {
-		rd.Log.Info("a listing of the package needs entry data it delivered from memory; downloading the package again", "package", j.URL)
-		sp, err := rd.fetchPackage(ctx, j)
-		if err != nil {
-			st.againErr = fmt.Errorf("downloading the package again: %w", err)
+		if st.first.Hashes.IsZero() {
+			st.againErr = errclass.Retryablef("the package's entry data went to another listing of its path as it arrived, and the package has no digest to download it again by")
 		} else {
-			st.again = sp
+			rd.Log.Info("a listing of the package needs entry data it delivered from memory; downloading the package again", "package", j.URL)
+			j.Expect = fixity.Expect{Length: st.first.Length, Hashes: st.first.Hashes}
+			sp, err := rd.fetchPackage(ctx, j, false)
+			if err != nil {
+				st.againErr = fmt.Errorf("downloading the package again: %w", err)
+			} else {
+				st.again = sp
+			}
 		}
 	}
 	if st.againErr != nil {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/source"
@@ -74,18 +75,25 @@ func (l *logged) Handle(_ context.Context, r slog.Record) error {
 // was requested, and the bytes the package's spool file took.
 func readServed(t *testing.T, pkg []byte) (*recordingHost, int64, int64) {
 	t.Helper()
+	sum := sha256.Sum256(pkg)
+	return readServedExpect(t, pkg, fixity.Expect{Length: int64(len(pkg)), Hashes: fixity.Hashes{SHA256: sum[:]}})
+}
+
+// readServedExpect is readServed with the package's expected length and
+// hashes, as its dump gives them.
+func readServedExpect(t *testing.T, pkg []byte, expect fixity.Expect) (*recordingHost, int64, int64) {
+	t.Helper()
 	var gets atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gets.Add(1)
 		http.ServeContent(w, r, "p.zip", time.Time{}, bytes.NewReader(pkg))
 	}))
 	defer srv.Close()
-	sum := sha256.Sum256(pkg)
 	log := &logged{msg: "package downloaded"}
 	rd := &Reader{Client: fetch.New(fetch.Options{Retries: -1}), SpoolDir: t.TempDir(), Log: slog.New(log),
 		Downloads: make(chan struct{}, 1), Kept: NewSpool(2), Received: new(atomic.Int64), Progress: new(atomic.Int64)}
 	h := &recordingHost{}
-	j := source.Package{URL: srv.URL + "/p.zip", Expect: fixity.Expect{Length: int64(len(pkg)), Hashes: fixity.Hashes{SHA256: sum[:]}}, Index: lineIndex{}}
+	j := source.Package{URL: srv.URL + "/p.zip", Expect: expect, Index: lineIndex{}}
 	if err := rd.Read(t.Context(), j, nil, h); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +152,32 @@ func TestDirectPathListedTwice(t *testing.T) {
 	want := []string{"http://example.org/a stream", "http://example.org/a2 archive", "http://example.org/b stream"}
 	if !slices.Equal(h.delivered, want) || len(h.failed) != 0 || h.done != 1 || gets != 2 {
 		t.Fatalf("delivered %v, failed %+v, done %d, %d GETs; want %v, no failure, done once, two GETs", h.delivered, h.failed, h.done, gets, want)
+	}
+	// Without a digest of the package, the download again could be of
+	// another version: the listing fails, temporarily, and nothing is
+	// downloaded again.
+	h, gets, _ = readServedExpect(t, pkg, fixity.Expect{Length: -1})
+	want = []string{"http://example.org/a stream", "http://example.org/b stream"}
+	if !slices.Equal(h.delivered, want) || len(h.failed) != 1 || h.failed[0].URI != "http://example.org/a2" || h.failed[0].Permanent || gets != 1 {
+		t.Fatalf("without a digest: delivered %v, failed %+v, %d GETs; want %v, a2 failed temporarily, one GET", h.delivered, h.failed, gets, want)
+	}
+}
+
+// TestHolesMet: a range meets the holes it shares a byte with.
+func TestHolesMet(t *testing.T) {
+	hs := []span{{10, 20}, {30, 40}}
+	for _, tc := range []struct {
+		start, end int64
+		want       bool
+	}{
+		{0, 10, false}, {0, 11, true}, {19, 30, true}, {20, 30, false}, {25, 31, true}, {39, 50, true}, {40, 50, false}, {12, 15, true}, {0, 100, true},
+	} {
+		if got := meets(hs, tc.start, tc.end); got != tc.want {
+			t.Errorf("[%d, %d): %v, want %v", tc.start, tc.end, got, tc.want)
+		}
+	}
+	if meets(nil, 0, 100) {
+		t.Error("no holes met")
 	}
 }
 
@@ -213,16 +247,18 @@ func TestDirectRestart(t *testing.T) {
 func TestDirectHoles(t *testing.T) {
 	ctx := t.Context()
 	d, f := newTestDirect(t, ctx)
-	pkg := []byte("spooled|header|claimed|rest")
+	pkg := []byte("spooled|dir|header|claimed|rest")
 	go feed(d.t, nil, pkg)
 	if _, err := d.Seek(8, io.SeekCurrent); err != nil { // as the scanner skips
 		t.Fatal(err)
 	}
-	header := make([]byte, 7)
-	if _, err := io.ReadFull(d, header); err != nil || string(header) != "header|" {
+	// The header of an entry with no data (a directory), then the
+	// header of the entry claimed: the first goes to the file.
+	header := make([]byte, 11)
+	if _, err := io.ReadFull(d, header); err != nil || string(header) != "dir|header|" {
 		t.Fatalf("read %q, %v", header, err)
 	}
-	e := unzip.LocalEntry{HeaderOffset: 8, DataOffset: 15, CompressedSize: 7}
+	e := unzip.LocalEntry{HeaderOffset: 12, DataOffset: 19, CompressedSize: 7}
 	c, err := d.claim(ctx, e)
 	if err != nil || c == nil || string(c.header) != "header|" || string(c.data) != "claimed" {
 		t.Fatalf("claim: %+v, %v", c, err)
@@ -232,7 +268,7 @@ func TestDirectHoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(f.Name())
-	if want := "spooled|" + strings.Repeat("\x00", 14) + "|rest"; string(got) != want {
+	if want := "spooled|dir|" + strings.Repeat("\x00", 14) + "|rest"; string(got) != want {
 		t.Fatalf("spool file %q, want %q", got, want)
 	}
 	if d.spooled != int64(len(pkg))-14 {
@@ -243,6 +279,29 @@ func TestDirectHoles(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, pkg) {
 		t.Fatalf("spool file %q after the fill, want %q", got, pkg)
+	}
+}
+
+// TestDirectWriteFails: a spool file that cannot be written is a fatal
+// error, and stays one: the file lacks bytes from then on.
+func TestDirectWriteFails(t *testing.T) {
+	ctx := t.Context()
+	path := t.TempDir() + "/spool"
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path) // read-only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d := newDirect(ctx, newTap(ctx), f, &spoolProgress{})
+	go feed(d.t, nil, []byte("0123456789"))
+	if err := d.have(ctx, 5); !errclass.IsFatal(err) {
+		t.Fatalf("have: %v, want a fatal error", err)
+	}
+	if err := d.drain(ctx); !errclass.IsFatal(err) {
+		t.Fatalf("drain: %v, want the fatal error again", err)
 	}
 }
 

@@ -153,7 +153,7 @@ func (rd *Reader) Read(ctx context.Context, j source.Package, want map[string]*s
 		defer release()
 		return rd.streamPackage(ctx, h, j, want)
 	}
-	sp, err := rd.fetchPackage(ctx, j)
+	sp, err := rd.fetchPackage(ctx, j, true)
 	if err != nil {
 		release()
 		return opened(sp, err)
@@ -184,7 +184,7 @@ func (rd *Reader) ReadIndex(ctx context.Context, j source.Package, want map[stri
 		sp, ok, err = rd.readByRange(ctx, j)
 	}
 	if err == nil && !ok {
-		sp, err = rd.fetchPackage(ctx, j)
+		sp, err = rd.fetchPackage(ctx, j, true)
 	}
 	if err != nil {
 		return rd.packageFailed(ctx, h, j, j.At, sp.stage, err)
@@ -213,7 +213,7 @@ func (rd *Reader) OpenForPlan(ctx context.Context, j source.Package) (io.ReadClo
 	if err != nil {
 		return nil, err
 	}
-	sp, err := rd.fetchPackage(ctx, j)
+	sp, err := rd.fetchPackage(ctx, j, true)
 	if err != nil {
 		release()
 		return nil, &source.StageError{Stage: sp.stage, Err: err}
@@ -304,7 +304,9 @@ func packageExpect(want fixity.Expect) fixity.Expect {
 // length and the strongest hash its dump gives (packageExpect), and opens
 // it safely. On error the spool file is already removed and the returned
 // spooled names the failed stage.
-func (rd *Reader) fetchPackage(ctx context.Context, j source.Package) (*spooled, error) {
+// When count, its bytes count in Progress (a package downloaded again does
+// not).
+func (rd *Reader) fetchPackage(ctx context.Context, j source.Package, count bool) (*spooled, error) {
 	sp := &spooled{stage: "download"}
 	f, err := os.CreateTemp(rd.SpoolDir, "rsharvest-pkg-*.zip")
 	if err != nil {
@@ -325,7 +327,9 @@ func (rd *Reader) fetchPackage(ctx context.Context, j source.Package) (*spooled,
 		sp.Close()
 		return sp, err
 	}
-	rd.Progress.Add(res.Bytes)
+	if count {
+		rd.Progress.Add(res.Bytes)
+	}
 	rd.Log.Debug("package downloaded", "package", j.URL, "bytes", res.Bytes, "took", time.Since(started))
 	rd.fetched(j.URL, res)
 	sp.stage = "unzip"
@@ -416,7 +420,7 @@ func (rd *Reader) readManifest(ctx context.Context, h Host, j source.Package, en
 			continue
 		}
 		from := arch
-		if st != nil && st.holeOf(rec.Path) {
+		if st != nil && st.readsHole(arch, st.file, rec.Path) {
 			// Its data went to a worker from memory (direct.go).
 			again, err := rd.refetch(ctx, j, st)
 			if err != nil {

@@ -252,7 +252,8 @@ type Streamed struct {
 	prog   *spoolProgress
 	// header and data are the entry's local header and compressed data,
 	// claimed from the download (direct.go), until the entry is done;
-	// claimed stays set.
+	// claimed stays set while they are missing from the spool file (see
+	// Leave).
 	header, data []byte
 	claimed      bool
 	dir          *direct // the package's, when read without a spool
@@ -321,14 +322,21 @@ type streamState struct {
 	// manifestSum) and handed out an entry for every one it lists.
 	whole       bool
 	manifestSum [sha256.Size]byte
+	// file is the package's spool file; hs the ranges of it phase 1
+	// left unwritten (direct.go), known once the download has ended;
+	// first the length and digest of the download.
+	file  *os.File
+	hs    []span
+	first fixity.Expect
 	// again is the package downloaded again for the listings phase 2
-	// finds in holes of the spool file (direct.go), or why it could not be.
+	// finds in holes of the spool file, or why it could not be.
 	again    *spooled
 	againErr error
 }
 
-// streamPackage downloads a package to a spool file while phase 1 reads
-// it; then, once the download is verified, phase 2 opens it and delivers
+// streamPackage downloads a package while phase 1 reads it (see above),
+// what phase 1 does not claim going to a spool file; then, once the
+// download is verified, phase 2 opens that file and delivers
 // (or confirms) every entry, or every winner in want when want is not nil
 // (see above). Like Read it gives h the package's failures and returns
 // only a fatal error or ctx's.
@@ -347,8 +355,10 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 		return ctx.Err()
 	case rd.Downloads <- struct{}{}:
 	}
-	// The download: it owns the spool file's writes and frees its slot
-	// when it ends. It is always waited for before the file is removed.
+	// The download: it frees its slot when it ends, and is always waited
+	// for before the spool file is removed. It writes the spool file
+	// itself when in Range parts; else this goroutine writes it (and a
+	// worker, an entry left to phase 2: see Streamed.Leave).
 	prog := &spoolProgress{}
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -401,7 +411,7 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 		}
 	}()
 
-	st := &streamState{opener: unzip.NewLocalOpener(f, rd.Limits), entries: map[string]*Streamed{}, byURI: map[string]*Streamed{}}
+	st := &streamState{opener: unzip.NewLocalOpener(f, rd.Limits), file: f, entries: map[string]*Streamed{}, byURI: map[string]*Streamed{}}
 	defer func() {
 		if st.again != nil {
 			st.again.Close()
@@ -446,6 +456,7 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 	if d.err != nil {
 		return pkgFail("download", d.err)
 	}
+	st.hs, st.first = st.holes(), fixity.Expect{Length: d.res.Bytes, Hashes: d.res.Hashes}
 	arch, err := unzip.Open(f, d.res.Bytes, rd.Limits)
 	if err != nil {
 		return pkgFail("unzip", err)
