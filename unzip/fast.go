@@ -88,6 +88,9 @@ type fastReader struct {
 	crc32   uint32
 	pool    *inflaterPool
 	open    func() io.ReadCloser // the streaming reader, for a failure
+	// data, when not nil, is the section's bytes, already in memory: a
+	// deflated entry is inflated from it, not from a copy.
+	data []byte
 
 	out      *[]byte // the verified bytes, once inflated
 	off      int
@@ -103,11 +106,20 @@ func (r *fastReader) inflate() bool {
 	}
 	out := r.pool.bufs.get(int(r.size))
 	in := out // a stored entry is read straight into out
-	if r.method != zip.Store {
+	var (
+		n   int
+		err error
+	)
+	switch {
+	case r.method != zip.Store && r.data != nil:
+		in, n = &r.data, len(r.data)
+	case r.method != zip.Store:
 		in = r.pool.bufs.get(int(r.section.Size()))
 		defer r.pool.bufs.put(in)
+		fallthrough
+	default:
+		n, err = r.section.ReadAt(*in, 0)
 	}
-	n, err := r.section.ReadAt(*in, 0)
 	if n == len(*in) && (err == nil || err == io.EOF) &&
 		(r.method == zip.Store || r.pool.fastInflate(*in, *out)) && crc32.ChecksumIEEE(*out) == r.crc32 {
 		r.out = out

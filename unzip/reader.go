@@ -166,12 +166,18 @@ type entryReader struct {
 // maxRatio. A deflated entry takes its decoder from pool, and gives it back
 // on Close. A method other than Store and Deflate fails with ErrMethod.
 func openEntry(name string, method uint16, size int64, crc uint32, section *io.SectionReader, maxRatio float64, pool *inflaterPool) (io.ReadCloser, error) {
+	return openEntryData(name, method, size, crc, section, nil, maxRatio, pool), nil
+}
+
+// openEntryData is openEntry; data, when not nil, holds section's bytes
+// (see fastReader).
+func openEntryData(name string, method uint16, size int64, crc uint32, section *io.SectionReader, data []byte, maxRatio float64, pool *inflaterPool) io.ReadCloser {
 	if fastEligible(method, size, section.Size()) {
-		return &fastReader{method: method, section: section, size: size, crc32: crc, pool: pool, open: func() io.ReadCloser {
+		return &fastReader{method: method, section: section, data: data, size: size, crc32: crc, pool: pool, open: func() io.ReadCloser {
 			return openStream(name, method, size, crc, io.NewSectionReader(section, 0, section.Size()), maxRatio, pool)
-		}}, nil
+		}}
 	}
-	return openStream(name, method, size, crc, section, maxRatio, pool), nil
+	return openStream(name, method, size, crc, section, maxRatio, pool)
 }
 
 // openStream returns the streaming reader of openEntry, for a deflated or

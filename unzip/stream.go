@@ -282,5 +282,5 @@ func (o *LocalOpener) OpenData(e LocalEntry, data []byte) (io.ReadCloser, error)
 		return nil, err
 	}
 	sr := io.NewSectionReader(bytes.NewReader(data), 0, e.CompressedSize)
-	return openEntry(e.Name, e.Method, e.Size, e.CRC32, sr, o.lim.MaxRatio, &o.pool)
+	return openEntryData(e.Name, e.Method, e.Size, e.CRC32, sr, data, o.lim.MaxRatio, &o.pool), nil
 }
