@@ -120,7 +120,7 @@ func TestMatchesZipLibrary(t *testing.T) {
 				if !f.Modified.Equal(zf.Modified) || gotZone != wantZone || f.Modified.Location().String() != zf.Modified.Location().String() {
 					t.Errorf("%s: Modified %v, library %v", zf.Name, f.Modified, zf.Modified)
 				}
-				got, err := f.dataOffset()
+				got, err := f.DataOffset()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -448,7 +448,7 @@ func FuzzMatchesLibrary(f *testing.F) {
 					got.Method != zf.Method || got.CRC32 != zf.CRC32 || !got.Modified.Equal(zf.Modified) {
 					t.Fatalf("%q: got %+v, library %+v", zf.Name, got, zf.FileHeader)
 				}
-				gotOff, gotErr := got.dataOffset()
+				gotOff, gotErr := got.DataOffset()
 				wantOff, wantErr := zf.DataOffset()
 				switch {
 				case gotErr != nil && wantErr == nil && wantOff+int64(zf.CompressedSize64) > int64(len(data)):

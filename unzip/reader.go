@@ -115,7 +115,7 @@ func (p *inflaterPool) put(in *inflater) {
 // reader's buffers; it is safe to call more than once.
 func (f *File) Open() (io.ReadCloser, error) {
 	a := f.a
-	off, err := f.dataOffset()
+	off, err := f.DataOffset()
 	if err != nil {
 		return nil, err
 	}
@@ -123,12 +123,13 @@ func (f *File) Open() (io.ReadCloser, error) {
 		return nil, errclass.Permanentf("unzip: entry %q: %w: data extends past the end of the archive", f.Name, ErrFormat)
 	}
 	sr := io.NewSectionReader(a.ra, off, f.CompressedSize)
-	return openEntry(f.Name, f.Method, f.Size, f.CRC32, sr, a.lim.MaxRatio, &a.pool)
+	return openEntry(f.Name, f.Method, f.Size, f.CRC32, sr, nil, a.lim.MaxRatio, &a.pool), nil
 }
 
-// dataOffset reads the entry's local header and returns where its data
-// starts.
-func (f *File) dataOffset() (int64, error) {
+// DataOffset reads the entry's local header, which must name the entry,
+// and returns where its data starts in the archive. It fails as Open does
+// when the header is missing or names another entry.
+func (f *File) DataOffset() (int64, error) {
 	if f.header < 0 || f.header > f.a.size-lenLocal {
 		return 0, errclass.Permanentf("unzip: entry %q: %w: local header offset out of range", f.Name, ErrFormat)
 	}
@@ -162,16 +163,12 @@ type entryReader struct {
 }
 
 // openEntry returns the reader of the entry name's data, whose compressed
-// bytes are section, checked against the declared size and crc and against
-// maxRatio. A deflated entry takes its decoder from pool, and gives it back
-// on Close. A method other than Store and Deflate fails with ErrMethod.
-func openEntry(name string, method uint16, size int64, crc uint32, section *io.SectionReader, maxRatio float64, pool *inflaterPool) (io.ReadCloser, error) {
-	return openEntryData(name, method, size, crc, section, nil, maxRatio, pool), nil
-}
-
-// openEntryData is openEntry; data, when not nil, holds section's bytes
-// (see fastReader).
-func openEntryData(name string, method uint16, size int64, crc uint32, section *io.SectionReader, data []byte, maxRatio float64, pool *inflaterPool) io.ReadCloser {
+// bytes are section (and data, when not nil: section's bytes in memory,
+// which the fast reader inflates in place), checked against the declared
+// size and crc and against maxRatio. A deflated entry takes its decoder
+// from pool, and gives it back on Close. A method other than Store and
+// Deflate fails with ErrMethod.
+func openEntry(name string, method uint16, size int64, crc uint32, section *io.SectionReader, data []byte, maxRatio float64, pool *inflaterPool) io.ReadCloser {
 	if fastEligible(method, size, section.Size()) {
 		return &fastReader{method: method, section: section, data: data, size: size, crc32: crc, pool: pool, open: func() io.ReadCloser {
 			return openStream(name, method, size, crc, io.NewSectionReader(section, 0, section.Size()), maxRatio, pool)

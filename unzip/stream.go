@@ -267,7 +267,7 @@ func (o *LocalOpener) Open(e LocalEntry) (io.ReadCloser, error) {
 		return nil, errclass.Permanentf("unzip: entry %q: %w: data offset %d", e.Name, ErrFormat, e.DataOffset)
 	}
 	sr := io.NewSectionReader(o.ra, e.DataOffset, e.CompressedSize)
-	return openEntry(e.Name, e.Method, e.Size, e.CRC32, sr, o.lim.MaxRatio, &o.pool)
+	return openEntry(e.Name, e.Method, e.Size, e.CRC32, sr, nil, o.lim.MaxRatio, &o.pool), nil
 }
 
 // OpenData is Open reading e's compressed data from data, read from the
@@ -282,5 +282,5 @@ func (o *LocalOpener) OpenData(e LocalEntry, data []byte) (io.ReadCloser, error)
 		return nil, err
 	}
 	sr := io.NewSectionReader(bytes.NewReader(data), 0, e.CompressedSize)
-	return openEntryData(e.Name, e.Method, e.Size, e.CRC32, sr, data, o.lim.MaxRatio, &o.pool), nil
+	return openEntry(e.Name, e.Method, e.Size, e.CRC32, sr, data, o.lim.MaxRatio, &o.pool), nil
 }

@@ -865,7 +865,7 @@ func TestSourceErrors(t *testing.T) {
 			a := open(t, data, Limits{})
 			f, err := a.Lookup(name)
 			wantErr(t, err, nil)
-			off, err := f.dataOffset()
+			off, err := f.DataOffset()
 			if err != nil {
 				t.Fatal(err)
 			}

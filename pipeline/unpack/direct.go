@@ -3,7 +3,6 @@ package unpack
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -448,9 +447,9 @@ func meets(hs []span, start, end int64) bool {
 // readsHole reports whether delivering the listing at path from arch
 // would read bytes missing from the spool file: the local header and data
 // the central directory gives for path meet a hole. The local header is
-// read from the file (when it is not in a hole itself) for the data's
-// offset.
-func (st *streamState) readsHole(arch *unzip.Archive, f *os.File, path string) bool {
+// read from the file for the data's offset, unless the entry starts past
+// every hole (as all do that phase 1 did not reach).
+func (st *streamState) readsHole(arch *unzip.Archive, path string) bool {
 	if len(st.hs) == 0 {
 		return false
 	}
@@ -459,15 +458,15 @@ func (st *streamState) readsHole(arch *unzip.Archive, f *os.File, path string) b
 		return false // the delivery reports it
 	}
 	h := zf.HeaderOffset()
-	const lenLocal = 30
-	if meets(st.hs, h, h+lenLocal) {
-		return true
+	if h >= st.hs[len(st.hs)-1].end {
+		return false
 	}
-	var b [lenLocal]byte
-	if _, err := f.ReadAt(b[:], h); err != nil {
-		return false // the delivery reports it
+	data, err := zf.DataOffset()
+	if err != nil {
+		// A header unreadable where a hole may be: the package again
+		// tells whether it is the package's own fault.
+		return meets(st.hs, h, h+maxKeptHeader)
 	}
-	data := h + lenLocal + int64(binary.LittleEndian.Uint16(b[26:])) + int64(binary.LittleEndian.Uint16(b[28:]))
 	return meets(st.hs, h, data+zf.CompressedSize)
 }
 

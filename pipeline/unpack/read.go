@@ -420,7 +420,7 @@ func (rd *Reader) readManifest(ctx context.Context, h Host, j source.Package, en
 			continue
 		}
 		from := arch
-		if st != nil && st.readsHole(arch, st.file, rec.Path) {
+		if st != nil && st.readsHole(arch, rec.Path) {
 			// Its data went to a worker from memory (direct.go).
 			again, err := rd.refetch(ctx, j, st)
 			if err != nil {

@@ -322,10 +322,9 @@ type streamState struct {
 	// manifestSum) and handed out an entry for every one it lists.
 	whole       bool
 	manifestSum [sha256.Size]byte
-	// file is the package's spool file; hs the ranges of it phase 1
-	// left unwritten (direct.go), known once the download has ended;
-	// first the length and digest of the download.
-	file  *os.File
+	// hs are the ranges of the spool file phase 1 left unwritten
+	// (direct.go), known once the download has ended; first the length
+	// and digest of the download.
 	hs    []span
 	first fixity.Expect
 	// again is the package downloaded again for the listings phase 2
@@ -411,7 +410,7 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 		}
 	}()
 
-	st := &streamState{opener: unzip.NewLocalOpener(f, rd.Limits), file: f, entries: map[string]*Streamed{}, byURI: map[string]*Streamed{}}
+	st := &streamState{opener: unzip.NewLocalOpener(f, rd.Limits), entries: map[string]*Streamed{}, byURI: map[string]*Streamed{}}
 	defer func() {
 		if st.again != nil {
 			st.again.Close()
