@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"database/sql"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -40,10 +40,10 @@ func politeness(t *testing.T, bin, pg string, spread bool) {
 	const rate = 4
 	repo := bench.NewOAIRepository(bench.OAIOptions{Records: 60, PageSize: 5})
 	var mu sync.Mutex
-	perSecond := map[int64]int{}
+	var at []time.Time // when each request came
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		perSecond[time.Now().Unix()]++
+		at = append(at, time.Now())
 		mu.Unlock()
 		repo.ServeHTTP(w, r)
 	}))
@@ -77,21 +77,27 @@ func politeness(t *testing.T, bin, pg string, spread bool) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	// The limiter's bucket starts full (a burst of rate): the first second
-	// may take that burst beside its rate; every later second at most
-	// the rate (one more where the second's edge splits an interval).
-	first := int64(math.MaxInt64)
-	for sec := range perSecond {
-		first = min(first, sec)
-	}
-	total := 0
-	for sec, n := range perSecond {
-		total += n
-		if limit := rate + 1; sec != first && n > limit || sec == first && n > 2*rate {
-			t.Errorf("second %d of the harvest: %d requests, above the site's rate of %d a second", sec-first, n, rate)
+	// The limiter is a bucket of rate tokens, refilled at rate a second:
+	// between any two requests, those from the one to the other number at
+	// most the bucket's burst and what it refilled meanwhile (one more for
+	// the timers' jitter). Counting by calendar second instead splits the
+	// first burst over a second's edge.
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	for i := range at {
+		for j := i + 1; j < len(at); j++ {
+			if n, limit := float64(j-i+1), rate+1+rate*at[j].Sub(at[i]).Seconds(); n > limit {
+				t.Errorf("%.0f requests within %v from %v into the harvest: above the site's rate of %d a second (at most %.1f)",
+					n, at[j].Sub(at[i]).Round(time.Millisecond), at[i].Sub(at[0]).Round(time.Millisecond), rate, limit)
+				break
+			}
 		}
 	}
+	perSecond := map[int64]int{}
+	for _, t := range at {
+		perSecond[t.Unix()]++
+	}
 	t.Logf("requests per second: %v", perSecond)
+	total := len(at)
 	if total < 12 {
 		t.Errorf("%d requests in all: the harvest did not run", total)
 	}
