@@ -187,10 +187,15 @@ func (d *direct) next(ctx context.Context) error {
 		d.mu.Lock()
 		err := d.f.Truncate(0)
 		d.mu.Unlock()
-		if err != nil {
-			return errclass.Fatalf("spool: %w", err)
-		}
 		d.pos, d.off, d.hdr = 0, 0, d.hdr[:0]
+		if err != nil && d.werr == nil {
+			// Sticky, as a failed write: the file still holds the first
+			// pass's bytes, and holes no longer say where it lacks some.
+			d.werr = errclass.Fatalf("spool: empty the file for the download begun again: %w", err)
+		}
+		if d.werr != nil {
+			return d.werr
+		}
 		return errRestarted
 	}
 	d.cur, d.owed = c.p, true
@@ -384,6 +389,8 @@ func (d *direct) drain(ctx context.Context) error {
 				return err
 			}
 		case errors.Is(err, errRestarted):
+		case d.werr != nil:
+			return d.werr // the spool file could not be emptied
 		case d.ended:
 			return nil // the download's end, or its failure
 		default:

@@ -83,18 +83,51 @@ func readServed(t *testing.T, pkg []byte) (*recordingHost, int64, int64) {
 // hashes, as its dump gives them.
 func readServedExpect(t *testing.T, pkg []byte, expect fixity.Expect) (*recordingHost, int64, int64) {
 	t.Helper()
+	h, gets, spooled := readServedWith(t, expect, served{pkg: pkg})
+	if spooled < 0 {
+		t.Fatal("no record \"package downloaded\" with the bytes spooled")
+	}
+	return h, gets, spooled
+}
+
+// served is how readServedWith serves a package and reads it.
+type served struct {
+	pkg  []byte
+	opts *fetch.Options // the client's; nil: no retries
+	// noStreaming downloads the package before reading it.
+	noStreaming bool
+	// want are the winners to apply (nil: every entry).
+	want map[string]*source.Record
+	// serve, when not nil, answers the n-th request (from 1) instead
+	// of serving pkg.
+	serve func(n int64, w http.ResponseWriter, r *http.Request)
+}
+
+// readServedWith reads the package s serves as a run would, and returns
+// what the host was given, how many times the package was requested, and
+// the bytes the streamed download's spool file took (-1: not streamed).
+func readServedWith(t *testing.T, expect fixity.Expect, s served) (*recordingHost, int64, int64) {
+	t.Helper()
 	var gets atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gets.Add(1)
-		http.ServeContent(w, r, "p.zip", time.Time{}, bytes.NewReader(pkg))
+		n := gets.Add(1)
+		if s.serve != nil {
+			s.serve(n, w, r)
+			return
+		}
+		http.ServeContent(w, r, "p.zip", time.Time{}, bytes.NewReader(s.pkg))
 	}))
 	defer srv.Close()
+	opts := fetch.Options{Retries: -1}
+	if s.opts != nil {
+		opts = *s.opts
+	}
 	log := &logged{msg: "package downloaded"}
-	rd := &Reader{Client: fetch.New(fetch.Options{Retries: -1}), SpoolDir: t.TempDir(), Log: slog.New(log),
+	rd := &Reader{Client: fetch.New(opts), SpoolDir: t.TempDir(), NoStreaming: s.noStreaming, Log: slog.New(log),
 		Downloads: make(chan struct{}, 1), Kept: NewSpool(2), Received: new(atomic.Int64), Progress: new(atomic.Int64)}
 	h := &recordingHost{}
 	j := source.Package{URL: srv.URL + "/p.zip", Expect: expect, Index: lineIndex{}}
-	if err := rd.Read(t.Context(), j, nil, h); err != nil {
+	if err := rd.Read(t.Context(), j, s.want, h); err != nil {
 		t.Fatal(err)
 	}
 	if left, _ := os.ReadDir(rd.SpoolDir); len(left) != 0 {
@@ -106,8 +139,7 @@ func readServedExpect(t *testing.T, pkg []byte, expect fixity.Expect) (*recordin
 			return h, gets.Load(), v.Int64()
 		}
 	}
-	t.Fatalf("no record %q with the bytes spooled", log.msg)
-	return nil, 0, 0
+	return h, gets.Load(), -1
 }
 
 // TestDirectSpoolsWhatItDoesNotClaim: a package streamed as it arrives

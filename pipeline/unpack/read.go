@@ -427,7 +427,11 @@ func (rd *Reader) readManifest(ctx context.Context, h Host, j source.Package, en
 				if ctx.Err() != nil || errclass.IsFatal(err) {
 					return cmp.Or(ctx.Err(), err)
 				}
-				h.Fail(ctx, Failure{Failure: runreport.Failure{URI: rec.URI, Package: j.URL, Stage: "download", Error: err.Error(), Permanent: errclass.IsPermanent(err)},
+				// Temporary whatever the download's error: the entry's
+				// bytes were in the package verified, so the next run
+				// must ask for it again (a package changed or gone since
+				// is planned afresh then).
+				h.Fail(ctx, Failure{Failure: runreport.Failure{URI: rec.URI, Package: j.URL, Stage: "download", Error: err.Error()},
 					Set: j.ResourceSet, Hold: packageHold(j, want), Kind: ResourceFailed})
 				continue
 			}

@@ -327,6 +327,10 @@ type streamState struct {
 	// and digest of the download.
 	hs    []span
 	first fixity.Expect
+	// restarted: the download started over after phase 1 began, so
+	// phase 1 read local headers of another version of the package than
+	// the one verified.
+	restarted bool
 	// again is the package downloaded again for the listings phase 2
 	// finds in holes of the spool file, or why it could not be.
 	again    *spooled
@@ -460,25 +464,33 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 	if err != nil {
 		return pkgFail("unzip", err)
 	}
-	if rd.confirmWhole(j, arch, st) {
+	st.restarted = prog.wasRestarted()
+	if rd.confirmWhole(j, arch, st, want) {
 		return rd.packageDone(ctx, h, j, arch, want == nil)
 	}
 	return rd.unpackPackage(ctx, h, j, arch, st, want)
 }
 
 // confirmWhole is phase 2 when phase 1 handed out every entry of the
-// manifest: when the archive's manifest.xml has the same bytes, and the
-// central directory accepts and describes every entry as its local header
-// did, the package is done without reading the manifest again (the caller
-// ends it), and it reports true. Otherwise it reports false (having changed nothing but the
-// entries' referenced marks): unpackPackage settles the package.
-func (rd *Reader) confirmWhole(j source.Package, arch *unzip.Archive, st *streamState) bool {
-	if !st.whole {
+// manifest (every winner of want, when not nil) from a download that did
+// not start over: when the archive's manifest.xml has the same bytes, and
+// the central directory accepts and describes every entry as its local
+// header did, the package is done without reading the manifest again (the
+// caller ends it), and it reports true. Otherwise it reports false (having
+// changed nothing but the entries' referenced marks): unpackPackage
+// settles the package, and records the winners manifest.xml lacks.
+func (rd *Reader) confirmWhole(j source.Package, arch *unzip.Archive, st *streamState, want map[string]*source.Record) bool {
+	if !st.whole || st.restarted {
 		return false
 	}
 	for _, se := range st.order {
 		if !se.handed {
 			return false // left to phase 2 (see Leave)
+		}
+	}
+	for uri := range want {
+		if st.byURI[uri] == nil {
+			return false // a winner manifest.xml does not list
 		}
 	}
 	rc, err := arch.Manifest()
@@ -683,13 +695,29 @@ func (rd *Reader) follow(ctx context.Context, h Host, j *source.Package, src arr
 // settled entry the central directory refuses, or describes otherwise than
 // its local header, stays delivered (its bytes verified against e), and the
 // refusal is recorded under e's URI as without streaming.
+//
+// When the download started over, phase 1 read another version of the
+// package than the one verified: an entry is settled only when e gives a
+// digest (so the bytes delivered are the ones the verified manifest
+// names), and the central directory need only accept it (the entry may
+// sit elsewhere in this version); else it is delivered again.
 func (rd *Reader) settle(ctx context.Context, h Host, j *source.Package, arch *unzip.Archive, st *streamState, e *source.Record) bool {
 	se := st.entries[unzip.PathKey(e.Path)]
 	if e.Path == "" || se == nil || !se.handed || se.settled || se.sum != sumEntry(e) {
 		return false
 	}
+	if st.restarted && e.Hashes.IsZero() {
+		return false
+	}
 	se.settled = true
-	if err := lookupStreamed(arch, se); err != nil {
+	check := lookupStreamed
+	if st.restarted {
+		check = func(arch *unzip.Archive, se *Streamed) error {
+			_, err := arch.Lookup(se.path)
+			return err
+		}
+	}
+	if err := check(arch, se); err != nil {
 		h.Fail(ctx, Failure{Failure: runreport.Failure{URI: e.URI, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true},
 			Set: j.ResourceSet, Hold: e.ChangeTime, Kind: Note})
 		rd.Log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
