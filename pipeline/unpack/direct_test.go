@@ -28,7 +28,7 @@ import (
 
 // storedPackage is a ZIP of the files in order, every one stored with its
 // sizes in its local header, the index first.
-func storedPackage(t *testing.T, index string, files ...[2]string) []byte {
+func storedPackage(t testing.TB, index string, files ...[2]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
@@ -101,7 +101,17 @@ type served struct {
 	// serve, when not nil, answers the n-th request (from 1) instead
 	// of serving pkg.
 	serve func(n int64, w http.ResponseWriter, r *http.Request)
+	// ctx, when not nil, is the read's (else the test's).
+	ctx context.Context
+	// url and client, when set, read the package from a server the
+	// caller runs, with its client (a fuzz target's, which must not take
+	// a new port for each input).
+	url    string
+	client *fetch.Client
 }
+
+// fuzzWait bounds a fuzz input's reads: far more than they take.
+const fuzzWait = 20 * time.Second
 
 // readServedWith reads the package s serves as a run would, and returns
 // what the host was given, how many times the package was requested, and
@@ -109,25 +119,35 @@ type served struct {
 func readServedWith(t *testing.T, expect fixity.Expect, s served) (*recordingHost, int64, int64) {
 	t.Helper()
 	var gets atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := gets.Add(1)
-		if s.serve != nil {
-			s.serve(n, w, r)
-			return
+	if s.url == "" {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := gets.Add(1)
+			if s.serve != nil {
+				s.serve(n, w, r)
+				return
+			}
+			http.ServeContent(w, r, "p.zip", time.Time{}, bytes.NewReader(s.pkg))
+		}))
+		defer srv.Close()
+		s.url = srv.URL + "/p.zip"
+	}
+	if s.client == nil {
+		opts := fetch.Options{Retries: -1}
+		if s.opts != nil {
+			opts = *s.opts
 		}
-		http.ServeContent(w, r, "p.zip", time.Time{}, bytes.NewReader(s.pkg))
-	}))
-	defer srv.Close()
-	opts := fetch.Options{Retries: -1}
-	if s.opts != nil {
-		opts = *s.opts
+		s.client = fetch.New(opts)
 	}
 	log := &logged{msg: "package downloaded"}
-	rd := &Reader{Client: fetch.New(opts), SpoolDir: t.TempDir(), NoStreaming: s.noStreaming, Log: slog.New(log),
+	rd := &Reader{Client: s.client, SpoolDir: t.TempDir(), NoStreaming: s.noStreaming, Log: slog.New(log),
 		Downloads: make(chan struct{}, 1), Kept: NewSpool(2), Received: new(atomic.Int64), Progress: new(atomic.Int64)}
 	h := &recordingHost{}
-	j := source.Package{URL: srv.URL + "/p.zip", Expect: expect, Index: lineIndex{}}
-	if err := rd.Read(t.Context(), j, s.want, h); err != nil {
+	j := source.Package{URL: s.url, Expect: expect, Index: lineIndex{}}
+	ctx := t.Context()
+	if s.ctx != nil {
+		ctx = s.ctx
+	}
+	if err := rd.Read(ctx, j, s.want, h); err != nil && ctx.Err() == nil {
 		t.Fatal(err)
 	}
 	if left, _ := os.ReadDir(rd.SpoolDir); len(left) != 0 {

@@ -57,12 +57,15 @@ type recordingHost struct {
 
 var _ Host = (*recordingHost)(nil)
 
-func (h *recordingHost) Deliver(_ context.Context, e Entry) error {
+func (h *recordingHost) Deliver(ctx context.Context, e Entry) error {
 	from := "stream"
 	if e.Arch != nil {
-		// Looked up, as the executor does: that marks it listed.
+		// Looked up, as the executor does: that marks it listed. A path
+		// the archive refuses is the entry's failure, as there.
 		if _, err := e.Arch.Lookup(e.Record.Path); err != nil {
-			return err
+			h.Fail(ctx, Failure{Failure: runreport.Failure{URI: e.Record.URI, Package: e.Package.URL, Stage: "unzip", Error: err.Error(), Permanent: true}, Kind: ResourceFailed})
+			e.Done()
+			return nil
 		}
 		from = "archive"
 	}
