@@ -447,3 +447,29 @@ func randomText(rnd *rand.Rand, n int) string {
 	}
 	return string(b)
 }
+
+// TestUntilInTheFuture: an incremental run with --until later than now
+// leaves its checkpoint at now, not at that --until: what the source
+// publishes before then is read by the next run.
+func TestUntilInTheFuture(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	writeChangeDump(t, src, []pkgSpec{{from: "2019-01-01T00:00:00Z", changes: []change{
+		{uri: res(1), kind: manifest.Created, at: "2019-01-01T01:00:00Z", body: "res1"},
+	}}}, false)
+	srv := serve(t, src)
+	source := srv.URL + "changedump.xml"
+	h := newHarness(t)
+	until := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
+	rep := h.incremental(ctx, source, pipeline.Range{From: mustTime(t, "2019-01-01T00:00:00Z"), Until: until})
+	if rep.Status != runreport.StatusOK {
+		t.Fatalf("%s", rep.Summary())
+	}
+	cp, ok, err := h.store.Checkpoint(ctx, source, "")
+	if err != nil || !ok {
+		t.Fatalf("checkpoint: %v %v", ok, err)
+	}
+	if now := time.Now(); cp.Next.After(now) {
+		t.Errorf("checkpoint %s is later than now (%s): what the open dump adds before then is never read", cp.Next.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+}

@@ -308,6 +308,11 @@ func (pl *plan) checkpoints(task source.Task) []source.Checkpoint {
 	for i := range cps {
 		cp := &cps[i]
 		cp.Next = cmp.Or(cp.Until, pl.now)
+		if cp.Next.After(pl.now) {
+			// An until to come: what the repository adds before then is
+			// read by the next run.
+			cp.Next = pl.now
+		}
 		if task.Mode == source.Baseline {
 			cp.Baseline = cp.Next
 		} else if cp.Until.IsZero() {

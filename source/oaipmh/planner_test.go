@@ -184,6 +184,22 @@ func TestDayGranularity(t *testing.T) {
 	}
 }
 
+// TestUntilInTheFuture: an incremental task whose until is still to come
+// leaves its checkpoint at now, not at that until: what the repository
+// adds before then is read by the next run.
+func TestUntilInTheFuture(t *testing.T) {
+	r := newRepo(t, bench.OAIOptions{Records: 3})
+	until := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
+	cps, err := planner().Plan(context.Background(), source.Task{Source: r.URL, Mode: source.Incremental, From: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), Until: until},
+		sourcetest.Holdings{}, func(context.Context, source.Unit) error { return nil })
+	if err != nil || len(cps) != 1 {
+		t.Fatalf("Plan: %v %v", cps, err)
+	}
+	if now := time.Now(); cps[0].Next.After(now) {
+		t.Errorf("checkpoint %v, later than now (%v)", cps[0].Next, now)
+	}
+}
+
 // TestTokenLoop: a token sent twice ends the list with the set's failure;
 // the records before it stand, and no request loops.
 func TestTokenLoop(t *testing.T) {

@@ -242,7 +242,15 @@ func (w *walk) set(ctx context.Context, set string) (*source.Checkpoint, error) 
 		}
 		cp.Next = cp.From
 		if !w.task.Until.IsZero() {
+			// Never past now: what the source publishes later, dated
+			// before an until to come, is read by the next run.
 			cp.Next = cp.Until
+			if cp.Next.After(w.now) {
+				cp.Next = w.now
+			}
+			if cp.Next.Before(cp.From) {
+				cp.Next = cp.From
+			}
 		}
 	}
 	w.sets[set] = cp
