@@ -15,6 +15,7 @@ import (
 	"github.com/rsharvest/rsharvest/fixity"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/source"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -129,8 +130,9 @@ func (r *run) publish(b *state.Batch, t *tally) {
 // before their outcomes are recorded: a write a sink then reports failed is
 // taken out of the batch (or, when committed earlier, forgotten by the
 // state so the next run delivers it again) and recorded as a failure that
-// holds the checkpoint unless permanent. The other sinks' deliveries of it
-// are kept, so only the failing sink gets it again.
+// holds the checkpoint unless permanent, and is kept as a retry if
+// permanent. The other sinks' deliveries of it are kept, so only the
+// failing sink gets it again.
 func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error {
 	for _, s := range r.sinks {
 		bs, ok := s.Sink.(sink.Batcher)
@@ -152,9 +154,17 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error
 				kept = append(kept, b.Resources[i])
 			}
 			b.Resources = kept
+			was := rec // the version the write was of, if known
 			if rec == nil {
 				// Committed earlier, or its outcome is still on its way
 				// to the commit stage: forget it either way.
+				held, ok, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, f.URI)
+				if err != nil {
+					return err
+				}
+				if ok {
+					was = &held
+				}
 				if err := r.opts.Store.ForgetResources(ctx, r.opts.SourceKey, []string{f.URI}); err != nil {
 					return err
 				}
@@ -176,12 +186,21 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error
 			}
 			t.failed++
 			t.failures = append(t.failures, fl)
-			if !fl.Permanent {
+			switch {
+			case !fl.Permanent:
 				set := anySet
 				if rec != nil {
 					set = rec.ResourceSet
 				}
 				r.noteHold(set, ct, nil)
+			case was != nil:
+				// The checkpoint passes it: the next run asks for it
+				// again, by its URI.
+				retry := source.Record{URI: was.URI, ResourceSet: was.ResourceSet, Listed: was.Package, Length: -1, ChangeTime: was.ChangeTime}
+				if was.Deleted {
+					retry.Change = source.Deleted
+				}
+				b.Retries = append(b.Retries, r.retryOf(&retry))
 			}
 			r.log.Warn("sink failed a queued write", "sink", s.name, "uri", f.URI, "error", f.Err)
 			b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: fl.URI, Package: fl.Package, Stage: fl.Stage, Error: fl.Error, Permanent: fl.Permanent, ChangeTime: ct, At: time.Now().UTC()})

@@ -111,7 +111,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 		// A newer change is already applied (an earlier run covered a
 		// later range), or a newer version held: never let an older one
 		// overwrite it.
-		res := result{outcome: outSuperseded}
+		res := r.superseded(e.URI)
 		if h.olderVersion {
 			res.skip = &runreport.Skip{Package: j.pkg.URL, Entry: e.URI,
 				Reason: fmt.Sprintf("listed at version %s, older than the version %s held: not applied", e.Version, h.prev.Version)}

@@ -75,11 +75,17 @@ func (r *run) heldWin(ctx context.Context, win *source.Record) (bool, error) {
 		return false, err
 	}
 	if h.superseded {
-		return true, r.send(ctx, result{outcome: outSuperseded})
+		return true, r.send(ctx, r.superseded(win.URI))
 	}
 	rec := h.prev
 	rec.ChangeTime, rec.Outcome, rec.RunID, rec.Updated = win.ChangeTime, state.OutcomeUnchanged, r.runID, time.Time{}
 	return true, r.send(ctx, result{outcome: outUnchanged, resource: rec, hadRecord: true, delivered: len(h.deliveries) > 0})
+}
+
+// superseded is the result of a change of uri older than the version
+// held: nothing to do, but a retry of an older change is resolved.
+func (r *run) superseded(uri string) result {
+	return result{outcome: outSuperseded, resource: state.Resource{Source: r.opts.SourceKey, URI: uri}}
 }
 
 // unheld returns the winners of change package j (j.Wins) that the
@@ -108,7 +114,7 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) res
 	}
 	if had && !prev.ChangeTime.IsZero() && (prev.ChangeTime.After(c.ChangeTime) || (prev.Deleted && prev.ChangeTime.Equal(c.ChangeTime))) {
 		// A newer change is applied, or this very delete already was.
-		return result{outcome: outSuperseded}
+		return r.superseded(c.URI)
 	}
 	rec := state.Resource{URI: c.URI, Source: r.opts.SourceKey, ResourceSet: c.ResourceSet, Length: -1, ChangeTime: c.ChangeTime,
 		Package: c.Listed, RunID: r.runID, Outcome: state.OutcomeDeleted, Deleted: true}
@@ -118,10 +124,13 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) res
 				return result{fatal: err}
 			}
 			f := runreport.Failure{URI: c.URI, Package: c.Listed, Stage: "deliver", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
-			if !f.Permanent {
+			res := result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.ChangeTime}
+			if f.Permanent {
+				res.retry = c // the next run deletes it again
+			} else {
 				r.noteHold(c.ResourceSet, c.ChangeTime, ep)
 			}
-			return result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.ChangeTime}
+			return res
 		}
 	}
 	// A delete of what the destination never held, or holds deleted

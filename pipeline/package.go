@@ -169,6 +169,10 @@ func (h unpackHost) Fail(ctx context.Context, f unpack.Failure) {
 	case unpack.ResourceFailed:
 		c = countsResource
 	}
+	if f.Retry != nil {
+		h.r.failIn(ctx, f.Failure, f.Set, f.Hold, c, nil, f.Retry)
+		return
+	}
 	h.r.failIn(ctx, f.Failure, f.Set, f.Hold, c, nil)
 }
 

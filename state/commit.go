@@ -134,12 +134,13 @@ type Batch struct {
 	// Retries are upserted by (source, URI): records whose own permanent
 	// failure the next run asks for again. A resource of Resources that
 	// is not failed clears its retry when its ChangeTime is not older than
-	// the retry's; a key of Resolved clears it (after Retries are
+	// the retry's; a key of Resolved may clear it (after Retries are
 	// applied).
 	Retries []Retry
 	// Resolved are resources whose retry is cleared although the batch
 	// records nothing else of them (a change superseded by a newer one
-	// held).
+	// held), when the version held is at least as new as the change that
+	// failed (its ChangeTime not older than the retry's).
 	Resolved []Key
 	// Checkpoint, if not nil, is set last, and clears the progress marks
 	// of its source and resource set.
@@ -1146,9 +1147,14 @@ func commitRetries(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) err
 	if err != nil {
 		return err
 	}
-	return execEach(ctx, tx, "DELETE FROM retries WHERE source = ? AND uri = ?", len(b.Resolved), func(i int) ([]any, error) {
-		return []any{b.Resolved[i].Source, b.Resolved[i].URI}, nil
-	}, func(i int, err error) error { return fmt.Errorf("resolved %q: %w", b.Resolved[i].URI, err) })
+	// Only when the version held is as new as the change that failed: a
+	// run that finds an older change superseded resolves the older
+	// retries, never one of a newer change.
+	return execEach(ctx, tx, `DELETE FROM retries WHERE source = ? AND uri = ?
+		AND coalesce(change_time, '') <= coalesce((SELECT change_time FROM resources r WHERE r.source = retries.source AND r.uri = retries.uri), '')`,
+		len(b.Resolved), func(i int) ([]any, error) {
+			return []any{b.Resolved[i].Source, b.Resolved[i].URI}, nil
+		}, func(i int, err error) error { return fmt.Errorf("resolved %q: %w", b.Resolved[i].URI, err) })
 }
 
 // Retries returns the outstanding retries of source's resource set set,

@@ -8,7 +8,8 @@ import (
 
 // TestRetries: an outstanding retry is replaced by a retry of a newer
 // change, not of an older one; a version held clears the retries it is
-// not older than, and only those; Resolved clears one whatever its time;
+// not older than, and only those; Resolved clears one the version
+// recorded is not older than;
 // Retries gives them back by set, with their change times.
 func TestRetries(t *testing.T) {
 	ctx := context.Background()

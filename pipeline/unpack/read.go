@@ -64,6 +64,9 @@ type Failure struct {
 	Set  string
 	Hold time.Time
 	Kind FailureKind
+	// Retry, for a resource's own permanent failure, is the record the
+	// next run asks for again (see state.Retry), or nil.
+	Retry *source.Record
 }
 
 // Host is the executor's side of a package read.
@@ -397,8 +400,14 @@ func (rd *Reader) readManifest(ctx context.Context, h Host, j source.Package, en
 			var ee *source.EntryError
 			if errors.As(err, &ee) {
 				if want == nil { // else recorded when the plan was made
-					h.Fail(ctx, Failure{Failure: runreport.Failure{URI: cmp.Or(ee.URI, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true},
-						Set: AnySet, Hold: j.At, Kind: ResourceFailed})
+					f := Failure{Failure: runreport.Failure{URI: cmp.Or(ee.URI, j.URL), Package: j.URL, Stage: "manifest", Error: err.Error(), Permanent: true},
+						Set: AnySet, Hold: j.At, Kind: ResourceFailed}
+					if ee.URI != "" && source.CheckURI(ee.URI) == nil {
+						// The resource it names is asked for again by the
+						// next incremental run, at the package's time.
+						f.Retry = &source.Record{URI: ee.URI, ResourceSet: j.ResourceSet, Listed: j.URL, Length: -1, ChangeTime: j.At}
+					}
+					h.Fail(ctx, f)
 				}
 				continue
 			}
@@ -444,9 +453,12 @@ func (rd *Reader) readManifest(ctx context.Context, h Host, j source.Package, en
 		}
 	}
 	for uri, w := range want {
+		// The next run asks for the resource itself (not in a package).
+		retry := *w
+		retry.Path, retry.Seq = "", 0
 		h.Fail(ctx, Failure{Failure: runreport.Failure{URI: uri, Package: j.URL, Stage: "manifest",
 			Error: fmt.Sprintf("the change of %s listed in the manifest copy is not in the package's manifest.xml", w.ChangeTime.UTC().Format(time.RFC3339Nano)), Permanent: true},
-			Set: j.ResourceSet, Hold: w.ChangeTime, Kind: ResourceFailed})
+			Set: j.ResourceSet, Hold: w.ChangeTime, Kind: ResourceFailed, Retry: &retry})
 	}
 	// Wait for the workers to finish this package's entries.
 	if err := waitGroup(ctx, &wg); err != nil {

@@ -151,17 +151,10 @@ func (w *walk) readChanges(ctx context.Context, p *changeplan.Plan, i int) (err 
 		recs = recs[:0]
 		return err
 	}
-	entryFail := func(seq int64, uri string, err error) error {
-		f := source.Failure{URI: uri, ResourceSet: j.ResourceSet, Listed: j.URL, Document: j.Contents, Stage: "manifest", Err: errclass.NewPermanent(err), Resource: true}
-		var ee *manifest.EntryError
-		if errors.As(err, &ee) {
-			// A malformed entry is its own failure; the resource it names
-			// is asked for again by the next task. Its time, unread, is at
-			// most the package's end (now for an open one): what it says
-			// wins over the older changes held, and a later package's
-			// change of the resource wins over it.
-			f.Retry = entryRetry(ee, j.ResourceSet, j.URL, cmp.Or(j.Until, w.now))
-		}
+	// entryFail records an entry's own failure; the resource it names
+	// (retry, when it can be fetched) is asked for again by the next task.
+	entryFail := func(seq int64, uri string, err error, retry *source.Record) error {
+		f := source.Failure{URI: uri, ResourceSet: j.ResourceSet, Listed: j.URL, Document: j.Contents, Stage: "manifest", Err: errclass.NewPermanent(err), Resource: true, Retry: retry}
 		return p.Fail(ctx, i, seq, f)
 	}
 	for seq := int64(0); ; seq++ {
@@ -172,7 +165,12 @@ func (w *walk) readChanges(ctx context.Context, p *changeplan.Plan, i int) (err 
 			}
 			var ee *manifest.EntryError
 			if errors.As(err, &ee) {
-				if err := entryFail(seq, orNone(ee.Loc, j.URL), err); err != nil {
+				// Its time, unread, is at most the package's end (now for
+				// an open one): what it says wins over the older changes
+				// held, and a later package's change of the resource wins
+				// over it.
+				retry := entryRetry(ee.Loc, ee.Change, j.ResourceSet, j.URL, cmp.Or(j.Until, w.now))
+				if err := entryFail(seq, orNone(ee.Loc, j.URL), err, retry); err != nil {
 					return err
 				}
 				continue
@@ -183,7 +181,9 @@ func (w *walk) readChanges(ctx context.Context, p *changeplan.Plan, i int) (err 
 			return pkgFail("manifest", fmt.Errorf("manifest: %w", err))
 		}
 		if err := checkChange(e, !j.List); err != nil {
-			if err := entryFail(seq, e.Loc, err); err != nil {
+			// At its own time when it gives one.
+			retry := entryRetry(e.Loc, e.Metadata.Change, j.ResourceSet, j.URL, cmp.Or(e.ChangeTime(), j.Until, w.now))
+			if err := entryFail(seq, e.Loc, err, retry); err != nil {
 				return err
 			}
 			continue

@@ -686,7 +686,7 @@ func (w *walk) eachEntry(ctx context.Context, docURL, set string, records bool, 
 				case !records:
 					f.ResourceSet, f.WholeSet = set, true
 				default:
-					f.ResourceSet, f.Retry = set, entryRetry(ee, set, docURL, time.Time{})
+					f.ResourceSet, f.Retry = set, entryRetry(ee.Loc, ee.Change, set, docURL, time.Time{})
 				}
 				if err := w.fail(ctx, f); err != nil {
 					return err
@@ -750,16 +750,16 @@ func capName(c manifest.Capability) string {
 	return string(c)
 }
 
-// entryRetry is the record a malformed entry (ee) of a list of resources
-// names, to ask for again by the next task: deleted when its rs:md says
-// so, at change time at (its own is unread). Nil when its loc cannot be
-// fetched.
-func entryRetry(ee *manifest.EntryError, set, listed string, at time.Time) *source.Record {
-	if ee.Loc == "" || CheckLoc(ee.Loc) != nil {
+// entryRetry is the record a malformed or refused entry of a list of
+// resources names (its loc and change), to ask for again by the next
+// task: deleted when its rs:md says so, at change time at. Nil when its
+// loc cannot be fetched.
+func entryRetry(loc string, change manifest.Change, set, listed string, at time.Time) *source.Record {
+	if loc == "" || CheckLoc(loc) != nil {
 		return nil
 	}
-	rec := &source.Record{URI: ee.Loc, ResourceSet: set, Listed: listed, Length: -1, ChangeTime: at}
-	if ee.Change == manifest.Deleted {
+	rec := &source.Record{URI: loc, ResourceSet: set, Listed: listed, Length: -1, ChangeTime: at}
+	if change == manifest.Deleted {
 		rec.Change = source.Deleted
 	}
 	return rec

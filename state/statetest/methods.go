@@ -568,7 +568,8 @@ func testCheckpoints[S Snapshot](t *testing.T, h Harness[S]) {
 
 // testRetries: a retry of an older change does not replace an
 // outstanding one; a resource held at a change not older than the
-// retry's clears it, a failed one does not; Resolved clears it.
+// retry's clears it, a failed one does not; Resolved clears it when the
+// version recorded is not older than the retry's change.
 func testRetries[S Snapshot](t *testing.T, h Harness[S]) {
 	ctx := t.Context()
 	st, _ := openStore(t, h)
@@ -593,8 +594,9 @@ func testRetries[S Snapshot](t *testing.T, h Harness[S]) {
 			held("c", at(3), state.OutcomeFailed),          // failed: stays
 			held("d", time.Time{}, state.OutcomeUnchanged), // unknown, as the retry: cleared
 		}}, []state.Retry{retry("a", "a@2", at(2)), retry("c", "c@2", at(2))}},
-		{"resolved clears", state.Batch{Resolved: []state.Key{{Source: srcA, URI: "a"}, {Source: srcB, URI: "c"}}},
-			[]state.Retry{retry("c", "c@2", at(2))}},
+		// a is recorded at 1, older than its retry's 2: it stays; c at 3.
+		{"resolved clears", state.Batch{Resolved: []state.Key{{Source: srcA, URI: "a"}, {Source: srcA, URI: "c"}, {Source: srcB, URI: "a"}}},
+			[]state.Retry{retry("a", "a@2", at(2))}},
 	}
 	for _, s := range steps {
 		must(t, st.Commit(ctx, s.b))
