@@ -398,11 +398,11 @@ func (s *FS) commit(tmp, rel string) error {
 		if err = s.tmp.rename(s.root, tmp, rel); !errors.Is(err, iofs.ErrNotExist) {
 			return err
 		}
-		if err = s.mkdirAll(path.Dir(rel)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-			return err
+		if merr := s.mkdirAll(path.Dir(rel)); merr != nil && !errors.Is(merr, iofs.ErrNotExist) {
+			return merr
 		}
 	}
-	return err
+	return err // the last rename's: the file is not in place
 }
 
 // mkdirAll creates dir and its missing parents. Unlike os.Root.MkdirAll it
