@@ -33,6 +33,9 @@
 //   - A directory for an empty piece is named "%", for "." "%2E", and for
 //     ".." "%2E%2E". No URI can therefore escape DIR or collide with
 //     another: "http://h/x/../y" is "http/h/x/%2E%2E/@y", not "http/h/@y".
+//   - A scheme that begins, in any case, with "records.sqlite" (the packed
+//     layout's database, which names that begin so announce) has its first
+//     letter escaped: "records.sqlite://h/a" is "%72ecords.sqlite/h/@a".
 //   - A name longer than 255 bytes is cut into pieces of at most 254 bytes,
 //     never inside an escape or a UTF-8 character, and each piece but the
 //     last ends in "%" and is a directory holding the next piece. The last

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"unicode/utf8"
@@ -65,7 +66,7 @@ func Encode(uri string) string {
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
 		hier, tail = rest[:i], rest[i:]
 	}
-	writeName(&b, scheme) // a scheme's characters never need escaping
+	writeName(&b, schemeName(scheme))
 	for {
 		seg, more, found := strings.Cut(hier, "/")
 		b.WriteByte('/')
@@ -76,6 +77,18 @@ func Encode(uri string) string {
 		writeName(&b, dirName(seg))
 		hier = more
 	}
+}
+
+// schemeName is the directory name of a URL's scheme: the scheme itself
+// (its characters never need escaping), but for one that begins, in any
+// case (some file systems fold it), as the packed layout's database does:
+// its first letter is escaped, so that no URI's directory is taken for
+// that database or its journals (see New, NewPacked).
+func schemeName(scheme string) string {
+	if len(scheme) >= len(PackedFile) && strings.EqualFold(scheme[:len(PackedFile)], PackedFile) {
+		return fmt.Sprintf("%%%02X", scheme[0]) + scheme[1:]
+	}
+	return scheme
 }
 
 // Decode reverses Encode: it returns the URI whose file is at rel (relative

@@ -254,3 +254,41 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestSchemeNamedLikeThePackedDatabase: a URI whose scheme begins as the
+// packed layout's database name does ("records.sqlite://…", in any case) is
+// a valid URL. Its directory has the scheme's first letter escaped, so the
+// mirror that holds it opens again in the file layout (New takes a
+// top-level records.sqlite for a packed mirror), and it decodes back.
+func TestSchemeNamedLikeThePackedDatabase(t *testing.T) {
+	tests := []struct {
+		uri string
+	}{
+		{"records.sqlite://example.com/a"},
+		{"records.sqlite://x"},
+		{"Records.SQLite-wal://x/y"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.uri, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newFS(t, dir, Options{})
+			put(t, s, tt.uri, "x")
+			put(t, s, "http://example.com/ordinary", "y")
+			if top := strings.Split(Encode(tt.uri), "/")[0]; strings.HasPrefix(strings.ToLower(top), PackedFile) {
+				t.Errorf("Encode(%q) is in the top-level directory %q", tt.uri, top)
+			}
+			if got, err := Decode(Encode(tt.uri)); err != nil || got != tt.uri {
+				t.Errorf("Decode(Encode(%q)) = %q, %v", tt.uri, got, err)
+			}
+			if err := s.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			again, err := New(dir, Options{})
+			if err != nil {
+				t.Errorf("reopening a file-layout mirror that holds %q: %v", tt.uri, err)
+			} else {
+				again.Close(t.Context())
+			}
+		})
+	}
+}
