@@ -21,8 +21,9 @@
 // # Documents
 //
 // The resource document of a URI has the _id docID(URI): the URI itself
-// when it is valid UTF-8 of 1 to 512 bytes (Elasticsearch's limit), else
-// "sha256:" and the hex SHA-256 of the URI's bytes. Its fields:
+// when it is valid UTF-8 of 1 to 512 bytes (Elasticsearch's limit) that
+// does not start with "sha256:", else "sha256:" and the hex SHA-256 of the
+// URI's bytes. Its fields:
 //
 //	doc_id        the _id again (keyword; _id itself cannot be sorted on)
 //	uri           the URI (keyword); invalid UTF-8 replaced by U+FFFD

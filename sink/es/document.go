@@ -22,15 +22,21 @@ import (
 // maxIDBytes is Elasticsearch's limit on the length of an _id.
 const maxIDBytes = 512
 
+// hashedID starts the _id of a resource document whose URI is not its
+// _id.
+const hashedID = "sha256:"
+
 // docID returns the _id of uri's resource document: uri itself when
-// Elasticsearch takes it as an _id (valid UTF-8, 1 to 512 bytes), else
-// "sha256:" and the hex SHA-256 of its bytes.
+// Elasticsearch takes it as an _id (valid UTF-8, 1 to 512 bytes) and it
+// does not start with hashedID, else hashedID and the hex SHA-256 of its
+// bytes. Distinct URIs have distinct _ids: a URI that looks like another's
+// hashed _id is hashed too.
 func docID(uri string) string {
-	if uri != "" && len(uri) <= maxIDBytes && utf8.ValidString(uri) {
+	if uri != "" && len(uri) <= maxIDBytes && utf8.ValidString(uri) && !strings.HasPrefix(uri, hashedID) {
 		return uri
 	}
 	sum := sha256.Sum256([]byte(uri))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return hashedID + hex.EncodeToString(sum[:])
 }
 
 // uriFields returns the "uri" and "uri_b64" values of uri: uri_b64 is set
