@@ -62,7 +62,7 @@ func deflatedPackage(t testing.TB, index string, files ...[2]string) []byte {
 // Each input is two reads over loopback, some 4 ms under the fuzzer:
 // CI runs fewer of them than of the parsers' targets.
 //
-//ci:fuzzcount 10000
+//ci:fuzzcount 5000
 func FuzzStreamedAgreesWithDownloaded(f *testing.F) {
 	index := "http://example.org/a a.txt\nhttp://example.org/b b.txt\nhttp://example.org/c c.txt\n"
 	files := [][2]string{{"a.txt", "alpha"}, {"b.txt", strings.Repeat("bravo ", 200)}, {"c.txt", ""}}
