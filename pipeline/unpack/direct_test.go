@@ -3,6 +3,7 @@ package unpack
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -29,16 +30,44 @@ import (
 // storedPackage is a ZIP of the files in order, every one stored with its
 // sizes in its local header, the index first.
 func storedPackage(t testing.TB, index string, files ...[2]string) []byte {
+	return zipPackage(t, zip.Store, index, files...)
+}
+
+// deflatedPackage is storedPackage with its entries deflated, their sizes
+// still in their local headers (as a package must be to be read as it
+// arrives).
+func deflatedPackage(t testing.TB, index string, files ...[2]string) []byte {
+	return zipPackage(t, zip.Deflate, index, files...)
+}
+
+// zipPackage is a ZIP of the index and the files in order, each written
+// with method and its sizes in its local header.
+func zipPackage(t testing.TB, method uint16, index string, files ...[2]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	for _, f := range append([][2]string{{unzip.ManifestName, index}}, files...) {
-		n := uint64(len(f[1]))
-		w, err := zw.CreateRaw(&zip.FileHeader{Name: f[0], Method: zip.Store, CRC32: crc32.ChecksumIEEE([]byte(f[1])), CompressedSize64: n, UncompressedSize64: n})
+		data := []byte(f[1])
+		if method == zip.Deflate {
+			var c bytes.Buffer
+			fw, err := flate.NewWriter(&c, flate.BestSpeed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fw.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			if err := fw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			data = c.Bytes()
+		}
+		w, err := zw.CreateRaw(&zip.FileHeader{Name: f[0], Method: method, CRC32: crc32.ChecksumIEEE([]byte(f[1])),
+			CompressedSize64: uint64(len(data)), UncompressedSize64: uint64(len(f[1]))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := io.WriteString(w, f[1]); err != nil {
+		if _, err := w.Write(data); err != nil {
 			t.Fatal(err)
 		}
 	}

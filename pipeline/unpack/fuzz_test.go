@@ -1,12 +1,8 @@
 package unpack
 
 import (
-	"archive/zip"
-	"bytes"
-	"compress/flate"
 	"context"
 	"crypto/sha256"
-	"hash/crc32"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,41 +12,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/fixity"
-	"github.com/rsharvest/rsharvest/unzip"
 )
-
-// deflatedPackage is storedPackage with its entries deflated, their sizes
-// in their local headers (as a package must be to be read as it arrives).
-func deflatedPackage(t testing.TB, index string, files ...[2]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, f := range append([][2]string{{unzip.ManifestName, index}}, files...) {
-		var c bytes.Buffer
-		fw, err := flate.NewWriter(&c, flate.BestSpeed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fw.Write([]byte(f[1])); err != nil {
-			t.Fatal(err)
-		}
-		if err := fw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		w, err := zw.CreateRaw(&zip.FileHeader{Name: f[0], Method: zip.Deflate, CRC32: crc32.ChecksumIEEE([]byte(f[1])),
-			CompressedSize64: uint64(c.Len()), UncompressedSize64: uint64(len(f[1]))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(c.Bytes()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // FuzzStreamedAgreesWithDownloaded reads a package, whatever its bytes,
 // both ways a first load can: streamed as it arrives, and downloaded then
