@@ -157,15 +157,17 @@ var _ sink.Sink = boundSink{}
 func (r *run) setCheckpoints(ctx context.Context, rep *runreport.Report) error {
 	now := time.Now().UTC()
 	for _, sr := range r.checkpoints {
-		next := sr.Next
+		next, held := sr.Next, false
 		if hold, ok := r.holdOf(sr.ResourceSet); ok && hold.Before(next) {
-			next = hold
+			next, held = hold, true
 			if next.Before(sr.From) {
 				next = sr.From
 			}
 		}
+		// A set held is not done: its progress marks stay, so that the
+		// next run goes on from them rather than from the hold.
 		cp := state.Checkpoint{Source: r.opts.SourceKey, ResourceSet: sr.ResourceSet, Next: next, Baseline: sr.Baseline, Open: sr.Open, RunID: r.runID, Updated: now,
-			DescribedBy: sr.DescribedBy}
+			DescribedBy: sr.DescribedBy, KeepProgress: held}
 		if err := r.commitBatch(ctx, state.Batch{Checkpoint: &cp}); err != nil {
 			return err
 		}

@@ -110,6 +110,11 @@ type Checkpoint struct {
 	// DescribedBy is the source's own description the set was found from
 	// (source.Checkpoint.DescribedBy), or "".
 	DescribedBy string
+	// KeepProgress, when set, leaves the set's progress marks where
+	// setting the checkpoint clears them otherwise: the set is not done
+	// (its checkpoint held), and the next task resumes from its marks. It
+	// is not stored.
+	KeepProgress bool
 }
 
 // Batch is what the pipeline's commit stage records at once.
@@ -143,7 +148,7 @@ type Batch struct {
 	// failed (its ChangeTime not older than the retry's).
 	Resolved []Key
 	// Checkpoint, if not nil, is set last, and clears the progress marks
-	// of its source and resource set.
+	// of its source and resource set (unless Checkpoint.KeepProgress).
 	Checkpoint *Checkpoint
 	// Fence, if not nil, is the lease (Store.Lease, of this store) the
 	// batch's harvest holds: the batch commits only while it is still
@@ -733,7 +738,7 @@ func (s *Store) commitTx(ctx context.Context, tx *sql.Tx, b *Batch, now time.Tim
 		if err == nil {
 			_, err = tx.StmtContext(ctx, s.upsertCheckpoint).ExecContext(ctx, args...)
 		}
-		if err == nil {
+		if err == nil && !c.KeepProgress {
 			_, err = tx.ExecContext(ctx, "DELETE FROM progress WHERE source = ? AND resource_set = ?", c.Source, c.ResourceSet)
 		}
 		if err != nil {

@@ -101,9 +101,12 @@ func (h *harvest) retry(ctx context.Context, recs []source.Record) error {
 		}
 		var es Errors
 		if errors.As(err, &es) && es.Has("idDoesNotExist") {
-			// Gone from the repository: nothing to hold any more.
+			// Gone from the repository: nothing to hold any more. The
+			// delete is dated now (the server's clock), not left
+			// undated, which would pass for older than the version
+			// held and be dropped.
 			h.log.Info("a record failed before no longer exists", "source", h.base, "identifier", r.URI)
-			rec, err = &Record{Header: Header{Identifier: r.URI, Deleted: true}}, nil
+			rec, err = &Record{Header: Header{Identifier: r.URI, Deleted: true, Time: h.now}}, nil
 		}
 		if err := h.emitRecord(ctx, r.URI, rec, err); err != nil {
 			return err

@@ -240,7 +240,10 @@ func (p *Planner) prepare(ctx context.Context, task source.Task, held source.Hol
 	}
 	pl.id, pl.now = id, id.At // the server's clock, before any record was asked for
 	if pl.now.IsZero() {
-		pl.now = time.Now().UTC() // a server without a usable responseDate
+		// A server without a usable responseDate: the checkpoints come
+		// from this machine's clock, which may not agree with its.
+		pl.now = time.Now().UTC()
+		pl.log.Warn("the repository's Identify gives no usable responseDate: its checkpoints are taken from this machine's clock", "source", pl.base)
 	}
 	sets := p.SetSpecs
 	if len(sets) == 0 {
@@ -299,7 +302,7 @@ func (p *Planner) prepare(ctx context.Context, task source.Task, held source.Hol
 
 // harvest is the harvest of list l of resource set set, emitting to emit.
 func (pl *plan) harvest(set string, l list, emit func(context.Context, source.Unit) error) *harvest {
-	return &harvest{Planner: pl.Planner, log: pl.log, base: pl.base, set: set, change: pl.change, emit: emit, id: pl.id, l: l, prefix: pl.prefix}
+	return &harvest{Planner: pl.Planner, log: pl.log, base: pl.base, set: set, change: pl.change, emit: emit, id: pl.id, l: l, prefix: pl.prefix, now: pl.now}
 }
 
 // checkpoints are where task leaves each set when every list succeeds.
@@ -592,14 +595,22 @@ func MayBeRepository(src string) bool {
 }
 
 // Identify asks the repository at base what it is; its error wraps
-// ErrMalformed when the answer is not an OAI-PMH Identify response.
+// ErrMalformed when the answer is not an OAI-PMH Identify response. An
+// answer that is not well-formed is asked for once more and read
+// leniently, as a list page is (see isolate).
 func (p *Planner) Identify(ctx context.Context, base string) (*Identify, error) {
 	var id *Identify
-	err := p.request(ctx, base, url.Values{"verb": {"Identify"}}, func(rd *Reader) error {
-		var err error
-		id, err = rd.Identify()
-		return err
-	})
+	identify := func(lenient bool) error {
+		return p.requestWith(ctx, base, url.Values{"verb": {"Identify"}}, lenient, func(rd *Reader) error {
+			var err error
+			id, err = rd.Identify()
+			return err
+		})
+	}
+	err := identify(false)
+	if err != nil && malformedPage(err) && ctx.Err() == nil {
+		err = identify(true)
+	}
 	return id, err
 }
 
@@ -776,6 +787,8 @@ type harvest struct {
 	last time.Time
 	// prefix is the metadata format harvested.
 	prefix string
+	// now is the server's clock when the plan began (see plan.now).
+	now time.Time
 	// stop is the emit function's error: it ends the plan.
 	stop  error
 	pages int

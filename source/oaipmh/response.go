@@ -220,7 +220,7 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 			if err != nil {
 				return nil, err
 			}
-			rd.ResponseDate, _ = time.Parse(time.RFC3339, strings.TrimSpace(s))
+			rd.ResponseDate = parseResponseDate(strings.TrimSpace(s))
 		case "request":
 			for _, a := range se.Attr {
 				rd.Args[a.Name.Local] = a.Value
@@ -942,3 +942,17 @@ func (t *tap) bytes(from, to int64) []byte {
 }
 
 func (t *tap) stop() { t.rec = false }
+
+// parseResponseDate reads a responseDate: UTC in the W3C form the protocol
+// requires, or the same without its zone designator (a habit of some
+// servers), taken as UTC as the protocol says every date is; zero when it
+// is neither.
+func parseResponseDate(s string) time.Time {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t
+	}
+	if t, err := time.Parse("2006-01-02T15:04:05", s); err == nil {
+		return t.UTC()
+	}
+	return time.Time{}
+}

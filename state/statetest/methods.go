@@ -549,11 +549,16 @@ func testCheckpoints[S Snapshot](t *testing.T, h Harness[S]) {
 	}
 
 	// Setting a set's checkpoint clears that set's progress marks, those
-	// of its own batch too, and no others.
+	// of its own batch too, and no others; one that keeps them (a set not
+	// done) leaves them.
 	must(t, st.Commit(ctx, state.Batch{Progress: []state.Progress{
 		{Source: srcA, ResourceSet: setA, Key: "k", Value: "1"},
 		{Source: srcA, ResourceSet: "other", Key: "k", Value: "2"},
 	}}))
+	must(t, st.Commit(ctx, state.Batch{Checkpoint: &state.Checkpoint{Source: srcA, ResourceSet: setA, Next: at(2), KeepProgress: true}}))
+	if got, err := st.Progress(ctx, srcA, setA); err != nil || !reflect.DeepEqual(got, map[string]string{"k": "1"}) {
+		t.Errorf("Progress after a checkpoint that keeps it = %v, %v; want k=1", got, err)
+	}
 	must(t, st.Commit(ctx, state.Batch{
 		Progress:   []state.Progress{{Source: srcA, ResourceSet: setA, Key: "k2", Value: "3"}},
 		Checkpoint: &state.Checkpoint{Source: srcA, ResourceSet: setA, Next: at(3)},
