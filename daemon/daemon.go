@@ -37,6 +37,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -475,6 +476,18 @@ func (d *daemon[TTx]) harvest(ctx context.Context, job *river.Job[harvestArgs]) 
 	}
 	if err != nil {
 		return err
+	}
+	if s.Paused {
+		// Paused since the job was queued, or between its retries.
+		d.log.Info("site paused: not harvested", "site", s.Name)
+		return nil
+	}
+	if s.Last.After(job.CreatedAt) && s.LastStatus != runreport.StatusFailed && s.LastStatus != state.StatusInterrupted && !s.Due(d.opts.Now(), d.opts.Loc) {
+		// Harvested since the job was queued, and not due again: a job
+		// given out again after its harvest ended (rescued from a
+		// worker that was only finishing it).
+		d.log.Info("site harvested since the job was queued, and not due: not harvested again", "site", s.Name)
+		return nil
 	}
 	err = d.opts.Harvest(ctx, s)
 	switch {

@@ -109,13 +109,17 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 	}
 	spread.Units = d.Units
 	d.Unit = spread.Unit // republished when the site's harvest ends, not per unit
-	d.Harvest = func(ctx context.Context, s *site.Site) error {
-		r, err := spread.One(ctx, s, o.SpoolDir, o.Reports, o.Done)
+	publish := func(ctx context.Context) {
 		if o.Publish != nil && ctx.Err() == nil {
 			if perr := o.Publish(ctx); perr != nil {
-				log.Error("publish after the harvest failed; the published set is unchanged", "site", s.Name, "error", perr)
+				log.Error("publish after the harvest failed; the published set is unchanged", "error", perr)
 			}
 		}
+	}
+	d.Harvest = func(ctx context.Context, s *site.Site) error {
+		// Published under the site's lease: a daemon looking for dead
+		// workers finds the job's worker alive until it ends.
+		r, err := spread.One(ctx, s, o.SpoolDir, o.Reports, o.Done, publish)
 		return Retry(r.Status, err)
 	}
 	d.Daily = func(ctx context.Context) error {

@@ -305,6 +305,11 @@ func (h *Harvester) Site(ctx context.Context, s *site.Site, spoolDir string) (*r
 		return nil, err
 	}
 	defer release()
+	return h.site(ctx, s, spoolDir)
+}
+
+// site is Site with the site's lease held by the caller.
+func (h *Harvester) site(ctx context.Context, s *site.Site, spoolDir string) (*runreport.Report, error) {
 	j, err := SiteJob(s)
 	if err == nil && h.Over != nil {
 		err = h.Over(&j)

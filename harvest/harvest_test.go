@@ -244,7 +244,7 @@ func TestFailedSiteDueSoon(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := time.Now().UTC()
-		if _, err := h.One(ctx, s, "", nil, nil); err == nil {
+		if _, err := h.One(ctx, s, "", nil, nil, nil); err == nil {
 			t.Fatalf("harvest %d of an unreachable source succeeded", i+1)
 		}
 		s, _ = reg.Site(ctx, "down")

@@ -41,7 +41,7 @@ func (h *Harvester) Sites(ctx context.Context, sites []*site.Site, concurrency i
 	g.SetLimit(max(concurrency, 1))
 	for i, s := range sites {
 		g.Go(func() error {
-			r, err := h.One(gctx, s, spoolDir, rs, done)
+			r, err := h.One(gctx, s, spoolDir, rs, done, nil)
 			reports[i], failed[i] = r, err != nil && !InUse(err)
 			return nil
 		})
@@ -131,12 +131,19 @@ func (h *Harvester) RunSites(ctx context.Context, command string, sites []*site.
 
 // One harvests registry site s (Site), records the harvest in the
 // registry (even when interrupted: the next harvest resumes from its
-// marks), tells done (when not nil) and sends the site's report through
-// rs (nil: none). Its error is nil only when the harvest succeeded
-// (status ok): the run's error, else one saying the status.
-func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *notify.Sender, done Harvested) (notify.Harvest, error) {
+// marks), tells done (when not nil), sends the site's report through rs
+// (nil: none), and calls after (when not nil: a republication), all under
+// the site's lease: until One returns, no other process takes the site
+// for free. Its error is nil only when the harvest succeeded (status ok):
+// the run's error, else one saying the status.
+func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *notify.Sender, done Harvested, after func(context.Context)) (notify.Harvest, error) {
 	started := time.Now().UTC()
-	rep, err := h.Site(ctx, s, spoolDir)
+	var rep *runreport.Report
+	_, release, err := h.lease(ctx, 0, state.SiteLease(s.Name))
+	if err == nil {
+		defer release()
+		rep, err = h.site(ctx, s, spoolDir)
+	}
 	if InUse(err) {
 		// Harvested elsewhere now (another machine's daemon, a run from
 		// cron): that harvest records it and reports.
@@ -171,6 +178,9 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 		h.log().Warn("the site's report could not be made", "site", s.Name, "error", serr)
 	} else {
 		h.send(ctx, rs, &r)
+	}
+	if after != nil {
+		after(ctx)
 	}
 	switch {
 	case err != nil:

@@ -49,7 +49,7 @@ func (s *Store) PruneLog(ctx context.Context, keep LogKeep, now time.Time, batch
 		if err != nil {
 			return p, fatal("prune the harvest log", err)
 		}
-		if err := s.pruneRuns(ctx, &p, batch, "pruned = 0 AND started < ? AND status <> ? ORDER BY started, id", cut, StatusRunning); err != nil {
+		if err := s.pruneRuns(ctx, &p, batch, "pruned = 0 AND started < ? AND status <> ? AND "+notOfOpenTask+" ORDER BY started, id", cut, StatusRunning); err != nil {
 			return p, err
 		}
 		return p, s.pruneEvents(ctx, &p, batch, "at < ? ORDER BY at, id", cut)
@@ -70,7 +70,7 @@ func (s *Store) PruneLog(ctx context.Context, keep LogKeep, now time.Time, batch
 			} else if err != nil {
 				return p, fatal("prune the harvest log", err)
 			}
-			if err := s.pruneRuns(ctx, &p, batch, "site = ? AND id < ? AND pruned = 0 AND status <> ? ORDER BY id", site, oldest, StatusRunning); err != nil {
+			if err := s.pruneRuns(ctx, &p, batch, "site = ? AND id < ? AND pruned = 0 AND status <> ? AND "+notOfOpenTask+" ORDER BY id", site, oldest, StatusRunning); err != nil {
 				return p, err
 			}
 			if site != "" && started.Valid {
@@ -82,6 +82,12 @@ func (s *Store) PruneLog(ctx context.Context, keep LogKeep, now time.Time, batch
 	}
 	return p, nil
 }
+
+// notOfOpenTask keeps from thinning the runs of a spread task still open
+// (its own and its units'): closing the task makes its report from theirs
+// (see CloseTask).
+const notOfOpenTask = `id NOT IN (SELECT p.run_id FROM task_parts p JOIN tasks t ON t.id = p.task_id WHERE t.closed = 0 AND p.run_id IS NOT NULL)
+	AND id NOT IN (SELECT run_id FROM tasks WHERE closed = 0 AND run_id IS NOT NULL)`
 
 // pruneRuns thins the runs that where (a condition, then an order, on
 // args) selects, batch at a time.

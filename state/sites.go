@@ -64,13 +64,15 @@ func (s *Store) SetSiteNext(ctx context.Context, name string, next time.Time) er
 
 // SiteHarvested records that a harvest of site name began at last, ended
 // with status in run runID (0: none), and clears its explicit next
-// harvest: the next is derived from this one.
+// harvest, the next being derived from this one; but not an explicit
+// next later than last, which an edit of the site (or --next) set while
+// the harvest ran.
 func (s *Store) SiteHarvested(ctx context.Context, name string, last time.Time, status string, runID int64) error {
 	at, err := encodeTime(last)
 	if err != nil {
 		return fatal("site", err)
 	}
-	return s.updateSite(ctx, name, "next = NULL, due = NULL, last = ?, last_status = ?, last_run_id = ?", at, status, nullID(runID))
+	return s.updateSite(ctx, name, "next = CASE WHEN next > ? THEN next END, due = NULL, last = ?, last_status = ?, last_run_id = ?", at, at, status, nullID(runID))
 }
 
 func (s *Store) updateSite(ctx context.Context, name, set string, args ...any) error {
