@@ -37,7 +37,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rsharvest/rsharvest/errclass"
-	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
 	"github.com/rsharvest/rsharvest/state"
 )
@@ -482,7 +481,7 @@ func (d *daemon[TTx]) harvest(ctx context.Context, job *river.Job[harvestArgs]) 
 		d.log.Info("site paused: not harvested", "site", s.Name)
 		return nil
 	}
-	if s.Last.After(job.CreatedAt) && s.LastStatus != runreport.StatusFailed && s.LastStatus != state.StatusInterrupted && !s.Due(d.opts.Now(), d.opts.Loc) {
+	if s.Last.After(job.CreatedAt) && !s.LastFailed() && !s.Due(d.opts.Now(), d.opts.Loc) {
 		// Harvested since the job was queued, and not due again: a job
 		// given out again after its harvest ended (rescued from a
 		// worker that was only finishing it).

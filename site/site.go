@@ -73,6 +73,15 @@ func (s *Site) RetryAfter(last time.Time, failures int, loc *time.Location) time
 	return last.Add(min(wait, period))
 }
 
+// statusFailed is runreport.StatusFailed, a run's status (site does not
+// import runreport).
+const statusFailed = "failed"
+
+// LastFailed reports whether s's last harvest failed or was interrupted.
+func (s *Site) LastFailed() bool {
+	return s.LastStatus == statusFailed || s.LastStatus == state.StatusInterrupted
+}
+
 // Due reports whether s is due at now: never while it is paused.
 func (s *Site) Due(now time.Time, loc *time.Location) bool {
 	return !s.Paused && !s.NextHarvest(loc).After(now)

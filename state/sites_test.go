@@ -9,13 +9,13 @@ import (
 
 // TestSites: the registry keeps each site's definition and where its
 // harvests stand; a new definition keeps them; a harvest clears an
-// explicit next harvest.
+// explicit next harvest it did not begin before.
 func TestSites(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTemp(t)
 	run := mustRun(t, s)
-	next := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
-	last := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
+	next := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
+	last := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 	steps := []struct {
 		name string
 		do   func() error
