@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -222,7 +223,9 @@ func TestParseWhen(t *testing.T) {
 
 // TestFailedSiteDueSoon: a site whose harvest failed is due again after a
 // short backoff, doubled by each failure in a row and never past its
-// period, not a whole period later; a harvest that succeeds ends it.
+// period, not a whole period later; a harvest that succeeds ends it. A
+// harvest that fails before its run begins (its sink cannot be opened)
+// backs off the same way.
 func TestFailedSiteDueSoon(t *testing.T) {
 	ctx := context.Background()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -250,6 +253,32 @@ func TestFailedSiteDueSoon(t *testing.T) {
 		s, _ = reg.Site(ctx, "down")
 		if s.LastStatus != runreport.StatusFailed || s.Next.Before(before.Add(want)) || s.Next.After(time.Now().Add(want)) {
 			t.Errorf("after failure %d: status %s, next %v; want failed, due %v later", i+1, s.LastStatus, s.Next, want)
+		}
+	}
+	// A sink that cannot be opened: a file where its directory would be.
+	blocked := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st2, reg2 := registry(t, `sites:
+  - name: nosink
+    source: `+down+`
+    sinks: [fs:`+filepath.Join(blocked, "mirror")+`]
+    schedule: every 12h
+`)
+	h2 := &harvest.Harvester{Store: st2, Sinks: sink.Registry{"fs": fs.Open}, Log: slog.New(slog.DiscardHandler)}
+	for i, want := range []time.Duration{5 * time.Minute, 10 * time.Minute, 20 * time.Minute} {
+		s, err := reg2.Site(ctx, "nosink")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now().UTC()
+		if _, err := h2.One(ctx, s, "", nil, nil, nil); err == nil {
+			t.Fatalf("harvest %d into a sink that cannot be opened succeeded", i+1)
+		}
+		s, _ = reg2.Site(ctx, "nosink")
+		if s.LastStatus != runreport.StatusFailed || s.LastRunID != 0 || s.Next.Before(before.Add(want)) || s.Next.After(time.Now().Add(want)) {
+			t.Errorf("failed before its run, %d: status %s, run %d, next in %v; want failed, no run, due %v later", i+1, s.LastStatus, s.LastRunID, s.Next.Sub(before).Round(time.Second), want)
 		}
 	}
 	s, _ := reg.Site(ctx, "down")

@@ -165,7 +165,7 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 	}
 	rerr := h.Store.SiteHarvested(context.WithoutCancel(ctx), s.Name, started, status, runID)
 	if rerr == nil && (status == runreport.StatusFailed || status == state.StatusInterrupted) {
-		rerr = h.retrySoon(context.WithoutCancel(ctx), s, started)
+		rerr = h.retrySoon(context.WithoutCancel(ctx), s, started, runID != 0)
 	}
 	if rerr == nil {
 		rerr = site.Registry{Store: h.Store}.Refresh(context.WithoutCancel(ctx), s.Name, time.Local)
@@ -193,11 +193,13 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 	return r, nil
 }
 
-// retrySoon makes site s, whose harvest begun at started failed or was
-// interrupted, due again after a backoff that grows with the failed or
-// interrupted harvests in a row (site.Site.RetryAfter), rather than at its
-// next period.
-func (h *Harvester) retrySoon(ctx context.Context, s *site.Site, started time.Time) error {
+// retrySoon makes site s (as read before its harvest), whose harvest
+// begun at started failed or was interrupted, due again after a backoff
+// that grows with the failed or interrupted harvests in a row
+// (site.Site.RetryAfter), rather than at its next period. They are counted
+// from the harvest log, and from s's own backoff when the harvest failed
+// before its run began (ran false), which the log does not record.
+func (h *Harvester) retrySoon(ctx context.Context, s *site.Site, started time.Time, ran bool) error {
 	runs, err := h.Store.RunsSince(ctx, time.Time{}, s.Name)
 	if err != nil {
 		return err
@@ -208,6 +210,9 @@ func (h *Harvester) retrySoon(ctx context.Context, s *site.Site, started time.Ti
 			break
 		}
 		failures++
+	}
+	if !ran {
+		failures = max(failures, s.RetriesBefore()) + 1
 	}
 	return h.Store.SetSiteNext(ctx, s.Name, s.RetryAfter(started, max(failures, 1), time.Local))
 }

@@ -82,6 +82,24 @@ func (s *Site) LastFailed() bool {
 	return s.LastStatus == statusFailed || s.LastStatus == state.StatusInterrupted
 }
 
+// RetriesBefore is how many harvests in a row had failed or been
+// interrupted before the one s was read for, as far as its explicit next
+// harvest shows: set by RetryAfter after the last of them, it is FirstRetry
+// doubled once for each earlier one. Zero when the last harvest did not
+// fail, or s's next was not set so. It counts failures that recorded no
+// run (a sink that cannot be opened), which the harvest log cannot.
+func (s *Site) RetriesBefore() int {
+	if !s.LastFailed() || !s.Next.After(s.Last) {
+		return 0
+	}
+	n, wait := 1, FirstRetry
+	for wait < s.Next.Sub(s.Last) {
+		wait *= 2
+		n++
+	}
+	return n
+}
+
 // Due reports whether s is due at now: never while it is paused.
 func (s *Site) Due(now time.Time, loc *time.Location) bool {
 	return !s.Paused && !s.NextHarvest(loc).After(now)

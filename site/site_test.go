@@ -109,3 +109,31 @@ func TestApply(t *testing.T) {
 func sameChanges(a, b Changes) bool {
 	return slices.Equal(a.Added, b.Added) && slices.Equal(a.Changed, b.Changed) && slices.Equal(a.Removed, b.Removed) && slices.Equal(a.Unchanged, b.Unchanged)
 }
+
+// TestRetriesBefore: the failures in a row before a site's harvest, read
+// from the next harvest its backoff set (FirstRetry, doubled for each
+// earlier one); none when its last harvest did not fail, or its next was
+// not set after it.
+func TestRetriesBefore(t *testing.T) {
+	last := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		status string
+		next   time.Duration // after last; 0: none
+		want   int
+	}{
+		{"ok", FirstRetry, 0},
+		{"failed", 0, 0},
+		{"failed", FirstRetry, 1},
+		{"interrupted", 2 * FirstRetry, 2},
+		{"failed", 4 * FirstRetry, 3},
+		{"failed", 3 * FirstRetry, 3}, // capped by the period: at least that many
+	} {
+		s := &Site{Last: last, LastStatus: tc.status}
+		if tc.next > 0 {
+			s.Next = last.Add(tc.next)
+		}
+		if got := s.RetriesBefore(); got != tc.want {
+			t.Errorf("%s, next %v after: %d, want %d", tc.status, tc.next, got, tc.want)
+		}
+	}
+}
