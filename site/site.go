@@ -116,7 +116,7 @@ type Store interface {
 	SetSiteNext(ctx context.Context, name string, next time.Time) error
 	SetSitePaused(ctx context.Context, name string, paused bool) error
 	DueSites(ctx context.Context, now time.Time) ([]state.Site, error)
-	SetSitesDue(ctx context.Context, due map[string]time.Time) error
+	SetSitesDue(ctx context.Context, due map[string]time.Time, read time.Time) error
 }
 
 var _ Store = (*state.Store)(nil)
@@ -150,6 +150,7 @@ func (r Registry) Sites(ctx context.Context) ([]*Site, error) {
 // with nothing due nothing is read (ten thousand sites cost one index
 // look-up, not ten thousand definitions read).
 func (r Registry) Due(ctx context.Context, now time.Time, loc *time.Location) ([]*Site, error) {
+	read := time.Now() // the clock the rows' changes are stamped by, not now's
 	rows, err := r.Store.DueSites(ctx, now)
 	if err != nil {
 		return nil, err
@@ -167,17 +168,18 @@ func (r Registry) Due(ctx context.Context, now time.Time, loc *time.Location) ([
 			later[s.Name] = s.NextHarvest(loc)
 		}
 	}
-	return out, r.Store.SetSitesDue(ctx, later)
+	return out, r.Store.SetSitesDue(ctx, later, read)
 }
 
 // Refresh records site name's next harvest (see Due), after a change of
 // where its harvests stand.
 func (r Registry) Refresh(ctx context.Context, name string, loc *time.Location) error {
+	read := time.Now()
 	s, err := r.Site(ctx, name)
 	if err != nil {
 		return err
 	}
-	return r.Store.SetSitesDue(ctx, map[string]time.Time{name: s.NextHarvest(loc)})
+	return r.Store.SetSitesDue(ctx, map[string]time.Time{name: s.NextHarvest(loc)}, read)
 }
 
 // Site returns site name; its error wraps state.ErrNoSite when there is

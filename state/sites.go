@@ -169,12 +169,18 @@ func scanSite(sc scanner, st *Site, more ...any) error {
 
 // SetSitesDue records, in one transaction, each site's next harvest as
 // the registry computes it from its schedule, by name (zero: unknown,
-// computed again at the next look for due sites). Every change of a
-// site's definition, last harvest or explicit next harvest makes it
-// unknown.
-func (s *Store) SetSitesDue(ctx context.Context, due map[string]time.Time) error {
+// computed again at the next look for due sites), from the rows it read
+// at read (this machine's clock). Every change of a site's definition,
+// last harvest or explicit next harvest makes it unknown; a site changed
+// since read is left so (its time was computed from what it no longer
+// is).
+func (s *Store) SetSitesDue(ctx context.Context, due map[string]time.Time, read time.Time) error {
 	if len(due) == 0 {
 		return nil
+	}
+	seen, err := encodeTime(read.UTC())
+	if err != nil {
+		return fatal("site", err)
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
@@ -186,7 +192,7 @@ func (s *Store) SetSitesDue(ctx context.Context, due map[string]time.Time) error
 		if err != nil {
 			return fatal("site", err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE sites SET due = ? WHERE name = ?", at, name); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE sites SET due = ? WHERE name = ? AND updated <= ?", at, name, seen); err != nil {
 			return fatal("site", err)
 		}
 	}

@@ -1195,7 +1195,12 @@ func testRegistryPages[S Snapshot](t *testing.T, h Harness[S]) {
 	must(t, err)
 	must(t, st.SetSitePaused(ctx, "d-paused", true))
 	// Harvested: their next harvest unknown until recorded.
-	must(t, st.SetSitesDue(ctx, map[string]time.Time{"a-fail": at(50), "b-run": at(200), "c-due": at(99), "d-paused": at(10), "e-ok": at(200)}))
+	must(t, st.SetSitesDue(ctx, map[string]time.Time{"a-fail": at(50), "b-run": at(200), "c-due": at(99), "d-paused": at(10), "e-ok": at(200)}, time.Now()))
+	// A due time computed from a row read before a change is not
+	// recorded: f-unknown's explicit next, set meanwhile, stands.
+	read := time.Now()
+	must(t, st.SetSiteNext(ctx, "f-unknown", at(60)))
+	must(t, st.SetSitesDue(ctx, map[string]time.Time{"f-unknown": at(500)}, read))
 	due, err := st.DueSites(ctx, now)
 	must(t, err)
 	var names []string

@@ -99,7 +99,7 @@ type Store[S Snapshot] interface {
 	Site(ctx context.Context, name string) (state.Site, error)
 	Sites(ctx context.Context) ([]state.Site, error)
 	DueSites(ctx context.Context, now time.Time) ([]state.Site, error)
-	SetSitesDue(ctx context.Context, due map[string]time.Time) error
+	SetSitesDue(ctx context.Context, due map[string]time.Time, read time.Time) error
 	SitePage(ctx context.Context, q state.SiteQuery) (state.SitePage, error)
 	SiteRuns(ctx context.Context, site string, before int64, limit int) ([]state.Run, error)
 	RunningRun(ctx context.Context, site string) (state.Run, bool, error)
