@@ -34,15 +34,7 @@ func TestCloseTask(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			st, err := state.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			run, err := st.BeginRun(ctx, state.Run{Mode: string(tc.mode), Source: src, Site: "s"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, run := taskStore(t, tc.mode, src)
 			var cps []source.Checkpoint
 			for _, set := range []string{"a", "b"} {
 				cp := source.Checkpoint{ResourceSet: set, Next: at(10)}
@@ -59,6 +51,7 @@ func TestCloseTask(t *testing.T) {
 				names = append(names, string(rune('p'+i)))
 			}
 			task := state.Task{Source: src, Mode: string(tc.mode), RunID: run, Checkpoints: js}
+			var err error
 			if task.ID, err = st.CreateTask(ctx, task, names, nil, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -110,4 +103,20 @@ func TestCloseTask(t *testing.T) {
 			}
 		})
 	}
+}
+
+// taskStore opens a state store of the test's own, with the run of site
+// "s" of src in mode that a spread task begins with.
+func taskStore(t *testing.T, mode source.Mode, src string) (*state.Store, int64) {
+	t.Helper()
+	st, err := state.Open(t.Context(), filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	run, err := st.BeginRun(t.Context(), state.Run{Mode: string(mode), Source: src, Site: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, run
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,18 +31,11 @@ func TestPruneKeepsOpenTaskParts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			st, err := state.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			run, err := st.BeginRun(ctx, state.Run{Mode: string(source.Baseline), Source: src, Site: "s"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, run := taskStore(t, source.Baseline, src)
 			js, _ := json.Marshal([]source.Checkpoint{{ResourceSet: "a", Next: time.Now().UTC(), Baseline: time.Now().UTC()}})
 			names := []string{"p", "q"}
 			task := state.Task{Source: src, Site: "s", Mode: string(source.Baseline), RunID: run, Checkpoints: js}
+			var err error
 			if task.ID, err = st.CreateTask(ctx, task, names, nil, nil); err != nil {
 				t.Fatal(err)
 			}
