@@ -154,16 +154,18 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error
 				kept = append(kept, b.Resources[i])
 			}
 			b.Resources = kept
-			was := rec // the version the write was of, if known
+			was := rec // the version the write was of, if known: kept as a retry if permanent
 			if rec == nil {
 				// Committed earlier, or its outcome is still on its way
 				// to the commit stage: forget it either way.
-				held, ok, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, f.URI)
-				if err != nil {
-					return err
-				}
-				if ok {
-					was = &held
+				if errclass.IsPermanent(f.Err) {
+					held, ok, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, f.URI)
+					if err != nil {
+						return err
+					}
+					if ok {
+						was = &held
+					}
 				}
 				if err := r.opts.Store.ForgetResources(ctx, r.opts.SourceKey, []string{f.URI}); err != nil {
 					return err

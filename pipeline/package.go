@@ -169,11 +169,7 @@ func (h unpackHost) Fail(ctx context.Context, f unpack.Failure) {
 	case unpack.ResourceFailed:
 		c = countsResource
 	}
-	if f.Retry != nil {
-		h.r.failIn(ctx, f.Failure, f.Set, f.Hold, c, nil, f.Retry)
-		return
-	}
-	h.r.failIn(ctx, f.Failure, f.Set, f.Hold, c, nil)
+	h.r.failIn(ctx, f.Failure, f.Set, f.Hold, c, nil, f.Retry)
 }
 
 func (h unpackHost) Skip(ctx context.Context, s runreport.Skip) error {

@@ -710,14 +710,13 @@ func (rd *Reader) settle(ctx context.Context, h Host, j *source.Package, arch *u
 		return false
 	}
 	se.settled = true
-	check := lookupStreamed
+	var err error
 	if st.restarted {
-		check = func(arch *unzip.Archive, se *Streamed) error {
-			_, err := arch.Lookup(se.path)
-			return err
-		}
+		_, err = arch.Lookup(se.path)
+	} else {
+		err = lookupStreamed(arch, se)
 	}
-	if err := check(arch, se); err != nil {
+	if err != nil {
 		h.Fail(ctx, Failure{Failure: runreport.Failure{URI: e.URI, Package: j.URL, Stage: "unzip", Error: err.Error(), Permanent: true},
 			Set: j.ResourceSet, Hold: e.ChangeTime, Kind: Note})
 		rd.Log.Warn("the package's central directory refuses an entry delivered as it arrived; its bytes verified against its manifest entry and stay delivered",
