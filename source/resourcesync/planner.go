@@ -391,7 +391,7 @@ func RecordOf(e *manifest.Entry, set, listed string, at time.Time) *source.Recor
 	// its mirrors (rel="duplicate", by priority). A loc that is not a URL
 	// (an OAI-PMH identifier republished) only identifies the resource:
 	// its first mirror is where its bytes are.
-	if ms := mirrors(e); CheckLoc(e.Loc) != nil && len(ms) > 0 {
+	if ms := mirrors(e); len(ms) > 0 && CheckLoc(e.Loc) != nil {
 		rec.Location, rec.Mirrors = ms[0], ms[1:]
 	} else if len(ms) > 0 {
 		rec.Mirrors = ms
@@ -424,6 +424,9 @@ func mirrors(e *manifest.Entry) []string {
 		if l.Rel == "duplicate" && CheckLoc(l.Href) == nil {
 			ls = append(ls, l)
 		}
+	}
+	if len(ls) == 0 {
+		return nil
 	}
 	slices.SortStableFunc(ls, func(a, b manifest.Link) int { return cmp.Compare(a.Pri, b.Pri) })
 	out := make([]string, len(ls))
