@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 
 	"github.com/rsharvest/rsharvest/errclass"
 )
@@ -46,13 +49,34 @@ var metadataAddrs = [...]netip.Addr{
 // cgnat is RFC 6598's shared address space, kept with the private ranges.
 var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
+// The IPv6 prefixes that stand for IPv4 addresses, which a gateway on the
+// harvester's network may connect to on its behalf.
+var (
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052: the IPv4 address in the last 32 bits
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215: a local translator's, any layout
+	sixToFour  = netip.MustParsePrefix("2002::/16")      // RFC 3056: the IPv4 address in bits 16 to 47
+)
+
 // ClassOf returns the class of address a: unspecified (0.0.0.0, ::),
 // loopback (127/8, ::1), a known cloud metadata address, link-local
 // (169.254/16, fe80::/10), private (RFC 1918, RFC 4193's fc00::/7, RFC
-// 6598's 100.64/10) or public. An IPv4 address mapped into IPv6 is
-// classed as the IPv4 address.
+// 6598's 100.64/10) or public. An IPv6 address that stands for an IPv4
+// one — mapped (::ffff:0:0/96), NAT64's (64:ff9b::/96) or 6to4's
+// (2002::/16) — is classed as that IPv4 address; a local NAT64
+// translator's (64:ff9b:1::/48) as private.
 func ClassOf(a netip.Addr) AddressClass {
 	a = a.Unmap()
+	if a.Is6() {
+		b := a.As16()
+		switch {
+		case nat64.Contains(a):
+			return ClassOf(netip.AddrFrom4([4]byte(b[12:16])))
+		case sixToFour.Contains(a):
+			return ClassOf(netip.AddrFrom4([4]byte(b[2:6])))
+		case nat64Local.Contains(a):
+			return ClassPrivate
+		}
+	}
 	for _, m := range metadataAddrs {
 		if a == m {
 			return ClassMetadata
@@ -102,7 +126,10 @@ type AddressPolicy struct {
 	// Source is the URL of the source harvested: when its host is a
 	// local address, or a name whose every address is local, the classes
 	// of those addresses are allowed (looked up once, at the first
-	// connection).
+	// connection, before any other lookup); the source's name is then
+	// dialled only at the addresses that lookup gave, so that a name
+	// server answering each query differently cannot have the source
+	// classed by one answer and reached at another.
 	Source string
 	// Resolver resolves host names (nil: net.DefaultResolver). Tests give
 	// a stub.
@@ -120,6 +147,10 @@ type guard struct {
 	p       AddressPolicy
 	once    sync.Once
 	allowed map[AddressClass]bool
+	// srcHost is the source's host name (lower case, no final dot) and
+	// srcAddrs the addresses it is dialled at, when it is a local name.
+	srcHost  string
+	srcAddrs []netip.Addr
 
 	mu      sync.Mutex
 	proxies map[string]bool // host:port of each proxy chosen so far
@@ -162,8 +193,17 @@ func (g *guard) sourceClasses(ctx context.Context) map[AddressClass]bool {
 		for c := range local {
 			g.allowed[c] = true
 		}
+		if len(local) > 0 {
+			g.srcHost, g.srcAddrs = hostName(u.Hostname()), as
+		}
 	})
 	return g.allowed
+}
+
+// hostName is host as the guard compares names: lower case, without a
+// final dot.
+func hostName(host string) string {
+	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
 // refuses returns the refusal of address a of host, or nil when the rule
@@ -195,9 +235,14 @@ func (g *guard) dial(ctx context.Context, network, addr string) (net.Conn, error
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: port %q: %w", addr, portText, err)
 	}
-	addrs, err := g.resolve(ctx, host)
-	if err != nil {
-		return nil, err
+	// The source's own lookup comes first: a local source's name is
+	// dialled at the addresses that classed it, not at a later answer.
+	g.sourceClasses(ctx)
+	addrs := g.srcAddrs
+	if g.srcHost == "" || hostName(host) != g.srcHost {
+		if addrs, err = g.resolve(ctx, host); err != nil {
+			return nil, err
+		}
 	}
 	proxy := g.isProxy(addr)
 	var refused *RefusedError
@@ -263,7 +308,9 @@ func (g *guard) isProxy(addr string) bool {
 }
 
 // hostPort is u's host:port, the scheme's default port when it names none,
-// in lower case.
+// in lower case, its host spelled as the transport dials it: a name not
+// in ASCII mapped to its IDNA form (full-width "１２７．０．０．１" is
+// "127.0.0.1"), as net/http does.
 func hostPort(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
@@ -272,7 +319,23 @@ func hostPort(u *url.URL) string {
 			port = "443"
 		}
 	}
-	return strings.ToLower(net.JoinHostPort(u.Hostname(), port))
+	host := u.Hostname()
+	if !isASCII(host) {
+		if a, err := idna.Lookup.ToASCII(host); err == nil {
+			host = a
+		}
+	}
+	return strings.ToLower(net.JoinHostPort(host, port))
+}
+
+// isASCII reports whether s is all ASCII.
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // RefusedError is the error of a connection the address rule refused
