@@ -221,10 +221,11 @@ func (j *Job) Validate() error {
 		return invalidf("--source is required")
 	}
 	if u, err := url.Parse(j.Source); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		shown := redactUserInfo(j.Source)
 		if !strings.Contains(j.Source, "://") {
-			return invalidf("--source %q: want an http(s) URL, such as http://%s", j.Source, j.Source)
+			return invalidf("--source %q: want an http(s) URL, such as http://%s", shown, shown)
 		}
-		return invalidf("--source %q: want an http(s) URL", j.Source)
+		return invalidf("--source %q: want an http(s) URL", shown)
 	}
 	if len(j.Sinks) == 0 {
 		return invalidf("at least one --sink is required (e.g. --sink fs:./mirror)")
@@ -374,4 +375,24 @@ func (j *Job) Key() string {
 		return j.SourceKey
 	}
 	return state.SourceKey(j.Source)
+}
+
+// redactUserInfo returns raw, a URL that may not parse, with whatever
+// user info its authority has (the part before its last '@') shown as
+// "…", for messages.
+func redactUserInfo(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		scheme, rest = "", raw
+	} else {
+		scheme += "://"
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		return scheme + "…" + rest[at:]
+	}
+	return raw
 }

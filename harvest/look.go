@@ -61,7 +61,9 @@ func (l Look) client(src string) (*fetch.Client, string, error) {
 		Addresses: &fetch.AddressPolicy{Source: src, Allow: l.Job.AllowPrivateAddresses}}), src, nil
 }
 
-// ask runs what, and makes a failure to read the source a *SourceError.
+// ask runs what, and makes a failure to read the source at (named
+// without its credentials, as source.Credentials leaves it) a
+// *SourceError.
 func ask[T any](ctx context.Context, at string, what func() (T, error)) (T, error) {
 	v, err := what()
 	if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) && !IsInvalid(err) {
@@ -77,7 +79,7 @@ func (l Look) Discover(ctx context.Context, url string) (*resourcesync.Source, e
 	if err != nil {
 		return nil, err
 	}
-	return ask(ctx, url, func() (*resourcesync.Source, error) {
+	return ask(ctx, start, func() (*resourcesync.Source, error) {
 		return resourcesync.Discover(ctx, c, start, resourcesync.Options{MaxDocuments: l.MaxDocuments, MaxDocumentSize: l.Job.MaxDocumentSize, Logger: l.Log})
 	})
 }
@@ -88,7 +90,7 @@ func (l Look) oai(ctx context.Context, base string, f func(p *oaipmh.Planner, ba
 	if err != nil {
 		return nil, err
 	}
-	return ask(ctx, base, func() (Found, error) { return f(&oaipmh.Planner{Client: c}, at) })
+	return ask(ctx, at, func() (Found, error) { return f(&oaipmh.Planner{Client: c}, at) })
 }
 
 // Identify is what an OAI-PMH repository says of itself.
