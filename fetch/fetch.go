@@ -350,6 +350,9 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 		}
 	}
 	req.Header.Set("User-Agent", c.opts.UserAgent)
+	// Where a redirect came from is not told: that URL's query may hold
+	// a token the source gave, which another origin must not see.
+	req.Header.Del("Referer")
 	orig := via[0].URL
 	for _, r := range append(via[1:], req) {
 		if !strings.EqualFold(r.URL.Host, orig.Host) || (orig.Scheme == "https" && r.URL.Scheme != "https") {

@@ -159,3 +159,35 @@ func TestOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestNoReferer: a redirect does not tell where it came from: the URL
+// redirected (a source's, whose query may hold a token) is not sent as
+// the Referer, to another origin or to the same.
+func TestNoReferer(t *testing.T) {
+	other := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "other")
+	})
+	origin := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away":
+			http.Redirect(w, r, other.URL+"/file", http.StatusFound)
+		case "/here":
+			http.Redirect(w, r, "/file", http.StatusFound)
+		default:
+			io.WriteString(w, "origin")
+		}
+	})
+	for _, path := range []string{"/away", "/here"} {
+		c, _ := newTestClient(t, testOptions())
+		if _, _, err := readAll(t.Context(), c, origin.URL+path+"?token=s3cret"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, srv := range map[string]*server{"other": other, "origin": origin} {
+		for _, h := range srv.requests() {
+			if ref := h.Get("Referer"); ref != "" {
+				t.Errorf("the %s server was sent Referer %q", name, ref)
+			}
+		}
+	}
+}
