@@ -47,7 +47,11 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if cur := pk.cur; cur == nil || cur.n == int64(p.o.MaxEntries) || (cur.bytes > 0 && cur.bytes+max(r.Length, 0) > p.o.DumpSize) {
+		e := resourceMeta(&r)
+		p.republished(&e, r.URI)
+		doc := dumpEntryBound(&e, r.URI)
+		if cur := pk.cur; cur == nil || cur.n == int64(p.o.MaxEntries) || (cur.n > 0 && (cur.bytes+max(r.Length, 0) > p.o.DumpSize ||
+			cur.docBytes+doc > p.o.MaxBytes-headerReserve)) {
 			if err := pk.end(ctx); err != nil {
 				return err
 			}
@@ -58,8 +62,7 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 				return err
 			}
 		}
-		e := resourceMeta(&r)
-		p.republished(&e, r.URI)
+		pk.cur.docBytes += doc
 		return pk.cur.add(ctx, p, r.URI, &e)
 	})
 	if err == nil {
@@ -77,6 +80,10 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 // dumpDocument writes a Resource or Change Dump document listing pkgs, and
 // returns its URL.
 func (p *publisher) dumpDocument(rel string, md manifest.Metadata, capURL string, pkgs []dumpPackage) (string, error) {
+	if n := len(pkgs); n > p.o.MaxEntries || int64(n)*(512+2*int64(len(p.url(rel)))) > p.o.MaxBytes-headerReserve {
+		return "", errclass.Permanentf("publish: %s would list %d packages, past a document's limits (%d entries, %d bytes): give a larger dump size",
+			rel, n, p.o.MaxEntries, p.o.MaxBytes)
+	}
 	d, err := p.g.create(rel)
 	if err != nil {
 		return "", err
@@ -95,7 +102,7 @@ func (p *publisher) dumpDocument(rel string, md manifest.Metadata, capURL string
 		} else {
 			e.Metadata.From, e.Metadata.Until = pk.from, pk.until
 		}
-		ml := manifest.NewLink("contents", p.url(strings.TrimSuffix(pk.rel, ".zip")+"-manifest.xml"))
+		ml := manifest.NewLink("contents", p.url(manifestRel(pk.rel)))
 		ml.Type = "application/xml"
 		e.Links = append(e.Links, ml)
 		if err := w.Write(&e); err != nil {
@@ -109,23 +116,30 @@ func (p *publisher) dumpDocument(rel string, md manifest.Metadata, capURL string
 }
 
 // changeDump writes a source's Change Dump: a package per period (more
-// where one passes the dump size or MaxEntries), the current period's open
-// (no until) and rewritten as it grows. A package holds the deletions of
-// its period and the body of each change whose version is still the one
-// held; a change a later one superseded has no body to give (only the
-// newest version is held) and is left out — a consumer that applies the
-// packages in order still ends with what rsharvest holds.
+// where one passes the dump size, MaxEntries or a manifest's MaxBytes),
+// the current period's open (no until) and rewritten as it grows. A
+// package holds the deletions of its period and the body of each change
+// whose version is still the one held; a change a later one superseded
+// has no body to give (only the newest version is held) and is left out —
+// a consumer that applies the packages in order still ends with what
+// rsharvest holds.
+//
+// A closed package never changes: the packages are cut over every change
+// of the log, superseded or not, which only grows past a closed package's
+// until, so its interval and name stay; and one the published generation
+// already listed closed, with the same interval, is kept as it was
+// published (see keepClosed), though a change it packs was superseded
+// since.
 func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL string) (string, error) {
 	period := p.o.ChangePeriod
 	include := func(c *state.ChangeRecord) bool { return c.Change == state.ChangeDeleted || !c.Superseded }
-	pg := &pager{max: int64(p.o.MaxEntries), budget: p.o.DumpSize}
+	pg := &pager{max: int64(p.o.MaxEntries), budget: p.o.DumpSize, docBudget: p.o.MaxBytes - headerReserve}
 	var last time.Time
 	if err := v.Changes(ctx, src, true, func(c state.ChangeRecord) error {
-		if !include(&c) {
-			return ctx.Err()
-		}
 		per := c.Recorded.UTC().Truncate(period)
-		pg.add(max(c.Length, 0), per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
+		e := changeMeta(&c)
+		p.republished(&e, c.URI)
+		pg.add(max(c.Length, 0), dumpEntryBound(&e, c.URI), per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
 		last = per
 		return ctx.Err()
 	}); err != nil {
@@ -136,20 +150,29 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 	for k := range pg.pages {
 		pkgs[k] = dumpPackage{rel: p.pageName(dir+"/changedump", pg.pages, k) + ".zip", from: bounds[k][0], until: bounds[k][1]}
 	}
+	kept, err := p.keepClosed(dir+"/changedump.xml", pkgs)
+	if err != nil {
+		return "", err
+	}
 	var pk packer
 	defer pk.discard()
+	var built []int // the packages pk builds, in order
 	open := func(k int) error {
+		if kept[k] {
+			return pk.end(ctx)
+		}
 		md := manifest.NewMetadata()
 		md.Capability, md.From, md.Until = manifest.ChangeDumpManifest, bounds[k][0], bounds[k][1]
+		built = append(built, k)
 		return pk.start(ctx, p, pkgs[k].rel, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}})
 	}
 	cur := newCursor(pg)
 	if err := v.Changes(ctx, src, true, func(c state.ChangeRecord) error {
-		if !include(&c) {
-			return ctx.Err()
-		}
 		if err := cur.next(open); err != nil {
 			return err
+		}
+		if kept[cur.k] || !include(&c) {
+			return ctx.Err()
 		}
 		e := changeMeta(&c)
 		p.republished(&e, c.URI)
@@ -166,8 +189,8 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 	if err := pk.end(ctx); err != nil {
 		return "", err
 	}
-	for k := range pkgs {
-		pkgs[k].length, pkgs[k].sum = pk.done[k].length, pk.done[k].sum
+	for i, k := range built {
+		pkgs[k].length, pkgs[k].sum = pk.done[i].length, pk.done[i].sum
 	}
 	md := manifest.NewMetadata()
 	md.Capability = manifest.ChangeDump
@@ -177,6 +200,57 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 		md.From = p.now.Truncate(period)
 	}
 	return p.dumpDocument(dir+"/changedump.xml", md, capURL, pkgs)
+}
+
+// keepClosed keeps, from the published generation, each package of pkgs
+// that is closed and that the generation's dump document at rel listed
+// closed with the same interval: the package and its manifest are linked
+// as they are, and its length and digest taken from what was published.
+// It returns the packages kept, by index.
+func (p *publisher) keepClosed(rel string, pkgs []dumpPackage) (map[int]bool, error) {
+	kept := map[int]bool{}
+	published := p.g.published(rel)
+	if published == nil {
+		return kept, nil
+	}
+	defer published.Close()
+	r, err := manifest.NewReader(published, manifest.Options{})
+	if err != nil {
+		return kept, nil // not a document: every package is written again
+	}
+	was := map[string][2]time.Time{}
+	for {
+		e, err := r.Next()
+		if err != nil {
+			break
+		}
+		if !e.Metadata.Until.IsZero() {
+			was[e.Loc] = [2]time.Time{e.Metadata.From, e.Metadata.Until}
+		}
+	}
+	for k, pk := range pkgs {
+		iv, ok := was[p.url(pk.rel)]
+		if pk.until.IsZero() || !ok || !iv[0].Equal(pk.from) || !iv[1].Equal(pk.until) {
+			continue
+		}
+		length, sum, ok := p.g.keep(pk.rel, manifestRel(pk.rel))
+		if !ok {
+			continue
+		}
+		pkgs[k].length, pkgs[k].sum = length, sum
+		kept[k] = true
+	}
+	return kept, nil
+}
+
+// manifestRel is the path of the manifest published beside the package at
+// rel.
+func manifestRel(rel string) string { return strings.TrimSuffix(rel, ".zip") + "-manifest.xml" }
+
+// dumpEntryBound is an upper bound of the bytes a package's manifest
+// writes for e, an entry of uri's body (its path included).
+func dumpEntryBound(e *manifest.Entry, uri string) int64 {
+	return entryBound(e) + 16 + escBound("/"+EntryName(uri))
 }
 
 // packer writes a dump's packages one after the other.
@@ -226,6 +300,8 @@ type packageBuilder struct {
 	man      *os.File
 	mw       *manifest.Writer
 	n, bytes int64
+	// docBytes bounds the manifest's bytes (see dumpEntryBound).
+	docBytes int64
 }
 
 func (p *publisher) newPackage(rel string, h manifest.Header) (*packageBuilder, error) {
@@ -333,7 +409,7 @@ func (b *packageBuilder) finish(ctx context.Context) (dumpPackage, error) {
 		return dumpPackage{}, err
 	}
 	// The manifest beside the package, for consumers that read it first.
-	md, err := b.g.create(b.rel[:len(b.rel)-len(".zip")] + "-manifest.xml")
+	md, err := b.g.create(manifestRel(b.rel))
 	if err != nil {
 		return dumpPackage{}, err
 	}

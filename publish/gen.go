@@ -2,6 +2,7 @@ package publish
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -82,6 +83,19 @@ func openGeneration(out string) (*generation, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		g.release()
 		return nil, errclass.Fatalf("publish: %w", err)
+	}
+	// After the highest generation there is, not the published one's: a
+	// run killed between renaming its generation into place and moving
+	// the link left one, which the next commit removes.
+	ents, err := os.ReadDir(filepath.Join(out, genDir))
+	if err != nil {
+		g.release()
+		return nil, errclass.Fatalf("publish: %w", err)
+	}
+	for _, e := range ents {
+		if k, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "g")); err == nil && strings.HasPrefix(e.Name(), "g") {
+			n = max(n, k)
+		}
 	}
 	g.name = fmt.Sprintf("g%06d", n+1)
 	g.dir = filepath.Join(out, genDir, tmpMark+g.name)
@@ -280,4 +294,56 @@ func (d *doc) close() error {
 	}
 	d.g.written++
 	return nil
+}
+
+// published opens the document at rel of the published generation, or
+// returns nil when there is none.
+func (g *generation) published(rel string) *os.File {
+	if g.prev == "" {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(g.prev, filepath.FromSlash(rel)))
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// keep links into the generation, as published, the document at rel and
+// each of more, and returns rel's length and sha-256; ok is false, and
+// nothing is kept, when the published generation's list (see sumsDir) lacks
+// any of them or a link fails.
+func (g *generation) keep(rel string, more ...string) (length int64, sum []byte, ok bool) {
+	rels := append([]string{rel}, more...)
+	for _, r := range rels {
+		if g.prevSums[r] == "" {
+			return 0, nil, false
+		}
+	}
+	size, hexSum, _ := strings.Cut(g.prevSums[rel], " ")
+	length, err := strconv.ParseInt(size, 10, 64)
+	if err == nil {
+		sum, err = hex.DecodeString(hexSum)
+	}
+	if err != nil || len(sum) != sha256.Size {
+		return 0, nil, false
+	}
+	for i, r := range rels {
+		p := filepath.Join(g.dir, filepath.FromSlash(r))
+		err := os.MkdirAll(filepath.Dir(p), 0o755)
+		if err == nil {
+			err = os.Link(filepath.Join(g.prev, filepath.FromSlash(r)), p)
+		}
+		if err != nil {
+			for _, done := range rels[:i] {
+				_ = os.Remove(filepath.Join(g.dir, filepath.FromSlash(done)))
+			}
+			return 0, nil, false
+		}
+	}
+	for _, r := range rels {
+		g.sums[r] = g.prevSums[r]
+		g.kept++
+	}
+	return length, sum, true
 }

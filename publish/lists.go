@@ -29,28 +29,35 @@ type page struct {
 // pager cuts a list into pages on a first walk, from an upper bound of each
 // entry's size, so that the second walk writes each page with a header that
 // already knows its bounds. It keeps one value per page, never per entry.
+// A dump's pages are packages, with two budgets: their bodies' bytes, and
+// their manifests' (docBudget; 0 for a list, whose page is its document).
 type pager struct {
-	max    int64
-	budget int64
-	pages  []page
-	size   int64
-	i      int64
+	max       int64
+	budget    int64
+	docBudget int64
+	pages     []page
+	size      int64
+	docSize   int64
+	i         int64
 }
 
 func (p *publisher) newPager() *pager {
 	return &pager{max: int64(p.o.MaxEntries), budget: p.o.MaxBytes - headerReserve}
 }
 
-// add counts an item of at most bound bytes; newPeriod starts a page for a
-// change list's next period.
-func (pg *pager) add(bound int64, period, stamp time.Time, newPeriod bool) {
+// add counts an item of at most bound bytes (and of at most doc bytes in
+// a package's manifest); newPeriod starts a page for a change list's next
+// period.
+func (pg *pager) add(bound, doc int64, period, stamp time.Time, newPeriod bool) {
 	n := len(pg.pages)
-	if n == 0 || newPeriod || pg.pages[n-1].n == pg.max || pg.size+bound > pg.budget {
+	if n == 0 || newPeriod || pg.pages[n-1].n == pg.max || pg.size+bound > pg.budget ||
+		(pg.docBudget > 0 && pg.docSize+doc > pg.docBudget) {
 		pg.pages = append(pg.pages, page{first: pg.i, period: period, from: stamp})
-		pg.size = 0
+		pg.size, pg.docSize = 0, 0
 	}
 	pg.pages[len(pg.pages)-1].n++
 	pg.size += bound
+	pg.docSize += doc
 	pg.i++
 }
 
@@ -273,7 +280,7 @@ func (p *publisher) resourceList(ctx context.Context, v View, src, dir, capURL s
 	pg := p.newPager()
 	if err := v.Resources(ctx, src, func(r state.Resource) error {
 		e := p.resourceEntry(&r)
-		pg.add(entryBound(&e), time.Time{}, time.Time{}, false)
+		pg.add(entryBound(&e), 0, time.Time{}, time.Time{}, false)
 		return ctx.Err()
 	}); err != nil {
 		return "", err
@@ -283,11 +290,17 @@ func (p *publisher) resourceList(ctx context.Context, v View, src, dir, capURL s
 	up := manifest.NewLink("up", capURL)
 	single := len(pg.pages) <= 1
 	indexRel := dir + "/resourcelist-index.xml"
+	// An index's pages are named after the at they are current to: a
+	// publication that cuts them anew names them anew, so a consumer
+	// that read the index before it never reads another cut's page under
+	// the name it was given (publish serve still serves the previous
+	// generation's; a plain web server answers 404, and the consumer
+	// starts again), and one that cuts the same pages keeps their files.
 	pageRel := func(k int) string {
 		if single {
 			return dir + "/resourcelist.xml"
 		}
-		return fmt.Sprintf("%s/resourcelist-%05d.xml", dir, k+1)
+		return fmt.Sprintf("%s/resourcelist-%s-%05d.xml", dir, p.at.UTC().Format("20060102T150405.000000Z"), k+1)
 	}
 	header := func() manifest.Header {
 		h := manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{up}}
@@ -343,10 +356,10 @@ func (p *publisher) index(rel string, md manifest.Metadata, capURL string, n int
 	return pw.end()
 }
 
-// changeEntry is a change's entry in a Change List, with the copy of what
-// it wrote while that copy is still its bytes: a change a later change of
-// its resource superseded links no copy (the copy held is the later
-// version's).
+// changeEntry is a change's entry in a Change List, republished (see
+// republished): a change a later change of its resource superseded still
+// names the copy, with the hash of the version it produced, which the copy
+// no longer holds (a consumer applies only each resource's latest change).
 func (p *publisher) changeEntry(c *state.ChangeRecord) manifest.Entry {
 	e := changeMeta(c)
 	p.republished(&e, c.URI)
@@ -386,7 +399,7 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 	if err := v.Changes(ctx, src, p.o.Copies, func(c state.ChangeRecord) error {
 		e := p.changeEntry(&c)
 		per := c.Recorded.UTC().Truncate(period)
-		pg.add(entryBound(&e), per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
+		pg.add(entryBound(&e), 0, per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
 		last = per
 		if c.Recorded.After(newest) {
 			newest = c.Recorded
@@ -395,9 +408,11 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 	}); err != nil {
 		return "", time.Time{}, err
 	}
+	p.newest = newest
 	current := p.now.Truncate(period)
-	if n := len(pg.pages); n == 0 || pg.pages[n-1].period.Before(current) {
-		// The current period, open and so far empty.
+	if n := len(pg.pages); n == 0 || pg.pages[n-1].period.Before(current) && p.closed(pg.pages[n-1].period) {
+		// The current period, open and so far empty (after the last
+		// period with changes, when that one is closed).
 		pg.pages = append(pg.pages, page{first: pg.i, period: current, from: current})
 	}
 	bounds := p.pageBounds(pg.pages)
@@ -434,9 +449,14 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 }
 
 // closed reports whether the period starting at per is closed: it ended
-// closeMargin before the view was taken.
+// closeMargin before the view was taken, and the source's newest change
+// (p.newest) is stamped at or after its end. The state stamps a change
+// after every change it holds of its source whatever the clock says, so no
+// change can be added to a closed period later — not even after a clock
+// that ran ahead is set back. A period no later change follows stays open.
 func (p *publisher) closed(per time.Time) bool {
-	return !per.Add(p.o.ChangePeriod).After(p.now.Add(-closeMargin))
+	end := per.Add(p.o.ChangePeriod)
+	return !end.After(p.now.Add(-closeMargin)) && !end.After(p.newest)
 }
 
 // pageBounds gives each page of changes its interval: a period's first

@@ -94,14 +94,16 @@ type Result struct {
 // absolute http(s) URL.
 var ErrBadBaseURL = errors.New("the base URL must be an absolute http(s) URL")
 
-// CheckBaseURL returns base without a trailing slash, or an error wrapping
-// ErrBadBaseURL (permanent).
+// CheckBaseURL returns base without a trailing slash, as a URI (see
+// manifest.ToURI), or an error wrapping ErrBadBaseURL (permanent).
 func CheckBaseURL(base string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return "", errclass.NewPermanent(fmt.Errorf("publish: base URL %q: %w", base, ErrBadBaseURL))
 	}
-	return strings.TrimRight(base, "/"), nil
+	// As a URI: what a document joins it into must be one (a space or a
+	// non-ASCII character percent-encoded).
+	return manifest.ToURI(strings.TrimRight(base, "/")), nil
 }
 
 // Publish writes a new generation from h and publishes it. On any error the
@@ -150,8 +152,10 @@ type publisher struct {
 	o   Options
 	g   *generation
 	res Result
-	// at is the time the lists are current to; now the view's time.
-	at, now time.Time
+	// at is the time the lists are current to; now the view's time;
+	// newest the stamp of the newest change of the set being written (see
+	// closed).
+	at, now, newest time.Time
 	// dir is the directory of the set being written (its copies are
 	// linked under it).
 	dir string

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,8 +97,10 @@ func (s *Server) Handler() (http.Handler, error) {
 	}), nil
 }
 
-// serveDoc serves a document of the published generation. Kept documents
-// keep their file (a hard link), so their validators do not change.
+// serveDoc serves a document of the published generation, else of the one
+// before it (a page named in an index that a consumer read before the
+// last publication). Kept documents keep their file (a hard link), so
+// their validators do not change.
 func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request, rel string, log *slog.Logger) {
 	target, err := os.Readlink(filepath.Join(s.Out, Current))
 	if err != nil {
@@ -105,15 +108,27 @@ func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request, rel string, lo
 		http.Error(w, "nothing is published yet", http.StatusServiceUnavailable)
 		return
 	}
-	root, err := os.OpenRoot(filepath.Join(s.Out, target))
-	if err != nil {
-		http.Error(w, "nothing is published yet", http.StatusServiceUnavailable)
-		return
-	}
-	defer root.Close()
 	clean := path.Clean("/" + rel)[1:]
-	f, err := root.Open(filepath.FromSlash(clean))
-	if err != nil {
+	var f *os.File
+	for i, gen := range []string{filepath.Base(target), s.previous(filepath.Base(target))} {
+		if gen == "" {
+			break
+		}
+		root, err := os.OpenRoot(filepath.Join(s.Out, genDir, gen))
+		if err != nil {
+			if i == 0 {
+				http.Error(w, "nothing is published yet", http.StatusServiceUnavailable)
+				return
+			}
+			break
+		}
+		f, err = root.Open(filepath.FromSlash(clean))
+		root.Close()
+		if err == nil {
+			break
+		}
+	}
+	if f == nil {
 		http.NotFound(w, r)
 		return
 	}
@@ -132,6 +147,27 @@ func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request, rel string, lo
 	}
 	w.Header().Set("ETag", etag(st.Size(), st.ModTime()))
 	http.ServeContent(w, r, clean, st.ModTime(), f)
+}
+
+// previous names the generation published before gen (the highest one
+// below it that is whole), or "" when there is none.
+func (s *Server) previous(gen string) string {
+	n, err := strconv.Atoi(strings.TrimPrefix(gen, "g"))
+	if err != nil {
+		return ""
+	}
+	ents, err := os.ReadDir(filepath.Join(s.Out, genDir))
+	if err != nil {
+		return ""
+	}
+	best, name := 0, ""
+	for _, e := range ents {
+		k, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "g"))
+		if err == nil && strings.HasPrefix(e.Name(), "g") && k < n && k > best {
+			best, name = k, e.Name()
+		}
+	}
+	return name
 }
 
 func etag(size int64, mod time.Time) string { return fmt.Sprintf(`"%x-%x"`, size, mod.UnixNano()) }
