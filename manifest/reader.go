@@ -20,12 +20,13 @@ import (
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 )
 
-// Defaults of Options.
+// Defaults of Options: xmlcap's.
 const (
-	DefaultMaxTokenSize = 4 << 20
-	DefaultMaxDepth     = 32
+	DefaultMaxTokenSize = xmlcap.DefaultMaxTokenSize
+	DefaultMaxDepth     = xmlcap.DefaultMaxDepth
 )
 
 // ErrMalformed is wrapped by every terminal error of a Reader: broken XML,
@@ -41,10 +42,6 @@ var ErrMalformed = errors.New("manifest: malformed document")
 // document: a root other than <urlset> or <sitemapindex>, or a root without
 // an rs:md capability (a plain sitemap).
 var ErrNotResourceSync = errors.New("not a ResourceSync document")
-
-// errTokenTooLarge is what capReader returns once the decoder has consumed
-// more than MaxTokenSize bytes without producing a token.
-var errTokenTooLarge = errors.New("token too large")
 
 // Options limit and observe a Reader. The zero value gives the defaults.
 type Options struct {
@@ -99,7 +96,7 @@ func (e *EntryError) Unwrap() error { return e.Err }
 // Memory use does not depend on the size of the document. A Reader is not
 // safe for concurrent use.
 type Reader struct {
-	dec  *Decoder
+	dec  *xmlcap.Decoder
 	opts Options
 	log  *slog.Logger
 
@@ -145,7 +142,7 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	src, sniffed := sniffEncoding(r)
-	dec := NewDecoder(src, opts.MaxTokenSize, opts.MaxDepth)
+	dec := xmlcap.NewDecoder(src, opts.MaxTokenSize, opts.MaxDepth)
 	dec.CharsetReader = charsetReader
 	if sniffed != "" {
 		// A byte order mark (or UTF-16's own shape) decides; a declaration
@@ -261,9 +258,9 @@ func (r *Reader) decodeError(err error) error {
 	case r.dec.SourceErr() != nil:
 		line, _ := r.dec.InputPos()
 		return fmt.Errorf("manifest: reading document at line %d: %w", line, r.dec.SourceErr())
-	case errors.Is(err, ErrTokenTooLarge):
+	case errors.Is(err, xmlcap.ErrTokenTooLarge):
 		return r.malformed("a token (tag, text or comment) is larger than %d bytes", r.opts.MaxTokenSize)
-	case errors.Is(err, ErrTooDeep):
+	case errors.Is(err, xmlcap.ErrTooDeep):
 		return r.malformed("elements nested deeper than %d", r.opts.MaxDepth)
 	}
 	var se *xml.SyntaxError
@@ -952,86 +949,4 @@ func (r *Reader) warn(k warnKind, msg string, args ...any) {
 	r.warned |= 1 << k
 	line, _ := r.dec.InputPos()
 	r.log.Warn("manifest: "+msg, append(args, "line", line)...)
-}
-
-// capReader hands the decoder its input byte by byte (so the decoder adds
-// no buffering of its own) and fails once the decoder has consumed more
-// than max bytes past the mark, which the Reader moves to the decoder's
-// offset after every token. A token can thus never grow beyond max bytes.
-type capReader struct {
-	r        io.Reader
-	buf      []byte
-	pos, end int
-	n        int64 // bytes handed out
-	limit    int64 // n may not exceed limit
-	max      int64
-	err      error // error of the underlying reader, other than io.EOF
-	eof      bool
-}
-
-func newCapReader(r io.Reader, max int64) *capReader {
-	c := &capReader{r: r, buf: make([]byte, 64<<10), max: max}
-	c.mark(0)
-	return c
-}
-
-func (c *capReader) mark(offset int64) { c.limit = offset + c.max }
-
-// ReadByte implements io.ByteReader.
-func (c *capReader) ReadByte() (byte, error) {
-	if c.n >= c.limit {
-		return 0, errTokenTooLarge
-	}
-	if c.pos == c.end {
-		if err := c.fill(); err != nil {
-			return 0, err
-		}
-	}
-	b := c.buf[c.pos]
-	c.pos++
-	c.n++
-	return b, nil
-}
-
-// Read implements io.Reader under the same limit.
-func (c *capReader) Read(p []byte) (int, error) {
-	if c.n >= c.limit {
-		return 0, errTokenTooLarge
-	}
-	if c.pos == c.end {
-		if err := c.fill(); err != nil {
-			return 0, err
-		}
-	}
-	k := int64(min(len(p), c.end-c.pos))
-	k = min(k, c.limit-c.n)
-	copy(p, c.buf[c.pos:c.pos+int(k)])
-	c.pos += int(k)
-	c.n += k
-	return int(k), nil
-}
-
-// fill refills the empty buffer; it returns io.EOF at the end of input
-// and, sticky, the first other error of the underlying reader.
-func (c *capReader) fill() error {
-	for range 100 {
-		if c.err != nil {
-			return c.err
-		}
-		if c.eof {
-			return io.EOF
-		}
-		k, err := c.r.Read(c.buf)
-		c.pos, c.end = 0, k
-		if err == io.EOF {
-			c.eof = true
-		} else if err != nil {
-			c.err = err
-		}
-		if k > 0 {
-			return nil
-		}
-	}
-	c.err = io.ErrNoProgress
-	return c.err
 }

@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"github.com/rsharvest/rsharvest/errclass"
-
-	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 )
 
 // FuzzReadDocument: readDocument reads a document element as
@@ -47,7 +46,7 @@ func FuzzReadDocument(f *testing.F) {
 		}
 		wantErr := dec.DecodeElement(&want, se)
 		// The same reading, its limits out of the way.
-		capped := manifest.NewDecoder(strings.NewReader(doc), 1<<30, 1<<30)
+		capped := xmlcap.NewDecoder(strings.NewReader(doc), 1<<30, 1<<30)
 		start(capped)
 		got, gotErr := readDocument(capped)
 		if (gotErr != nil) != (wantErr != nil) {
@@ -102,9 +101,9 @@ func TestListLimits(t *testing.T) {
 		r    *endless
 		want error
 	}{
-		{"nested a million deep", newEndless(head, "<document>", 1_000_000, ""), manifest.ErrTooDeep},
-		{"a 200 MB attribute", newEndless(head+`<document x="`, "abcdefgh", 25_000_000, `"/>`), manifest.ErrTokenTooLarge},
-		{"a 200 MB scope", newEndless(head+`<document><docid><scope>`, "abcdefgh", 25_000_000, `</scope></docid></document>`), manifest.ErrTokenTooLarge},
+		{"nested a million deep", newEndless(head, "<document>", 1_000_000, ""), xmlcap.ErrTooDeep},
+		{"a 200 MB attribute", newEndless(head+`<document x="`, "abcdefgh", 25_000_000, `"/>`), xmlcap.ErrTokenTooLarge},
+		{"a 200 MB scope", newEndless(head+`<document><docid><scope>`, "abcdefgh", 25_000_000, `</scope></docid></document>`), xmlcap.ErrTokenTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 	"github.com/rsharvest/rsharvest/manifest"
 )
 
@@ -93,7 +94,7 @@ const (
 // list goes on. A document that is not a harvest list is an error
 // wrapping ErrNotHarvestList (permanent); fn's and bad's errors end Read.
 func Read(r io.Reader, fn func(Document) error, bad func(*EntryError) error) error {
-	dec := manifest.NewDecoder(r, MaxTokenSize, MaxDepth)
+	dec := xmlcap.NewDecoder(r, MaxTokenSize, MaxDepth)
 	root := false
 	for {
 		tok, err := dec.Token()
@@ -150,7 +151,7 @@ func Read(r io.Reader, fn func(Document) error, bad func(*EntryError) error) err
 // encoding/xml's Unmarshal would (the last such element wins), and any
 // other element is skipped. It walks the tokens itself, without
 // Unmarshal's reflection: a harvest list names millions of documents.
-func readDocument(dec *manifest.Decoder) (rawDocument, error) {
+func readDocument(dec *xmlcap.Decoder) (rawDocument, error) {
 	var (
 		raw     rawDocument
 		field   *string // the field whose element is open

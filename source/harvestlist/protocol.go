@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/rsharvest/rsharvest/fetch"
-	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 	"github.com/rsharvest/rsharvest/source"
 )
 
@@ -63,7 +63,7 @@ func MayBeList(src string) bool {
 // IsList reports whether r begins as a harvest list: its first element
 // is harvestList in Namespace.
 func IsList(r io.Reader) bool {
-	dec := manifest.NewDecoder(r, MaxTokenSize, MaxDepth)
+	dec := xmlcap.NewDecoder(r, MaxTokenSize, MaxDepth)
 	dec.Strict = false
 	for {
 		tok, err := dec.Token()

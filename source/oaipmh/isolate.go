@@ -12,7 +12,7 @@ import (
 	"net/url"
 
 	"github.com/rsharvest/rsharvest/errclass"
-	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 	"github.com/rsharvest/rsharvest/source"
 )
 
@@ -23,7 +23,7 @@ import (
 func malformedPage(err error) bool {
 	var es Errors
 	return errors.Is(err, ErrMalformed) && !errors.As(err, &es) && !errors.Is(err, ErrTooLarge) &&
-		!errors.Is(err, manifest.ErrTooDeep) && !errors.Is(err, manifest.ErrTokenTooLarge)
+		!errors.Is(err, xmlcap.ErrTooDeep) && !errors.Is(err, xmlcap.ErrTokenTooLarge)
 }
 
 // isolate recovers what it can of a list page that was not well-formed

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rsharvest/rsharvest/manifest"
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 )
 
 // endless reads head, then body n times, then tail, made as it is read;
@@ -50,11 +50,11 @@ func TestReaderLimits(t *testing.T) {
 		r    *endless
 		want error
 	}{
-		{"metadata nested a million deep", &endless{head: []byte(head + recHead), body: []byte("<dc:x>"), n: 1_000_000, tail: []byte(tail)}, manifest.ErrTooDeep},
-		{"an element of the envelope nested deep", &endless{head: []byte(head), body: []byte("<x>"), n: 1_000_000, tail: []byte(tail)}, manifest.ErrTooDeep},
-		{"a 200 MB attribute", &endless{head: []byte(head + `<record a="`), body: []byte("abcdefgh"), n: 25_000_000, tail: []byte(`"/>` + tail)}, manifest.ErrTokenTooLarge},
-		{"a 200 MB text", &endless{head: []byte(head + recHead + "<dc:title>"), body: []byte("abcdefgh"), n: 25_000_000, tail: []byte(tail)}, manifest.ErrTokenTooLarge},
-		{"a 200 MB identifier", &endless{head: []byte(head + `<record><header><identifier>`), body: []byte("abcdefgh"), n: 25_000_000, tail: []byte(tail)}, manifest.ErrTokenTooLarge},
+		{"metadata nested a million deep", &endless{head: []byte(head + recHead), body: []byte("<dc:x>"), n: 1_000_000, tail: []byte(tail)}, xmlcap.ErrTooDeep},
+		{"an element of the envelope nested deep", &endless{head: []byte(head), body: []byte("<x>"), n: 1_000_000, tail: []byte(tail)}, xmlcap.ErrTooDeep},
+		{"a 200 MB attribute", &endless{head: []byte(head + `<record a="`), body: []byte("abcdefgh"), n: 25_000_000, tail: []byte(`"/>` + tail)}, xmlcap.ErrTokenTooLarge},
+		{"a 200 MB text", &endless{head: []byte(head + recHead + "<dc:title>"), body: []byte("abcdefgh"), n: 25_000_000, tail: []byte(tail)}, xmlcap.ErrTokenTooLarge},
+		{"a 200 MB identifier", &endless{head: []byte(head + `<record><header><identifier>`), body: []byte("abcdefgh"), n: 25_000_000, tail: []byte(tail)}, xmlcap.ErrTokenTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestReaderLimits(t *testing.T) {
 	if err == nil {
 		_, err = rd.Identify()
 	}
-	if !errors.Is(err, manifest.ErrTokenTooLarge) {
+	if !errors.Is(err, xmlcap.ErrTokenTooLarge) {
 		t.Errorf("an Identify of 2 MiB: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/text/encoding/charmap"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 	"github.com/rsharvest/rsharvest/manifest"
 )
 
@@ -649,13 +650,13 @@ func (rd *Reader) skipTo(depth int) error {
 
 // tok returns the decoder's next token under the parser's limits: elements
 // at most MaxDepth deep, tokens at most maxToken bytes (the tap cuts the
-// input past that). An error wrapping manifest.ErrTooDeep or
-// manifest.ErrTokenTooLarge says which.
+// input past that). An error wrapping xmlcap.ErrTooDeep or
+// xmlcap.ErrTokenTooLarge says which.
 func (rd *Reader) tok() (xml.Token, error) {
 	tok, err := rd.dec.Token()
 	if err != nil {
 		if errors.Is(err, errTokenTooLarge) {
-			return nil, fmt.Errorf("%w: more than %d bytes", manifest.ErrTokenTooLarge, rd.maxToken)
+			return nil, fmt.Errorf("%w: more than %d bytes", xmlcap.ErrTokenTooLarge, rd.maxToken)
 		}
 		return nil, err
 	}
@@ -663,7 +664,7 @@ func (rd *Reader) tok() (xml.Token, error) {
 	switch tok.(type) {
 	case xml.StartElement:
 		if rd.depth++; rd.depth > MaxDepth {
-			return nil, fmt.Errorf("%w: deeper than %d", manifest.ErrTooDeep, MaxDepth)
+			return nil, fmt.Errorf("%w: deeper than %d", xmlcap.ErrTooDeep, MaxDepth)
 		}
 	case xml.EndElement:
 		rd.depth--
@@ -677,7 +678,7 @@ func (rd *Reader) decodeElement(v any, se *xml.StartElement) error {
 	rd.tap.mark(rd.dec.InputOffset(), maxItemSize)
 	err := rd.dec.DecodeElement(v, se)
 	if errors.Is(err, errTokenTooLarge) {
-		err = fmt.Errorf("%w: an element of more than %d bytes", manifest.ErrTokenTooLarge, maxItemSize)
+		err = fmt.Errorf("%w: an element of more than %d bytes", xmlcap.ErrTokenTooLarge, maxItemSize)
 	}
 	if err != nil {
 		return malformedErr(err)

@@ -1,4 +1,7 @@
-package manifest
+// Package xmlcap is an encoding/xml decoder whose memory is bounded by its
+// limits, not by the document it reads: the one way this module reads XML
+// a source sends.
+package xmlcap
 
 import (
 	"encoding/xml"
@@ -6,6 +9,16 @@ import (
 	"fmt"
 	"io"
 )
+
+// The default limits (see NewDecoder).
+const (
+	DefaultMaxTokenSize = 4 << 20
+	DefaultMaxDepth     = 32
+)
+
+// errTokenTooLarge is what capReader returns once the decoder has consumed
+// more than its token limit without producing a token.
+var errTokenTooLarge = errors.New("token too large")
 
 // Errors of a Decoder's limits.
 var (
@@ -24,7 +37,8 @@ var (
 // 200 MB attribute costs no more than the limit), and no element nests
 // deeper than its depth limit (the decoder's stack of open elements). Every
 // parser of a document a source sends reads through one: ResourceSync
-// documents (Reader), OAI-PMH responses and harvest lists.
+// documents (manifest.Reader), OAI-PMH responses, harvest lists, and the
+// documents a validated delivery checks.
 //
 // Token and Skip are the Decoder's own; the other methods are the embedded
 // xml.Decoder's, and reading tokens through them would not be bounded.
@@ -38,8 +52,8 @@ type Decoder struct {
 
 // NewDecoder returns a strict Decoder reading r, whose tokens are at most
 // maxToken bytes and whose elements nest at most maxDepth deep (the root at
-// depth 1); a limit of 0 or less is the ResourceSync reader's default
-// (DefaultMaxTokenSize, DefaultMaxDepth).
+// depth 1); a limit of 0 or less is the default (DefaultMaxTokenSize,
+// DefaultMaxDepth).
 func NewDecoder(r io.Reader, maxToken, maxDepth int) *Decoder {
 	if maxToken <= 0 {
 		maxToken = DefaultMaxTokenSize
@@ -104,3 +118,85 @@ func (d *Decoder) Skip() error {
 // SourceErr is the error of the underlying reader that stopped the
 // decoder (other than io.EOF), or nil.
 func (d *Decoder) SourceErr() error { return d.in.err }
+
+// capReader hands the decoder its input byte by byte (so the decoder adds
+// no buffering of its own) and fails once the decoder has consumed more
+// than max bytes past the mark, which the Reader moves to the decoder's
+// offset after every token. A token can thus never grow beyond max bytes.
+type capReader struct {
+	r        io.Reader
+	buf      []byte
+	pos, end int
+	n        int64 // bytes handed out
+	limit    int64 // n may not exceed limit
+	max      int64
+	err      error // error of the underlying reader, other than io.EOF
+	eof      bool
+}
+
+func newCapReader(r io.Reader, max int64) *capReader {
+	c := &capReader{r: r, buf: make([]byte, 64<<10), max: max}
+	c.mark(0)
+	return c
+}
+
+func (c *capReader) mark(offset int64) { c.limit = offset + c.max }
+
+// ReadByte implements io.ByteReader.
+func (c *capReader) ReadByte() (byte, error) {
+	if c.n >= c.limit {
+		return 0, errTokenTooLarge
+	}
+	if c.pos == c.end {
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	b := c.buf[c.pos]
+	c.pos++
+	c.n++
+	return b, nil
+}
+
+// Read implements io.Reader under the same limit.
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.n >= c.limit {
+		return 0, errTokenTooLarge
+	}
+	if c.pos == c.end {
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	k := int64(min(len(p), c.end-c.pos))
+	k = min(k, c.limit-c.n)
+	copy(p, c.buf[c.pos:c.pos+int(k)])
+	c.pos += int(k)
+	c.n += k
+	return int(k), nil
+}
+
+// fill refills the empty buffer; it returns io.EOF at the end of input
+// and, sticky, the first other error of the underlying reader.
+func (c *capReader) fill() error {
+	for range 100 {
+		if c.err != nil {
+			return c.err
+		}
+		if c.eof {
+			return io.EOF
+		}
+		k, err := c.r.Read(c.buf)
+		c.pos, c.end = 0, k
+		if err == io.EOF {
+			c.eof = true
+		} else if err != nil {
+			c.err = err
+		}
+		if k > 0 {
+			return nil
+		}
+	}
+	c.err = io.ErrNoProgress
+	return c.err
+}
