@@ -383,7 +383,10 @@ func (r *run) holding(ctx context.Context, uri string, changeTime time.Time, wan
 		}
 	}
 	h.superseded = h.had && !h.prev.ChangeTime.IsZero() && h.prev.ChangeTime.After(changeTime)
-	if cmp := r.opts.Protocol.CompareVersions; cmp != nil && h.had && !h.prev.Deleted && version != "" && h.prev.Version != "" && cmp(h.prev.Version, version) > 0 {
+	// A newer version only supersedes when it is held: a version that
+	// failed (or was deleted) keeps nothing back.
+	held := h.had && !h.prev.Deleted && (h.prev.Outcome == state.OutcomeWritten || h.prev.Outcome == state.OutcomeUnchanged)
+	if cmp := r.opts.Protocol.CompareVersions; cmp != nil && held && version != "" && h.prev.Version != "" && cmp(h.prev.Version, version) > 0 {
 		h.superseded, h.olderVersion = true, true
 	}
 	h.already = map[string]bool{}

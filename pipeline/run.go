@@ -166,9 +166,9 @@ type Options struct {
 	Validate bool
 	Schemas  map[string]string
 	// DeleteUnlisted deletes what the state holds of the source and a
-	// baseline of a protocol whose plans name everything
-	// (source.Protocol.WholeListing) no longer lists; without it, each is
-	// reported as skipped, "no longer listed", and stays held.
+	// run (baseline or incremental) of a protocol whose plans name
+	// everything (source.Protocol.WholeListing) no longer lists; without
+	// it, each is reported as skipped, "no longer listed", and stays held.
 	DeleteUnlisted bool
 	// MaxDelete, when set, bounds the resources the run may delete: its
 	// deletions wait until the plan is read whole, and a run that would
@@ -386,7 +386,7 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		}
 	}
 	r.stopLive = r.live(ctx, *rep)
-	if r.opts.Protocol.WholeListing && rep.Mode == "baseline" && r.opts.Set == "" && r.opts.Part == nil && r.resync {
+	if r.opts.Protocol.WholeListing && r.opts.Set == "" && r.opts.Part == nil && r.resync {
 		r.listed = newFreshFilter()
 	}
 	return nil

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"time"
 
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/source"
@@ -51,7 +50,11 @@ func (r *run) noLongerListed(ctx context.Context, uris []string, guard *deleteGu
 			}
 			continue
 		}
-		rec := &source.Record{URI: uri, Listed: r.opts.Source, Change: source.Deleted, Length: -1, ChangeTime: time.Now().UTC()}
+		// No change time: a listing's records carry none (its protocol
+		// has versions), nor does their absence. A tombstone stamped now
+		// would count as newer than the document listed again later, which
+		// would then never be harvested.
+		rec := &source.Record{URI: uri, Listed: r.opts.Source, Change: source.Deleted, Length: -1}
 		j := entryJob{pkg: &source.Package{URL: r.opts.Source, Dump: r.opts.Source, List: true}, rec: rec, done: func() {}, ep: r.marks.enter()}
 		if guard != nil {
 			if err := guard.hold(ctx, j, send); err != nil {

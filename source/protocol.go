@@ -46,11 +46,11 @@ type Protocol struct {
 	// they bring is checked by length alone, and --require-hash is no
 	// remedy (the summary says so).
 	NoDigests bool
-	// WholeListing says a baseline plan names every resource the source
-	// holds, as records, every time (it never resumes from marks, nor
-	// leaves out what is held): what is held and not named is no longer
-	// listed, which the executor then reports, or deletes
-	// (pipeline.Options.DeleteUnlisted).
+	// WholeListing says a plan, a baseline's or an incremental's, names
+	// every resource the source holds, as records, every time (it never
+	// resumes from marks, nor leaves out what is held): what is held and
+	// not named is no longer listed, which the executor then reports, or
+	// deletes (pipeline.Options.DeleteUnlisted).
 	WholeListing bool
 	// Options are the settings the protocol declares for itself
 	// (OAI-PMH's metadata-prefix): each a flag of the commands that

@@ -227,6 +227,9 @@ func (raw rawDocument) document(line int) (Document, *EntryError) {
 	if err != nil || ident < 0 {
 		return fail("identifier %q is not a number", id)
 	}
+	// From here on, the failure names the docid as a valid entry would
+	// (0100 and +100 are 100): the document it keeps listed is that one.
+	id = strconv.FormatInt(ident, 10)
 	rev, err := strconv.ParseInt(strings.TrimSpace(raw.DocID.Revision), 10, 64)
 	if err != nil || rev < 0 {
 		return fail("revision %q is not a number", strings.TrimSpace(raw.DocID.Revision))

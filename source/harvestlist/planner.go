@@ -94,8 +94,9 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, _ source.Holdings,
 		}
 		return nil, &source.SourceError{URL: task.Source, Err: err}
 	}
-	// The one resource set, with no point to continue from: the next
-	// harvest reads the list whole again (a zero Next is not recorded).
+	// The one resource set, with no point to continue from: whatever the
+	// mode, the next harvest reads the list whole again
+	// (source.Protocol.WholeListing).
 	return []source.Checkpoint{{ResourceSet: "", Next: task.From}}, nil
 }
 
