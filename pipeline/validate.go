@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 )
 
 // Validation (Options.Validate, --validate) is a step of delivery any
@@ -125,8 +126,21 @@ var xmllintLine = regexp.MustCompile(`^document:(\d+): `)
 // fpi matches a formal public identifier.
 var fpi = regexp.MustCompile(`^[-+]//`)
 
-// rootCheck parses r to its end: well-formed XML whose root is docType's
-// (see Validation).
+// publicID finds a DOCTYPE's public identifier, in quotes or apostrophes.
+var publicID = regexp.MustCompile(`\bPUBLIC\s+(?:"([^"]*)"|'([^']*)')`)
+
+// The limits of a validated document's parse: its memory is bounded by
+// them, not by the document. A token (a text, a tag with its attributes,
+// a comment) past validateMaxToken, or elements nested deeper than
+// validateMaxDepth, make the document invalid.
+const (
+	validateMaxToken = xmlcap.DefaultMaxTokenSize
+	validateMaxDepth = 256
+)
+
+// rootCheck parses r to its end: well-formed XML — one root element, and
+// nothing but space, comments and processing instructions around it —
+// whose root is docType's (see Validation).
 func rootCheck(r io.Reader, docType, contentType string) error {
 	invalid := func(line int, format string, a ...any) error {
 		return errclass.NewPermanent(fmt.Errorf("%w: line %d: %s", ErrInvalid, line, fmt.Sprintf(format, a...)))
@@ -142,9 +156,8 @@ func rootCheck(r io.Reader, docType, contentType string) error {
 			return nil // not XML: nothing more to parse
 		}
 	}
-	dec := xml.NewDecoder(r)
-	dec.Strict = true
-	doctype, root := "", false
+	dec := xmlcap.NewDecoder(r, validateMaxToken, validateMaxDepth)
+	doctype, root, textBefore := "", false, 0
 	for {
 		tok, err := dec.Token()
 		line, _ := dec.InputPos()
@@ -155,20 +168,37 @@ func rootCheck(r io.Reader, docType, contentType string) error {
 			return nil
 		}
 		if err != nil {
+			if se := dec.SourceErr(); se != nil {
+				return se // the bytes did not come: not the document's fault
+			}
 			return invalid(line, "not well-formed XML: %v", err)
 		}
 		switch t := tok.(type) {
 		case xml.Directive:
 			doctype = string(t)
+		case xml.CharData:
+			switch {
+			case dec.Depth() > 0 || len(bytes.TrimSpace(t)) == 0:
+			case root:
+				return invalid(line, "not well-formed XML: text after the root element")
+			case textBefore == 0:
+				textBefore = line // refused at the root, if one comes
+			}
 		case xml.StartElement:
-			if root {
+			if dec.Depth() > 1 {
 				continue
+			}
+			if root {
+				return invalid(line, "not well-formed XML: a second root element <%s>", t.Name.Local)
+			}
+			if textBefore > 0 {
+				return invalid(textBefore, "not well-formed XML: text before the root element")
 			}
 			root = true
 			switch {
 			case isMIME:
 			case fpi.MatchString(docType):
-				if !strings.Contains(doctype, `"`+docType+`"`) {
+				if m := publicID.FindStringSubmatch(doctype); m == nil || m[1]+m[2] != docType {
 					return invalid(line, "its DOCTYPE does not name the public identifier %q", docType)
 				}
 			case t.Name.Space != docType:
