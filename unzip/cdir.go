@@ -483,3 +483,19 @@ func timeZone(offset time.Duration) *time.Location {
 	}
 	return time.FixedZone("", int(offset/time.Second))
 }
+
+// DirectoryStart returns the offset of the central directory of the
+// archive of size bytes in ra, as its end records give it (its records,
+// then the end records, run from there to the archive's end): without
+// reading the directory itself. It fails as Open does when the end
+// records cannot be found or read.
+func DirectoryStart(ra io.ReaderAt, size int64) (int64, error) {
+	if size < 0 || size > maxArchiveSize {
+		return 0, formatErr("size %d out of range", size)
+	}
+	d, err := readDirEnd(&sourceReaderAt{ra: ra, size: size}, size)
+	if err != nil {
+		return 0, readError(err)
+	}
+	return d.start, nil
+}

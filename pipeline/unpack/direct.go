@@ -442,6 +442,17 @@ func (st *streamState) holes() []span {
 	return hs
 }
 
+// directoryInHole reports whether the central directory of the spool
+// file f of size bytes, or its end records, may lie in a hole: the end
+// records cannot be read, or the directory they place meets a hole.
+func (st *streamState) directoryInHole(f io.ReaderAt, size int64) bool {
+	if len(st.hs) == 0 {
+		return false
+	}
+	start, err := unzip.DirectoryStart(f, size)
+	return err != nil || meets(st.hs, start, size)
+}
+
 // span is a range of a package's bytes, [start, end).
 type span struct{ start, end int64 }
 

@@ -6,6 +6,7 @@ import (
 	"compress/flate"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"hash/crc32"
 	"io"
@@ -434,5 +435,59 @@ func TestDirectClaimsBounded(t *testing.T) {
 	}
 	if err := d.drain(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDirectoryInAClaim: a local header that gives a larger compressed
+// size than its entry has (the central directory gives the true one) lets
+// phase 1 claim the bytes after the entry, up into the central directory,
+// which then is not in the spool file. Phase 2 reads the directory from
+// the package downloaded again (pinned to the first's digest): every entry
+// is handed out, as when the package is downloaded then read (the entry
+// whose header lies, verified by its digest, is also reported failed, as
+// one whose local header disagrees with the directory).
+func TestDirectoryInAClaim(t *testing.T) {
+	index := "http://example.org/a a.txt\nhttp://example.org/b b.txt\n"
+	pkg := deflatedPackage(t, index, [2]string{"a.txt", "alpha"}, [2]string{"b.txt", strings.Repeat("bravo ", 200)})
+	name := []byte("a.txt")
+	at := bytes.Index(pkg, append([]byte("PK\x03\x04"), pkg[4:26]...)) // the manifest's header: skip it
+	for i := at + 4; i+30 < len(pkg); i++ {
+		if bytes.Equal(pkg[i:i+4], []byte("PK\x03\x04")) && bytes.Equal(pkg[i+30:i+30+len(name)], name) {
+			dir := bytes.LastIndex(pkg, []byte("PK\x01\x02"))
+			data := i + 30 + len(name) + int(binary.LittleEndian.Uint16(pkg[i+28:]))
+			binary.LittleEndian.PutUint32(pkg[i+18:], uint32(dir+20-data)) // into the directory
+			at = -1
+			break
+		}
+	}
+	if at != -1 {
+		t.Fatal("no local header of a.txt")
+	}
+	sum := sha256.Sum256(pkg)
+	expect := fixity.Expect{Length: int64(len(pkg)), Hashes: fixity.Hashes{SHA256: sum[:]}}
+	streamed, gets, _ := readServedWith(t, expect, served{pkg: pkg})
+	downloaded, _, _ := readServedWith(t, expect, served{pkg: pkg, noStreaming: true})
+	if streamed.done != 1 {
+		t.Fatalf("streamed: failed %+v, done %d", streamed.failed, streamed.done)
+	}
+	for _, f := range streamed.failed {
+		if f.URI != "http://example.org/a" {
+			t.Errorf("streamed: failure %+v (a's, whose local header lies, may be reported)", f)
+		}
+	}
+	uris := func(h *recordingHost) []string {
+		var out []string
+		for _, d := range h.delivered {
+			uri, _, _ := strings.Cut(d, " ")
+			out = append(out, uri)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := uris(streamed), uris(downloaded); !slices.Equal(got, want) || len(want) != 2 {
+		t.Errorf("streamed delivered %v, downloaded %v", got, want)
+	}
+	if gets != 2 {
+		t.Errorf("%d GETs of the package, want 2 (the second for its directory)", gets)
 	}
 }

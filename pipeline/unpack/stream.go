@@ -461,6 +461,16 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 	}
 	st.hs, st.first = st.holes(), fixity.Expect{Length: d.res.Bytes, Hashes: d.res.Hashes}
 	arch, err := unzip.Open(f, d.res.Bytes, rd.Limits)
+	if err != nil && st.directoryInHole(f, d.res.Bytes) {
+		// A local header that gave a larger size than its entry's let
+		// phase 1 claim bytes of what followed, the central directory
+		// too: the holes read as zeros, which no directory record is.
+		// The package downloaded again tells whether it is the
+		// package's own fault.
+		if arch, err = rd.refetch(ctx, j, st); err == nil {
+			st.hs = nil // every listing is read from that download
+		}
+	}
 	if err != nil {
 		return pkgFail("unzip", err)
 	}
