@@ -64,6 +64,9 @@
 //	                   when they fit in 1 KiB (a record's about containers are
 //	                   not kept: they do not fit in metadata)
 //
+// S3 allows 2 KiB of user metadata in all (names and values): the URI and
+// the sets are kept only when they fit after the others.
+//
 // # Writing
 //
 // Put streams the body with one PutObject call: with the resource's length

@@ -51,9 +51,11 @@ const (
 	readRetries = 3
 	// openTimeout bounds the checks New makes of the endpoint and bucket.
 	openTimeout = 30 * time.Second
-	// maxURIMeta is the longest escaped URI stored in metadata; S3 caps
-	// all user metadata of an object at 2 KiB.
+	// maxURIMeta is the longest escaped URI stored in metadata.
 	maxURIMeta = 1024
+	// maxUserMeta is what S3 allows of an object's user metadata in all:
+	// each entry's "x-amz-meta-" name and its value.
+	maxUserMeta = 2 << 10
 )
 
 // The user metadata keys, in the canonical form minio-go reports them in.
@@ -67,8 +69,7 @@ const (
 	metaSets    = "Rsharvest-Sets"
 )
 
-// maxSetsMeta bounds the sets kept in an object's metadata (S3 allows 2 KB
-// of user metadata in all).
+// maxSetsMeta bounds the sets kept in an object's metadata.
 const maxSetsMeta = 1024
 
 // Options configure an S3 sink. Endpoint and Bucket are required.
@@ -387,12 +388,11 @@ func (s *S3) putURI(ctx context.Context, key, uri string) error {
 }
 
 // putOptions returns the upload options for r: content type, metadata and
-// part size.
+// part size. The metadata keeps within what S3 allows of it in all
+// (maxUserMeta): the digests, length and lastmod first, then the URI (the
+// key names the object already) and the sets, each only if it fits.
 func (s *S3) putOptions(r *sink.Resource) minio.PutObjectOptions {
 	meta := map[string]string{}
-	if u := escapeMeta(r.URI); len(u) <= maxURIMeta {
-		meta[metaURI] = u
-	}
 	if r.Hashes.MD5 != nil {
 		meta[metaMD5] = hex.EncodeToString(r.Hashes.MD5)
 	}
@@ -408,7 +408,15 @@ func (s *S3) putOptions(r *sink.Resource) minio.PutObjectOptions {
 	if !r.Lastmod.IsZero() {
 		meta[metaLastmod] = r.Lastmod.UTC().Format(time.RFC3339Nano)
 	}
-	if sets := strings.Join(r.Sets, " "); sets != "" && len(sets) <= maxSetsMeta && validHeaderValue(sets) {
+	size := 0
+	for k, v := range meta {
+		size += metaSize(k, v)
+	}
+	if u := escapeMeta(r.URI); len(u) <= maxURIMeta && size+metaSize(metaURI, u) <= maxUserMeta {
+		meta[metaURI] = u
+		size += metaSize(metaURI, u)
+	}
+	if sets := strings.Join(r.Sets, " "); sets != "" && len(sets) <= maxSetsMeta && validHeaderValue(sets) && size+metaSize(metaSets, sets) <= maxUserMeta {
 		meta[metaSets] = sets // setSpecs hold no spaces
 	}
 	opts := minio.PutObjectOptions{
@@ -422,6 +430,9 @@ func (s *S3) putOptions(r *sink.Resource) minio.PutObjectOptions {
 	}
 	return opts
 }
+
+// metaSize is what a user metadata entry counts against maxUserMeta.
+func metaSize(key, value string) int { return len("x-amz-meta-") + len(key) + len(value) }
 
 // validHeaderValue reports whether v can be sent as a header value as it
 // is: printable ASCII and tabs, no surrounding white space.

@@ -72,17 +72,22 @@ func docID(uri string) string {
 	return uri
 }
 
-// uriOf inverts docID.
+// uriOf inverts docID: an id docID does not give for the URI it decodes
+// to (a foreign document's, a base64 not in canonical form) was not
+// written by this sink.
 func uriOf(id string) (string, error) {
-	rest, ok := strings.CutPrefix(id, encodedPrefix)
-	if !ok {
-		return id, nil
+	uri := id
+	if rest, ok := strings.CutPrefix(id, encodedPrefix); ok {
+		b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+		if err != nil {
+			return "", fmt.Errorf("id %s: not written by this sink: %w", short(id), err)
+		}
+		uri = string(b)
 	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
-	if err != nil {
-		return "", fmt.Errorf("id %s: not written by this sink: %w", short(id), err)
+	if docID(uri) != id {
+		return "", fmt.Errorf("id %s: not written by this sink: not the id of the URI it names", short(id))
 	}
-	return string(b), nil
+	return uri, nil
 }
 
 // readDocument reads body to io.EOF and returns the operation adding r.
@@ -123,30 +128,46 @@ func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reade
 		return op{}, errclass.Retryablef("solr: put %s: %w", short(r.URI), err)
 	}
 
+	// A string field's value is one term, which Solr refuses past
+	// maxTermBytes ("immense term"), the whole document with it: such a
+	// value is left out, with a warning, and the resource stored.
+	term := func(field, v string) string {
+		v = strings.ToValidUTF8(v, "\uFFFD")
+		if len(v) > maxTermBytes {
+			s.log.Warn("a field value too long for Solr, left out", "uri", short(r.URI), "field", field, "bytes", len(v), "limit", maxTermBytes)
+			return ""
+		}
+		return v
+	}
 	d := document{
-		ID:       id,
-		Location: strings.ToValidUTF8(r.URI, "\uFFFD"),
-		Length:   c.n,
-		MD5:      hexOr(r.Hashes.MD5, c.md5),
-		SHA1:     hexOr(r.Hashes.SHA1, nil),
-		SHA256:   hexOr(r.Hashes.SHA256, c.sha256),
-		Mime:     strings.ToValidUTF8(r.Type, "\uFFFD"),
-		Text:     c.textValue(s.opts.TextMaxBytes),
-		Body:     c.body,
+		ID:     id,
+		Length: c.n,
+		MD5:    hexOr(r.Hashes.MD5, c.md5),
+		SHA1:   hexOr(r.Hashes.SHA1, nil),
+		SHA256: hexOr(r.Hashes.SHA256, c.sha256),
+		Mime:   term("mime", r.Type),
+		Text:   c.textValue(s.opts.TextMaxBytes),
+		Body:   c.body,
 		// The resource set and links of seed 001's resource model.
-		ResourceSet: strings.ToValidUTF8(r.ResourceSet, "\uFFFD"),
+		ResourceSet: term("resource_set", r.ResourceSet),
+	}
+	if loc := strings.ToValidUTF8(r.URI, "\uFFFD"); len(loc) <= maxTermBytes {
+		d.Location = loc // longer, only an encoded id names it (quietly)
 	}
 	for _, l := range r.Links {
-		d.Links = append(d.Links, strings.ToValidUTF8(l.Rel+" "+l.Href, "\uFFFD"))
+		if v := term("links", l.Rel+" "+l.Href); v != "" {
+			d.Links = append(d.Links, v)
+		}
 	}
 	for _, v := range r.Sets {
-		d.Sets = append(d.Sets, strings.ToValidUTF8(v, "\uFFFD"))
+		if v := term("sets", v); v != "" {
+			d.Sets = append(d.Sets, v)
+		}
 	}
 	for _, v := range r.About {
-		d.About = append(d.About, strings.ToValidUTF8(v, "\uFFFD"))
-	}
-	if len(d.Location) > maxTermBytes {
-		d.Location = "" // only an encoded id can be that much shorter
+		if v := term("about", v); v != "" {
+			d.About = append(d.About, v)
+		}
 	}
 	if lm := r.Lastmod.UTC(); !r.Lastmod.IsZero() && lm.Year() >= 1 && lm.Year() <= 9999 {
 		d.Lastmod = lm.Format(lastmodLayout)

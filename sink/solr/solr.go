@@ -139,7 +139,8 @@ type Solr struct {
 func New(ctx context.Context, opts Options) (*Solr, error) {
 	u, err := url.Parse(strings.TrimRight(opts.URL, "/"))
 	if err != nil {
-		return nil, errclass.Fatalf("solr sink: URL: %w", err)
+		// url.Parse's error quotes the URL, password and all.
+		return nil, errclass.Fatalf("solr sink: not a valid http(s) URL")
 	}
 	name := u.Redacted()
 	switch {
@@ -232,7 +233,8 @@ func setDefaults(o *Options) error {
 func Open(ctx context.Context, arg string) (sink.Sink, error) {
 	u, err := url.Parse(arg)
 	if err != nil {
-		return nil, errclass.Fatalf("solr sink: URL: %w", err)
+		// url.Parse's error quotes the URL, password and all.
+		return nil, errclass.Fatalf("solr sink: not a valid http(s) URL")
 	}
 	values, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
