@@ -157,19 +157,9 @@ func readChangeDump(t *testing.T, out string, o Options) []dumpPkg {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := manifest.NewReader(mf, manifest.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			e, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			d.uris = append(d.uris, original(*e))
+		_, es := readEntries(t, mf)
+		for _, e := range es {
+			d.uris = append(d.uris, original(e))
 		}
 		res = append(res, d)
 	}
@@ -448,22 +438,12 @@ func TestResourceListPagesAcrossPublications(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET %s (the index's second page, after a publication): %d", pages[1].Loc, rec.Code)
 	}
-	r, err := manifest.NewReader(rec.Body, manifest.Options{})
-	if err != nil {
-		t.Fatal(err)
+	h2, es2 := readEntries(t, rec.Body)
+	if !h2.Metadata.At.Equal(ih.Metadata.At) {
+		t.Errorf("the second page is at %s, its index at %s", h2.Metadata.At, ih.Metadata.At)
 	}
-	if !r.Header().Metadata.At.Equal(ih.Metadata.At) {
-		t.Errorf("the second page is at %s, its index at %s", r.Header().Metadata.At, ih.Metadata.At)
-	}
-	for {
-		e, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		held[original(*e)] = true
+	for _, e := range es2 {
+		held[original(e)] = true
 	}
 	// What the consumer then applies: the changes after the index's at.
 	for _, c := range readSource(t, out, o).sets[src].changes {
@@ -591,5 +571,25 @@ func TestPeriodClosedByALaterChange(t *testing.T) {
 				t.Errorf("change dump packages closed: %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// readEntries reads a document's header and every entry.
+func readEntries(t *testing.T, in io.Reader) (manifest.Header, []manifest.Entry) {
+	t.Helper()
+	r, err := manifest.NewReader(in, manifest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []manifest.Entry
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			return r.Header(), es
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, *e)
 	}
 }

@@ -475,16 +475,7 @@ func TestDirectoryInAClaim(t *testing.T) {
 			t.Errorf("streamed: failure %+v (a's, whose local header lies, may be reported)", f)
 		}
 	}
-	uris := func(h *recordingHost) []string {
-		var out []string
-		for _, d := range h.delivered {
-			uri, _, _ := strings.Cut(d, " ")
-			out = append(out, uri)
-		}
-		slices.Sort(out)
-		return out
-	}
-	if got, want := uris(streamed), uris(downloaded); !slices.Equal(got, want) || len(want) != 2 {
+	if got, want := deliveredURIs(streamed), deliveredURIs(downloaded); !slices.Equal(got, want) || len(want) != 2 {
 		t.Errorf("streamed delivered %v, downloaded %v", got, want)
 	}
 	if gets != 2 {

@@ -53,24 +53,26 @@ func FuzzStreamedAgreesWithDownloaded(f *testing.F) {
 		if ctx.Err() != nil {
 			t.Fatalf("the reads did not end within %v", fuzzWait)
 		}
-		uris := func(h *recordingHost) []string {
-			var out []string
-			for _, d := range h.delivered {
-				uri, _, _ := strings.Cut(d, " ")
-				out = append(out, uri)
-			}
-			slices.Sort(out)
-			return out
-		}
 		for _, h := range []*recordingHost{streamed, downloaded} {
 			if h.done > 1 {
 				t.Fatalf("done %d times", h.done)
 			}
 		}
 		whole := func(h *recordingHost) bool { return h.done == 1 && len(h.failed) == 0 }
-		if (whole(streamed) || whole(downloaded)) && !slices.Equal(uris(streamed), uris(downloaded)) {
+		if (whole(streamed) || whole(downloaded)) && !slices.Equal(deliveredURIs(streamed), deliveredURIs(downloaded)) {
 			t.Fatalf("streamed: delivered %v, failed %+v, done %d\ndownloaded: delivered %v, failed %+v, done %d",
 				streamed.delivered, streamed.failed, streamed.done, downloaded.delivered, downloaded.failed, downloaded.done)
 		}
 	})
+}
+
+// deliveredURIs are the URIs h was given, sorted.
+func deliveredURIs(h *recordingHost) []string {
+	var out []string
+	for _, d := range h.delivered {
+		uri, _, _ := strings.Cut(d, " ")
+		out = append(out, uri)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
+	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/state"
 )
 
 // siteEntry is one document element of a list served by editableSite.
@@ -83,14 +85,7 @@ func TestRelistedAfterDeleteUnlisted(t *testing.T) {
 			b := siteEntry{"knb", "2", "1", "/doc/b.1"}
 			s := newEditableSite(t, a, b)
 			mirror, st := destination(t)
-			harvest := func() *runreport.Report {
-				t.Helper()
-				rep, err := harvestOf(t, s.list(), mirror, st, func(o *pipeline.Options) { o.DeleteUnlisted = true })
-				if err != nil {
-					t.Fatal(err)
-				}
-				return rep
-			}
+			harvest := func() *runreport.Report { return harvestDeletingUnlisted(t, s, mirror, st) }
 			if rep := harvest(); rep.Resources.Written != 2 {
 				t.Fatalf("first harvest: %s", rep.Summary())
 			}
@@ -123,14 +118,7 @@ func TestBrokenEntryKeepsItsDocument(t *testing.T) {
 			good := siteEntry{"knb", ident, "1", "/doc/100.1"}
 			s := newEditableSite(t, good)
 			mirror, st := destination(t)
-			harvest := func() *runreport.Report {
-				t.Helper()
-				rep, err := harvestOf(t, s.list(), mirror, st, func(o *pipeline.Options) { o.DeleteUnlisted = true })
-				if err != nil {
-					t.Fatal(err)
-				}
-				return rep
-			}
+			harvest := func() *runreport.Report { return harvestDeletingUnlisted(t, s, mirror, st) }
 			if rep := harvest(); rep.Resources.Written != 1 {
 				t.Fatalf("first harvest: %s", rep.Summary())
 			}
@@ -170,4 +158,15 @@ func TestLowerRevisionAfterAFailure(t *testing.T) {
 	if _, gerr := mirror.Get(t.Context(), "knb.7"); gerr != nil || rep.Resources.Written != 1 {
 		t.Errorf("knb.7 at revision 2, nothing of it held, is not harvested (%d GETs): %s %+v", s.getsOf("/doc/7.2"), rep.Summary(), rep.Skips)
 	}
+}
+
+// harvestDeletingUnlisted harvests s's list into mirror and st with
+// DeleteUnlisted.
+func harvestDeletingUnlisted(t *testing.T, s *editableSite, mirror *fs.FS, st *state.Store) *runreport.Report {
+	t.Helper()
+	rep, err := harvestOf(t, s.list(), mirror, st, func(o *pipeline.Options) { o.DeleteUnlisted = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
