@@ -47,7 +47,9 @@ type Site struct {
 // siteKeys are the keys of a site that are not settings of its harvests.
 var siteKeys = []string{"name", "schedule", "contact", "notify", "metrics"}
 
-var siteNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// siteNameRE is a site's name: a name a URL path and a command line take
+// as it is (not "." or "..", nor an option's leading "-").
+var siteNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`)
 
 // Setting returns the value the site gives key, or nil.
 func (s *Site) Setting(key string) *yaml.Node {
@@ -160,6 +162,9 @@ func DecodeSites(r io.Reader, name string, t Table, targets func() []any) ([]Sit
 	}
 	if err := c.checkKeys(root, []string{"sites"}); err != nil {
 		return nil, err
+	}
+	if len(root.Content) == 0 {
+		return nil, nil // {}: no sites
 	}
 	list := resolve(root.Content[1])
 	if isNull(list) {

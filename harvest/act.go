@@ -23,6 +23,10 @@ func (h *Harvester) Act(ctx context.Context, a site.Action) error {
 	what := a.Verb
 	switch a.Verb {
 	case site.ActHarvest:
+		if s.Paused {
+			// A paused site is never due: the request would do nothing.
+			return &InvalidError{fmt.Errorf("site %s: %w: it is paused: resume it first", s.Name, site.ErrBadAction)}
+		}
 		what = "harvest now"
 		err = h.Store.SetSiteNext(ctx, s.Name, time.Now().UTC())
 	case site.ActPause:

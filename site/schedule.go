@@ -43,6 +43,9 @@ func ParseSchedule(s string) (Schedule, error) {
 	if err != nil {
 		return Schedule{}, fmt.Errorf("schedule %q: neither every N{h,d,w,mo} nor a cron expression: %v", s, err)
 	}
+	if c.Next(time.Now()).IsZero() {
+		return Schedule{}, fmt.Errorf("schedule %q: a cron expression that never fires (such as the 30th of February)", s)
+	}
 	return Schedule{text: text, cron: c}, nil
 }
 

@@ -44,9 +44,14 @@ func New(def config.Site) (*Site, error) {
 	return &Site{Site: def, When: when}, nil
 }
 
+// Never is the next harvest of a site whose schedule gives none (a cron
+// expression that never fires, stored before such were refused).
+var Never = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // NextHarvest returns when s is due next: Next when it was set, else its
-// schedule's next time after its last harvest (in loc), as seed 004 says;
-// a site never harvested is due at once (zero).
+// schedule's next time after its last harvest (in loc); a site never
+// harvested is due at once (zero), one whose schedule gives no next time
+// never (Never).
 func (s *Site) NextHarvest(loc *time.Location) time.Time {
 	switch {
 	case !s.Next.IsZero():
@@ -54,7 +59,10 @@ func (s *Site) NextHarvest(loc *time.Location) time.Time {
 	case s.Last.IsZero():
 		return time.Time{}
 	}
-	return s.When.Next(s.Last, loc)
+	if next := s.When.Next(s.Last, loc); !next.IsZero() {
+		return next
+	}
+	return Never
 }
 
 // FirstRetry is how long after a harvest that failed or was interrupted a
@@ -67,6 +75,9 @@ const FirstRetry = 5 * time.Minute
 // would have it.
 func (s *Site) RetryAfter(last time.Time, failures int, loc *time.Location) time.Time {
 	wait, period := FirstRetry, s.When.Next(last, loc).Sub(last)
+	if period <= 0 {
+		period = FirstRetry // no next time: retried, not harvested at once
+	}
 	for i := 1; i < failures && wait < period; i++ {
 		wait *= 2
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -99,6 +100,13 @@ func (f *failures) limiter(r *http.Request) *rate.Limiter {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
+	}
+	// An IPv6 client holds a whole /64 (RFC 4291's interface ids): it
+	// is counted by its prefix, not by each address it may take.
+	if a, err := netip.ParseAddr(host); err == nil && a.Unmap().Is6() {
+		if p, err := a.Prefix(64); err == nil {
+			host = p.String()
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -513,7 +513,7 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 <p>{{.Site.Source}} · {{.Site.When}} · next harvest <span id="next">{{if .Site.Paused}}<span class="paused">paused</span>{{else}}{{when .Site.Next}}{{end}}</span></p>
 <p id="state">{{with .Site.Running}}{{template "running" .}}{{else}}{{with .Site.LastRun}}last harvest <span class="{{.Status}}">{{.Status}}</span>, {{ago .Finished}}: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed{{else}}never harvested{{end}}{{end}}</p>
 {{if .CanAct}}<section id="actions">
-<form method="post" action="/site/{{.Site.Name}}/harvest"><input type="hidden" name="csrf" value="{{.CSRF}}"><button id="harvest-now">Harvest now</button></form>
+{{if not .Site.Paused}}<form method="post" action="/site/{{.Site.Name}}/harvest"><input type="hidden" name="csrf" value="{{.CSRF}}"><button id="harvest-now">Harvest now</button></form>{{end}}
 {{if .Site.Paused}}<form method="post" action="/site/{{.Site.Name}}/resume"><input type="hidden" name="csrf" value="{{.CSRF}}"><button id="resume">Resume</button></form>
 {{else}}<form method="post" action="/site/{{.Site.Name}}/pause"><input type="hidden" name="csrf" value="{{.CSRF}}"><button id="pause">Pause</button></form>{{end}}
 <form method="post" action="/site/{{.Site.Name}}/schedule"><input type="hidden" name="csrf" value="{{.CSRF}}"><label>schedule <input id="schedule" name="schedule" value="{{.Site.When}}"></label> <button id="set-schedule">Change</button></form>
