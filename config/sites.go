@@ -273,8 +273,10 @@ func decodeSite(n *yaml.Node, name, base string, t Table, targets func() []any) 
 			s.Settings.Content = append(s.Settings.Content, scalar("!!str", set.FileKey()), val.Encode())
 		}
 	}
-	if !siteNameRE.MatchString(s.Name) {
-		return nil, s.Errorf("name", "want a name of 1 to 64 letters, digits, '.', '_' or '-'")
+	// A stored site's name was checked when it was put (t == nil): a
+	// name taken then is taken now.
+	if t != nil && !siteNameRE.MatchString(s.Name) {
+		return nil, s.Errorf("name", "want a name of 1 to 64 letters, digits, '.', '_' or '-', beginning with a letter, a digit or '_'")
 	}
 	switch {
 	case s.Source() == "":

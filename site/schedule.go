@@ -28,9 +28,20 @@ type Schedule struct {
 
 var everyRE = regexp.MustCompile(`^every\s+([1-9][0-9]{0,3})\s*(h|d|w|mo)$`)
 
-// ParseSchedule parses s (see Schedule). Its error says what is wrong and
+// ParseSchedule parses s (see Schedule), a schedule given now: a cron
+// expression that never fires is refused. Its error says what is wrong and
 // what is taken.
 func ParseSchedule(s string) (Schedule, error) {
+	when, err := parseSchedule(s)
+	if err == nil && when.cron != nil && when.cron.Next(time.Now()).IsZero() {
+		return Schedule{}, fmt.Errorf("schedule %q: a cron expression that never fires (such as the 30th of February)", s)
+	}
+	return when, err
+}
+
+// parseSchedule parses s, a cron expression that never fires included (a
+// site stored before such were refused: it is never due, see Never).
+func parseSchedule(s string) (Schedule, error) {
 	text := strings.Join(strings.Fields(s), " ")
 	if m := everyRE.FindStringSubmatch(text); m != nil {
 		n, _ := strconv.Atoi(m[1])
@@ -42,9 +53,6 @@ func ParseSchedule(s string) (Schedule, error) {
 	c, err := cron.ParseStandard(text)
 	if err != nil {
 		return Schedule{}, fmt.Errorf("schedule %q: neither every N{h,d,w,mo} nor a cron expression: %v", s, err)
-	}
-	if c.Next(time.Now()).IsZero() {
-		return Schedule{}, fmt.Errorf("schedule %q: a cron expression that never fires (such as the 30th of February)", s)
 	}
 	return Schedule{text: text, cron: c}, nil
 }

@@ -209,10 +209,12 @@ func FromRow(row state.Site) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := New(*def)
+	// As it was stored: a schedule taken then is taken now.
+	when, err := parseSchedule(def.Schedule)
 	if err != nil {
-		return nil, err
+		return nil, def.Errorf("schedule", "%v", err)
 	}
+	s := &Site{Site: *def, When: when}
 	s.Next, s.Last, s.LastStatus, s.LastRunID, s.Paused = row.Next, row.Last, row.LastStatus, row.LastRunID, row.Paused
 	return s, nil
 }
