@@ -49,8 +49,8 @@ func (a *app) catCommand() *cobra.Command {
 					continue
 				}
 				rc, err := inv.Get(ctx, args[0])
-				if errors.Is(err, fs.ErrNotExist) {
-					continue
+				if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errors.ErrUnsupported) {
+					continue // not held there, or a sink that keeps no bodies
 				}
 				if err != nil {
 					return err

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // indexCommand (re)writes a site's held resources into sinks from the
@@ -58,7 +59,7 @@ matching copy of is counted missing; the next harvest, or "audit --repair", fetc
 			}
 			fmt.Fprintf(a.stdout, "index of %s into %s: %d held, %d written, %d missing\n", siteName, strings.Join(harvest.RedactSpecs(targets), ", "), rep.Held, rep.Written, rep.Missing)
 			for _, u := range rep.MissingURI {
-				fmt.Fprintf(a.stdout, "  missing: %s\n", u)
+				fmt.Fprintf(a.stdout, "  missing: %s\n", runreport.Printable(u))
 			}
 			if rep.Missing > 0 {
 				a.code = ExitPartial

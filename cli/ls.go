@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rsharvest/rsharvest/harvest"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -82,7 +83,7 @@ func (a *app) lsCommand() *cobra.Command {
 					if sum == "" {
 						sum = "-"
 					}
-					fmt.Fprintf(w, "%10d  %s  %s  %s  %s\n", e.Length, sum, lastmod, cmp.Or(e.Version, "-"), e.URI)
+					fmt.Fprintf(w, "%10d  %s  %s  %s  %s\n", e.Length, sum, lastmod, runreport.Printable(cmp.Or(e.Version, "-")), runreport.Printable(e.URI))
 				}
 				n++
 				return nil

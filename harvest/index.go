@@ -119,8 +119,8 @@ func indexOne(ctx context.Context, copies []sink.Inventory, tgts []sink.Sink, r 
 		done := false
 		for _, c := range copies {
 			rc, err := c.Get(ctx, r.URI)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errors.ErrUnsupported) {
+				continue // not held there, or a sink that keeps no bodies
 			}
 			if err != nil {
 				return false, fmt.Errorf("index: reading the copy of %s: %w", r.URI, err)

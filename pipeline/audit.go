@@ -49,6 +49,14 @@ type AuditReport struct {
 	// Repair is the report of the repairing sync, with --repair.
 	Repair  *runreport.Report `json:"repair,omitempty"`
 	Removed int64             `json:"removed,omitempty"`
+	// KeptExtra says a repair removed no extra resource because part of
+	// the source's listing could not be read (Problems): what only that
+	// part lists would have looked extra.
+	KeptExtra bool `json:"kept_extra,omitempty"`
+	// NotRepaired counts mismatched resources a repair left as they are:
+	// the state holds a version newer than the snapshot, which the next
+	// harvest (or index) restores.
+	NotRepaired int64 `json:"not_repaired,omitempty"`
 	// DryRun says the repair was only told to Options.Preview: nothing
 	// was removed or fetched.
 	DryRun bool `json:"dry_run,omitempty"`
@@ -82,12 +90,18 @@ func (a *AuditReport) WriteText(w io.Writer) error {
 			uris []string
 		}{{"missing", s.MissingURI}, {"extra", s.ExtraURI}, {"mismatched", s.Mismatch}, {"newer than the snapshot", s.NewerURI}} {
 			for _, u := range l.uris {
-				fmt.Fprintf(&b, "    %s: %s\n", l.what, u)
+				fmt.Fprintf(&b, "    %s: %s\n", l.what, runreport.Printable(u))
 			}
 		}
 	}
 	for _, p := range a.Problems {
-		fmt.Fprintf(&b, "  problem: %s: %s\n", p.URI, p.Error)
+		fmt.Fprintf(&b, "  problem: %s: %s\n", runreport.Printable(p.URI), runreport.Printable(p.Error))
+	}
+	if a.KeptExtra {
+		fmt.Fprintf(&b, "repair: no extra resource removed: part of the source's listing could not be read\n")
+	}
+	if a.NotRepaired > 0 {
+		fmt.Fprintf(&b, "repair: %d mismatched resources held at a version newer than the snapshot left to the next harvest\n", a.NotRepaired)
 	}
 	switch {
 	case a.DryRun:
@@ -197,6 +211,13 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 				if len(sa.Mismatch) < maxAuditList {
 					sa.Mismatch = append(sa.Mismatch, uri)
 				}
+				if n && !rec.Deleted {
+					// The state's version is newer than the snapshot: a
+					// repair from the snapshot would roll it back. Left
+					// to the next harvest (or index), as a missing one is.
+					ar.NotRepaired++
+					return nil
+				}
 				forget = append(forget, uri)
 				return nil // not marked held: it must be fetched again
 			}
@@ -233,6 +254,23 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		}
 		ar.Sinks = append(ar.Sinks, sa)
 	}
+	if repair && len(ar.Problems) > 0 && len(extras) > 0 {
+		// What only the part that failed lists looks extra: a harvest
+		// looks for what is no longer listed only after a whole listing.
+		ar.KeptExtra, extras = true, nil
+	}
+	var limitErr error
+	if repair && opts.MaxDelete.IsSet() && len(extras) > 0 {
+		held, err := opts.Store.CountResources(ctx, opts.SourceKey, false)
+		if err != nil {
+			return nil, err
+		}
+		g := &deleteGuard{limit: opts.MaxDelete.of(held), held: held, spec: opts.MaxDelete, dry: opts.DryRun, would: int64(len(extras))}
+		limitErr = g.check()
+	}
+	if limitErr != nil && !opts.DryRun {
+		return ar, limitErr
+	}
 	if repair && !ar.Clean() && opts.DryRun {
 		ar.DryRun = true
 		for _, uri := range extras {
@@ -244,8 +282,18 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		for _, uri := range forget {
 			r.preview(Preview{Action: PreviewFetch, URI: uri, Length: -1})
 		}
+		if limitErr != nil {
+			return ar, limitErr
+		}
 	}
 	if repair && !ar.Clean() && !opts.DryRun {
+		// The state forgets first: a repair stopped before the sinks
+		// are done leaves them holding what the state does not, which
+		// the next audit finds extra again — never the state claiming
+		// what no sink holds.
+		if err := opts.Store.ForgetResources(ctx, opts.SourceKey, append(forget, extras...)); err != nil {
+			return nil, err
+		}
 		for _, uri := range extras {
 			for _, s := range extraIn[uri] {
 				if err := r.deleteFrom(ctx, s, uri); err != nil {
@@ -255,16 +303,13 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 			ar.Removed++
 		}
 		// A sink that only queues its writes (sink.Batcher) applies the
-		// removals now: the state forgets them next.
+		// removals now.
 		for _, s := range r.sinks {
 			if bs, ok := s.Sink.(sink.Batcher); ok {
 				if failed := bs.Flush(ctx); len(failed) > 0 {
 					return nil, fmt.Errorf("repair: removing %s from %s (and %d more): %w", failed[0].URI, s.name, len(failed)-1, failed[0].Err)
 				}
 			}
-		}
-		if err := opts.Store.ForgetResources(ctx, opts.SourceKey, append(forget, extras...)); err != nil {
-			return nil, err
 		}
 		rep, err := Baseline(ctx, opts)
 		ar.Repair = rep

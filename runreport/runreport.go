@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Failure is one failed item of a run, as written to the report.
@@ -257,7 +259,7 @@ func (rep *Report) Summary() string {
 			s += fmt.Sprintf("  … and %d more failures (see the report or the state store)\n", int64(len(rep.Failures)-10)+rep.FailuresTruncated)
 			break
 		}
-		s += fmt.Sprintf("  failed: %s: %s\n", f.URI, f.Error)
+		s += fmt.Sprintf("  failed: %s: %s\n", Printable(f.URI), Printable(f.Error))
 	}
 	return s
 }
@@ -271,4 +273,40 @@ func Read(b []byte) (*Report, bool) {
 		return nil, false
 	}
 	return &rep, true
+}
+
+// Printable returns s, a name a source gave (a URI, an identifier), as a
+// line of text may show it: each control character (C0, DEL, C1), and
+// each byte that is not UTF-8, percent-encoded, so that a name can neither
+// break a line, rewrite what a terminal shows, nor send it a command.
+func Printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if unprintable(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if unprintable(r) {
+			for _, c := range []byte(s[i : i+n]) {
+				fmt.Fprintf(&b, "%%%02X", c)
+			}
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// unprintable reports whether r must not reach a terminal as it is: a
+// control character, or the rune of a byte that is not UTF-8.
+func unprintable(r rune) bool {
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == utf8.RuneError
 }

@@ -99,3 +99,22 @@ func TestAdd(t *testing.T) {
 		})
 	}
 }
+
+// TestPrintable: a name a source gave is shown on one line, its control
+// characters and bytes that are not UTF-8 percent-encoded; any other
+// character as it is.
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://example.org/a b": "http://example.org/a b",
+		"oai:x:é":                "oai:x:é",
+		"oai:x:1\nforged":        "oai:x:1%0Aforged",
+		"oai:evil:1\roai:good:1": "oai:evil:1%0Doai:good:1",
+		"oai:x:\u009b2J":         "oai:x:%C2%9B2J",
+		"a\x7fb\x1b[2J":          "a%7Fb%1B[2J",
+		"bad\xffbyte":            "bad%FFbyte",
+	} {
+		if got := runreport.Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
