@@ -209,6 +209,8 @@ type walk struct {
 
 	visited  map[string]bool
 	setsSeen int
+	// firstSet is the first resource set --set named (see setsSeen).
+	firstSet string
 	// setsBroken counts the resource sets of a Source Description whose
 	// documents could not be read.
 	setsBroken int
@@ -500,6 +502,14 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 			if w.task.Set != "" && !MatchesSet(w.task.Set, e.Loc) {
 				return nil
 			}
+			if w.task.Set != "" && w.setsSeen > 0 {
+				// --set names one resource set: a name two share stops
+				// the run, naming the second (the first is planned).
+				return errclass.Fatalf("%s: --set %q names more than one resource set (%s, %s, …): give the capability list's URL", docURL, w.task.Set, w.firstSet, e.Loc)
+			}
+			if w.setsSeen == 0 {
+				w.firstSet = e.Loc
+			}
 			w.setsSeen++
 			werr := w.child(ctx, here, e, e.Loc)
 			if werr == nil || ctx.Err() != nil || w.stop != nil || errclass.IsFatal(werr) || errors.Is(werr, source.ErrNotOffered) {
@@ -547,6 +557,11 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
 		if h.IsIndex() {
+			// The index's at begins the snapshot of every list it holds
+			// (a list that repeats none is current to it).
+			if err := w.noteAt(ctx, resourceSet, h.Metadata.At); err != nil {
+				return err
+			}
 			return w.eachEntry(ctx, docURL, resourceSet, false, rd, func(e *manifest.Entry) error {
 				return w.child(ctx, here, e, resourceSet)
 			})
@@ -586,6 +601,12 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
 		if h.IsIndex() {
+			if w.task.Mode == source.Baseline && h.Metadata.Capability == manifest.ResourceDump {
+				// As a Resource List Index's at.
+				if err := w.noteAt(ctx, resourceSet, h.Metadata.At); err != nil {
+					return err
+				}
+			}
 			return w.walkIndex(ctx, rd, resourceSet, here)
 		}
 		at := h.Metadata.At

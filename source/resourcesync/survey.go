@@ -37,6 +37,10 @@ type survey struct {
 	// capability documents the set lists; roots are the latter, done.
 	path  []*Capability
 	roots []Capability
+	// mapped are the documents mapped already: one listed again (by two
+	// indexes that share it) is not mapped again, so the map grows with
+	// the documents, not with the paths to them.
+	mapped map[string]bool
 }
 
 // set maps one resource set: its Capability List and each capability
@@ -101,7 +105,14 @@ func (s *survey) child(here *trail, e *manifest.Entry, next *trail, downErr erro
 	case downErr != nil:
 		c.Err = downErr.Error()
 		s.w.warnf("%s: %s", e.Loc, c.Err)
+	case s.mapped[e.Loc]:
+		c.Err = "listed again; mapped once, where first listed"
+		s.w.warnf("%s lists %s, mapped already; not mapped again", here.url, e.Loc)
 	default:
+		if s.mapped == nil {
+			s.mapped = map[string]bool{}
+		}
+		s.mapped[e.Loc] = true
 		s.path = append(s.path, &c)
 		err := walk()
 		s.path = s.path[:len(s.path)-1]
