@@ -2,6 +2,7 @@ package harvestlist_test
 
 import (
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,7 +76,7 @@ func TestRead(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // FuzzRead: Read never panics, and every document it gives has a docid,
-// a revision and an http(s) URL.
+// a revision and an http(s) URL (its scheme in any case: "hTtp" is http).
 func FuzzRead(f *testing.F) {
 	f.Add(listHead + doc("knb", "1", "2", "eml://ecoinformatics.org/eml-2.1.1", "http://h/1") + "</hrv:harvestList>")
 	f.Add(listHead + doc("knb", "x", "1", "t", "http://h/x") + "</hrv:harvestList>")
@@ -83,7 +84,8 @@ func FuzzRead(f *testing.F) {
 	f.Add(listHead + "<document><docid><scope>a</scope>")
 	f.Fuzz(func(t *testing.T, list string) {
 		_ = harvestlist.Read(strings.NewReader(list), func(d harvestlist.Document) error {
-			if d.Scope == "" || d.Revision < 0 || !(strings.HasPrefix(d.URL, "http://") || strings.HasPrefix(d.URL, "https://")) {
+			u, err := url.Parse(d.URL)
+			if d.Scope == "" || d.Revision < 0 || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				t.Errorf("document %+v", d)
 			}
 			return nil
