@@ -336,8 +336,11 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 		&river.PeriodicJobOpts{RunOnStart: true})}
 	if opts.Daily != nil {
 		river.AddWorker(workers, river.WorkFunc(func(ctx context.Context, _ *river.Job[dailyArgs]) error { return opts.Daily(ctx) }))
+		// At start too: River's schedule lives in the process, so a
+		// daemon restarted within a day would otherwise never send one
+		// (a day's report is claimed once, by its date).
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(24*time.Hour),
-			func() (river.JobArgs, *river.InsertOpts) { return dailyArgs{}, nil }, nil))
+			func() (river.JobArgs, *river.InsertOpts) { return dailyArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	client, err := river.NewClient(driver, &river.Config{
 		Queues: map[string]river.QueueConfig{

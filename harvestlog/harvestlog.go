@@ -113,7 +113,9 @@ func Read(ctx context.Context, st Store, since time.Time, site string) ([]Entry,
 }
 
 // WriteText writes entries as aligned text, one line each: time (UTC),
-// site ("-" for none), operation, and the entry's Detail.
+// site ("-" for none), operation, and the entry's Detail, its control
+// characters escaped (runreport.Printable: a name a source gave cannot
+// forge a line).
 func WriteText(w io.Writer, entries []Entry) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, e := range entries {
@@ -121,7 +123,7 @@ func WriteText(w io.Writer, entries []Entry) error {
 		if site == "" {
 			site = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), site, e.Operation, e.Detail())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), site, e.Operation, runreport.Printable(e.Detail()))
 	}
 	return tw.Flush()
 }

@@ -10,6 +10,7 @@ package notify
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	htmltemplate "html/template"
 	"os"
@@ -47,6 +48,16 @@ type Harvest struct {
 	Error string
 	// Next is the next scheduled harvest.
 	Next time.Time
+	// Listed caps the documents and skips listed (0: MaxListed).
+	Listed int
+}
+
+// listed is the cap of h's lists.
+func (h *Harvest) listed() int {
+	if h.Listed > 0 {
+		return h.Listed
+	}
+	return MaxListed
 }
 
 // OK reports whether the harvest succeeded in full.
@@ -85,7 +96,7 @@ func (h *Harvest) Key() string {
 // Documents are the first MaxListed records with versions the run
 // reports; MoreDocuments counts the others.
 func (h *Harvest) Documents() []runreport.Document {
-	return h.Run.Documents[:min(len(h.Run.Documents), MaxListed)]
+	return h.Run.Documents[:min(len(h.Run.Documents), h.listed())]
 }
 
 // MoreDocuments counts the records with versions not in Documents.
@@ -96,7 +107,7 @@ func (h *Harvest) MoreDocuments() int64 {
 
 // Skips are the first MaxListed things listed and left out, and why (a
 // lower revision than held, a docid listed twice, no longer listed).
-func (h *Harvest) Skips() []runreport.Skip { return h.Run.Skips[:min(len(h.Run.Skips), MaxListed)] }
+func (h *Harvest) Skips() []runreport.Skip { return h.Run.Skips[:min(len(h.Run.Skips), h.listed())] }
 
 // MoreSkips counts what was left out and is not in Skips.
 func (h *Harvest) MoreSkips() int64 { return max(0, h.Run.Resources.Skipped-int64(len(h.Skips()))) }
@@ -111,6 +122,37 @@ type Composite struct {
 	Title    string
 	Harvests []Harvest
 }
+
+// A composite report stays a message a mail server takes, whatever the
+// sites: it details at most compositeHarvests harvests (those not in full
+// first), each with at most compositeListed failures, documents and skips;
+// the rest are counted (the harvest log has them all).
+const (
+	compositeHarvests = 500
+	compositeListed   = 3
+)
+
+// Detailed are the harvests the report details (see compositeHarvests):
+// those not in full first, each in the order given.
+func (c *Composite) Detailed() []Harvest {
+	var out []Harvest
+	for _, failing := range []bool{true, false} {
+		for _, h := range c.Harvests {
+			if h.OK() == failing || len(out) == compositeHarvests {
+				continue
+			}
+			h.Listed = compositeListed
+			if n := len(h.Failures); n > compositeListed {
+				h.Failures, h.MoreFailures = h.Failures[:compositeListed], h.MoreFailures+n-compositeListed
+			}
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// NotDetailed counts the harvests the report counts but does not detail.
+func (c *Composite) NotDetailed() int { return max(0, len(c.Harvests)-compositeHarvests) }
 
 // Totals sums the harvests' counts: resources written, deleted,
 // unchanged, failed, skipped, and the records with versions inserted,
@@ -140,6 +182,9 @@ func (c *Composite) Subject() string {
 }
 
 var funcs = map[string]any{
+	// printable shows a name or message a source gave on one line of
+	// text, its control characters escaped (the HTML is escaped anyway).
+	"printable": runreport.Printable,
 	"when": func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -167,18 +212,18 @@ Began:       {{when .Run.Started}}, took {{took .Run.Started .Run.Finished}}
 {{- with .Run.Versions}}{{if or .Inserted .Updated .Held}}
 Documents:   {{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held at their version{{end}}{{end}}
 {{- range .Documents}}
-  - {{.URI}}: {{.Outcome}}{{if .Previous}} {{.Previous}} → {{.Version}}{{else}} at {{.Version}}{{end}}
+  - {{printable .URI}}: {{.Outcome}}{{if .Previous}} {{.Previous}} → {{.Version}}{{else}} at {{.Version}}{{end}}
 {{- end}}
 {{- if .MoreDocuments}}
   … and {{.MoreDocuments}} more
 {{- end}}
 {{- if .Error}}
-The harvest failed: {{.Error}}
+The harvest failed: {{printable .Error}}
 {{- end}}
 {{- if .Failures}}
 What failed, and why:
 {{- range .Failures}}
-  - {{.URI}} ({{.Stage}}, {{kind .Permanent}}): {{.Error}}
+  - {{printable .URI}} ({{.Stage}}, {{kind .Permanent}}): {{printable .Error}}
 {{- end}}
 {{- if .MoreFailures}}
   … and {{.MoreFailures}} more (rsharvest log --site {{.Site}})
@@ -187,7 +232,7 @@ What failed, and why:
 {{- if .Skips}}
 What was left out, and why:
 {{- range .Skips}}
-  - {{.Entry}}: {{.Reason}}
+  - {{printable .Entry}}: {{printable .Reason}}
 {{- end}}
 {{- if .MoreSkips}}
   … and {{.MoreSkips}} more
@@ -200,8 +245,9 @@ var (
 	siteTextT      = texttemplate.Must(texttemplate.New("").Funcs(funcs).Parse(siteText + `{{template "site" .}}`))
 	compositeTextT = texttemplate.Must(texttemplate.New("").Funcs(funcs).Parse(siteText + `{{.Title}}: {{len .Harvests}} site(s) harvested, {{.Failed}} not in full.
 {{with .Totals}}{{with .Resources}}In all: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed, {{.Skipped}} skipped{{end}}{{with .Versions}}{{if or .Inserted .Updated .Held}}; documents {{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held{{end}}{{end}}.{{end}}
-{{range .Harvests}}
-{{template "site" .}}{{end}}`))
+{{range .Detailed}}
+{{template "site" .}}{{end}}{{if .NotDetailed}}
+… and {{.NotDetailed}} more harvests, not detailed (rsharvest log has them).{{end}}`))
 )
 
 const siteHTML = `{{define "site"}}<h2>{{.Site}}: {{.Status}}</h2>
@@ -257,7 +303,7 @@ var (
 	siteHTMLT      = htmltemplate.Must(htmltemplate.New("").Funcs(funcs).Parse(siteHTML + `<!doctype html><html><head><meta charset="utf-8"><title>{{.Subject}}</title></head><body>{{template "site" .}}</body></html>`))
 	compositeHTMLT = htmltemplate.Must(htmltemplate.New("").Funcs(funcs).Parse(siteHTML + `<!doctype html><html><head><meta charset="utf-8"><title>{{.Subject}}</title></head><body>
 <h1>{{.Title}}</h1><p>{{len .Harvests}} site(s) harvested, {{.Failed}} not in full.{{with .Totals}}{{with .Resources}} In all: {{.Written}} written, {{.Deleted}} deleted, {{.Unchanged}} unchanged, {{.Failed}} failed, {{.Skipped}} skipped{{end}}{{with .Versions}}{{if or .Inserted .Updated .Held}}; documents {{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held{{end}}{{end}}.{{end}}</p>
-{{range .Harvests}}{{template "site" .}}{{end}}</body></html>`))
+{{range .Detailed}}{{template "site" .}}{{end}}{{if .NotDetailed}}<p>… and {{.NotDetailed}} more harvests, not detailed (rsharvest log has them).</p>{{end}}</body></html>`))
 )
 
 // Render returns the harvest's report as plain text and HTML.
@@ -319,13 +365,13 @@ func (r *Sender) Harvest(ctx context.Context, h *Harvest) error {
 	if h.Run.RunID > 0 {
 		name = fmt.Sprintf("site-%s-run%d", h.Site, h.Run.RunID)
 	}
-	if err := r.write(name, text, html); err != nil {
-		return err
-	}
+	// A report that cannot be written (a full disk, often why the
+	// harvest failed) is still mailed.
+	werr := r.write(name, text, html)
 	if h.Contact == "" || !h.Wanted() {
-		return nil
+		return werr
 	}
-	return r.send(ctx, h.Key(), []string{h.Contact}, h.Subject(), text, html)
+	return errors.Join(werr, r.send(ctx, h.Key(), []string{h.Contact}, h.Subject(), text, html))
 }
 
 // Composite writes c's report and sends it to the administrator, once.
@@ -334,13 +380,11 @@ func (r *Sender) Composite(ctx context.Context, c *Composite) error {
 	if err != nil {
 		return err
 	}
-	if err := r.write("admin-"+safeName(c.Key), text, html); err != nil {
-		return err
-	}
+	werr := r.write("admin-"+safeName(c.Key), text, html)
 	if r.Admin == "" {
-		return nil
+		return werr
 	}
-	return r.send(ctx, "admin:"+c.Key, []string{r.Admin}, c.Subject(), text, html)
+	return errors.Join(werr, r.send(ctx, "admin:"+c.Key, []string{r.Admin}, c.Subject(), text, html))
 }
 
 // write writes a report's text and HTML to Dir as NAME.txt and NAME.html.

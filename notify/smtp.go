@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/wneessen/go-mail"
@@ -29,7 +30,16 @@ type SMTP struct {
 	TLS string
 	// TLSConfig verifies the server (nil: the system's roots).
 	TLSConfig *tls.Config
+	// Timeout bounds one message's whole exchange with the server, from
+	// the dial to the end of the data (0: DefaultSMTPTimeout): a server
+	// that takes the connection and never answers does not hold the
+	// harvest that mails.
+	Timeout time.Duration
 }
+
+// DefaultSMTPTimeout is SMTP.Timeout's default: time for the largest
+// report over a slow link.
+const DefaultSMTPTimeout = 2 * time.Minute
 
 var _ Mailer = (*SMTP)(nil)
 
@@ -59,22 +69,62 @@ func (m *SMTP) Send(ctx context.Context, to []string, subject, text, html string
 	if err != nil {
 		return errclass.Permanentf("smtp %q: want HOST:PORT", m.Addr)
 	}
-	opts := []mail.Option{mail.WithPort(port), mail.WithTimeout(30 * time.Second)}
+	cfg := m.TLSConfig
+	if cfg == nil {
+		cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	opts := []mail.Option{mail.WithPort(port), mail.WithTimeout(30 * time.Second), mail.WithTLSConfig(cfg)}
+	implicitTLS := false
 	switch m.TLS {
 	case "", "starttls":
 		opts = append(opts, mail.WithTLSPolicy(mail.TLSMandatory))
 	case "tls":
-		opts = append(opts, mail.WithSSL())
+		// TLS from the start, done by dial below; go-mail then finds
+		// the connection encrypted, and asks for no STARTTLS.
+		implicitTLS = true
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSOpportunistic))
 	case "none":
 		opts = append(opts, mail.WithTLSPolicy(mail.NoTLS))
 	default:
 		return errclass.Permanentf("smtp: TLS %q: want starttls, tls or none", m.TLS)
 	}
-	cfg := m.TLSConfig
-	if cfg == nil {
-		cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	timeout := m.Timeout
+	if timeout <= 0 {
+		timeout = DefaultSMTPTimeout
 	}
-	opts = append(opts, mail.WithTLSConfig(cfg))
+	// go-mail's own timeout covers the dial only: the connection itself
+	// carries the deadline of the whole exchange, and is closed when ctx
+	// ends.
+	var mu sync.Mutex
+	var stops []func() bool // the AfterFuncs of the connections dialled
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	dial := func(dctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(dctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		_ = conn.SetDeadline(time.Now().Add(timeout))
+		mu.Lock()
+		stops = append(stops, context.AfterFunc(ctx, func() { conn.Close() }))
+		mu.Unlock()
+		if !implicitTLS {
+			return conn, nil
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(dctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
+	opts = append(opts, mail.WithDialContextFunc(dial))
 	if m.Username != "" {
 		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthAutoDiscover), mail.WithUsername(m.Username), mail.WithPassword(m.Password))
 	}
