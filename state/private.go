@@ -50,6 +50,15 @@ func Readable(path string) bool {
 // Where the directory is missing or the file system read-only, the error
 // says so in a line naming the path.
 func privateFile(path string, allow bool) error {
+	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		// SQLite follows the link, and keeps its journal files beside
+		// the file it names: so does this.
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return errclass.Fatalf("state: %s is a symbolic link to a file that cannot be reached (%v): create the file it names, or name a file", path, err)
+		}
+		path = real
+	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)

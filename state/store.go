@@ -190,7 +190,12 @@ func OpenExclusive(ctx context.Context, path, command string, wait time.Duration
 	if err != nil {
 		return nil, err
 	}
+	// The write-ahead log is beside the file SQLite opens: the one a
+	// symbolic link names.
 	abs, _ := filepath.Abs(path)
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
 	_, walErr := os.Stat(abs + "-wal")
 	s, err := Open(ctx, path, opts...)
 	if err != nil {
@@ -385,6 +390,9 @@ func sqliteHeader(path string) error {
 		return nil // missing (Open makes it) or unreadable (Open says why)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w (not a regular file: %s)", ErrNotStateFile, fi.Mode().Type())
+	}
 	head := make([]byte, 16)
 	n, err := io.ReadFull(f, head)
 	switch {
