@@ -35,13 +35,12 @@ func (s *seqResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 	return answers[min(n, len(answers)-1)], nil
 }
 
-// TestSourceRebindingCannotMakeItLocal: a public source whose own
-// name server answers one query of its name with a loopback address
-// (DNS rebinding) is served from its public address, yet is classed as a
-// local source, so every loopback URL it then lists is dialled. The rule
-// ("a name that resolves only to such addresses", "the address checked
-// is the address dialled") must not let a source that the harvester
-// reaches on a public address lead it to loopback.
+// TestSourceRebindingCannotMakeItLocal: a public source whose own name
+// server answers one query of its name with a loopback address (DNS
+// rebinding) is not classed as a local source: the harvester, which
+// reaches it on its public address, never dials loopback for it, nor for
+// a loopback URL it lists ("a name that resolves only to such addresses",
+// "the address checked is the address dialled").
 func TestSourceRebindingCannotMakeItLocal(t *testing.T) {
 	srv := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/admin" {

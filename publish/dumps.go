@@ -150,10 +150,7 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 	for k := range pg.pages {
 		pkgs[k] = dumpPackage{rel: p.pageName(dir+"/changedump", pg.pages, k) + ".zip", from: bounds[k][0], until: bounds[k][1]}
 	}
-	kept, err := p.keepClosed(dir+"/changedump.xml", pkgs)
-	if err != nil {
-		return "", err
-	}
+	kept := p.keepClosed(dir+"/changedump.xml", pkgs)
 	var pk packer
 	defer pk.discard()
 	var built []int // the packages pk builds, in order
@@ -206,17 +203,18 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 // that is closed and that the generation's dump document at rel listed
 // closed with the same interval: the package and its manifest are linked
 // as they are, and its length and digest taken from what was published.
-// It returns the packages kept, by index.
-func (p *publisher) keepClosed(rel string, pkgs []dumpPackage) (map[int]bool, error) {
+// It returns the packages kept, by index; none when the generation has no
+// such document, or one it cannot read (every package is written again).
+func (p *publisher) keepClosed(rel string, pkgs []dumpPackage) map[int]bool {
 	kept := map[int]bool{}
 	published := p.g.published(rel)
 	if published == nil {
-		return kept, nil
+		return kept
 	}
 	defer published.Close()
 	r, err := manifest.NewReader(published, manifest.Options{})
 	if err != nil {
-		return kept, nil // not a document: every package is written again
+		return kept
 	}
 	was := map[string][2]time.Time{}
 	for {
@@ -240,7 +238,7 @@ func (p *publisher) keepClosed(rel string, pkgs []dumpPackage) (map[int]bool, er
 		pkgs[k].length, pkgs[k].sum = length, sum
 		kept[k] = true
 	}
-	return kept, nil
+	return kept
 }
 
 // manifestRel is the path of the manifest published beside the package at

@@ -76,7 +76,7 @@ func openGeneration(out string) (*generation, error) {
 	n := 0
 	if target, err := os.Readlink(filepath.Join(out, Current)); err == nil {
 		g.prev = filepath.Join(out, target)
-		n, _ = strconv.Atoi(strings.TrimPrefix(filepath.Base(target), "g"))
+		n, _ = genNumber(filepath.Base(target))
 		// Without the list (a generation being written, or removed by
 		// hand) nothing is kept: every document is written again.
 		g.prevSums = readSums(filepath.Join(out, sumsDir, filepath.Base(target)))
@@ -93,7 +93,7 @@ func openGeneration(out string) (*generation, error) {
 		return nil, errclass.Fatalf("publish: %w", err)
 	}
 	for _, e := range ents {
-		if k, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "g")); err == nil && strings.HasPrefix(e.Name(), "g") {
+		if k, ok := genNumber(e.Name()); ok {
 			n = max(n, k)
 		}
 	}
@@ -294,6 +294,17 @@ func (d *doc) close() error {
 	}
 	d.g.written++
 	return nil
+}
+
+// genNumber is the number of the generation named name (gNNNNNN); ok is
+// false for any other name (a generation being written, .tmp-gNNNNNN).
+func genNumber(name string) (n int, ok bool) {
+	rest, ok := strings.CutPrefix(name, "g")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil
 }
 
 // published opens the document at rel of the published generation, or

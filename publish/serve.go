@@ -13,7 +13,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -109,26 +108,20 @@ func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request, rel string, lo
 		return
 	}
 	clean := path.Clean("/" + rel)[1:]
-	var f *os.File
-	for i, gen := range []string{filepath.Base(target), s.previous(filepath.Base(target))} {
-		if gen == "" {
-			break
-		}
-		root, err := os.OpenRoot(filepath.Join(s.Out, genDir, gen))
-		if err != nil {
-			if i == 0 {
-				http.Error(w, "nothing is published yet", http.StatusServiceUnavailable)
-				return
-			}
-			break
-		}
-		f, err = root.Open(filepath.FromSlash(clean))
-		root.Close()
-		if err == nil {
-			break
+	current := filepath.Base(target)
+	f, err := s.open(current, clean)
+	if errors.Is(err, errNoGeneration) {
+		http.Error(w, "nothing is published yet", http.StatusServiceUnavailable)
+		return
+	}
+	if err != nil {
+		// Looked for in the generation before only when the current one
+		// lacks it.
+		if prev := s.previous(current); prev != "" {
+			f, err = s.open(prev, clean)
 		}
 	}
-	if f == nil {
+	if err != nil {
 		http.NotFound(w, r)
 		return
 	}
@@ -149,11 +142,24 @@ func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request, rel string, lo
 	http.ServeContent(w, r, clean, st.ModTime(), f)
 }
 
+// errNoGeneration: the generation to serve from cannot be opened.
+var errNoGeneration = errors.New("no such generation")
+
+// open opens the document at rel (cleaned) of generation gen, within it.
+func (s *Server) open(gen, rel string) (*os.File, error) {
+	root, err := os.OpenRoot(filepath.Join(s.Out, genDir, gen))
+	if err != nil {
+		return nil, errNoGeneration
+	}
+	defer root.Close()
+	return root.Open(filepath.FromSlash(rel))
+}
+
 // previous names the generation published before gen (the highest one
 // below it that is whole), or "" when there is none.
 func (s *Server) previous(gen string) string {
-	n, err := strconv.Atoi(strings.TrimPrefix(gen, "g"))
-	if err != nil {
+	n, ok := genNumber(gen)
+	if !ok {
 		return ""
 	}
 	ents, err := os.ReadDir(filepath.Join(s.Out, genDir))
@@ -162,8 +168,7 @@ func (s *Server) previous(gen string) string {
 	}
 	best, name := 0, ""
 	for _, e := range ents {
-		k, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "g"))
-		if err == nil && strings.HasPrefix(e.Name(), "g") && k < n && k > best {
+		if k, ok := genNumber(e.Name()); ok && k < n && k > best {
 			best, name = k, e.Name()
 		}
 	}
