@@ -164,6 +164,11 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 		runID = rep.RunID
 	}
 	rerr := h.Store.SiteHarvested(context.WithoutCancel(ctx), s.Name, started, status, runID)
+	if rerr == nil && runID == 0 && err != nil && status == runreport.StatusFailed {
+		// No run records this harvest: the log and the daily report
+		// read it from this event.
+		rerr = h.Store.AddEvent(context.WithoutCancel(ctx), state.Event{At: started, Operation: harvestlog.NotBegun, Site: s.Name, Message: err.Error()})
+	}
 	if rerr == nil && (status == runreport.StatusFailed || status == state.StatusInterrupted) {
 		rerr = h.retrySoon(context.WithoutCancel(ctx), s, started, runID != 0)
 	}
@@ -198,7 +203,7 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 // that grows with the failed or interrupted harvests in a row
 // (site.Site.RetryAfter), rather than at its next period. They are counted
 // from the harvest log, and from s's own backoff when the harvest failed
-// before its run began (ran false), which the log does not record.
+// before its run began (ran false): it has no run.
 func (h *Harvester) retrySoon(ctx context.Context, s *site.Site, started time.Time, ran bool) error {
 	runs, err := h.Store.RunsSince(ctx, time.Time{}, s.Name)
 	if err != nil {
@@ -300,6 +305,26 @@ func Daily(ctx context.Context, st *state.Store, rs *notify.Sender, now time.Tim
 		}
 		a.Harvests = append(a.Harvests, r)
 	}
+	// The harvests that failed before their run began have no run: their
+	// events say them.
+	events, err := st.EventsOf(ctx, now.Add(-24*time.Hour), harvestlog.NotBegun)
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		s, err := reg.Site(ctx, e.Site)
+		if errors.Is(err, state.ErrNoSite) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		r, err := SiteReport(ctx, st, s, e.At, runreport.StatusFailed, nil, errors.New(e.Message))
+		if err != nil {
+			return err
+		}
+		a.Harvests = append(a.Harvests, r)
+	}
+	slices.SortStableFunc(a.Harvests, func(x, y notify.Harvest) int { return x.Run.Started.Compare(y.Run.Started) })
 	if len(a.Harvests) == 0 {
 		return nil
 	}

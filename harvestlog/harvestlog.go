@@ -67,6 +67,10 @@ const (
 	// Pruned says the log was thinned to what it keeps, with how much
 	// went in its message.
 	Pruned = "log pruned"
+	// NotBegun is a site's harvest that failed before its run began (a
+	// sink that could not be opened, a secret not set), with the error in
+	// its message: such a harvest has no run of its own.
+	NotBegun = "harvest not begun"
 )
 
 // Read reads the harvest log of st since since (zero: all), of site only

@@ -256,6 +256,12 @@ func (s *Store) Events(ctx context.Context, since time.Time, site string) ([]Eve
 	return s.events(ctx, "SELECT at, operation, site, message FROM events WHERE at >= ? AND (? = '' OR site = ?) ORDER BY at, id", sinceArg(since), site, site)
 }
 
+// EventsOf returns the events of operation at since or later, oldest
+// first.
+func (s *Store) EventsOf(ctx context.Context, since time.Time, operation string) ([]Event, error) {
+	return s.events(ctx, "SELECT at, operation, site, message FROM events WHERE at >= ? AND operation = ? ORDER BY at, id", sinceArg(since), operation)
+}
+
 // events reads the events query (with args) selects: their at,
 // operation, site and message.
 func (s *Store) events(ctx context.Context, query string, args ...any) ([]Event, error) {

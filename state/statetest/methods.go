@@ -241,6 +241,21 @@ func testEvents[S Snapshot](t *testing.T, h Harness[S]) {
 			t.Errorf("Events(%v, %q) = %+v, %v; want %+v", tc.since, tc.site, got, err, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		since     time.Time
+		operation string
+		want      []state.Event
+	}{
+		{time.Time{}, "harvest", evs[1:]},
+		{at(3), "harvest", evs[2:]},
+		{time.Time{}, "started", evs[:1]},
+		{time.Time{}, "stopped", nil},
+	} {
+		got, err := st.EventsOf(ctx, tc.since, tc.operation)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("EventsOf(%v, %q) = %+v, %v; want %+v", tc.since, tc.operation, got, err, tc.want)
+		}
+	}
 	// A zero At is the current time.
 	before := time.Now().Add(-time.Microsecond)
 	must(t, st.AddEvent(ctx, state.Event{Operation: "stopped"}))

@@ -59,6 +59,7 @@ type Store[S Snapshot] interface {
 	MarkInterrupted(ctx context.Context, now time.Time, source string) (int64, error)
 	AddEvent(ctx context.Context, e state.Event) error
 	Events(ctx context.Context, since time.Time, site string) ([]state.Event, error)
+	EventsOf(ctx context.Context, since time.Time, operation string) ([]state.Event, error)
 
 	// Batches and what they record.
 	Commit(ctx context.Context, b state.Batch) error
