@@ -36,17 +36,14 @@ state's runs and failures themselves: there is no second copy.`,
 				return err
 			}
 			defer st.Close()
-			entries, err := harvestlog.Read(c.Context(), st, from, siteName)
+			l, err := harvestlog.Open(c.Context(), st, from, siteName)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				if entries == nil {
-					entries = []harvestlog.Entry{}
-				}
-				return writeJSON(a.stdout, entries)
+				return l.WriteJSON(c.Context(), a.stdout)
 			}
-			return harvestlog.WriteText(a.stdout, entries)
+			return l.WriteText(c.Context(), a.stdout)
 		},
 	}
 	fl := c.Flags()

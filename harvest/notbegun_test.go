@@ -1,6 +1,7 @@
 package harvest_test
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 	"github.com/rsharvest/rsharvest/harvest"
 	"github.com/rsharvest/rsharvest/harvestlog"
 	"github.com/rsharvest/rsharvest/notify"
+	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/sink"
 	"github.com/rsharvest/rsharvest/sink/fs"
+	"github.com/rsharvest/rsharvest/state"
 )
 
 // TestHarvestNotBegunIsLogged: a site's harvest that fails before its run
@@ -44,15 +47,18 @@ func TestHarvestNotBegunIsLogged(t *testing.T) {
 		t.Fatalf("runs of the site = %+v, %v; want none (the harvest failed before its run)", runs, err)
 	}
 
-	entries, err := harvestlog.Read(ctx, st, time.Time{}, "nosink")
+	l, err := harvestlog.Open(ctx, st, time.Time{}, "nosink")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logged []string
-	for _, e := range entries {
+	if err := l.Each(ctx, func(e harvestlog.Entry) error {
 		if e.Operation == harvestlog.NotBegun {
 			logged = append(logged, e.Detail())
 		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if len(logged) != 1 || logged[0] != runErr.Error() {
 		t.Errorf("the site's log shows %q; want one %q line with the error %q", logged, harvestlog.NotBegun, runErr)
@@ -72,5 +78,44 @@ func TestHarvestNotBegunIsLogged(t *testing.T) {
 	}
 	if !strings.Contains(string(text), "nosink") || !strings.Contains(string(text), "mirror") {
 		t.Errorf("the daily report does not list the harvest that failed before its run:\n%s", text)
+	}
+}
+
+// TestSiteReportBoundsFailures: a site's report lists the first failures
+// of its run and counts the others, without reading them all.
+func TestSiteReportBoundsFailures(t *testing.T) {
+	ctx := t.Context()
+	st, reg := registry(t, `sites:
+  - name: many
+    source: http://127.0.0.1:1/
+    sinks: [fs:`+filepath.Join(t.TempDir(), "mirror")+`]
+    schedule: every 12h
+`)
+	s, err := reg.Site(ctx, "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, notify.MaxListed, notify.MaxListed + 37} {
+		id, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: "http://127.0.0.1:1/", Site: "many"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fails := make([]state.Failure, n)
+		for i := range fails {
+			fails[i] = state.Failure{RunID: id, URI: fmt.Sprintf("http://127.0.0.1:1/r%d", i), Stage: "download", Error: "HTTP 500"}
+		}
+		if n > 0 {
+			if err := st.AddFailures(ctx, fails); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := harvest.SiteReport(ctx, st, s, time.Now(), "partial", &runreport.Report{RunID: id, Status: "partial"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := min(n, notify.MaxListed)
+		if len(r.Failures) != listed || r.MoreFailures != n-listed || (n > 0 && r.Failures[0].URI != fails[0].URI) {
+			t.Errorf("%d failures: report lists %d and counts %d more; want %d and %d, the first first", n, len(r.Failures), r.MoreFailures, listed, n-listed)
+		}
 	}
 }

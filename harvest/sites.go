@@ -265,17 +265,14 @@ func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time
 		r.Error = runErr.Error()
 	}
 	if r.Run.RunID > 0 {
-		fails, err := st.Failures(ctx, r.Run.RunID)
+		fails, more, err := st.Failures(ctx, r.Run.RunID, notify.MaxListed)
 		if err != nil {
 			return r, err
 		}
-		for i, f := range fails {
-			if i == notify.MaxListed {
-				r.MoreFailures = len(fails) - i
-				break
-			}
+		for _, f := range fails {
 			r.Failures = append(r.Failures, runreport.Failure{URI: f.URI, Package: f.Package, Stage: f.Stage, Error: f.Error, Permanent: f.Permanent})
 		}
+		r.MoreFailures = int(more)
 	}
 	return r, nil
 }

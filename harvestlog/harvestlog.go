@@ -5,14 +5,16 @@
 package harvestlog
 
 import (
-	"cmp"
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/state"
@@ -26,8 +28,9 @@ type Store interface {
 	// RunsSince returns the runs begun since since (zero: all), of site
 	// only when site is not "".
 	RunsSince(ctx context.Context, since time.Time, site string) ([]state.Run, error)
-	// Failures returns the failures recorded by run runID.
-	Failures(ctx context.Context, runID int64) ([]state.Failure, error)
+	// EachFailure calls fn with each failure of the runs RunsSince
+	// returns, in the order of their times, read as a stream.
+	EachFailure(ctx context.Context, since time.Time, site string, fn func(state.Failure) error) error
 }
 
 var _ Store = (*state.Store)(nil)
@@ -73,34 +76,39 @@ const (
 	NotBegun = "harvest not begun"
 )
 
-// Read reads the harvest log of st since since (zero: all), of site only
+// Log is the harvest log of a period, being read: its events and its
+// runs' beginnings and ends are held (they grow with the number of
+// harvests), its failures are not (a run may fail as many resources as it
+// has): they are read from the state as the log is written out.
+type Log struct {
+	st      Store
+	since   time.Time
+	site    string
+	entries []Entry          // all but the failures, oldest first
+	sites   map[int64]string // each run's site
+}
+
+// Open reads the harvest log of st since since (zero: all), of site only
 // when site is not "" (its harvests, failures and actions: not the
-// harvester's starts and stops), oldest first.
-func Read(ctx context.Context, st Store, since time.Time, site string) ([]Entry, error) {
+// harvester's starts and stops).
+func Open(ctx context.Context, st Store, since time.Time, site string) (*Log, error) {
 	events, err := st.Events(ctx, since, site)
 	if err != nil {
 		return nil, fmt.Errorf("harvest log: %w", err)
 	}
-	var out []Entry
+	l := &Log{st: st, since: since, site: site, sites: map[int64]string{}}
 	for _, e := range events {
-		out = append(out, Entry{At: e.At, Operation: e.Operation, Site: e.Site, Message: e.Message})
+		l.entries = append(l.entries, Entry{At: e.At, Operation: e.Operation, Site: e.Site, Message: e.Message})
 	}
 	runs, err := st.RunsSince(ctx, since, site)
 	if err != nil {
 		return nil, fmt.Errorf("harvest log: %w", err)
 	}
 	for _, r := range runs {
+		l.sites[r.ID] = r.Site
 		// A run recorded before sources lost their passwords shows none.
 		r.Source = state.SourceKey(r.Source)
-		out = append(out, Entry{At: r.Started, Operation: HarvestBegun, Site: r.Site, RunID: r.ID, Mode: r.Mode, Source: r.Source})
-		fails, err := st.Failures(ctx, r.ID)
-		if err != nil {
-			return nil, fmt.Errorf("harvest log: %w", err)
-		}
-		for _, f := range fails {
-			temporary := !f.Permanent
-			out = append(out, Entry{At: f.At, Operation: Failed, Site: r.Site, RunID: r.ID, URI: f.URI, Stage: f.Stage, Error: f.Error, Temporary: &temporary})
-		}
+		l.entries = append(l.entries, Entry{At: r.Started, Operation: HarvestBegun, Site: r.Site, RunID: r.ID, Mode: r.Mode, Source: r.Source})
 		if r.Status == state.StatusRunning {
 			continue
 		}
@@ -110,26 +118,114 @@ func Read(ctx context.Context, st Store, since time.Time, site string) ([]Entry,
 			end.Counts = map[string]int64{"written": c.Written, "deleted": c.Deleted, "unchanged": c.Unchanged, "failed": c.Failed, "skipped": c.Skipped}
 			end.Error = rep.Error
 		}
-		out = append(out, end)
+		l.entries = append(l.entries, end)
 	}
-	slices.SortStableFunc(out, func(a, b Entry) int { return cmp.Compare(a.At.UnixNano(), b.At.UnixNano()) })
-	return out, nil
+	slices.SortStableFunc(l.entries, func(a, b Entry) int { return a.At.Compare(b.At) })
+	return l, nil
 }
 
-// WriteText writes entries as aligned text, one line each: time (UTC),
-// site ("-" for none), operation, and the entry's Detail, its control
-// characters escaped (runreport.Printable: a name a source gave cannot
-// forge a line).
-func WriteText(w io.Writer, entries []Entry) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, e := range entries {
+// Each calls fn with each entry of the log, oldest first: a run's
+// failures after its beginning and before its end. An error of fn stops
+// it and is returned as it is.
+func (l *Log) Each(ctx context.Context, fn func(Entry) error) error {
+	i := 0
+	err := l.st.EachFailure(ctx, l.since, l.site, func(f state.Failure) error {
+		site, ok := l.sites[f.RunID]
+		if !ok {
+			return nil // a run begun since the log was opened: not in it
+		}
+		temporary := !f.Permanent
+		e := Entry{At: f.At, Operation: Failed, Site: site, RunID: f.RunID, URI: f.URI, Stage: f.Stage, Error: f.Error, Temporary: &temporary}
+		for ; i < len(l.entries) && before(l.entries[i], e); i++ {
+			if err := fn(l.entries[i]); err != nil {
+				return err
+			}
+		}
+		return fn(e)
+	})
+	if err != nil {
+		return err
+	}
+	for ; i < len(l.entries); i++ {
+		if err := fn(l.entries[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// before says whether entry a, not a failure, comes before failure f: at
+// an earlier time, or at the same time unless a ends a run.
+func before(a, f Entry) bool {
+	if c := a.At.Compare(f.At); c != 0 {
+		return c < 0
+	}
+	return a.Operation != HarvestEnded
+}
+
+// WriteJSON writes the log to w as a JSON array of entries, one at a
+// time.
+func (l *Log) WriteJSON(ctx context.Context, w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	n := 0
+	err := l.Each(ctx, func(e Entry) error {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetIndent("  ", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+		sep := ",\n  "
+		if n == 0 {
+			sep = "[\n  "
+		}
+		n++
+		_, err := bw.WriteString(sep + strings.TrimSuffix(b.String(), "\n"))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	end := "\n]\n"
+	if n == 0 {
+		end = "[]\n"
+	}
+	if _, err := bw.WriteString(end); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// WriteText writes the log to w as aligned text, one line an entry: time
+// (UTC), site ("-" for none), operation, and the entry's Detail, its
+// control characters escaped (runreport.Printable: a name a source gave
+// cannot forge a line). The columns fit every site and operation of the
+// log, so each line is written as it is read.
+func (l *Log) WriteText(ctx context.Context, w io.Writer) error {
+	siteW, opW := 1, 0
+	for _, e := range l.entries {
+		siteW = max(siteW, utf8.RuneCountInString(e.Site))
+		opW = max(opW, utf8.RuneCountInString(e.Operation))
+	}
+	bw := bufio.NewWriter(w)
+	err := l.Each(ctx, func(e Entry) error {
 		site := e.Site
 		if site == "" {
 			site = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), site, e.Operation, runreport.Printable(e.Detail()))
+		_, err := fmt.Fprintf(bw, "%s  %s%s%s\n", e.At.UTC().Format(time.RFC3339), pad(site, siteW+2), pad(e.Operation, opW+2), runreport.Printable(e.Detail()))
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	return tw.Flush()
+	return bw.Flush()
+}
+
+// pad is s followed by spaces up to width runes.
+func pad(s string, width int) string {
+	return s + strings.Repeat(" ", max(width-utf8.RuneCountInString(s), 0))
 }
 
 // Detail is the rest of an entry's line of text: what was harvested, how

@@ -23,27 +23,30 @@ func (f fakeStore) RunsSince(context.Context, time.Time, string) ([]state.Run, e
 		Report: []byte(`{"status":"partial","resources":{"written":2,"failed":1}}`)}}, nil
 }
 
-func (f fakeStore) Failures(_ context.Context, run int64) ([]state.Failure, error) {
-	return []state.Failure{{RunID: run, URI: "http://x/a", Stage: "verify", Error: "no md5", Permanent: true, At: f.t0.Add(2 * time.Second)}}, nil
+func (f fakeStore) EachFailure(_ context.Context, _ time.Time, _ string, fn func(state.Failure) error) error {
+	return fn(state.Failure{RunID: 7, URI: "http://x/a", Stage: "verify", Error: "no md5", Permanent: true, At: f.t0.Add(2 * time.Second)})
 }
 
 // TestRead: the events, each run begun and ended with its counts, and its
 // failures, in time order, as text.
 func TestRead(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	entries, err := Read(context.Background(), fakeStore{t0}, time.Time{}, "")
+	l, err := Open(context.Background(), fakeStore{t0}, time.Time{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ops []string
-	for _, e := range entries {
+	if err := l.Each(context.Background(), func(e Entry) error {
 		ops = append(ops, e.Operation)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if got := strings.Join(ops, ","); got != "harvester started,harvest begun,failed,harvest ended" {
 		t.Fatalf("operations %s", got)
 	}
 	var b strings.Builder
-	if err := WriteText(&b, entries); err != nil {
+	if err := l.WriteText(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{

@@ -288,7 +288,7 @@ func TestBaselineHostile(t *testing.T) {
 		}
 	}
 	// The failures are in the state store too.
-	fs, err := h.store.Failures(ctx, rep.RunID)
+	fs, _, err := h.store.Failures(ctx, rep.RunID, 1000)
 	if err != nil || len(fs) < len(rep.Failures) {
 		t.Errorf("state has %d failures (%v), report %d", len(fs), err, len(rep.Failures))
 	}
@@ -616,7 +616,7 @@ func checkCommitted(t *testing.T, ctx context.Context, st *state.Store, rep *run
 	}); err != nil {
 		t.Fatal(err)
 	}
-	fs, err := st.Failures(ctx, rep.RunID)
+	fs, _, err := st.Failures(ctx, rep.RunID, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,7 +245,7 @@ func TestSinkFaultsBaseline(t *testing.T) {
 			if hasCP != (len(tt.wantTemp) == 0) {
 				t.Fatalf("checkpoint set: %v, with %d temporary failures", hasCP, len(tt.wantTemp))
 			}
-			if fs, err := h.store.Failures(ctx, rep.RunID); err != nil || len(fs) != bad {
+			if fs, _, err := h.store.Failures(ctx, rep.RunID, 1000); err != nil || len(fs) != bad {
 				t.Fatalf("the state store records %d failures (%v), want %d", len(fs), err, bad)
 			}
 			if bad == 0 {

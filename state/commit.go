@@ -767,8 +767,7 @@ func (s *Store) SetCheckpoint(ctx context.Context, c Checkpoint) error {
 	return s.Commit(ctx, Batch{Checkpoint: &c})
 }
 
-const insertFailureSQL = `INSERT INTO failures (run_id, uri, package, stage, error, permanent, change_time, at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+const insertFailureSQL = "INSERT INTO failures (" + failureCols + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
 func failureArgs(f *Failure, now time.Time) ([]any, error) {
 	if f.RunID <= 0 {
@@ -785,16 +784,55 @@ func failureArgs(f *Failure, now time.Time) ([]any, error) {
 	return []any{f.RunID, f.URI, f.Package, f.Stage, f.Error, boolInt(f.Permanent), ts[0], ts[1]}, nil
 }
 
-// Failures returns the detail log of run runID in the order it was
-// recorded (empty, not an error, for an unknown run).
-func (s *Store) Failures(ctx context.Context, runID int64) ([]Failure, error) {
-	rows, err := s.r.QueryContext(ctx,
-		"SELECT run_id, uri, package, stage, error, permanent, change_time, at FROM failures WHERE run_id = ? ORDER BY id", runID)
+// Failures returns the first limit failures of run runID in the order
+// they were recorded (none, not an error, for an unknown run), and how
+// many more the run recorded: a run's failures may be as many as its
+// resources, so none of them is read whole. A limit below 1 reads one.
+func (s *Store) Failures(ctx context.Context, runID int64, limit int) ([]Failure, int64, error) {
+	limit = max(limit, 1)
+	var out []Failure
+	err := s.eachFailure(ctx, "SELECT "+failureCols+" FROM failures WHERE run_id = ? ORDER BY id LIMIT ?",
+		[]any{runID, limit}, func(f Failure) error {
+			out = append(out, f)
+			return nil
+		})
+	if err != nil || len(out) < limit {
+		return out, 0, err
+	}
+	var n int64
+	if err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM failures WHERE run_id = ?", runID).Scan(&n); err != nil {
+		return nil, 0, fatal("failures", err)
+	}
+	return out, max(n-int64(limit), 0), nil
+}
+
+// EachFailure calls fn with each failure of the runs begun at since or
+// later (zero: all), of site only when site is not "", in the order of
+// their times (then as recorded; a failure without a time first). The
+// failures are read as a stream, never held: the store sorts them. An
+// error of fn stops the reading and is returned as it is.
+func (s *Store) EachFailure(ctx context.Context, since time.Time, site string, fn func(Failure) error) error {
+	return s.eachFailure(ctx, "SELECT "+failureColsOf("f")+` FROM failures f JOIN runs r ON r.id = f.run_id
+WHERE r.started >= ? AND (? = '' OR r.site = ?) ORDER BY COALESCE(f.at, ''), f.id`,
+		[]any{sinceArg(since), site, site}, fn)
+}
+
+// The columns of a failure, in the order eachFailure scans them.
+const failureCols = "run_id, uri, package, stage, error, permanent, change_time, at"
+
+// failureColsOf is failureCols qualified by table alias t.
+func failureColsOf(t string) string {
+	return t + "." + strings.ReplaceAll(failureCols, ", ", ", "+t+".")
+}
+
+// eachFailure calls fn with each failure query (with args) selects
+// (failureCols).
+func (s *Store) eachFailure(ctx context.Context, query string, args []any, fn func(Failure) error) error {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fatal("failures", err)
+		return fatal("failures", err)
 	}
 	defer rows.Close()
-	var out []Failure
 	for rows.Next() {
 		var (
 			f             Failure
@@ -802,21 +840,23 @@ func (s *Store) Failures(ctx context.Context, runID int64) ([]Failure, error) {
 			changeTime, a sql.NullString
 		)
 		if err := rows.Scan(&f.RunID, &f.URI, &f.Package, &f.Stage, &f.Error, &permanent, &changeTime, &a); err != nil {
-			return nil, fatal("failures", err)
+			return fatal("failures", err)
 		}
 		f.Permanent = permanent != 0
 		if f.ChangeTime, err = decodeTime("change_time", changeTime); err != nil {
-			return nil, fatal("failures", err)
+			return fatal("failures", err)
 		}
 		if f.At, err = decodeTime("at", a); err != nil {
-			return nil, fatal("failures", err)
+			return fatal("failures", err)
 		}
-		out = append(out, f)
+		if err := fn(f); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fatal("failures", err)
+		return fatal("failures", err)
 	}
-	return out, nil
+	return nil
 }
 
 // insertChangesWith returns the insert of the change records values gives

@@ -164,7 +164,7 @@ func checkOldRows(t *testing.T, s *Store, v int, t1, t2 time.Time) {
 		(v >= 3) != (len(res.Links) == 1) || (v >= 6) != (res.Verified == VerifiedHash) || (v >= 15) != (res.Version == "7") {
 		t.Errorf("resource = %+v, %v, %v", res, ok, err)
 	}
-	if fs, err := s.Failures(ctx, 1); err != nil || len(fs) != 1 || fs[0].Error != "bad md5" || !fs[0].Permanent || !fs[0].At.Equal(t2) {
+	if fs, _, err := s.Failures(ctx, 1, 1000); err != nil || len(fs) != 1 || fs[0].Error != "bad md5" || !fs[0].Permanent || !fs[0].At.Equal(t2) {
 		t.Errorf("failures = %+v, %v", fs, err)
 	}
 	if c, ok, err := s.Checkpoint(ctx, src, "http://a/cl"); err != nil || !ok || !c.Next.Equal(t1) || !c.Open || c.RunID != 1 {

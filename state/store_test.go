@@ -639,7 +639,7 @@ func TestFailures(t *testing.T) {
 	if err := s.AddFailures(ctx, fs); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Failures(ctx, run1)
+	got, _, err := s.Failures(ctx, run1, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,14 +654,14 @@ func TestFailures(t *testing.T) {
 			t.Errorf("failure %d = %+v, want %+v", i, g, w)
 		}
 	}
-	if got, err := s.Failures(ctx, 999); err != nil || len(got) != 0 {
+	if got, _, err := s.Failures(ctx, 999, 1000); err != nil || len(got) != 0 {
 		t.Errorf("Failures(unknown) = %v, %v", got, err)
 	}
 	// A zero At is filled in.
 	if err := s.AddFailures(ctx, []Failure{{RunID: run2, Error: "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.Failures(ctx, run2)
+	got, _, err = s.Failures(ctx, run2, 1000)
 	if err != nil || len(got) != 2 || got[1].At.IsZero() {
 		t.Errorf("Failures(run2) = %+v, %v", got, err)
 	}
@@ -848,7 +848,7 @@ func TestCommitAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := s.CountResources(ctx, "", true)
-	fs, _ := s.Failures(ctx, run)
+	fs, _, _ := s.Failures(ctx, run, 1000)
 	cs, _ := s.Changes(ctx, run)
 	_, ok, _ := s.Checkpoint(ctx, cp.Source, "")
 	if n != 100 || len(fs) != 1 || len(cs) != 1 || !ok {

@@ -392,6 +392,10 @@ func (p *pages) site(w http.ResponseWriter, r *http.Request) {
 		"Who": id, "CanAct": id.role == roleOperator && p.opts.Act != nil, "CSRF": p.csrfToken(id)})
 }
 
+// runFailuresShown bounds the failures a run's page lists: a run may fail
+// as many resources as it has; the harvest log lists them all.
+const runFailuresShown = 1000
+
 func (p *pages) run(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
@@ -406,12 +410,12 @@ func (p *pages) run(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	fails, err := p.opts.Store.Failures(r.Context(), id)
+	fails, more, err := p.opts.Store.Failures(r.Context(), id, runFailuresShown)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	render(w, "run", map[string]any{"Run": newRunView(run), "Failures": fails, "Who": who(r)})
+	render(w, "run", map[string]any{"Run": newRunView(run), "Failures": fails, "More": more, "Who": who(r)})
 }
 
 // act does an operator's action on a site: POST /site/NAME/ACTION with
@@ -530,7 +534,7 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 <p class="{{.Run.Status}}">{{.Run.Status}}{{if .Run.Error}}: {{.Run.Error}}{{end}}</p><p>{{.Run.Written}} written, {{.Run.Deleted}} deleted, {{.Run.Unchanged}} unchanged, {{.Run.Failed}} failed</p>
 <h2>Detail log</h2><table id="failures"><tr><th>what</th><th>stage</th><th>kind</th><th>error</th></tr>
 {{range .Failures}}<tr><td>{{.URI}}</td><td>{{.Stage}}</td><td>{{if .Permanent}}permanent{{else}}temporary{{end}}</td><td>{{.Error}}</td></tr>
-{{end}}</table></body></html>{{end}}`))
+{{end}}</table>{{if .More}}<p id="more-failures">… and {{.More}} more: <code>rsharvest log{{with .Run.Site}} --site {{.}}{{end}}</code> lists them all.</p>{{end}}</body></html>{{end}}`))
 
 // collector reports the harvests' metrics, read from the state at each
 // scrape.

@@ -264,6 +264,73 @@ func testEvents[S Snapshot](t *testing.T, h Harness[S]) {
 	}
 }
 
+// testFailuresRead: a run's failures are read the first limit at a time
+// with how many more there are, and the failures of a period's runs are
+// streamed in the order of their times, then as recorded.
+func testFailuresRead[S Snapshot](t *testing.T, h Harness[S]) {
+	ctx := t.Context()
+	st, _ := openStore(t, h)
+	runA, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: "http://a.example/", Site: "a", Started: at(1)})
+	must(t, err)
+	runB, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: "http://b.example/", Site: "b", Started: at(2)})
+	must(t, err)
+	runOld, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: "http://a.example/", Site: "a", Started: at(0)})
+	must(t, err)
+	var fs []state.Failure
+	for i := range 5 {
+		fs = append(fs, state.Failure{RunID: runA, URI: "a" + strconv.Itoa(i), Stage: "fetch", Error: "e", At: at(10 - i)})
+	}
+	fs = append(fs,
+		state.Failure{RunID: runB, URI: "b0", Stage: "verify", Error: "e", Permanent: true, At: at(7).Add(time.Nanosecond)},
+		state.Failure{RunID: runOld, URI: "old", Stage: "fetch", Error: "e", At: at(8)})
+	must(t, st.AddFailures(ctx, fs))
+	for _, tc := range []struct {
+		run        int64
+		limit      int
+		want, more int
+	}{
+		{runA, 2, 2, 3},
+		{runA, 5, 5, 0},
+		{runA, 6, 5, 0},
+		{runA, 0, 1, 4},
+		{runB, 1, 1, 0},
+		{runB + runA + runOld, 3, 0, 0},
+	} {
+		got, more, err := st.Failures(ctx, tc.run, tc.limit)
+		if err != nil || len(got) != tc.want || more != int64(tc.more) || (tc.run == runA && got[0].URI != "a0") {
+			t.Errorf("Failures(run %d, limit %d) = %d failures, %d more, %v; want %d, %d more", tc.run, tc.limit, len(got), more, err, tc.want, tc.more)
+		}
+	}
+	uris := func(since time.Time, site string) []string {
+		var out []string
+		must(t, st.EachFailure(ctx, since, site, func(f state.Failure) error {
+			out = append(out, f.URI)
+			return nil
+		}))
+		return out
+	}
+	for _, tc := range []struct {
+		since time.Time
+		site  string
+		want  []string
+	}{
+		{time.Time{}, "", []string{"a4", "a3", "b0", "a2", "old", "a1", "a0"}},
+		{at(1), "", []string{"a4", "a3", "b0", "a2", "a1", "a0"}},
+		{at(1), "a", []string{"a4", "a3", "a2", "a1", "a0"}},
+		{at(2), "", []string{"b0"}},
+		{at(3), "", nil},
+	} {
+		if got := uris(tc.since, tc.site); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("EachFailure(%v, %q) = %q; want %q", tc.since, tc.site, got, tc.want)
+		}
+	}
+	stop := errors.New("stop")
+	n := 0
+	if err := st.EachFailure(ctx, time.Time{}, "", func(state.Failure) error { n++; return stop }); err != stop || n != 1 {
+		t.Errorf("EachFailure with fn failing = %v after %d; want fn's error after 1", err, n)
+	}
+}
+
 // fullBatch is a batch with an item of every kind, for run run.
 func fullBatch(run int64) state.Batch {
 	return state.Batch{
@@ -314,10 +381,10 @@ func testCommit[S Snapshot](t *testing.T, h Harness[S]) {
 			t.Errorf("Resource(%q, %q) = %+v, %v, %v; want none", k.Source, k.URI, got, ok, err)
 		}
 	}
-	if got, err := st.Failures(ctx, run); err != nil || !reflect.DeepEqual(got, b.Failures) {
+	if got, _, err := st.Failures(ctx, run, 1000); err != nil || !reflect.DeepEqual(got, b.Failures) {
 		t.Errorf("Failures = %+v, %v; want %+v", got, err, b.Failures)
 	}
-	if got, err := st.Failures(ctx, run+1); err != nil || len(got) != 0 {
+	if got, _, err := st.Failures(ctx, run+1, 1000); err != nil || len(got) != 0 {
 		t.Errorf("Failures(unknown run) = %+v, %v; want none", got, err)
 	}
 	if got, unattributed, err := st.FailedPackages(ctx, run); err != nil || !reflect.DeepEqual(got, map[string]bool{"p.zip": true}) || !unattributed {
@@ -404,7 +471,7 @@ func testCommit[S Snapshot](t *testing.T, h Harness[S]) {
 	// Failures and changes are appended; zero At is the commit's time.
 	f := state.Failure{RunID: run, URI: "r6", Stage: "fetch", Error: "404"}
 	must(t, st.AddFailures(ctx, []state.Failure{f}))
-	got, err := st.Failures(ctx, run)
+	got, _, err := st.Failures(ctx, run, 1000)
 	if err != nil || len(got) != 3 || got[2].At.Before(before) {
 		t.Fatalf("Failures after AddFailures = %+v, %v", got, err)
 	}
@@ -494,7 +561,7 @@ func assertEmpty[S Snapshot](t *testing.T, st Store[S], run int64) {
 	if n, err := st.CountResources(ctx, "", true); err != nil || n != 0 {
 		found = append(found, fmt.Sprintf("%d resources (%v)", n, err))
 	}
-	if fs, err := st.Failures(ctx, run); err != nil || len(fs) != 0 {
+	if fs, _, err := st.Failures(ctx, run, 1000); err != nil || len(fs) != 0 {
 		found = append(found, fmt.Sprintf("failures %+v (%v)", fs, err))
 	}
 	if cs, err := st.Changes(ctx, run); err != nil || len(cs) != 0 {
@@ -1323,7 +1390,7 @@ func testPruneLog[S Snapshot](t *testing.T, h Harness[S]) {
 		t.Helper()
 		r, err := st.Run(ctx, id)
 		must(t, err)
-		fs, err := st.Failures(ctx, id)
+		fs, _, err := st.Failures(ctx, id, 1000)
 		must(t, err)
 		if (len(r.Report) > 0) != (len(fs) > 0) {
 			t.Fatalf("run %d: report %q, %d failures: thinned by half", id, r.Report, len(fs))

@@ -64,7 +64,8 @@ type Store[S Snapshot] interface {
 	// Batches and what they record.
 	Commit(ctx context.Context, b state.Batch) error
 	AddFailures(ctx context.Context, fs []state.Failure) error
-	Failures(ctx context.Context, runID int64) ([]state.Failure, error)
+	Failures(ctx context.Context, runID int64, limit int) ([]state.Failure, int64, error)
+	EachFailure(ctx context.Context, since time.Time, site string, fn func(state.Failure) error) error
 	PruneLog(ctx context.Context, keep state.LogKeep, now time.Time, batch int) (state.Pruned, error)
 	FailedPackages(ctx context.Context, runID int64) (map[string]bool, bool, error)
 	Changes(ctx context.Context, runID int64) ([]state.ChangeRecord, error)
@@ -166,6 +167,7 @@ func Run[S Snapshot](t *testing.T, h Harness[S]) {
 	}
 	t.Run("Runs", func(t *testing.T) { testRuns(t, h) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, h) })
+	t.Run("FailuresRead", func(t *testing.T) { testFailuresRead(t, h) })
 	t.Run("PruneLog", func(t *testing.T) { testPruneLog(t, h) })
 	t.Run("Commit", func(t *testing.T) { testCommit(t, h) })
 	t.Run("CommitRejects", func(t *testing.T) { testCommitRejects(t, h) })
