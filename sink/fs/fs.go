@@ -48,7 +48,9 @@ const (
 // Options configure an FS. The zero value is ready to use.
 type Options struct {
 	// Fsync syncs each file before it is renamed into place and its
-	// directory after, so committed files survive a power loss. Without it
+	// directory after (with the parent of each directory created for it,
+	// and after a Delete the directory that held the file), so committed
+	// files and deletes survive a power loss. Without it
 	// (the default) a commit is still atomic against process crashes, at
 	// several times the speed.
 	Fsync bool
@@ -95,6 +97,15 @@ type FS struct {
 	// directories, so that a prune never removes a directory between its
 	// creation and the rename that fills it.
 	pruning sync.RWMutex
+	// fresh holds, with Options.Fsync, the directories this sink created
+	// whose entries in their parents are not yet synced: a file renamed
+	// into a new directory survives a power loss only with them. A
+	// directory is marked before it is created, so that a Put renaming
+	// into it meanwhile syncs its parent too.
+	freshMu sync.Mutex
+	fresh   map[string]struct{}
+	// dirSynced, when not nil, is told of each directory synced (tests).
+	dirSynced func(dir string)
 }
 
 // New opens the sink rooted at dir, creating dir (and its parents) when it
@@ -382,6 +393,48 @@ func (s *FS) Put(ctx context.Context, r *sink.Resource, body io.Reader) (err err
 			// The file is in place; only its durability is in doubt.
 			return s.fsError("put", r.URI, err)
 		}
+		if err := s.syncFresh(path.Dir(rel)); err != nil {
+			return s.fsError("put", r.URI, err)
+		}
+	}
+	return nil
+}
+
+// markFresh records, with Options.Fsync, that dir is about to be created.
+func (s *FS) markFresh(dir string) {
+	if !s.opts.Fsync {
+		return
+	}
+	s.freshMu.Lock()
+	defer s.freshMu.Unlock()
+	if s.fresh == nil {
+		s.fresh = map[string]struct{}{}
+	}
+	s.fresh[dir] = struct{}{}
+}
+
+// isFresh says whether dir was created and its parent not synced since.
+func (s *FS) isFresh(dir string) bool {
+	s.freshMu.Lock()
+	defer s.freshMu.Unlock()
+	_, ok := s.fresh[dir]
+	return ok
+}
+
+// syncFresh syncs the parent of dir and of each of its ancestors that
+// this sink created and has not synced the parent of since, deepest
+// first, so that dir's entry, and theirs, survive a power loss.
+func (s *FS) syncFresh(dir string) error {
+	for d := dir; d != "." && d != "/"; d = path.Dir(d) {
+		if !s.isFresh(d) {
+			continue
+		}
+		if err := s.syncDir(path.Dir(d)); err != nil {
+			return err
+		}
+		s.freshMu.Lock()
+		delete(s.fresh, d)
+		s.freshMu.Unlock()
 	}
 	return nil
 }
@@ -411,14 +464,18 @@ func (s *FS) commit(tmp, rel string) error {
 // down level by level otherwise, so that its cost grows linearly with the
 // depth (every call through s.root resolves the whole path again).
 func (s *FS) mkdirAll(dir string) error {
+	s.markFresh(dir)
 	if err := s.root.Mkdir(dir, dirPerm); !errors.Is(err, iofs.ErrNotExist) {
 		return ignoreExist(err)
 	}
 	r := s.root
 	defer func() { s.closeSub(r) }()
+	at := ""
 	for elem := range strings.SplitSeq(dir, "/") {
+		at = path.Join(at, elem)
 		sub, err := r.OpenRoot(elem)
 		if errors.Is(err, iofs.ErrNotExist) {
+			s.markFresh(at)
 			if err := ignoreExist(r.Mkdir(elem, dirPerm)); err != nil {
 				return err
 			}
@@ -497,6 +554,9 @@ func ignoreExist(err error) error {
 // syncDir syncs a directory. One that a concurrent Delete has pruned
 // already needs no sync.
 func (s *FS) syncDir(dir string) error {
+	if s.dirSynced != nil {
+		s.dirSynced(dir)
+	}
 	d, err := s.root.Open(dir)
 	if err != nil {
 		if isNotExist(err) {
@@ -526,7 +586,25 @@ func (s *FS) Delete(ctx context.Context, uri string) error {
 	defer s.pruning.Unlock()
 	s.prune(path.Dir(rel))
 	s.tmp.forgetAll() // handles on pruned directories would rename into nothing
+	if s.opts.Fsync {
+		// The nearest directory left holds the removal, the file's or
+		// that of the last directory pruned.
+		d := path.Dir(rel)
+		for d != "." && !s.exists(d) {
+			d = path.Dir(d)
+		}
+		if err := s.syncDir(d); err != nil {
+			return s.fsError("delete", uri, err)
+		}
+	}
 	return nil
+}
+
+// exists says whether dir is there (an error other than its absence
+// counts as there: syncing it then tells).
+func (s *FS) exists(dir string) bool {
+	_, err := s.root.Lstat(dir)
+	return !isNotExist(err)
 }
 
 // Get opens the file of uri for reading. When the sink does not hold uri
