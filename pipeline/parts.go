@@ -118,15 +118,23 @@ func Divide(ctx context.Context, opts Options, mode source.Mode, rng Range) (_ *
 
 // partDone records, with the run's last batch, that the run executed its
 // part whole: what it held back (its temporary failures by resource set),
-// for CloseTask. It stands in for the checkpoints a whole task's run sets.
-func (r *run) partDone(ctx context.Context, _ *runreport.Report) error {
+// for CloseTask, and the run's end (rep). It stands in for the checkpoints
+// a whole task's run sets.
+func (r *run) partDone(ctx context.Context, rep *runreport.Report) error {
 	r.atMu.Lock()
 	holds, err := json.Marshal(r.holds)
 	r.atMu.Unlock()
 	if err != nil {
 		return errclass.Fatalf("part %q: %w", r.opts.Part.Name, err)
 	}
-	return r.commitBatch(ctx, state.Batch{Part: &state.PartDone{Task: r.opts.Part.Task, Name: r.opts.Part.Name, RunID: r.runID, Holds: holds}})
+	js, err := json.Marshal(rep)
+	if err != nil {
+		return errclass.Fatalf("part %q: %w", r.opts.Part.Name, err)
+	}
+	// The run's report goes with the part: the harvest waiting for the
+	// units sums it as soon as it sees the part done.
+	return r.commitBatch(ctx, state.Batch{Part: &state.PartDone{Task: r.opts.Part.Task, Name: r.opts.Part.Name, RunID: r.runID, Holds: holds,
+		Finished: rep.Finished, Status: rep.Status, Report: js}})
 }
 
 // ErrPartsLeft is wrapped by CloseTask's error when a part of the task has

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -48,13 +49,19 @@ type Part struct {
 // whole: its holds (JSON) are kept for CloseTask. A part done again (its
 // job given to another worker) is overwritten — unless GiveUp says this
 // is a part given up (done without its units), which leaves a part done
-// as it is.
+// as it is. When Status is set, run RunID is finished in the same
+// transaction, as FinishRun would (Finished, Status, Report): whoever sees
+// the part done sees its run's final report.
 type PartDone struct {
 	Task   int64
 	Name   string
 	RunID  int64
 	Holds  []byte
 	GiveUp bool
+
+	Finished time.Time
+	Status   string
+	Report   []byte
 }
 
 // ErrTaskClosed is wrapped by the error of a batch of a unit whose task is
@@ -253,6 +260,24 @@ func commitPart(ctx context.Context, tx *sql.Tx, p *PartDone) error {
 	if _, err := tx.ExecContext(ctx, "UPDATE task_parts SET done = 1, run_id = ?, holds = ? WHERE task_id = ? AND name = ?",
 		nullID(p.RunID), string(p.Holds), p.Task, p.Name); err != nil {
 		return fmt.Errorf("part %q of task %d: %w", p.Name, p.Task, err)
+	}
+	if p.Status == "" {
+		return nil
+	}
+	rep, err := reportArg(p.Report)
+	if err != nil {
+		return fmt.Errorf("part %q of task %d: %w", p.Name, p.Task, err)
+	}
+	fin, err := encodeTime(p.Finished)
+	if err != nil {
+		return fmt.Errorf("part %q of task %d: finished: %w", p.Name, p.Task, err)
+	}
+	res, err := tx.ExecContext(ctx, "UPDATE runs SET finished = ?, status = ?, report = ? WHERE id = ?", fin, p.Status, rep, p.RunID)
+	if err != nil {
+		return fmt.Errorf("part %q of task %d: run %d: %w", p.Name, p.Task, p.RunID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return fmt.Errorf("part %q of task %d: run %d: %w", p.Name, p.Task, p.RunID, cmp.Or(err, ErrNotFound))
 	}
 	return nil
 }

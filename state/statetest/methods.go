@@ -1200,6 +1200,20 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	}
 	// A unit's batch commits while its task is open.
 	must(t, st.Commit(ctx, state.Batch{Task: id, Resources: []state.Resource{{Source: srcA, URI: "r-unit", Length: 1, Hashes: hashes(), Outcome: state.OutcomeWritten, RunID: run}}}))
+	// A part done with its run's end finishes the run in the same
+	// transaction; a run that does not exist refuses the batch.
+	unitRun, err := st.BeginRun(ctx, state.Run{Mode: "baseline", Source: srcA, Started: at(4)})
+	must(t, err)
+	must(t, st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p0", RunID: unitRun, Holds: []byte(`{}`),
+		Finished: at(5), Status: "partial", Report: []byte(`{"written":3}`)}}))
+	if r, err := st.Run(ctx, unitRun); err != nil || r.Status != "partial" || !r.Finished.Equal(at(5)) || string(r.Report) != `{"written":3}` {
+		t.Errorf("the run of a part done with its end = %+v, %v; want partial, finished at %v, with its report", r, err, at(5))
+	}
+	wantFatal(t, "Commit(a part done with the end of no run)", st.Commit(ctx, state.Batch{Part: &state.PartDone{Task: id, Name: "p0", RunID: unitRun + 1000,
+		Finished: at(5), Status: "ok"}}))
+	if p, _, err := st.TaskPart(ctx, id, "p0"); err != nil || p.RunID != unitRun {
+		t.Errorf("a refused part done changed the part: %+v, %v", p, err)
+	}
 	// A newer task is the open one; closed, the older is again.
 	id2, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"q"}, nil, nil)
 	must(t, err)
