@@ -202,14 +202,37 @@ func (h *Harvester) slots(ctx context.Context, j Job) int {
 
 // abandonTask closes the task a spread harvest of j's source left open,
 // its checkpoints not set, before the source is harvested whole: its
-// units, if any are still queued, find it closed and do nothing.
+// units, if any are still queued, find it closed and do nothing. It then
+// waits until no unit of it is under way (each part's lease free): one
+// in flight stops at its next commit, refused, and none of its writes to
+// the sinks may land after the whole harvest's.
 func (h *Harvester) abandonTask(ctx context.Context, j Job, log *slog.Logger) error {
 	t, open, err := h.Store.OpenTask(ctx, j.Key())
 	if err != nil || !open {
 		return err
 	}
 	log.Warn("a harvest spread over the workers was left unfinished; the source is harvested whole instead", "task", t.ID)
-	return h.Store.CloseTask(ctx, t.ID)
+	if err := h.Store.CloseTask(ctx, t.ID); err != nil {
+		return err
+	}
+	parts, err := h.Store.TaskParts(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		l, err := h.Store.Lease(ctx, state.PartLease(t.ID, p.Name), cmp.Or(h.Command, "rsharvest"), 0)
+		if errors.Is(err, state.ErrLocked) {
+			log.Info("waiting for a unit of the abandoned harvest to stop", "task", t.ID, "part", p.Name)
+			l, err = h.Store.Lease(ctx, state.PartLease(t.ID, p.Name), cmp.Or(h.Command, "rsharvest"), siteSourceWait)
+		}
+		if err != nil {
+			return err
+		}
+		if err := l.Release(); err != nil {
+			log.Warn("a lease could not be released; it ends with the connection", "error", err)
+		}
+	}
+	return nil
 }
 
 // Unit executes unit u of a spread harvest, on whichever daemon River gave
