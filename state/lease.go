@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -51,11 +52,14 @@ func SlotLease(task int64, i int) string {
 	return fmt.Sprintf("%s %d %d", LeaseSlot, task, i)
 }
 
-// WorkerLease is the name of the lease a daemon holds for its life, this
-// process's: Leases lists it as a worker alive, harvesting or not.
+// WorkerLease is a new name for the lease a daemon holds for its life,
+// this process's: Leases lists it as a worker alive, harvesting or not.
+// Each call gives another (a random part follows the host and pid), so
+// that two daemons in containers sharing a host name and a pid are two
+// workers.
 func WorkerLease() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s %s pid %d", LeaseWorker, host, os.Getpid())
+	return fmt.Sprintf("%s %s pid %d %s", LeaseWorker, host, os.Getpid(), rand.Text()[:8])
 }
 
 // RescueLease is the name of the lease a daemon holds while it looks for

@@ -97,3 +97,28 @@ func TestLockThroughSymlink(t *testing.T) {
 		t.Errorf("LockPath(%s) = %s, LockPath(%s) = %s", link, LockPath(link), path, LockPath(path))
 	}
 }
+
+// TestTwoWorkersOfOneHostAndPid: two daemons whose host name and pid are
+// the same (containers) hold a worker lease each, and are two workers.
+func TestTwoWorkersOfOneHostAndPid(t *testing.T) {
+	ctx := t.Context()
+	st, err := Open(ctx, filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a, b := WorkerLease(), WorkerLease()
+	if a == b {
+		t.Fatalf("WorkerLease gave %q twice", a)
+	}
+	for _, k := range []string{a, b} {
+		l, err := st.Lease(ctx, k, "rsharvest daemon", 0)
+		if err != nil {
+			t.Fatalf("worker lease %q: %v", k, err)
+		}
+		defer l.Release()
+	}
+	if n, err := st.Workers(ctx); err != nil || n != 2 {
+		t.Errorf("Workers = %d, %v; want 2", n, err)
+	}
+}
