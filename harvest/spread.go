@@ -97,12 +97,12 @@ func (h *Harvester) divide(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 	if err != nil {
 		return state.Task{}, false, err
 	}
-	t := state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: d.Checkpoints, Created: now, Fresh: held == 0}
-	slots := h.slots(ctx, j) // as many units at once as workers alive, each at its share
+	t := state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: d.Checkpoints, Created: now, Fresh: held == 0,
+		Slots: h.slots(ctx, j)} // as many units at once as workers alive, each at its share
 	t.ID, err = h.Store.CreateTask(ctx, t, d.Parts, d.Plan, func(ctx context.Context, tx *sql.Tx, id int64) error {
 		units := make([]daemon.Unit, len(d.Parts))
 		for i, p := range d.Parts {
-			units[i] = daemon.Unit{Site: j.Site, Task: id, Part: p, Slots: slots}
+			units[i] = daemon.Unit{Site: j.Site, Task: id, Part: p, Slots: t.Slots}
 		}
 		return h.Units.Enqueue(ctx, tx, units)
 	})
@@ -175,7 +175,13 @@ func (h *Harvester) awaitUnits(ctx context.Context, t state.Task, j Job, adopted
 		}
 		if time.Since(requeued) >= requeueEvery {
 			requeued = time.Now()
-			units, slots := make([]daemon.Unit, len(left)), h.slots(ctx, j)
+			// The task's slots: units of one task sharing other counts
+			// would together pass the site's rate. (A task divided before
+			// tasks kept them has none: the workers alive now.)
+			units, slots := make([]daemon.Unit, len(left)), t.Slots
+			if slots == 0 {
+				slots = h.slots(ctx, j)
+			}
 			for i, name := range left {
 				units[i] = daemon.Unit{Site: j.Site, Task: t.ID, Part: name, Slots: slots}
 			}

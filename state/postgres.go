@@ -515,5 +515,7 @@ ON CONFLICT DO NOTHING;
 		// 9: SQLite's version 29: each part of a spread task keeps its plan,
 		// and a task says whether its source held nothing.
 		`ALTER TABLE task_parts ADD COLUMN plan BYTEA; ALTER TABLE tasks ADD COLUMN fresh INTEGER NOT NULL DEFAULT 0;`,
+		// 10: SQLite's version 30: a task keeps its units' slots.
+		taskSlots,
 	}
 }

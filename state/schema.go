@@ -381,8 +381,15 @@ WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.rep
 		// (see CreateTask), until the task closes; a task says whether its
 		// source held nothing when it was divided.
 		`ALTER TABLE task_parts ADD COLUMN plan BLOB; ALTER TABLE tasks ADD COLUMN fresh INTEGER NOT NULL DEFAULT 0;`,
+		// 30: a task keeps the slots its units share (see Task.Slots).
+		taskSlots,
 	}
 }
+
+// taskSlots is the migration of both stores that keeps a spread task's
+// slots, so that a unit queued again shares the slots its task was
+// divided with.
+const taskSlots = `ALTER TABLE tasks ADD COLUMN slots INTEGER NOT NULL DEFAULT 0;`
 
 // runsPruned is the migration of both stores that marks the runs PruneLog
 // thinned, and indexes those it has not by their start.

@@ -32,6 +32,10 @@ type Task struct {
 	// parts' runs, which see each other's commits, know it is a first
 	// load.
 	Fresh bool
+	// Slots is how many of its units may run at once when its site has a
+	// rate (the workers alive when it was divided), 0 for no bound: every
+	// unit of the task, queued again too, shares the same slots.
+	Slots int
 }
 
 // Part is one part of a spread task.
@@ -91,8 +95,8 @@ func (s *Store) CreateTask(ctx context.Context, t Task, parts []string, plan fun
 	}()
 	now := s.clock().UTC()
 	if err := tx.QueryRowContext(ctx,
-		"INSERT INTO tasks (source, site, mode, run_id, checkpoints, created, closed, fresh) VALUES (?, ?, ?, ?, ?, ?, 0, ?) RETURNING id",
-		t.Source, t.Site, t.Mode, nullID(t.RunID), string(t.Checkpoints), now.Format(timeLayout), boolInt(t.Fresh)).Scan(&id); err != nil {
+		"INSERT INTO tasks (source, site, mode, run_id, checkpoints, created, closed, fresh, slots) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING id",
+		t.Source, t.Site, t.Mode, nullID(t.RunID), string(t.Checkpoints), now.Format(timeLayout), boolInt(t.Fresh), max(t.Slots, 0)).Scan(&id); err != nil {
 		return 0, fatal("create task", err)
 	}
 	for i, p := range parts {
@@ -128,8 +132,8 @@ func (s *Store) OpenTask(ctx context.Context, key string) (Task, bool, error) {
 		fresh   int
 	)
 	err := s.r.QueryRowContext(ctx,
-		"SELECT id, source, site, mode, run_id, checkpoints, created, fresh FROM tasks WHERE source = ? AND closed = 0 ORDER BY id DESC LIMIT 1", key).
-		Scan(&t.ID, &t.Source, &t.Site, &t.Mode, &runID, &cps, &created, &fresh)
+		"SELECT id, source, site, mode, run_id, checkpoints, created, fresh, slots FROM tasks WHERE source = ? AND closed = 0 ORDER BY id DESC LIMIT 1", key).
+		Scan(&t.ID, &t.Source, &t.Site, &t.Mode, &runID, &cps, &created, &fresh, &t.Slots)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Task{}, false, nil
 	}

@@ -1133,7 +1133,7 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	cps := []byte(`[{"ResourceSet":"a"}]`)
 	plans := [][]byte{[]byte("plan of p1"), nil, {0, 1, 2, 0xff}} // p2 has none
 	var seen int64
-	id, err := st.CreateTask(ctx, state.Task{Source: srcA, Site: "site a", Mode: "incremental", RunID: run, Checkpoints: cps, Fresh: true}, []string{"p1", "p2", "p0"},
+	id, err := st.CreateTask(ctx, state.Task{Source: srcA, Site: "site a", Mode: "incremental", RunID: run, Checkpoints: cps, Fresh: true, Slots: 3}, []string{"p1", "p2", "p0"},
 		func(i int) ([]byte, error) { return plans[i], nil },
 		func(ctx context.Context, tx *sql.Tx, id int64) error {
 			seen = id
@@ -1145,7 +1145,7 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 		t.Errorf("also saw task %d, created %d", seen, id)
 	}
 	got, ok, err := st.OpenTask(ctx, srcA)
-	if err != nil || !ok || got.ID != id || got.Source != srcA || got.Site != "site a" || got.Mode != "incremental" || got.RunID != run || string(got.Checkpoints) != string(cps) || got.Created.IsZero() || !got.Fresh {
+	if err != nil || !ok || got.ID != id || got.Source != srcA || got.Site != "site a" || got.Mode != "incremental" || got.RunID != run || string(got.Checkpoints) != string(cps) || got.Created.IsZero() || !got.Fresh || got.Slots != 3 {
 		t.Errorf("OpenTask = %+v, %v, %v", got, ok, err)
 	}
 	if _, ok, _ := st.OpenTask(ctx, srcB); ok {
@@ -1217,8 +1217,8 @@ func testTasks[S Snapshot](t *testing.T, h Harness[S]) {
 	// A newer task is the open one; closed, the older is again.
 	id2, err := st.CreateTask(ctx, state.Task{Source: srcA, Mode: "baseline"}, []string{"q"}, nil, nil)
 	must(t, err)
-	if got, _, _ := st.OpenTask(ctx, srcA); got.ID != id2 || got.Fresh {
-		t.Errorf("OpenTask = %d (fresh %v), want the newer %d, not fresh", got.ID, got.Fresh, id2)
+	if got, _, _ := st.OpenTask(ctx, srcA); got.ID != id2 || got.Fresh || got.Slots != 0 {
+		t.Errorf("OpenTask = %d (fresh %v, %d slots), want the newer %d, not fresh, no slots", got.ID, got.Fresh, got.Slots, id2)
 	}
 	must(t, st.CloseTask(ctx, id2))
 	if got, _, _ := st.OpenTask(ctx, srcA); got.ID != id {
