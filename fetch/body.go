@@ -407,8 +407,11 @@ func (b *Body) try() error {
 	}
 	skip, err := b.accept(resp, ranged)
 	if err != nil {
-		// Drain a little so the connection can be reused, then drop it.
+		// Drain a little so the connection can be reused, then drop it;
+		// a body that stalls is given up as any other.
+		drain := time.AfterFunc(b.c.opts.StallTimeout, func() { cancel(errStalled) })
 		io.CopyN(io.Discard, resp.Body, 64<<10)
+		drain.Stop()
 		resp.Body.Close()
 		cancel(nil)
 		return err

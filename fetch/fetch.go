@@ -336,7 +336,8 @@ func (c *Client) setHeaders(req *http.Request) {
 }
 
 // checkRedirect bounds redirects, keeps Authorization on the original host
-// and the extra headers on their origins, and rate-limits every hop.
+// and the extra headers on their origins, asks no hop conditionally, and
+// rate-limits every hop.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > MaxRedirects {
 		return errclass.Permanentf("stopped after %d redirects", MaxRedirects)
@@ -353,6 +354,11 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	// Where a redirect came from is not told: that URL's query may hold
 	// a token the source gave, which another origin must not see.
 	req.Header.Del("Referer")
+	// A 304 answers for the URL asked alone: the copy held is of what
+	// that URL gave, not of wherever it now leads, which may be another
+	// representation not modified since.
+	req.Header.Del("If-None-Match")
+	req.Header.Del("If-Modified-Since")
 	orig := via[0].URL
 	for _, r := range append(via[1:], req) {
 		if !strings.EqualFold(r.URL.Host, orig.Host) || (orig.Scheme == "https" && r.URL.Scheme != "https") {

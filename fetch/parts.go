@@ -162,7 +162,13 @@ func (c *Client) fetchPart(ctx context.Context, rawURL, host string, dst *os.Fil
 	budget := pol.Start()
 	err := budget.Do(ctx, func() error {
 		from := p.off.Load()
+		if from >= p.end {
+			return nil // written whole: never asked for again
+		}
 		err := c.partOnce(ctx, rawURL, host, dst, size, validator, p, buf, pp)
+		if errors.Is(err, ErrTooSlow) {
+			return retry.Stop(err) // too slow is not resumed (Options.LowSpeedLimit)
+		}
 		if err == nil || p.off.Load() == from || !pol.Retryable(err) {
 			return err
 		}
@@ -215,7 +221,7 @@ func (c *Client) partOnce(ctx context.Context, rawURL, host string, dst *os.File
 			p.off.Store(off)
 			pp.update()
 		}
-		if rerr != nil {
+		if rerr != nil && off < p.end {
 			if cerr := ctx.Err(); cerr != nil {
 				return cerr
 			}

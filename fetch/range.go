@@ -194,6 +194,9 @@ func (r *RangeReader) fetch(off, n int64) ([]byte, error) {
 	var data []byte
 	err := retry.Do(r.ctx, r.c.policy(r.url), func() (err error) {
 		data, err = r.fetchOnce(off, n)
+		if errors.Is(err, ErrTooSlow) {
+			return retry.Stop(err) // too slow is not asked again (Options.LowSpeedLimit)
+		}
 		return err
 	})
 	if cerr := r.ctx.Err(); cerr != nil {
@@ -232,10 +235,18 @@ func (r *RangeReader) fetchOnce(off, n int64) ([]byte, error) {
 		}
 		return nil, errclass.Retryablef("GET %s (%s): %w after %d bytes", final, rng, err, got)
 	}
-	// Anything beyond the asked range means the server did not do as told.
-	var extra [1]byte
-	if k, _ := resp.Body.Read(extra[:]); k > 0 {
-		return nil, errclass.Retryablef("GET %s (%s): %w: body longer than the %d bytes asked", final, rng, ErrChanged, n)
+	// Anything beyond the asked range means the server did not do as told
+	// (a body of n bytes by its Content-Length has nothing more; one
+	// whose end does not come within the stall timeout has the bytes
+	// asked, and no more).
+	if resp.ContentLength != n {
+		var extra [1]byte
+		stall := time.AfterFunc(r.c.opts.StallTimeout, func() { cancel(errStalled) })
+		k, _ := resp.Body.Read(extra[:])
+		stall.Stop()
+		if k > 0 {
+			return nil, errclass.Retryablef("GET %s (%s): %w: body longer than the %d bytes asked", final, rng, ErrChanged, n)
+		}
 	}
 	return data, nil
 }
@@ -348,7 +359,8 @@ func (c *Client) send(ctx context.Context, rawURL string, set func(http.Header))
 
 // readFull fills p from body, counting the bytes in the client's stats,
 // and cancels the attempt (cancel) when a Read receives nothing for
-// Options.StallTimeout.
+// Options.StallTimeout (its waits for the bandwidth limit not counted).
+// Once p is full it returns nil, whatever the last read's speed.
 func (c *Client) readFull(actx context.Context, cancel context.CancelCauseFunc, body io.Reader, p []byte) (int, error) {
 	watchdog := time.AfterFunc(c.opts.StallTimeout, func() { cancel(errStalled) })
 	defer watchdog.Stop()
@@ -358,12 +370,15 @@ func (c *Client) readFull(actx context.Context, cancel context.CancelCauseFunc, 
 		watchdog.Reset(c.opts.StallTimeout)
 		began := time.Now()
 		k, err := body.Read(p[n:])
+		watchdog.Stop() // the client's own wait for its bandwidth is no stall
 		n += k
 		c.bytes.Add(int64(k))
-		if serr := speed.add(k, time.Since(began)); serr != nil && err == nil {
+		// A read too slow, or a wait cut short, does not undo the bytes
+		// that filled p.
+		if serr := speed.add(k, time.Since(began)); serr != nil && err == nil && n < len(p) {
 			return n, serr
 		}
-		if terr := c.throttle(actx, k); terr != nil {
+		if terr := c.throttle(actx, k); terr != nil && n < len(p) {
 			return n, terr
 		}
 		if n == len(p) {
