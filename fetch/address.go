@@ -314,9 +314,13 @@ func (g *guard) isProxy(addr string) bool {
 func hostPort(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
-		port = "80"
-		if strings.EqualFold(u.Scheme, "https") {
+		switch strings.ToLower(u.Scheme) {
+		case "https":
 			port = "443"
+		case "socks5", "socks5h":
+			port = "1080" // a proxy's, as net/http dials it
+		default:
+			port = "80"
 		}
 	}
 	host := u.Hostname()

@@ -152,6 +152,8 @@ func TestOrigin(t *testing.T) {
 		"HTTPS://example.org":       "https://example.org:443",
 		"http://example.org:8080/x": "http://example.org:8080",
 		"http://[::1]:80/":          "http://[::1]:80",
+		"socks5://127.0.0.1":        "socks5://127.0.0.1:1080",
+		"SOCKS5H://proxy.example":   "socks5h://proxy.example:1080",
 	} {
 		u, _ := url.Parse(in)
 		if got := Origin(u); got != want {
