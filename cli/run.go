@@ -85,7 +85,7 @@ Exit 0 when every site harvested succeeded, 1 otherwise, 2 for an unknown site o
 			}
 			h, done := a.sitesHarvester(st, c.CommandPath())
 			h.KeepLog = keep.k
-			h.Over = harvest.Over(f.Job, func(s *config.Setting) bool { return c.Flags().Changed(s.Name) })
+			h.Over = harvest.Over(f.Job, settings().Given(c.Flags().Changed))
 			if h.DryRun = f.dryRun; f.dryRun {
 				h.Preview = a.printPreview()
 			}

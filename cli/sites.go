@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -218,11 +217,11 @@ func (a *app) printPlan(ch site.Changes, prune, dryRun bool) {
 			switch {
 			case f.Key == "headers" || f.Key == "sinks":
 				parts = append(parts, f.Key)
-			case f.Key == "source" && state.SourceKey(f.Old) == state.SourceKey(f.New):
+			case f.Key == "source" && state.ShownSource(f.Old) == state.ShownSource(f.New):
 				parts = append(parts, "source (its credentials)")
 			case f.Key == "source":
-				// Named as everywhere else: without its password.
-				parts = append(parts, fmt.Sprintf("%s: %s → %s", f.Key, state.SourceKey(f.Old), state.SourceKey(f.New)))
+				// Shown as a definition is: without its password.
+				parts = append(parts, fmt.Sprintf("%s: %s → %s", f.Key, state.ShownSource(f.Old), state.ShownSource(f.New)))
 			case f.Old == "":
 				parts = append(parts, fmt.Sprintf("%s: %s (new)", f.Key, f.New))
 			case f.New == "":
@@ -297,7 +296,7 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 				if err != nil {
 					return err
 				}
-				here := config.NewContext(filepath.Join(wd, "sites "+verb))
+				here := config.FlagContext("sites "+verb, wd)
 				for i := range table {
 					set := &table[i]
 					if set.Where&config.InSite == 0 || !changed(set.Name) {

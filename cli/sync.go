@@ -218,8 +218,8 @@ func (a *app) applyConfig(c *cobra.Command, f *syncFlags) error {
 		if err != nil {
 			return usageError{err}
 		}
-		given := func(s *config.Setting) bool { return c.Flags().Changed(s.Name) }
-		if err := doc.Apply(settings(), given, &f.Job, &f.processOpts, a); err != nil {
+		t := settings()
+		if err := doc.Apply(t, t.Given(c.Flags().Changed), &f.Job, &f.processOpts, a); err != nil {
 			return usageError{err}
 		}
 	}

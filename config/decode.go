@@ -36,8 +36,12 @@ type Error struct {
 	Err    error
 }
 
-// Error returns "file:line:column: problem".
+// Error returns "file:line:column: problem", or "file: problem" for a
+// value given elsewhere than in a file (a flag's: no line).
 func (e *Error) Error() string {
+	if e.Line == 0 && e.File != "" {
+		return e.File + ": " + e.Err.Error()
+	}
 	at := fmt.Sprintf("%d:%d", e.Line, e.Column)
 	if e.Column == 0 { // a line, not a place on it
 		at = strconv.Itoa(e.Line)
@@ -65,6 +69,12 @@ type Context struct {
 // resolve against its directory.
 func NewContext(name string) *Context {
 	return &Context{File: name, Base: filepath.Dir(name), keys: map[string]*yaml.Node{}}
+}
+
+// FlagContext is the context of values what gives (a command's flags),
+// their relative paths resolved against dir.
+func FlagContext(what, dir string) *Context {
+	return &Context{File: what, Base: dir, keys: map[string]*yaml.Node{}}
 }
 
 // Errorf returns an *Error at n's position.
@@ -102,7 +112,7 @@ func (c *Context) headers(key string, v *yaml.Node) (map[string]string, error) {
 	out := map[string]string{}
 	lines := map[string]int{} // lower-cased name → line
 	add := func(at *yaml.Node, name, value string) error {
-		if !isToken(name) {
+		if !IsHeaderName(name) {
 			return c.Errorf(at, "%s: %q is not a valid header name", key, trunc(name))
 		}
 		if strings.ContainsAny(value, "\r\n\x00") {
@@ -206,7 +216,7 @@ func (t Table) DecodeMapping(c *Context, root *yaml.Node, where Where, extra []s
 			continue
 		}
 		if first, twice := given[s]; twice {
-			if !sameScalar(resolve(valueOf(root, first.Value)), v) {
+			if !sameValue(valueOf(root, first.Value), v) {
 				return c.Errorf(k, "both %s and %s given (line %d), and they differ: give one", first.Value, k.Value, first.Line)
 			}
 			continue
@@ -249,9 +259,25 @@ func valueOf(root *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// sameScalar reports whether a and b are scalars of the same value.
-func sameScalar(a, b *yaml.Node) bool {
-	return a != nil && b != nil && a.Kind == yaml.ScalarNode && b.Kind == yaml.ScalarNode && a.Value == b.Value
+// sameValue reports whether a and b give one value: equal scalars, or
+// lists or mappings of the same values in the same order.
+func sameValue(a, b *yaml.Node) bool {
+	a, b = resolve(a), resolve(b)
+	if a == nil || b == nil || a.Kind != b.Kind {
+		return false
+	}
+	if a.Kind == yaml.ScalarNode {
+		return a.Value == b.Value
+	}
+	if (a.Kind != yaml.SequenceNode && a.Kind != yaml.MappingNode) || len(a.Content) != len(b.Content) {
+		return false
+	}
+	for i := range a.Content {
+		if !sameValue(a.Content[i], b.Content[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Doc is a config file (--config) read and parsed: Apply sets the values
@@ -399,8 +425,9 @@ func trunc(s string) string {
 	return s
 }
 
-// isToken reports whether s is an HTTP token (RFC 9110), as header names are.
-func isToken(s string) bool {
+// IsHeaderName reports whether s is an HTTP token (RFC 9110), as header
+// names are.
+func IsHeaderName(s string) bool {
 	if s == "" {
 		return false
 	}

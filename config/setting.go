@@ -70,6 +70,26 @@ type Setting struct {
 	// Check, when set, checks the setting's value given in a file (at n)
 	// against the others, once every value is set (until against from).
 	Check func(c *Context, n *yaml.Node, targets []any) error
+	// Sets names the setting this flag is a shorthand of (-v, verbose:
+	// log-level): given, it counts as that one given (see Table.Given).
+	Sets string
+}
+
+// Given returns what says whether a setting of t was given, changed
+// saying which flags were: a setting was given when its own flag was, or
+// a flag that is its shorthand (Setting.Sets).
+func (t Table) Given(changed func(name string) bool) func(*Setting) bool {
+	return func(s *Setting) bool {
+		if changed(s.Name) {
+			return true
+		}
+		for i := range t {
+			if t[i].Sets == s.Name && changed(t[i].Name) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // FileKey is the key s is given by in files.

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/rsharvest/rsharvest/manifest"
 )
 
 // lookupEnv is os.LookupEnv.
@@ -34,17 +32,20 @@ func Path(p *string) Value { return &strValue{p: p, path: true} }
 // StatePath is a state store: a PostgreSQL URL as it is, else a Path.
 func StatePath(p *string) Value { return &strValue{p: p, path: true, postgres: true} }
 
-// Datetime is a W3C datetime, as written (a flag may also give a
-// duration back from now, which the job reads).
-func Datetime(p *string) Value { return &strValue{p: p, datetime: true} }
-
 // OneOf is a string among allowed.
 func OneOf(p *string, allowed ...string) Value { return &strValue{p: p, allowed: allowed} }
 
+// Checked is a string that, in a file, check must accept (its error says
+// why not, and must not repeat a secret the value holds). A flag's value
+// is left to the job's own check: the flag library's message would repeat
+// the value whole.
+func Checked(p *string, check func(string) error) Value { return &strValue{p: p, check: check} }
+
 type strValue struct {
-	p                        *string
-	path, postgres, datetime bool
-	allowed                  []string
+	p              *string
+	path, postgres bool
+	allowed        []string
+	check          func(string) error
 }
 
 func (v *strValue) String() string { return *v.p }
@@ -66,8 +67,8 @@ func (v *strValue) Decode(c *Context, key string, n *yaml.Node) error {
 	switch {
 	case len(v.allowed) > 0 && !slices.Contains(v.allowed, s):
 		return c.Errorf(n, "%s: want one of %s, not %s", key, strings.Join(v.allowed, ", "), describe(n))
-	case v.datetime:
-		if _, err := manifest.ParseDatetime(s); err != nil {
+	case v.check != nil:
+		if err := v.check(s); err != nil {
 			return c.Errorf(n, "%s: %w", key, err)
 		}
 	case v.postgres && (strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")):
@@ -248,8 +249,9 @@ func (v *intValue) Set(s string) error {
 }
 
 func (v *intValue) Decode(c *Context, key string, n *yaml.Node) error {
-	var i int
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
+	i64, ok := intOf(n)
+	i := int(i64)
+	if !ok || int64(i) != i64 {
 		return c.Errorf(n, "%s: want an integer, not %s", key, describe(n))
 	}
 	if err := v.check(i); err != nil {
@@ -282,8 +284,8 @@ func (v *bytesValue) Set(s string) error {
 }
 
 func (v *bytesValue) Decode(c *Context, key string, n *yaml.Node) error {
-	var i int64
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
+	i, ok := intOf(n)
+	if !ok {
 		return c.Errorf(n, "%s: want a number of bytes (or -1: no cap), not %s", key, describe(n))
 	}
 	if i == 0 || i < -1 {
@@ -294,6 +296,22 @@ func (v *bytesValue) Decode(c *Context, key string, n *yaml.Node) error {
 }
 
 func (v *bytesValue) Encode() *yaml.Node { return scalar("!!int", v.String()) }
+
+// intOf reads an integer scalar of a file as the flags read one: in
+// decimal, a leading zero too (010 is ten, as YAML 1.2 says, not eight);
+// 0x and 0o prefixes as written.
+func intOf(n *yaml.Node) (int64, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		return 0, false
+	}
+	digits := strings.TrimLeft(n.Value, "+-")
+	base := 0
+	if digits != "" && strings.Trim(digits, "0123456789") == "" {
+		base = 10
+	}
+	i, err := strconv.ParseInt(n.Value, base, 64)
+	return i, err == nil
+}
 
 // Count is a count of at least 0 (an int64: bytes a second, say).
 func Count(p *int64) Value { return &countValue{p} }
@@ -313,8 +331,8 @@ func (v *countValue) Set(s string) error {
 }
 
 func (v *countValue) Decode(c *Context, key string, n *yaml.Node) error {
-	var i int64
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
+	i, ok := intOf(n)
+	if !ok {
 		return c.Errorf(n, "%s: want an integer, not %s", key, describe(n))
 	}
 	if i < 0 {
@@ -392,7 +410,8 @@ func (v *durationValue) Decode(c *Context, key string, n *yaml.Node) error {
 	switch n.Tag {
 	case "!!int", "!!float":
 		var secs float64
-		if n.Decode(&secs) != nil || math.IsNaN(secs) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+		// float64(math.MaxInt64) is 2⁶³, one past the largest Duration.
+		if n.Decode(&secs) != nil || math.IsNaN(secs) || math.Abs(secs*float64(time.Second)) >= math.MaxInt64 {
 			return bad()
 		}
 		d = time.Duration(secs * float64(time.Second))
@@ -617,6 +636,18 @@ func (v *headersValue) DecodeUnder(c *Context, key string, n *yaml.Node) error {
 }
 
 func (v *headersValue) Encode() *yaml.Node {
+	for _, h := range *v.p {
+		if !strings.Contains(h, ":") {
+			// Not 'Name: value' (a flag's colon forgotten, "Authorization
+			// Bearer …"): written as given, in a list, which a file's
+			// check refuses without repeating the value.
+			n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			for _, h := range *v.p {
+				n.Content = append(n.Content, scalar("!!str", h))
+			}
+			return n
+		}
+	}
 	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	for _, h := range *v.p {
 		name, value, _ := strings.Cut(h, ":")

@@ -560,7 +560,7 @@ func ParseBandwidth(s string) (float64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+	if err != nil || v < 0 || math.IsInf(v*mult, 0) || math.IsNaN(v) {
 		return 0, fmt.Errorf("bandwidth %q: want bytes per second, such as 10M or 2.5MB/s", s)
 	}
 	return v * mult, nil

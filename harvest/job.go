@@ -150,7 +150,7 @@ func ParseWhen(s string, now time.Time) (time.Time, error) {
 	}
 	t, err := manifest.ParseDatetime(s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q: want a W3C datetime or a duration back from now (24h)", s)
+		return time.Time{}, fmt.Errorf("%w (or a duration back from now, such as 24h)", err)
 	}
 	return t, nil
 }
@@ -220,12 +220,8 @@ func (j *Job) Validate() error {
 	if j.Source == "" {
 		return invalidf("--source is required")
 	}
-	if u, err := url.Parse(j.Source); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		shown := redactUserInfo(j.Source)
-		if !strings.Contains(j.Source, "://") {
-			return invalidf("--source %q: want an http(s) URL, such as http://%s", shown, shown)
-		}
-		return invalidf("--source %q: want an http(s) URL", shown)
+	if err := checkSource(j.Source); err != nil {
+		return invalidf("--source %v", err)
 	}
 	if len(j.Sinks) == 0 {
 		return invalidf("at least one --sink is required (e.g. --sink fs:./mirror)")
@@ -304,6 +300,24 @@ func (j *Job) Range() (pipeline.Range, error) {
 	return rng, nil
 }
 
+// checkSource checks that src is an absolute http(s) URL; its error names
+// src without its password.
+func checkSource(src string) error {
+	u, err := url.Parse(src)
+	if err != nil && strings.HasPrefix(strings.ToLower(src), "http") {
+		// The parser's message would repeat the URL, password and all.
+		return fmt.Errorf("%q: not a valid URL (a '%%', '#' or '/' in it, a password's too, must be percent-encoded)", state.SourceKey(src))
+	}
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		shown := state.SourceKey(src)
+		if !strings.Contains(src, "://") {
+			return fmt.Errorf("%q: want an http(s) URL, such as http://%s", shown, shown)
+		}
+		return fmt.Errorf("%q: want an http(s) URL", shown)
+	}
+	return nil
+}
+
 // Header returns Headers as a header set, as written: a value's ${NAME}
 // references are resolved by headerValues, at harvest time.
 func (j *Job) Header() (http.Header, error) {
@@ -311,7 +325,7 @@ func (j *Job) Header() (http.Header, error) {
 	for _, s := range j.Headers {
 		k, v, ok := strings.Cut(s, ":")
 		k = strings.TrimSpace(k)
-		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
+		if !ok || !config.IsHeaderName(k) || strings.ContainsAny(v, "\r\n") {
 			return nil, invalidf("--header %q: want 'Name: value'", RedactHeader(s))
 		}
 		h.Add(k, strings.TrimSpace(v))
@@ -375,24 +389,4 @@ func (j *Job) Key() string {
 		return j.SourceKey
 	}
 	return state.SourceKey(j.Source)
-}
-
-// redactUserInfo returns raw, a URL that may not parse, with whatever
-// user info its authority has (the part before its last '@') shown as
-// "…", for messages.
-func redactUserInfo(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		scheme, rest = "", raw
-	} else {
-		scheme += "://"
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-		return scheme + "…" + rest[at:]
-	}
-	return raw
 }

@@ -1,10 +1,11 @@
 package harvest
 
 import (
+	"time"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/rsharvest/rsharvest/config"
-	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/source/protocols"
 )
 
@@ -16,7 +17,7 @@ import (
 func Settings() config.Table {
 	return append(config.Table{
 		row("source", config.Harvest, "source URL: a ResourceSync Source Description, Capability List, Resource Dump (Index) or site URL, or an OAI-PMH repository's base URL",
-			func(j *Job) config.Value { return config.Str(&j.Source) }, alias("capability_list_url")),
+			func(j *Job) config.Value { return config.Checked(&j.Source, checkSource) }, alias("capability_list_url")),
 		row("sink", config.Harvest, "where resources go (repeatable): fs:DIR, s3://BUCKET/PREFIX?endpoint=HOST:PORT, es:http://HOST:PORT[/es]/INDEX, solr:http://HOST:PORT/solr/CORE",
 			func(j *Job) config.Value { return config.Sinks(&j.Sinks) }, key("sinks"), alias("sink")),
 		row("header", config.Harvest, "extra HTTP header 'Name: value' for every request to the source's origin (repeatable); a value may name an environment variable, ${NAME}, resolved at harvest time",
@@ -72,9 +73,9 @@ func Settings() config.Table {
 		row("spool-dir", config.AsFlag|config.InFile|config.OfRun, "directory for packages being unpacked (default: the system temp dir)",
 			func(j *Job) config.Value { return config.Path(&j.SpoolDir) }),
 		row("from", config.AsFlag|config.InFile, "start of the range, inclusive: a W3C datetime, or a duration back from now (24h) (default: the checkpoint)",
-			func(j *Job) config.Value { return config.Datetime(&j.From) }),
+			func(j *Job) config.Value { return config.Checked(&j.From, checkWhen) }),
 		withCheck(row("until", config.AsFlag|config.InFile, "end of the range, inclusive: a W3C datetime, or a duration back from now (default: now)",
-			func(j *Job) config.Value { return config.Datetime(&j.Until) }), checkPeriod),
+			func(j *Job) config.Value { return config.Checked(&j.Until, checkWhen) }), checkPeriod),
 	}, protocolSettings()...)
 }
 
@@ -124,16 +125,23 @@ func withCheck(s config.Setting, check func(*config.Context, *yaml.Node, []any) 
 	return s
 }
 
+// checkWhen checks a time given in a file as ParseWhen reads it.
+func checkWhen(s string) error {
+	_, err := ParseWhen(s, time.Now())
+	return err
+}
+
 // checkPeriod checks, of a file's until (at n), that its from is not
 // later.
 func checkPeriod(c *config.Context, n *yaml.Node, targets []any) error {
+	now := time.Now()
 	for _, t := range targets {
 		j, ok := t.(*Job)
 		if !ok || j.From == "" || c.Line("from") == 0 {
 			continue
 		}
-		from, errF := manifest.ParseDatetime(j.From)
-		until, errU := manifest.ParseDatetime(j.Until)
+		from, errF := ParseWhen(j.From, now)
+		until, errU := ParseWhen(j.Until, now)
 		if errF == nil && errU == nil && from.After(until) {
 			return c.Errorf(n, "until %s is before from %s (line %d)", j.Until, j.From, c.Line("from"))
 		}

@@ -15,10 +15,15 @@ import (
 // of unreserved characters decoded: HTTP://Host:80/a/./b/%7euser and
 // http://host/a/b/~user are one source. A URL with credentials,
 // https://user:secret@host/, is https://user@host/. What is not an
-// absolute URL with a host is returned as it is.
+// absolute URL with a host is returned as it is, but for the password of
+// whatever looks like its user info (a password that needs escaping, such
+// as "100%sure", makes a URL that does not parse).
 func SourceKey(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" || u.Opaque != "" || u.Host == "" {
+		if r := withoutPassword(raw); r != raw {
+			return SourceKey(r)
+		}
 		return raw
 	}
 	if u.User != nil {
@@ -47,6 +52,41 @@ func SourceKey(raw string) string {
 	}
 	u.RawQuery = normalPercent(u.RawQuery)
 	return u.String()
+}
+
+// ShownSource is source raw as shown where its definition is (sites
+// show, a plan): as it was given when it holds no password, else its
+// SourceKey, which holds none.
+func ShownSource(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		if _, has := u.User.Password(); !has {
+			return raw
+		}
+	} else if withoutPassword(raw) == raw {
+		return raw
+	}
+	return SourceKey(raw)
+}
+
+// withoutPassword returns raw, a URL that may not parse, without the
+// password of its user info: what comes before the last '@' ahead of any
+// query or fragment (a password may hold '/' or '@'), from its first ':'
+// on.
+func withoutPassword(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	end := strings.IndexAny(rest, "?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return raw
+	}
+	user, _, _ := strings.Cut(rest[:at], ":")
+	return scheme + "://" + user + rest[at:]
 }
 
 // defaultPort is the port a URL of scheme names when it names none ("" for

@@ -29,6 +29,11 @@ func TestSourceKey(t *testing.T) {
 		"http://Host:80#sinks-0a1b2c3d":        "http://host/#sinks-0a1b2c3d",
 		"/var/data/list.xml":                   "/var/data/list.xml",
 		"file:///var/data/list.xml":            "file:///var/data/list.xml",
+		// A password that needs escaping makes a URL that does not parse.
+		"https://bob:100%sure@Example.org/oai": "https://bob@example.org/oai",
+		"https://bob:a/b@host/x":               "https://bob@host/x",
+		"https://bob:a@b#c@host/x?q=@":         "https://bob@b/#c@host/x?q=@",
+		"example.org/oai":                      "example.org/oai",
 	} {
 		if got := SourceKey(raw); got != want {
 			t.Errorf("SourceKey(%s) = %s, want %s", raw, got, want)
@@ -64,7 +69,7 @@ func TestPostgresPasswordRedacted(t *testing.T) {
 // FuzzSourceKey: normalising is idempotent — a key is its own key — so a
 // source named by the key it was recorded under is the same source.
 func FuzzSourceKey(f *testing.F) {
-	for _, s := range []string{"HTTP://Host:80/a/./b/../%7e", "http://u:p@h:8080", "http://[::1]:80/%2f?q=%7e", "x", "http://h/..//../a"} {
+	for _, s := range []string{"HTTP://Host:80/a/./b/../%7e", "http://u:p@h:8080", "http://[::1]:80/%2f?q=%7e", "x", "http://h/..//../a", "HTTPS://bob:100%@Host/", "https://b:a/b@h/x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
