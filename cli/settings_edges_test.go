@@ -132,7 +132,8 @@ func TestConfigFromDuration(t *testing.T) {
 
 // TestShowApplyRoundTrip: sites show prints a site's definition as a
 // sites file holds it: fed back to sites apply, a site without a secret
-// is unchanged (its source as it was given, not normalised).
+// is unchanged (its source, shown as its key, is the same source however
+// it was spelt when added).
 func TestShowApplyRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "state.db")

@@ -217,11 +217,11 @@ func (a *app) printPlan(ch site.Changes, prune, dryRun bool) {
 			switch {
 			case f.Key == "headers" || f.Key == "sinks":
 				parts = append(parts, f.Key)
-			case f.Key == "source" && state.ShownSource(f.Old) == state.ShownSource(f.New):
+			case f.Key == "source" && state.SourceKey(f.Old) == state.SourceKey(f.New):
 				parts = append(parts, "source (its credentials)")
 			case f.Key == "source":
-				// Shown as a definition is: without its password.
-				parts = append(parts, fmt.Sprintf("%s: %s → %s", f.Key, state.ShownSource(f.Old), state.ShownSource(f.New)))
+				// Named as everywhere else: without its password.
+				parts = append(parts, fmt.Sprintf("%s: %s → %s", f.Key, state.SourceKey(f.Old), state.SourceKey(f.New)))
 			case f.Old == "":
 				parts = append(parts, fmt.Sprintf("%s: %s (new)", f.Key, f.New))
 			case f.New == "":

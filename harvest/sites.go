@@ -436,7 +436,7 @@ func RedactSite(def config.Site) config.Site {
 		def.Set("sinks", n)
 	}
 	if src := def.Source(); src != "" {
-		def.Set("source", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: state.ShownSource(src)})
+		def.Set("source", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: state.SourceKey(src)})
 	}
 	return def
 }

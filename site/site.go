@@ -303,7 +303,7 @@ func (r Registry) Plan(ctx context.Context, sites []config.Site) (Changes, map[s
 	for _, name := range sortedKeys(want) {
 		old, ok := have[name]
 		switch {
-		case ok && old == want[name]:
+		case ok && (old == want[name] || respelled(old, want[name])):
 			ch.Unchanged = append(ch.Unchanged, name)
 		case ok:
 			ch.Changed = append(ch.Changed, name)
@@ -345,6 +345,15 @@ func (r Registry) Apply(ctx context.Context, sites []config.Site, prune bool) (C
 		}
 	}
 	return ch, nil
+}
+
+// respelled says whether two definitions differ only in how they spell
+// one source with the same credentials (state.SameSource): the site is
+// unchanged, and keeps its definition (sites show prints the source as
+// its key, which applied again changes nothing).
+func respelled(old, new string) bool {
+	d := diff(old, new)
+	return len(d) == 1 && d[0].Key == "source" && state.SameSource(d[0].Old, d[0].New)
 }
 
 // diff is the keys whose values differ between two definitions.

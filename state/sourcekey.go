@@ -54,18 +54,21 @@ func SourceKey(raw string) string {
 	return u.String()
 }
 
-// ShownSource is source raw as shown where its definition is (sites
-// show, a plan): as it was given when it holds no password, else its
-// SourceKey, which holds none.
-func ShownSource(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		if _, has := u.User.Password(); !has {
-			return raw
-		}
-	} else if withoutPassword(raw) == raw {
-		return raw
+// SameSource reports whether a and b name one source with the same
+// credentials: one SourceKey, one password (a spelling of the URL that
+// differs, HTTP://Host:80/ for http://host/, is the same source).
+func SameSource(a, b string) bool {
+	if a == b {
+		return true
 	}
-	return SourceKey(raw)
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	if errA != nil || errB != nil || SourceKey(a) != SourceKey(b) {
+		return false
+	}
+	pa, _ := ua.User.Password()
+	pb, _ := ub.User.Password()
+	return pa == pb
 }
 
 // withoutPassword returns raw, a URL that may not parse, without the
@@ -74,8 +77,10 @@ func ShownSource(raw string) string {
 // on.
 func withoutPassword(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return raw
+	if ok {
+		scheme += "://"
+	} else {
+		scheme, rest = "", raw // "user:secret@host/x": no scheme given
 	}
 	end := strings.IndexAny(rest, "?#")
 	if end < 0 {
@@ -86,7 +91,7 @@ func withoutPassword(raw string) string {
 		return raw
 	}
 	user, _, _ := strings.Cut(rest[:at], ":")
-	return scheme + "://" + user + rest[at:]
+	return scheme + user + rest[at:]
 }
 
 // defaultPort is the port a URL of scheme names when it names none ("" for

@@ -34,9 +34,29 @@ func TestSourceKey(t *testing.T) {
 		"https://bob:a/b@host/x":               "https://bob@host/x",
 		"https://bob:a@b#c@host/x?q=@":         "https://bob@b/#c@host/x?q=@",
 		"example.org/oai":                      "example.org/oai",
+		"alice:hunter2pw@host/x":               "alice@host/x",
 	} {
 		if got := SourceKey(raw); got != want {
 			t.Errorf("SourceKey(%s) = %s, want %s", raw, got, want)
+		}
+	}
+}
+
+func TestSameSource(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{"http://host/a", "http://host/a", true},
+		{"HTTP://Host:80/a/./b", "http://host/a/b", true},
+		{"https://u:p@host/", "https://u:p@HOST:443/", true},
+		{"https://u:p@host/", "https://u@host/", false},
+		{"https://u:p@host/", "https://u:q@host/", false},
+		{"http://host/a", "http://host/b", false},
+		{"http://host/%zz", "http://host/%zz/", false},
+	} {
+		if got := SameSource(tc.a, tc.b); got != tc.same {
+			t.Errorf("SameSource(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.same)
 		}
 	}
 }
