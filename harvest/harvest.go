@@ -427,6 +427,7 @@ func (h *Harvester) options(ctx context.Context, j Job, log *slog.Logger) (pipel
 		Preview:         h.Preview,
 		Set:             set,
 		MaxDocumentSize: j.MaxDocumentSize,
+		MaxPackageSize:  max(j.MaxPackageSize, 0),
 		Logger:          log,
 		Counts:          h.Counts,
 	}, closeSinks, nil

@@ -136,6 +136,9 @@ type Job struct {
 	RangeParts int
 	// MaxDocumentSize caps one document's bytes (-1: no cap).
 	MaxDocumentSize int64
+	// MaxPackageSize caps the bytes of a package whose dump gives no
+	// length (-1: no cap).
+	MaxPackageSize int64
 
 	// auth is the Authorization that the credentials of the source URL
 	// stand for, once prepare took them out of Source ("": none).
@@ -155,6 +158,11 @@ func ParseWhen(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
+// DefaultMaxPackageSize is the default cap of a package whose dump gives
+// no length: 64 GiB, far past any package seen published, and a bound on
+// the disk a server sending without end can fill.
+const DefaultMaxPackageSize = 64 << 30
+
 // DefaultJob returns a job with every setting at its default.
 func DefaultJob() Job {
 	return Job{
@@ -168,6 +176,7 @@ func DefaultJob() Job {
 		Protocol:        "auto",
 		RangeParts:      1,
 		MaxDocumentSize: fetch.DefaultMaxDocumentSize,
+		MaxPackageSize:  DefaultMaxPackageSize,
 	}
 }
 
@@ -241,6 +250,9 @@ func (j *Job) Validate() error {
 	}
 	if j.MaxDocumentSize == 0 || j.MaxDocumentSize < -1 {
 		return invalidf("--max-document-size must be a number of bytes, or -1 for no cap")
+	}
+	if j.MaxPackageSize == 0 || j.MaxPackageSize < -1 {
+		return invalidf("--max-package-size must be a number of bytes, or -1 for no cap")
 	}
 	if j.Rate < 0 || j.Retries < 0 {
 		return invalidf("--rate and --retries must not be negative")

@@ -70,6 +70,8 @@ func Settings() config.Table {
 			func(j *Job) config.Value { return config.Int(&j.RangeParts, 1) }),
 		row("max-document-size", config.Tuning, "largest document read from the source, in bytes, once decompressed (-1: no cap)",
 			func(j *Job) config.Value { return config.Bytes(&j.MaxDocumentSize) }),
+		row("max-package-size", config.Tuning, "largest package downloaded when its dump does not give its length, in bytes (-1: no cap; a length given is held to exactly)",
+			func(j *Job) config.Value { return config.Bytes(&j.MaxPackageSize) }),
 		row("spool-dir", config.AsFlag|config.InFile|config.OfRun, "directory for packages being unpacked (default: the system temp dir)",
 			func(j *Job) config.Value { return config.Path(&j.SpoolDir) }),
 		row("from", config.AsFlag|config.InFile, "start of the range, inclusive: a W3C datetime, or a duration back from now (24h) (default: the checkpoint)",

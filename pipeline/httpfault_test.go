@@ -2,9 +2,11 @@ package pipeline_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -334,5 +336,95 @@ func TestHTTPFaultEndlessDocument(t *testing.T) {
 	}
 	if got := h.held(ctx); len(got) > 0 {
 		t.Errorf("the sink holds %d resources from a source whose dump was unreadable", len(got))
+	}
+}
+
+// TestHTTPFaultEndlessPackage: a package whose dump gives no length, which
+// its server sends without end (its bytes, then zeros, chunked), is cut off
+// at Options.MaxPackageSize: the package fails permanently, naming the cap
+// and fetch.ErrTooLarge, the other packages are delivered, and nothing is
+// left in the spool directory.
+func TestHTTPFaultEndlessPackage(t *testing.T) {
+	t.Parallel()
+	// A bound, not a timing: without the cap the download never ends.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	gen, truth := httpFaultSource(t)
+	lengths := regexp.MustCompile(` length="[0-9]+"`)
+	var sent atomic.Int64
+	endless := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/resourcedump.xml":
+				rec := httptest.NewRecorder()
+				next.ServeHTTP(rec, r)
+				w.Header().Set("Content-Type", "application/xml")
+				w.Write(lengths.ReplaceAll(rec.Body.Bytes(), nil))
+			case strings.HasSuffix(r.URL.Path, "part-00001.zip"):
+				body, err := os.ReadFile(filepath.Join(gen.Dir, "packages", "part-00001.zip"))
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				w.Header().Set("Content-Type", "application/zip")
+				pad := make([]byte, 32<<10)
+				for b := body; r.Context().Err() == nil; b = pad {
+					n, err := w.Write(b)
+					sent.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	}
+	srv, err := bench.Serve(ctx, gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: endless, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const limit = 1 << 20
+	h := newHarness(t)
+	spool := t.TempDir()
+	opts := h.options(srv.URL)
+	opts.SpoolDir = spool
+	opts.MaxPackageSize = limit
+	rep, err := pipeline.Baseline(ctx, opts)
+	if err != nil {
+		t.Fatalf("the run failed: %v", err)
+	}
+	t.Logf("%s; server sent %d bytes", strings.TrimSpace(rep.Summary()), sent.Load())
+	var failed *runreport.Failure
+	for i, f := range rep.Failures {
+		if strings.Contains(f.URI+f.Package, "part-00001.zip") {
+			failed = &rep.Failures[i]
+		}
+	}
+	switch {
+	case rep.Status != runreport.StatusPartial || rep.Packages.Failed != 1:
+		t.Errorf("status %s, %d packages failed; want partial, the endless one failed", rep.Status, rep.Packages.Failed)
+	case failed == nil || !failed.Permanent || !strings.Contains(failed.Error, fetch.ErrTooLarge.Error()) || !strings.Contains(failed.Error, strconv.Itoa(limit)):
+		t.Errorf("the endless package's failure %+v does not say it is larger than the cap of %d bytes, permanently", failed, limit)
+	}
+	held := h.held(ctx)
+	others := 0
+	for uri := range truth {
+		if !httpFaultPackageURIs(t, gen.Dir, "part-00001")[uri] {
+			others++
+			if _, ok := held[uri]; !ok {
+				t.Errorf("%s, of another package, is not held", uri)
+			}
+		}
+	}
+	if others == 0 {
+		t.Fatal("every resource is in the endless package")
+	}
+	if n := sent.Load(); n > 16*limit {
+		t.Errorf("the server sent %d bytes before the download stopped (cap %d)", n, limit)
+	}
+	if left, _ := os.ReadDir(spool); len(left) != 0 {
+		t.Errorf("the spool directory holds %d files after the run", len(left))
 	}
 }

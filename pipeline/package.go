@@ -135,7 +135,7 @@ func (r *run) readPackage(ctx context.Context, j source.Package, out chan<- entr
 
 // newReader is the run's package reader (see unpack).
 func (r *run) newReader() *unpack.Reader {
-	return &unpack.Reader{Client: r.opts.Client, Limits: r.opts.Limits, SpoolDir: r.opts.SpoolDir, RequireHash: r.opts.RequireHash,
+	return &unpack.Reader{Client: r.opts.Client, Limits: r.opts.Limits, SpoolDir: r.opts.SpoolDir, MaxPackageSize: r.opts.MaxPackageSize, RequireHash: r.opts.RequireHash,
 		NoStreaming: r.opts.DisableStreaming, NoRange: r.opts.DisableRangeResync, Resync: r.resync, Log: r.log,
 		Downloads: make(chan struct{}, r.opts.Concurrency), Kept: unpack.NewSpool(r.opts.Concurrency + 1), Received: &r.counts.BytesDownloaded, Progress: &r.counts.PackageBytesDone,
 		Fetched: r.book.noteValidators}

@@ -113,6 +113,10 @@ type Options struct {
 	// document's length is not given by its referrer. Zero means
 	// fetch.DefaultMaxDocumentSize; negative means no cap.
 	MaxDocumentSize int64
+	// MaxPackageSize caps the bytes of a package whose dump does not give
+	// its length (a length given is enforced exactly): a longer one fails,
+	// permanently, wrapping fetch.ErrTooLarge. Zero or negative: no cap.
+	MaxPackageSize int64
 	// Set, when not empty, is the task's resource set: the run syncs only
 	// the set it names, as its protocol understands the name. By default
 	// every set is synced, each with its own checkpoints.

@@ -89,6 +89,10 @@ type Reader struct {
 	Client   *fetch.Client
 	Limits   unzip.Limits
 	SpoolDir string
+	// MaxPackageSize caps a package whose dump gives no length (0 or
+	// less: no cap): a longer one fails, permanently, wrapping
+	// fetch.ErrTooLarge, so an endless body cannot fill the disk.
+	MaxPackageSize int64
 	// RequireHash: an entry without a hash is not read as it arrives
 	// (its failure is recorded by the read from the archive).
 	RequireHash bool
@@ -298,8 +302,11 @@ func (s *spooled) Close() {
 // strong digest of the whole guards all of it; md5 beside sha-256 would
 // hash every byte a second time for nothing. Every entry is still checked
 // against every hash its manifest gives.
-func packageExpect(want fixity.Expect) fixity.Expect {
+func (rd *Reader) packageExpect(want fixity.Expect) fixity.Expect {
 	want.Hashes = want.Hashes.Strongest()
+	if want.Length < 0 && want.Max <= 0 && rd.MaxPackageSize > 0 {
+		want.Max = rd.MaxPackageSize
+	}
 	return want
 }
 
@@ -323,7 +330,7 @@ func (rd *Reader) fetchPackage(ctx context.Context, j source.Package, count bool
 	case rd.Downloads <- struct{}{}:
 	}
 	started := time.Now()
-	res, err := rd.Client.Download(ctx, j.URL, f, packageExpect(j.Expect))
+	res, err := rd.Client.Download(ctx, j.URL, f, rd.packageExpect(j.Expect))
 	<-rd.Downloads
 	rd.Received.Add(res.Bytes)
 	if err != nil {

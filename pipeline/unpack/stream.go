@@ -397,10 +397,10 @@ func (rd *Reader) streamPackage(ctx context.Context, h Host, j source.Package, w
 			err error
 		)
 		if dir != nil {
-			res, err = rd.Client.DownloadTo(dctx, j.URL, dir.t, packageExpect(j.Expect), progress)
+			res, err = rd.Client.DownloadTo(dctx, j.URL, dir.t, rd.packageExpect(j.Expect), progress)
 			dir.t.close(err)
 		} else {
-			res, err = rd.Client.DownloadProgress(dctx, j.URL, f, packageExpect(j.Expect), progress)
+			res, err = rd.Client.DownloadProgress(dctx, j.URL, f, rd.packageExpect(j.Expect), progress)
 		}
 		<-rd.Downloads
 		prog.end(err)
