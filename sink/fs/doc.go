@@ -74,12 +74,13 @@
 // sink is open and removed by Close. When a sink is opened, the
 // directories whose lock is free — their process ended, by a crash or
 // kill -9 too — are removed with what they hold; those of running
-// processes are left alone. With Options.Fsync the file is synced before and its
-// directory after the rename, with the parents of the directories created
-// for it (and a Delete's directory after it), which adds safety against
-// power loss at the cost of speed. Delete removes the file and then every directory it leaves
-// empty, up to but never including DIR. Every operation goes through an
-// os.Root, so even a symbolic link planted in DIR cannot lead outside it.
+// processes are left alone. With Options.Fsync the file is synced before
+// and its directory after the rename, with the parents of the directories
+// created for it (and a Delete's directory after it), which adds safety
+// against power loss at the cost of speed. Delete removes the file and
+// then every directory it leaves empty, up to but never including DIR.
+// Every operation goes through an os.Root, so even a symbolic link planted
+// in DIR cannot lead outside it.
 //
 // # Packed layout
 //
