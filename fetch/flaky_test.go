@@ -119,11 +119,7 @@ func TestPartsBandwidthWaitIsNotAStall(t *testing.T) {
 	o.StallTimeout = 50 * time.Millisecond
 	c := New(o) // the real sleep: the throttle must actually wait
 	t.Cleanup(c.opts.Transport.(*http.Transport).CloseIdleConnections)
-	dst, err := os.Create(filepath.Join(t.TempDir(), "pkg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	dst := tempFile(t, "pkg")
 	res, err := c.Download(context.Background(), srv.URL+"/p.zip", dst, fixity.Expect{Length: int64(len(data))})
 	got, _ := os.ReadFile(dst.Name())
 	if err == nil && !bytes.Equal(got, data) {
@@ -201,11 +197,7 @@ func TestPartsTooSlowIsNotResumed(t *testing.T) {
 	o.LowSpeedLimit = 1 << 30 // any wait for bytes is too slow
 	o.LowSpeedTime = time.Millisecond
 	c, _ := newTestClient(t, o)
-	dst, err := os.Create(filepath.Join(t.TempDir(), "pkg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	dst := tempFile(t, "pkg")
 	res, err := c.Download(context.Background(), srv.URL+"/p.zip", dst, fixity.Expect{Length: int64(len(data))})
 	if res.Resumes != 0 || err == nil || !errors.Is(err, ErrTooSlow) {
 		t.Fatalf("download err %v, %d resumes, %d requests; want a temporary ErrTooSlow failure, not resumed (as a single stream ends)",
@@ -262,11 +254,7 @@ func TestPartsCompletePartNotAskedAgain(t *testing.T) {
 	o.LowSpeedLimit = 1 << 30 // a read that waits is too slow
 	o.LowSpeedTime = time.Millisecond
 	c, _ := newTestClient(t, o)
-	dst, err := os.Create(filepath.Join(t.TempDir(), "pkg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	dst := tempFile(t, "pkg")
 	res, err := c.Download(context.Background(), srv.URL+"/p.zip", dst, fixity.Expect{Length: int64(len(data))})
 	for i, h := range srv.requests() {
 		t.Logf("req %d %q", i, h.Get("Range"))
@@ -300,12 +288,8 @@ func TestNotModifiedOnlyFromTheURLAsked(t *testing.T) {
 		}
 	})
 	c, _ := newTestClient(t, testOptions())
-	dst, err := os.Create(filepath.Join(t.TempDir(), "doc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
-	_, err = c.DownloadIfChanged(context.Background(), srv.URL+"/doc", dst, fixity.Expect{Length: -1},
+	dst := tempFile(t, "doc")
+	_, err := c.DownloadIfChanged(context.Background(), srv.URL+"/doc", dst, fixity.Expect{Length: -1},
 		Validators{LastModified: held.Format(http.TimeFormat)})
 	reqs := srv.requests()
 	last := reqs[len(reqs)-1]
@@ -317,4 +301,16 @@ func TestNotModifiedOnlyFromTheURLAsked(t *testing.T) {
 	if err != nil || !bytes.Equal(got, v2) {
 		t.Fatalf("DownloadIfChanged = %v, %q; want the new document", err, got)
 	}
+}
+
+// tempFile creates a file named name in a directory of t's, closed when t
+// ends.
+func tempFile(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

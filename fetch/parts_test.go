@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,11 +126,7 @@ func TestDownloadParts(t *testing.T) {
 			o := testOptions()
 			o.RangeParts, o.RangePartMin = 4, partMin
 			c, _ := newTestClient(t, o)
-			dst, err := os.Create(filepath.Join(t.TempDir(), "pkg"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dst.Close()
+			dst := tempFile(t, "pkg")
 
 			var mu sync.Mutex
 			var prog []int64

@@ -298,18 +298,8 @@ func TestHTTPFaultEndlessDocument(t *testing.T) {
 			}
 		})
 	}
-	srv, err := bench.Serve(ctx, gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: endless, CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	const limit = 1 << 20
-	h := newHarness(t)
-	spool := t.TempDir()
-	opts := h.options(srv.URL)
-	opts.SpoolDir = spool
-	opts.MaxDocumentSize = limit
-	rep, err := pipeline.Baseline(ctx, opts)
+	h, spool, rep, err := baselineBehind(ctx, t, gen, endless, func(o *pipeline.Options) { o.MaxDocumentSize = limit })
 	msg := ""
 	switch {
 	case err != nil:
@@ -380,18 +370,8 @@ func TestHTTPFaultEndlessPackage(t *testing.T) {
 			}
 		})
 	}
-	srv, err := bench.Serve(ctx, gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: endless, CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	const limit = 1 << 20
-	h := newHarness(t)
-	spool := t.TempDir()
-	opts := h.options(srv.URL)
-	opts.SpoolDir = spool
-	opts.MaxPackageSize = limit
-	rep, err := pipeline.Baseline(ctx, opts)
+	h, spool, rep, err := baselineBehind(ctx, t, gen, endless, func(o *pipeline.Options) { o.MaxPackageSize = limit })
 	if err != nil {
 		t.Fatalf("the run failed: %v", err)
 	}
@@ -427,4 +407,24 @@ func TestHTTPFaultEndlessPackage(t *testing.T) {
 	if left, _ := os.ReadDir(spool); len(left) != 0 {
 		t.Errorf("the spool directory holds %d files after the run", len(left))
 	}
+}
+
+// baselineBehind serves the generated source gen behind wrap and runs a
+// baseline of it with a spool directory of its own and the options
+// configure sets, returning the harness, that spool directory, and the
+// run's report and error.
+func baselineBehind(ctx context.Context, t *testing.T, gen bench.GenOptions, wrap func(http.Handler) http.Handler, configure func(*pipeline.Options)) (*harness, string, *runreport.Report, error) {
+	t.Helper()
+	srv, err := bench.Serve(ctx, gen.Dir, "127.0.0.1:0", bench.ServeOptions{Wrap: wrap, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	h := newHarness(t)
+	spool := t.TempDir()
+	opts := h.options(srv.URL)
+	opts.SpoolDir = spool
+	configure(&opts)
+	rep, err := pipeline.Baseline(ctx, opts)
+	return h, spool, rep, err
 }
