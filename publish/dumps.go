@@ -55,7 +55,10 @@ func (p *publisher) resourceDump(ctx context.Context, v View, src, dir, capURL s
 			if err := pk.end(ctx); err != nil {
 				return err
 			}
-			rel := fmt.Sprintf("%s/resourcedump-%05d.zip", dir, len(pk.done)+1)
+			// Named after the at they are current to, as Resource List
+			// pages are: a consumer that read the Resource Dump never
+			// gets another publication's package under a name it lists.
+			rel := fmt.Sprintf("%s/resourcedump-%s-%05d.zip", dir, p.at.UTC().Format(stampName), len(pk.done)+1)
 			md := manifest.NewMetadata()
 			md.Capability, md.At, md.Completed = manifest.ResourceDumpManifest, p.at, p.at
 			if err := pk.start(ctx, p, rel, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}}); err != nil {
@@ -133,22 +136,41 @@ func (p *publisher) dumpDocument(rel string, md manifest.Metadata, capURL string
 func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL string) (string, error) {
 	period := p.o.ChangePeriod
 	include := func(c *state.ChangeRecord) bool { return c.Change == state.ChangeDeleted || !c.Superseded }
-	pg := &pager{max: int64(p.o.MaxEntries), budget: p.o.DumpSize, docBudget: p.o.MaxBytes - headerReserve}
+	newPager := func() *pager {
+		return &pager{max: int64(p.o.MaxEntries), budget: p.o.DumpSize, docBudget: p.o.MaxBytes - headerReserve}
+	}
+	pg := newPager()
 	var last time.Time
-	if err := v.Changes(ctx, src, true, func(c state.ChangeRecord) error {
+	add := func(c state.ChangeRecord) error {
 		per := c.Recorded.UTC().Truncate(period)
 		e := changeMeta(&c)
 		p.republished(&e, c.URI)
 		pg.add(max(c.Length, 0), dumpEntryBound(&e, c.URI), per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
 		last = per
 		return ctx.Err()
-	}); err != nil {
+	}
+	walk := func(fn func(state.ChangeRecord) error) error { return v.Changes(ctx, src, true, fn) }
+	if err := walk(add); err != nil {
 		return "", err
+	}
+	if cutoff, ok := recentCutoff(pg.pages, p.o.MaxEntries); ok {
+		pg, walk = newPager(), since(walk, cutoff)
+		if err := walk(add); err != nil {
+			return "", err
+		}
 	}
 	bounds := p.pageBounds(pg.pages)
 	pkgs := make([]dumpPackage, len(pg.pages))
 	for k := range pg.pages {
-		pkgs[k] = dumpPackage{rel: p.pageName(dir+"/changedump", pg.pages, k) + ".zip", from: bounds[k][0], until: bounds[k][1]}
+		name := p.pageName(dir+"/changedump", pg.pages, k)
+		if bounds[k][1].IsZero() {
+			// Open, it grows: named after its last change too, so that
+			// a consumer never gets bytes other than those the Change
+			// Dump it read lists under the name (publish serve keeps
+			// serving the previous publication's).
+			name += "-to-" + pg.pages[k].last.UTC().Format(stampName)
+		}
+		pkgs[k] = dumpPackage{rel: name + ".zip", from: bounds[k][0], until: bounds[k][1]}
 	}
 	kept := p.keepClosed(dir+"/changedump.xml", pkgs)
 	var pk packer
@@ -164,7 +186,7 @@ func (p *publisher) changeDump(ctx context.Context, v View, src, dir, capURL str
 		return pk.start(ctx, p, pkgs[k].rel, manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{manifest.NewLink("up", capURL)}})
 	}
 	cur := newCursor(pg)
-	if err := v.Changes(ctx, src, true, func(c state.ChangeRecord) error {
+	if err := walk(func(c state.ChangeRecord) error {
 		if err := cur.next(open); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/internal/flock"
@@ -292,7 +293,37 @@ func (d *doc) close() error {
 	if err := d.f.Close(); err != nil {
 		return errclass.Fatalf("publish: %s: %w", d.rel, err)
 	}
+	if err := d.laterThanPrevious(); err != nil {
+		return err
+	}
 	d.g.written++
+	return nil
+}
+
+// laterThanPrevious gives a document written anew at a path the published
+// generation has a second later modification time than the copy it
+// replaces, when it would otherwise share that copy's second: the
+// Last-Modified a client sends back (If-Modified-Since, whole seconds)
+// then never has it take the new document for the one it holds.
+func (d *doc) laterThanPrevious() error {
+	if d.g.prev == "" {
+		return nil
+	}
+	old, err := os.Stat(filepath.Join(d.g.prev, filepath.FromSlash(d.rel)))
+	if err != nil {
+		return nil // none: nothing to be later than
+	}
+	floor := old.ModTime().Truncate(time.Second).Add(time.Second)
+	cur, err := os.Stat(d.f.Name())
+	if err != nil {
+		return errclass.Fatalf("publish: %s: %w", d.rel, err)
+	}
+	if !cur.ModTime().Before(floor) {
+		return nil
+	}
+	if err := os.Chtimes(d.f.Name(), floor, floor); err != nil {
+		return errclass.Fatalf("publish: %s: %w", d.rel, err)
+	}
 	return nil
 }
 

@@ -24,7 +24,11 @@ const headerReserve = 4 << 10
 type page struct {
 	first, n     int64
 	period, from time.Time
+	last         time.Time // the stamp of its last entry
 }
+
+// stampName is the layout of a stamp in a document's or package's name.
+const stampName = "20060102T150405.000000Z"
 
 // pager cuts a list into pages on a first walk, from an upper bound of each
 // entry's size, so that the second walk writes each page with a header that
@@ -56,6 +60,7 @@ func (pg *pager) add(bound, doc int64, period, stamp time.Time, newPeriod bool) 
 		pg.size, pg.docSize = 0, 0
 	}
 	pg.pages[len(pg.pages)-1].n++
+	pg.pages[len(pg.pages)-1].last = stamp
 	pg.size += bound
 	pg.docSize += doc
 	pg.i++
@@ -300,7 +305,7 @@ func (p *publisher) resourceList(ctx context.Context, v View, src, dir, capURL s
 		if single {
 			return dir + "/resourcelist.xml"
 		}
-		return fmt.Sprintf("%s/resourcelist-%s-%05d.xml", dir, p.at.UTC().Format("20060102T150405.000000Z"), k+1)
+		return fmt.Sprintf("%s/resourcelist-%s-%05d.xml", dir, p.at.UTC().Format(stampName), k+1)
 	}
 	header := func() manifest.Header {
 		h := manifest.Header{Root: manifest.URLSet, Metadata: md, Links: []manifest.Link{up}}
@@ -394,9 +399,11 @@ func changeMeta(c *state.ChangeRecord) manifest.Entry {
 // with the newest change's stamp (zero: no change).
 func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL string) (string, time.Time, error) {
 	period := p.o.ChangePeriod
-	pg := p.newPager()
-	var last, newest time.Time
-	if err := v.Changes(ctx, src, p.o.Copies, func(c state.ChangeRecord) error {
+	var (
+		pg           *pager
+		last, newest time.Time
+	)
+	add := func(c state.ChangeRecord) error {
 		e := p.changeEntry(&c)
 		per := c.Recorded.UTC().Truncate(period)
 		pg.add(entryBound(&e), 0, per, c.Recorded, len(pg.pages) == 0 || !per.Equal(last))
@@ -405,8 +412,17 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 			newest = c.Recorded
 		}
 		return ctx.Err()
-	}); err != nil {
+	}
+	walk := func(fn func(state.ChangeRecord) error) error { return v.Changes(ctx, src, p.o.Copies, fn) }
+	pg = p.newPager()
+	if err := walk(add); err != nil {
 		return "", time.Time{}, err
+	}
+	if cutoff, ok := recentCutoff(pg.pages, p.o.MaxEntries); ok {
+		pg, walk = p.newPager(), since(walk, cutoff)
+		if err := walk(add); err != nil {
+			return "", time.Time{}, err
+		}
 	}
 	p.newest = newest
 	current := p.now.Truncate(period)
@@ -432,7 +448,6 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 		}
 		return pw.start(p.g, pageRel(k), header(k))
 	}
-	walk := func(fn func(state.ChangeRecord) error) error { return v.Changes(ctx, src, p.o.Copies, fn) }
 	if err := writePages(walk, pg, &pw, open, p.changeEntry, &p.res.Changes); err != nil {
 		return "", time.Time{}, err
 	}
@@ -448,27 +463,68 @@ func (p *publisher) changeLists(ctx context.Context, v View, src, dir, capURL st
 	return p.url(indexRel), newest, nil
 }
 
-// closed reports whether the period starting at per is closed: it ended
-// closeMargin before the view was taken, and the source's newest change
-// (p.newest) is stamped at or after its end. The state stamps a change
-// after every change it holds of its source whatever the clock says, so no
-// change can be added to a closed period later — not even after a clock
-// that ran ahead is set back. A period no later change follows stays open.
-func (p *publisher) closed(per time.Time) bool {
-	end := per.Add(p.o.ChangePeriod)
-	return !end.After(p.now.Add(-closeMargin)) && !end.After(p.newest)
+// recentCutoff says, of the pages of a log of changes, where to leave out
+// the older ones when there are more than keep: at the start of the
+// oldest period of which the newest keep pages hold every page. The older
+// changes are not published (the index, or the Change Dump, then says
+// from when its changes begin): a log of changes outgrows any one
+// document, and a consumer away that long starts again from the Resource
+// List. ok is false when nothing need be left out, or nothing can (the
+// newest period alone has more pages).
+func recentCutoff(pages []page, keep int) (cutoff time.Time, ok bool) {
+	s := len(pages) - keep
+	if s <= 0 {
+		return time.Time{}, false
+	}
+	for s < len(pages) && pages[s-1].period.Equal(pages[s].period) {
+		s++
+	}
+	if s == len(pages) {
+		return time.Time{}, false
+	}
+	return pages[s].period, true
 }
 
-// pageBounds gives each page of changes its interval: a period's first
-// page starts with the period, a page ends where the next page of its
-// period starts, and the last page of a closed period with the period; the
-// last page of an open period has no end.
+// since is walk with the changes recorded before cutoff left out.
+func since(walk func(func(state.ChangeRecord) error) error, cutoff time.Time) func(func(state.ChangeRecord) error) error {
+	return func(fn func(state.ChangeRecord) error) error {
+		return walk(func(c state.ChangeRecord) error {
+			if c.Recorded.Before(cutoff) {
+				return nil
+			}
+			return fn(c)
+		})
+	}
+}
+
+// closed reports whether the period starting at per is closed: the
+// source's newest change (p.newest) is stamped at or after its end. The
+// state stamps a change after every change it holds of its source,
+// whatever the clock says, so no change can be added to a closed period
+// later — not even after a clock that ran ahead is set back, and however
+// far behind the stamps the clock is: every period but the last is
+// closed. A period no later change follows stays open.
+func (p *publisher) closed(per time.Time) bool {
+	return !per.Add(p.o.ChangePeriod).After(p.newest)
+}
+
+// pageBounds gives each page of changes its interval: the first page
+// starts with its period and a later period's first page where the period
+// before it ended, a page ends where the next page of its period starts,
+// and the last page of a closed period with the period; the last page of
+// an open period has no end.
 func (p *publisher) pageBounds(pages []page) [][2]time.Time {
 	bounds := make([][2]time.Time, len(pages))
 	for k, pp := range pages {
 		from := pp.from
-		if k == 0 || !pages[k-1].period.Equal(pp.period) {
+		switch {
+		case k == 0:
 			from = pp.period
+		case !pages[k-1].period.Equal(pp.period):
+			// Where the previous period ended (it is closed: a later
+			// one has changes), not where this one begins: a period
+			// without changes has no list, and the lists stay contiguous.
+			from = pages[k-1].period.Add(p.o.ChangePeriod)
 		}
 		var until time.Time
 		switch {

@@ -34,10 +34,6 @@ const (
 	DefaultMaxBytes   = 50 << 20
 	// DefaultChangePeriod is the span of one Change List.
 	DefaultChangePeriod = 24 * time.Hour
-	// closeMargin: a period is closed once it ended this long before the
-	// view was taken, so that no commit under way when the view began can
-	// still add a change to it.
-	closeMargin = time.Minute
 )
 
 // WellKnown is the path of the Source Description (spec §8).

@@ -24,6 +24,23 @@ type action struct {
 	meta   []byte
 	source []byte // nil for a delete
 	rev    string // the rev of a resource document written by "index"
+	// change is the change document an action of kind "change" writes:
+	// stamped again when its batch is sent (see stamp).
+	change *changeDoc
+}
+
+// stamp gives a change document the time its batch is sent, as its
+// datetime: a change is stamped when it becomes visible, so that of two
+// sinks writing one index, the change another sees later is stamped
+// later (a publication from the index relies on it: see publish/fromes).
+func (a *action) stamp(now time.Time) {
+	if a.change == nil {
+		return
+	}
+	a.change.Datetime, a.change.Timestamp = formatTime(now), formatTime(now)
+	if src, err := json.Marshal(a.change); err == nil {
+		a.source = src
+	}
 }
 
 func newAction(op, index, id, uri, kind string, source []byte, rev string) *action {
@@ -109,6 +126,10 @@ func (s *ES) flush(ctx context.Context, onlyIfFull bool) {
 	s.pending.reset()
 	s.mu.Unlock()
 
+	now := time.Now().UTC()
+	for _, a := range acts {
+		a.stamp(now)
+	}
 	failed := s.send(ctx, acts)
 	if s.flavor == FlavorZinc {
 		s.waitVisible(ctx, acts, failed)

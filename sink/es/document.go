@@ -224,7 +224,7 @@ func (s *ES) resourceAction(r *sink.Resource, b *body, rev string, now time.Time
 // changeAction builds the index action of a change document.
 func (s *ES) changeAction(uri, change string, lastmod time.Time, rev string, now time.Time) (*action, error) {
 	text, b64 := uriFields(uri)
-	src, err := json.Marshal(changeDoc{
+	doc := &changeDoc{
 		URI:         text,
 		URIB64:      b64,
 		ResourceSet: s.opts.ResourceSet,
@@ -234,11 +234,14 @@ func (s *ES) changeAction(uri, change string, lastmod time.Time, rev string, now
 		Lastmod:     formatTime(lastmod),
 		Timestamp:   formatTime(now),
 		Rev:         rev,
-	})
+	}
+	src, err := json.Marshal(doc)
 	if err != nil {
 		return nil, errclass.Permanentf("es: %s %s: encoding the change document: %w", change, short(uri), err)
 	}
-	return newAction("index", s.opts.ChangesIndex, rev, uri, "change", src, ""), nil
+	a := newAction("index", s.opts.ChangesIndex, rev, uri, "change", src, "")
+	a.change = doc
+	return a, nil
 }
 
 // deleteAction builds the delete action of uri's resource document.
