@@ -552,8 +552,11 @@ func (p *Planner) windows(id *Identify, from, until, now time.Time) []window {
 	if p.Concurrency <= 1 || lo.IsZero() || !hi.After(lo) {
 		return []window{{from, until}}
 	}
-	step := (hi.Sub(lo) + unit) / time.Duration(n)
-	step = max(unit, (step+unit-1)/unit*unit)
+	// The span in whole units (a Duration holds 292 years: an earliest
+	// datestamp of 1700 would overflow it), then a step of at least one.
+	units := (hi.Unix() - lo.Unix()) / int64(unit/time.Second)
+	stepUnits := (units + 1 + int64(n) - 1) / int64(n)
+	step := max(unit, time.Duration(stepUnits)*unit)
 	var out []window
 	for start := lo; !start.After(hi); start = start.Add(step) {
 		end := start.Add(step - unit)
@@ -764,8 +767,9 @@ func (p *Planner) maxPageRecords() int { return cmp.Or(p.MaxPageRecords, Default
 // maxPages is the page budget of one list.
 func (p *Planner) maxPages() int { return cmp.Or(p.MaxPages, DefaultMaxPages) }
 
-// maxRestarts bounds how often one list is asked for again after its
-// server forgot a resumption token (badResumptionToken).
+// maxRestarts bounds how often in a row one list is asked for again after
+// its server forgot a resumption token (badResumptionToken) with no page
+// read in between.
 const maxRestarts = 10
 
 // harvest is one list being harvested.
@@ -817,10 +821,10 @@ func (h *harvest) list(ctx context.Context, args url.Values) error {
 	}
 	if !w.until.IsZero() {
 		// Some servers ignore from and until: what they send outside
-		// the window (as sent, in their granularity) is dropped.
-		if h.hi = ParseDatestamp(first.Get("until")); !h.id.Seconds() {
-			h.hi = h.hi.Add(24*time.Hour - time.Nanosecond)
-		}
+		// the window (as sent, in their granularity) is dropped. until
+		// is inclusive of its whole unit: a day, or a second (a
+		// datestamp may carry a fraction of one).
+		h.hi = ParseDatestamp(first.Get("until")).Add(h.id.unit() - time.Nanosecond)
 	}
 	if r := h.l.resume; r != nil {
 		h.mark.Last, h.mark.Ordered, h.last = r.Last, r.Ordered, ParseDatestamp(r.Last)
@@ -829,6 +833,12 @@ func (h *harvest) list(ctx context.Context, args url.Values) error {
 	for restarts := 0; ; restarts++ {
 		n, err := h.follow(ctx, h.base, first, h.maxPages()-h.pages, func(rd *Reader) error { return h.page(ctx, rd) }, h.paged, h.isolate)
 		h.pages += n
+		if n > 1 {
+			// Pages read since the last restart: the budget is for
+			// restarts in a row that get nowhere (the page budget bounds
+			// the list).
+			restarts = 0
+		}
 		var es Errors
 		if err == nil || h.stop != nil || !errors.As(err, &es) || !es.Has("badResumptionToken") || restarts >= maxRestarts {
 			return err

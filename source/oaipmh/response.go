@@ -281,11 +281,14 @@ func (rd *Reader) Next() (*Record, error) {
 			return rd.record()
 		case "header": // ListIdentifiers
 			rec := &Record{}
-			if err := rd.header(se, &rec.Header); err != nil {
+			over, err := rd.header(se, &rec.Header)
+			switch {
+			case err != nil:
 				return nil, err
-			}
-			if rec.Header.Identifier == "" {
+			case rec.Header.Identifier == "":
 				return rec, errclass.Permanentf("%w: a header without identifier", ErrMalformed)
+			case over:
+				return rec, errclass.Permanentf("%w: its header's setSpecs pass %d bytes", ErrTooLarge, rd.opts.MaxRecordSize)
 			}
 			return rec, nil
 		case "resumptionToken":
@@ -394,7 +397,10 @@ func (rd *Reader) Token() Token { return rd.token }
 // record reads a <record> element, its start just read.
 func (rd *Reader) record() (*Record, error) {
 	rec := &Record{}
-	var recErr error
+	var (
+		recErr     error
+		aboutBytes int
+	)
 	for {
 		se, err := rd.start()
 		if err != nil {
@@ -408,8 +414,12 @@ func (rd *Reader) record() (*Record, error) {
 		}
 		switch {
 		case se.Name.Space == Namespace && se.Name.Local == "header":
-			if err := rd.header(se, &rec.Header); err != nil {
+			over, err := rd.header(se, &rec.Header)
+			if err != nil {
 				return nil, err
+			}
+			if over && recErr == nil {
+				recErr = errclass.Permanentf("%w: its header's setSpecs pass %d bytes", ErrTooLarge, rd.opts.MaxRecordSize)
 			}
 		case se.Name.Space == Namespace && (se.Name.Local == "metadata" || se.Name.Local == "about"):
 			body, err := rd.child()
@@ -421,6 +431,12 @@ func (rd *Reader) record() (*Record, error) {
 			case se.Name.Local == "metadata":
 				rec.Metadata = body
 			case body != nil:
+				if aboutBytes += len(body); aboutBytes > rd.opts.MaxRecordSize {
+					if recErr == nil {
+						recErr = errclass.Permanentf("%w: its about containers pass %d bytes", ErrTooLarge, rd.opts.MaxRecordSize)
+					}
+					break
+				}
 				rec.About = append(rec.About, body)
 			}
 		default:
@@ -431,21 +447,24 @@ func (rd *Reader) record() (*Record, error) {
 	}
 }
 
-// header reads a <header> element, its start se just read, into h. Its
-// error ends the response: the XML is broken.
-func (rd *Reader) header(se *xml.StartElement, h *Header) error {
+// header reads a <header> element, its start se just read, into h: its
+// setSpecs up to Options.MaxRecordSize bytes (each counted with a
+// string's own 16), over saying there were more. Its error ends the
+// response: the XML is broken.
+func (rd *Reader) header(se *xml.StartElement, h *Header) (over bool, err error) {
 	h.Deleted = attr(se, "status") == "deleted"
+	sets := 0
 	for {
 		c, err := rd.start()
 		if err != nil {
-			return err
+			return over, err
 		}
 		if c == nil {
-			return nil
+			return over, nil
 		}
 		s, err := rd.text()
 		if err != nil {
-			return err
+			return over, err
 		}
 		s = strings.TrimSpace(s)
 		switch c.Name.Local {
@@ -454,6 +473,10 @@ func (rd *Reader) header(se *xml.StartElement, h *Header) error {
 		case "datestamp":
 			h.Datestamp, h.Time = s, ParseDatestamp(s)
 		case "setSpec":
+			if sets += len(s) + 16; sets > rd.opts.MaxRecordSize {
+				over = true
+				continue
+			}
 			h.Sets = append(h.Sets, s)
 		}
 	}
