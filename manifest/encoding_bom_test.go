@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/text/encoding/charmap"
 	"golang.org/x/text/encoding/unicode"
+
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 )
 
 // TestEncodingsAsProducersWriteThem: what real producers get wrong about
@@ -100,7 +102,7 @@ func TestCharsetLabels(t *testing.T) {
 		{"x-klingon", "", ""},
 	}
 	for _, tt := range tests {
-		r, err := charsetReader(tt.label, strings.NewReader(tt.in))
+		r, err := xmlcap.CharsetReader(tt.label, strings.NewReader(tt.in))
 		if tt.want == "" {
 			if err == nil || !strings.Contains(err.Error(), strings.TrimSpace(tt.label)) {
 				t.Errorf("%s: err = %v, want one naming the label", tt.label, err)

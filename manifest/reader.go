@@ -12,9 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/text/encoding"
-	"golang.org/x/text/encoding/htmlindex"
-	"golang.org/x/text/encoding/ianaindex"
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
 
@@ -126,7 +123,7 @@ type Reader struct {
 // itself, which are returned wrapped but with their own class.
 //
 // The document is UTF-8 unless its XML declaration names another encoding
-// (ISO-8859-1, windows-1252, … — see charsetReader) or it starts as UTF-16
+// (ISO-8859-1, windows-1252, … — see xmlcap.CharsetReader) or it starts as UTF-16
 // does; a byte order mark wins over the declaration. An encoding that
 // cannot be decoded fails the document (ErrMalformed), naming the label.
 // DOCTYPE and entity declarations are rejected.
@@ -143,7 +140,6 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 	}
 	src, sniffed := sniffEncoding(r)
 	dec := xmlcap.NewDecoder(src, opts.MaxTokenSize, opts.MaxDepth)
-	dec.CharsetReader = charsetReader
 	if sniffed != "" {
 		// A byte order mark (or UTF-16's own shape) decides; a declaration
 		// naming something else is a producer's slip (see checkDecl).
@@ -796,37 +792,6 @@ func (r *Reader) checkDecl(inst string) {
 			r.warn(warnDeclEncoding, "XML declaration names an encoding its byte order mark (or UTF-16 bytes) contradicts; reading the document as "+r.sniffed, "encoding", trunc(enc, 40))
 		}
 	}
-}
-
-// charsetReader decodes a document whose XML declaration names an
-// encoding other than UTF-8 (which the decoder reads itself). The label is
-// looked up as the WHATWG Encoding Standard defines labels, as browsers do
-// (golang.org/x/text's htmlindex: "cp1252", "latin1", …), then in the IANA
-// registry (ianaindex) for what the web does not use (IBM437, …).
-//
-// Like browsers, it reads ISO-8859-1 as windows-1252: the two differ only
-// in 0x80–0x9F, control characters no document means in ISO-8859-1, and
-// the curly quotes, dashes and € that Windows software writes into
-// documents declaring it. US-ASCII (a subset of UTF-8) and a UTF-16 label
-// on a document that does not look like UTF-16 (UTF-8 mislabelled; see
-// sniffEncoding) pass the input through. An encoding that cannot be
-// decoded is an error naming the label.
-func charsetReader(label string, input io.Reader) (io.Reader, error) {
-	name := strings.ToLower(strings.TrimSpace(label))
-	switch name {
-	case "us-ascii", "ascii", "utf8", "utf-16", "utf-16le", "utf-16be", "utf16":
-		return input, nil
-	}
-	enc, err := htmlindex.Get(name)
-	if err != nil || enc == encoding.Replacement {
-		// The WHATWG maps a few unsafe encodings (ISO-2022-KR, HZ, …) to
-		// "replacement", which decodes to one U+FFFD: not a document.
-		enc, err = ianaindex.IANA.Encoding(name)
-	}
-	if err != nil || enc == nil || enc == encoding.Replacement {
-		return nil, fmt.Errorf("unsupported encoding %q", trunc(label, 40))
-	}
-	return enc.NewDecoder().Reader(input), nil
 }
 
 // sniffEncoding looks at the first bytes of r. A UTF-16 document — a byte

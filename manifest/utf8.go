@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rsharvest/rsharvest/internal/xmlcap"
 )
 
 // declEncoding finds the encoding an XML declaration names.
@@ -15,7 +17,7 @@ var declEncoding = regexp.MustCompile(`^\s*<\?xml[^>]*?\sencoding\s*=\s*["']([A-
 // bytes out (as the OAI-PMH reader copies each record's metadata) and so
 // need them in one encoding: a UTF-16 document (a byte order mark, or its
 // shape) is transcoded; one whose XML declaration names another encoding
-// (ISO-8859-1, windows-1252, … as charsetReader reads labels) is
+// (ISO-8859-1, windows-1252, … as xmlcap.CharsetReader reads labels) is
 // transcoded from it — unless its first 64 KB are valid UTF-8 holding
 // non-ASCII text, the common slip of a server that declares Latin-1 and
 // sends UTF-8, which is then read as UTF-8. note says what was done ("":
@@ -43,7 +45,7 @@ func UTF8(r io.Reader) (out io.Reader, note string, err error) {
 	if utf8.Valid(trimPartialRune(head)) && !isASCII(head) {
 		return br, "declared " + label + " but UTF-8: read as UTF-8", nil
 	}
-	dec, err := charsetReader(label, br)
+	dec, err := xmlcap.CharsetReader(label, br)
 	if err != nil {
 		return nil, "", err
 	}

@@ -235,8 +235,12 @@ func (r *run) bytesOf(j entryJob, want fixity.Expect, h holding) ([]entryOpener,
 		sources = append(sources, &httpEntry{client: r.opts.Client, url: u})
 	}
 	// Without a hash to compare, ask the server whether what the
-	// destination holds is still current (conditional GET).
-	if prev := h.prev; want.Hashes.IsZero() && h.had && !prev.Deleted && (prev.Outcome == state.OutcomeWritten || prev.Outcome == state.OutcomeUnchanged) {
+	// destination holds is still current (conditional GET) — of the
+	// version held alone: another version (a harvest list's next
+	// revision, at a URL of its own) is not the one the validators are
+	// of, and a 304 would keep the old bytes under the new version.
+	if prev := h.prev; want.Hashes.IsZero() && h.had && !prev.Deleted && (prev.Outcome == state.OutcomeWritten || prev.Outcome == state.OutcomeUnchanged) &&
+		prev.Version == e.Version {
 		first := sources[0].(*httpEntry)
 		first.ifNoneMatch, first.ifModifiedSince = prev.ETag, prev.LastModified
 	}

@@ -157,8 +157,11 @@ func rootCheck(r io.Reader, docType, contentType string) error {
 		}
 	}
 	dec := xmlcap.NewDecoder(r, validateMaxToken, validateMaxDepth)
-	doctype, root, textBefore := "", false, 0
-	for {
+	doctype, root, bom, textBefore := "", false, false, 0
+	// What encoding/xml lets pass and XML forbids is refused here: an XML
+	// declaration anywhere but first (after a byte order mark), a <!…>
+	// other than one DOCTYPE before the root, an attribute given twice.
+	for n := 0; ; n++ {
 		tok, err := dec.Token()
 		line, _ := dec.InputPos()
 		if err == io.EOF {
@@ -174,9 +177,19 @@ func rootCheck(r io.Reader, docType, contentType string) error {
 			return invalid(line, "not well-formed XML: %v", err)
 		}
 		switch t := tok.(type) {
+		case xml.ProcInst:
+			if strings.EqualFold(t.Target, "xml") && n > 0 && !(n == 1 && bom) {
+				return invalid(line, "not well-formed XML: an XML declaration past the document's start")
+			}
 		case xml.Directive:
+			if doctype != "" || root || !strings.HasPrefix(string(t), "DOCTYPE") {
+				return invalid(line, "not well-formed XML: a <!…> declaration where only one DOCTYPE, before the root element, may be")
+			}
 			doctype = string(t)
 		case xml.CharData:
+			if n == 0 && bytes.HasPrefix(t, []byte("\ufeff")) {
+				t, bom = t[len("\ufeff"):], true // a UTF-8 byte order mark
+			}
 			switch {
 			case dec.Depth() > 0 || len(bytes.TrimSpace(t)) == 0:
 			case root:
@@ -185,6 +198,13 @@ func rootCheck(r io.Reader, docType, contentType string) error {
 				textBefore = line // refused at the root, if one comes
 			}
 		case xml.StartElement:
+			for i, a := range t.Attr {
+				for _, b := range t.Attr[:i] {
+					if a.Name == b.Name {
+						return invalid(line, "not well-formed XML: <%s> gives the attribute %s twice", t.Name.Local, a.Name.Local)
+					}
+				}
+			}
 			if dec.Depth() > 1 {
 				continue
 			}

@@ -8,6 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/htmlindex"
+	"golang.org/x/text/encoding/ianaindex"
 )
 
 // The default limits (see NewDecoder).
@@ -53,7 +58,8 @@ type Decoder struct {
 // NewDecoder returns a strict Decoder reading r, whose tokens are at most
 // maxToken bytes and whose elements nest at most maxDepth deep (the root at
 // depth 1); a limit of 0 or less is the default (DefaultMaxTokenSize,
-// DefaultMaxDepth).
+// DefaultMaxDepth). A document declaring another encoding than UTF-8 is
+// decoded (CharsetReader).
 func NewDecoder(r io.Reader, maxToken, maxDepth int) *Decoder {
 	if maxToken <= 0 {
 		maxToken = DefaultMaxTokenSize
@@ -64,6 +70,7 @@ func NewDecoder(r io.Reader, maxToken, maxDepth int) *Decoder {
 	in := newCapReader(r, int64(maxToken))
 	dec := xml.NewDecoder(in)
 	dec.Strict = true
+	dec.CharsetReader = CharsetReader
 	return &Decoder{Decoder: dec, in: in, maxToken: int64(maxToken), maxDepth: maxDepth}
 }
 
@@ -199,4 +206,43 @@ func (c *capReader) fill() error {
 	}
 	c.err = io.ErrNoProgress
 	return c.err
+}
+
+// CharsetReader decodes a document whose XML declaration names an
+// encoding other than UTF-8 (which the decoder reads itself). The label is
+// looked up as the WHATWG Encoding Standard defines labels, as browsers do
+// (golang.org/x/text's htmlindex: "cp1252", "latin1", …), then in the IANA
+// registry (ianaindex) for what the web does not use (IBM437, …).
+//
+// Like browsers, it reads ISO-8859-1 as windows-1252: the two differ only
+// in 0x80–0x9F, control characters no document means in ISO-8859-1, and
+// the curly quotes, dashes and € that Windows software writes into
+// documents declaring it. US-ASCII (a subset of UTF-8) and a UTF-16 label
+// on a document that does not look like UTF-16 (UTF-8 mislabelled; see
+// sniffEncoding) pass the input through. An encoding that cannot be
+// decoded is an error naming the label.
+func CharsetReader(label string, input io.Reader) (io.Reader, error) {
+	name := strings.ToLower(strings.TrimSpace(label))
+	switch name {
+	case "us-ascii", "ascii", "utf8", "utf-16", "utf-16le", "utf-16be", "utf16":
+		return input, nil
+	}
+	enc, err := htmlindex.Get(name)
+	if err != nil || enc == encoding.Replacement {
+		// The WHATWG maps a few unsafe encodings (ISO-2022-KR, HZ, …) to
+		// "replacement", which decodes to one U+FFFD: not a document.
+		enc, err = ianaindex.IANA.Encoding(name)
+	}
+	if err != nil || enc == nil || enc == encoding.Replacement {
+		return nil, fmt.Errorf("unsupported encoding %q", truncLabel(label))
+	}
+	return enc.NewDecoder().Reader(input), nil
+}
+
+// truncLabel is an encoding label cut short for a message.
+func truncLabel(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "…"
+	}
+	return s
 }

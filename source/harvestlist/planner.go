@@ -61,20 +61,24 @@ func (p *Planner) Plan(ctx context.Context, task source.Task, _ source.Holdings,
 		return nil, err
 	}
 	defer list.close()
-	// Pass 2: the records.
-	const emitted = -1 // best's value once the winner is emitted
+	// Pass 2: the records. Once its winner is emitted, a docid's value in
+	// best is -(revision+1) (revisions are never negative).
 	err = list.replay(func(d Document) error {
 		k := key(d.DocID())
-		switch r := best[k]; {
-		case r == emitted || d.Revision < r:
-			winner := "revision " + strconv.FormatInt(r, 10)
-			if r == emitted {
+		r := best[k]
+		winner := "revision " + strconv.FormatInt(r, 10)
+		if r < 0 {
+			r = -r - 1
+			winner = "revision " + strconv.FormatInt(r, 10)
+			if d.Revision == r {
 				winner = "the same revision earlier in the list"
 			}
+		}
+		if best[k] < 0 || d.Revision < r {
 			return emit(ctx, source.Unit{Skip: &source.Skip{URI: d.DocID(), Listed: task.Source,
 				Reason: fmt.Sprintf("docid listed twice (line %d, revision %d): %s wins", d.Line, d.Revision, winner)}})
 		}
-		best[k] = emitted
+		best[k] = -r - 1
 		return emit(ctx, source.Unit{Record: &source.Record{URI: d.DocID(), Version: strconv.FormatInt(d.Revision, 10),
 			Location: d.URL, Listed: task.Source, Length: -1, DocumentType: d.Type}})
 	}, func(ee *EntryError) error {
