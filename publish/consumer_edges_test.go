@@ -176,23 +176,9 @@ func TestOpenChangeDumpPackageAcrossPublications(t *testing.T) {
 // a period a later stamped change follows is closed: only the last Change
 // List is open.
 func TestOnlyLastChangeListOpen(t *testing.T) {
-	ctx := context.Background()
-	src := "http://a.example/rs"
-	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := &memHoldings{src: src}
-	bodies := memBodies{}
-	h.set(bodies, src+"/r/0000.txt", state.ChangeCreated, "v1", day.Add(time.Hour))
-	h.set(bodies, src+"/r/0001.txt", state.ChangeCreated, "v1", day.Add(25*time.Hour))
-	out := t.TempDir()
-	o := testOptions(out)
-	o.ChangePeriod, o.MaxEntries, o.MaxBytes = 24*time.Hour, 1000, 1<<20
 	// The clock was set back: it reads day+2h though the state stamped a
 	// change at day+25h.
-	o.Now = func() time.Time { return day.Add(2 * time.Hour) }
-	if _, err := Publish(ctx, h, o); err != nil {
-		t.Fatal(err)
-	}
-	_, pages := readDoc(t, filepath.Join(out, Current), testBase+"/sets/"+slug(src)+"/changelist-index.xml", o)
+	pages, o := dailyChangeLists(t, time.Hour, 25*time.Hour, 2*time.Hour)
 	for k, pg := range pages {
 		if k < len(pages)-1 && pg.Metadata.Until.IsZero() {
 			t.Errorf("change list %s (from %s) has no until, though a later list follows it (from %s) and no change can be stamped into it",
@@ -205,21 +191,7 @@ func TestOnlyLastChangeListOpen(t *testing.T) {
 // changes has no list, and the Change Lists stay contiguous: each one's
 // from is where the one before it ended.
 func TestChangeListsContiguous(t *testing.T) {
-	ctx := context.Background()
-	src := "http://a.example/rs"
-	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := &memHoldings{src: src}
-	bodies := memBodies{}
-	h.set(bodies, src+"/r/0000.txt", state.ChangeCreated, "v1", day.Add(time.Hour))
-	h.set(bodies, src+"/r/0001.txt", state.ChangeCreated, "v1", day.Add(49*time.Hour))
-	out := t.TempDir()
-	o := testOptions(out)
-	o.ChangePeriod, o.MaxEntries, o.MaxBytes = 24*time.Hour, 1000, 1<<20
-	o.Now = func() time.Time { return day.Add(50 * time.Hour) }
-	if _, err := Publish(ctx, h, o); err != nil {
-		t.Fatal(err)
-	}
-	_, pages := readDoc(t, filepath.Join(out, Current), testBase+"/sets/"+slug(src)+"/changelist-index.xml", o)
+	pages, o := dailyChangeLists(t, time.Hour, 49*time.Hour, 50*time.Hour)
 	for k := 1; k < len(pages); k++ {
 		if u := pages[k-1].Metadata.Until; !u.IsZero() && !pages[k].Metadata.From.Equal(u) {
 			t.Errorf("change lists not contiguous: %s ends at %s, the next, %s, begins at %s; no list covers [%s, %s)",
@@ -309,4 +281,27 @@ func TestChangeListIndexOutgrows(t *testing.T) {
 				name, hd.Metadata.From, docs[0].Metadata.From, day.Add(time.Minute))
 		}
 	}
+}
+
+// dailyChangeLists publishes a source of two changes, stamped first and
+// second after the start of a day, with daily change periods and the clock
+// reading now after that start, and returns its Change List Index's
+// entries and the options it was published with.
+func dailyChangeLists(t *testing.T, first, second, now time.Duration) ([]manifest.Entry, Options) {
+	t.Helper()
+	src := "http://a.example/rs"
+	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &memHoldings{src: src}
+	bodies := memBodies{}
+	h.set(bodies, src+"/r/0000.txt", state.ChangeCreated, "v1", day.Add(first))
+	h.set(bodies, src+"/r/0001.txt", state.ChangeCreated, "v1", day.Add(second))
+	out := t.TempDir()
+	o := testOptions(out)
+	o.ChangePeriod, o.MaxEntries, o.MaxBytes = 24*time.Hour, 1000, 1<<20
+	o.Now = func() time.Time { return day.Add(now) }
+	if _, err := Publish(context.Background(), h, o); err != nil {
+		t.Fatal(err)
+	}
+	_, pages := readDoc(t, filepath.Join(out, Current), testBase+"/sets/"+slug(src)+"/changelist-index.xml", o)
+	return pages, o
 }
