@@ -51,7 +51,13 @@ func SourceKey(raw string) string {
 		u.Path, u.RawPath = unescaped, p
 	}
 	u.RawQuery = normalPercent(u.RawQuery)
-	return u.String()
+	key := u.String()
+	if k, err := url.Parse(key); err != nil || k.Host == "" {
+		// Normalised away to no host ("a://:/:@" is "a:///:@"): the key
+		// is what such a URL's is, so that the key of a key is itself.
+		return SourceKey(key)
+	}
+	return key
 }
 
 // SameSource reports whether a and b name one source with the same
