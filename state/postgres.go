@@ -271,7 +271,8 @@ func rebind(query string) string {
 
 // postgresMigrations are the schema migrations of a store kept in
 // PostgreSQL, as migrations are SQLite's: migration i brings the schema to
-// version i+1, and applied ones are never edited. Version 1 is the schema
+// version i+1, and applied ones are never edited in what they do to a store
+// they migrated (3 was made to pass a row that stopped it). Version 1 is the schema
 // SQLite's migrations reached at their version 21. Text sorts by its bytes
 // (COLLATE "C"), as SQLite's does, whatever the database's locale.
 func postgresMigrations() []string {
@@ -488,7 +489,9 @@ CREATE TABLE task_parts (
 );
 `,
 		// 3: SQLite's version 23: the sinks that hold what the state
-		// records of a source (see Holders).
+		// records of a source (see Holders). A report may hold an escaped
+		// NUL, which JSON allows and jsonb refuses: it is read as U+FFFD
+		// (a store that migrated without one migrated alike).
 		`
 CREATE TABLE holders (
 	source TEXT COLLATE "C" NOT NULL CHECK (source <> ''),
@@ -498,7 +501,8 @@ CREATE TABLE holders (
 INSERT INTO holders (source, sink)
 SELECT DISTINCT r.source, s.value FROM runs r
 CROSS JOIN LATERAL jsonb_array_elements_text(
-	CASE WHEN r.report LIKE '{%' AND jsonb_typeof(r.report::jsonb -> 'sinks') = 'array' THEN r.report::jsonb -> 'sinks' ELSE '[]'::jsonb END) AS s(value)
+	CASE WHEN r.report LIKE '{%' AND jsonb_typeof(replace(r.report, '\u0000', '\ufffd')::jsonb -> 'sinks') = 'array'
+	THEN replace(r.report, '\u0000', '\ufffd')::jsonb -> 'sinks' ELSE '[]'::jsonb END) AS s(value)
 WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND s.value <> ''
 ON CONFLICT DO NOTHING;
 `,

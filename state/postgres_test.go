@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -225,5 +226,56 @@ func TestFence(t *testing.T) {
 	must(t, l.Release())
 	if err := f.Commit(ctx, Batch{Resources: []Resource{{URI: "v", Source: "s", Length: 1, Outcome: OutcomeWritten, RunID: frun}}, Fence: l}); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("a commit fenced by a released lease: %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestPostgresMigratesOldReports: a store kept in PostgreSQL from before
+// its version 3, whose run reports hold what JSON allows and PostgreSQL's
+// jsonb does not (an escaped NUL), migrates to the newest version, and the
+// sinks such a report names are the source's holders.
+func TestPostgresMigratesOldReports(t *testing.T) {
+	ctx := t.Context()
+	server, stop, err := testbin.Postgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	for _, v := range []int{1, 2} {
+		db, err := sql.Open("pgx", server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts := []string{
+			"DROP SCHEMA public CASCADE",
+			"CREATE SCHEMA public",
+			"CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)",
+		}
+		for i, m := range postgresMigrations()[:v] {
+			stmts = append(stmts, m, fmt.Sprintf("INSERT INTO schema_version VALUES (%d, '2026-01-01T00:00:00.000000000Z')", i+1))
+		}
+		stmts = append(stmts,
+			`INSERT INTO runs (mode, source, status, started, finished, report) VALUES ('baseline', 'http://a/', 'ok', '2026-01-01T00:00:00Z', '2026-01-01T00:00:01Z', '{"sinks":["fs:/m"],"error":"name \u0000 in a title"}')`,
+			`INSERT INTO runs (mode, source, status, started, finished, report) VALUES ('baseline', 'http://b/', 'partial', '2026-01-01T00:00:00Z', '2026-01-01T00:00:01Z', '{"sinks":["fs:/n\u0000x"]}')`,
+		)
+		for _, q := range stmts {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(ctx, server)
+		if err != nil {
+			t.Fatalf("open a version-%d store whose report holds an escaped NUL: %v", v, err)
+		}
+		for source, want := range map[string]string{"http://a/": "fs:/m", "http://b/": "fs:/n\ufffdx"} {
+			if got, err := s.Holders(ctx, source); err != nil || len(got) != 1 || got[0] != want {
+				t.Errorf("version %d: holders of %s = %q, %v; want [%q]", v, source, got, err, want)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -495,7 +495,10 @@ type keyedTable struct {
 	key  []string
 }
 
-// keyedTables are the tables that name a source.
+// keyedTables are the tables that named a source when the fold migration
+// was written (SQLite's version 25, PostgreSQL's 5): a step of a migration,
+// it is never extended, since a table added later does not exist yet when
+// a store older than that migrates.
 func keyedTables() []keyedTable {
 	return []keyedTable{
 		{"resources", []string{"uri"}},
