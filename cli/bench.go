@@ -49,7 +49,7 @@ func (a *app) benchCommand() *cobra.Command {
 	fl.IntVar(&f.gen.Resources, "resources", 2000, "number of resources in the generated dump")
 	fl.IntVar(&f.rounds, "rounds", 1, "measure every row this many times, round after round, and keep each row's median (for shared, noisy machines)")
 	fl.IntSliceVar(&f.sweep, "sweep", nil, "instead, run once per dump of these numbers of resources, e.g. 10000,100000,1000000 (time against dump size)")
-	// The default dump is as real producers write them (issue 28): Python's
+	// The default dump is as real producers write them: Python's
 	// zipfile at zlib level 1 deflating every entry, three quarters of the
 	// bodies text. The former default is --producer rsharvest --compressible 0.5.
 	f.gen.Seed, f.gen.MeanSize, f.gen.SizeDist, f.gen.Producer, f.gen.CompressibleShare, f.gen.StoredShare = 1, 52000, bench.LogNormal, bench.ProducerPython1, 0.75, -1

@@ -24,7 +24,7 @@ import (
 )
 
 // sitesCommand returns the "sites" command: the site registry in the
-// state store (issue 14) — add, edit, remove, list and show sites, or
+// state store — add, edit, remove, list and show sites, or
 // declare the whole registry from a file (apply).
 func (a *app) sitesCommand() *cobra.Command {
 	var stateFile string

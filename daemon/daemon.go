@@ -1,4 +1,4 @@
-// Package daemon runs the site registry's schedule as a service (issue 14):
+// Package daemon runs the site registry's schedule as a service:
 // each due site becomes a job of River (github.com/riverqueue/river), the
 // job engine, whose tables live in the state file (its SQLite driver) or,
 // with Options.JobsDB, in a PostgreSQL database several daemons share,

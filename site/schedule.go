@@ -1,6 +1,6 @@
-// Package site is the registry of the sites an aggregator harvests (issue
-// 14, seed 004): each site's definition (a source with its protocol
-// options, its sinks, a schedule, a contact and a notification policy) and
+// Package site is the registry of the sites an aggregator harvests: each
+// site's definition (a source with its protocol options, its sinks, a
+// schedule, a contact and a notification policy) and
 // when it is due, kept in the state store beside what its harvests hold.
 package site
 

@@ -1,4 +1,4 @@
-// Package status serves what the daemon does, over HTTP (issues 14, 30):
+// Package status serves what the daemon does, over HTTP:
 // a small HTML status page — the sites with their last status, counts and
 // next harvest, a harvest under way with its counts so far; a site's
 // recent runs and harvest log, with an operator's actions (harvest now,
