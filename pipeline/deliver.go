@@ -105,7 +105,7 @@ func (r *run) deliverEntry(ctx context.Context, j entryJob) result {
 	}
 	sources, stage, err := r.bytesOf(j, want, h)
 	if err != nil {
-		return r.entryFailed(j, rec, h.had, stage, err)
+		return r.entryFailed(ctx, j, rec, h.had, stage, err)
 	}
 	if h.superseded {
 		// A newer change is already applied (an earlier run covered a
@@ -158,7 +158,7 @@ func (r *run) resourceOf(j entryJob) state.Resource {
 // entryFailed is the outcome of entry j failing at stage: a temporary
 // failure holds its set's checkpoint, a permanent one is the record's own
 // (asked for again by the next task); a fatal error ends the run.
-func (r *run) entryFailed(j entryJob, rec state.Resource, had bool, stage string, err error) result {
+func (r *run) entryFailed(ctx context.Context, j entryJob, rec state.Resource, had bool, stage string, err error) result {
 	e := j.rec
 	if errclass.IsFatal(err) {
 		return result{fatal: fmt.Errorf("%s: %w", e.URI, err)}
@@ -166,9 +166,11 @@ func (r *run) entryFailed(j entryJob, rec state.Resource, had bool, stage string
 	if j.stream != nil && j.stream.Leave(err) {
 		return result{} // phase 2 delivers it (unpack)
 	}
-	if errors.Is(err, context.Canceled) {
-		// The run is interrupted: not a failure of the resource. It holds
-		// its set's checkpoint; the next run delivers it.
+	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		// The run is interrupted: not a failure of the resource, whatever
+		// the error (a package's spool file closed under a read as the
+		// package gave up). It holds its set's checkpoint; the next run
+		// delivers it.
 		r.log.Debug("resource interrupted", "uri", e.URI, "stage", stage)
 		r.noteHold(j.pkg.ResourceSet, rec.ChangeTime, j.ep)
 		return result{}
@@ -271,13 +273,13 @@ func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h 
 			return result{outcome: outUnchanged, resource: rec, hadRecord: true}
 		}
 		if errors.Is(err, ErrInvalid) {
-			return r.entryFailed(j, rec, h.had, "validate", err) // the same bytes for every sink
+			return r.entryFailed(ctx, j, rec, h.had, "validate", err) // the same bytes for every sink
 		}
 		if err != nil {
 			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 {
-				return r.entryFailed(j, rec, h.had, "deliver", err)
+				return r.entryFailed(ctx, j, rec, h.had, "deliver", err)
 			}
-			out := r.entryFailed(j, rec, h.had, "deliver", fmt.Errorf("sink %s: %w", s.name, err))
+			out := r.entryFailed(ctx, j, rec, h.had, "deliver", fmt.Errorf("sink %s: %w", s.name, err))
 			for _, o := range r.sinks {
 				if h.already[o.name] {
 					took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.URI, Sink: o.name, Length: want.Length, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})

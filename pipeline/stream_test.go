@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -372,6 +373,42 @@ type rawFile struct {
 // local header.
 func buildRaw(t *testing.T, files []rawFile) []byte {
 	t.Helper()
+	man := manifestOf(t, files)
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	add := func(name string, body []byte, method uint16, mode fs.FileMode) {
+		data := body
+		if method == zip.Deflate {
+			var d bytes.Buffer
+			fw, _ := flate.NewWriter(&d, flate.BestSpeed)
+			fw.Write(body)
+			fw.Close()
+			data = d.Bytes()
+		}
+		fh := &zip.FileHeader{Name: name, Method: method, CRC32: crc32.ChecksumIEEE(body),
+			CompressedSize64: uint64(len(data)), UncompressedSize64: uint64(len(body))}
+		if mode != 0 {
+			fh.SetMode(mode)
+		}
+		w, err := zw.CreateRaw(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+	}
+	add(unzip.ManifestName, man, zip.Store, 0)
+	for _, f := range files {
+		add(f.name, f.body, f.method, f.mode)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// manifestOf is a manifest listing the listed files.
+func manifestOf(t *testing.T, files []rawFile) []byte {
+	t.Helper()
 	var man bytes.Buffer
 	md := manifest.NewMetadata()
 	md.Capability, md.At = manifest.ResourceDumpManifest, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -395,36 +432,63 @@ func buildRaw(t *testing.T, files []rawFile) []byte {
 	if err := mw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	zw := zip.NewWriter(&out)
-	add := func(name string, body []byte, method uint16, mode fs.FileMode) {
-		data := body
-		if method == zip.Deflate {
-			var d bytes.Buffer
-			fw, _ := flate.NewWriter(&d, flate.BestSpeed)
-			fw.Write(body)
-			fw.Close()
-			data = d.Bytes()
-		}
-		fh := &zip.FileHeader{Name: name, Method: method, CRC32: crc32.ChecksumIEEE(body),
-			CompressedSize64: uint64(len(data)), UncompressedSize64: uint64(len(body))}
-		if mode != 0 {
-			fh.SetMode(mode)
-		}
-		w, err := zw.CreateRaw(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(data)
+	return man.Bytes()
+}
+
+// TestTwoManifests: a package whose first entry is a manifest.xml that its
+// central directory names otherwise, and whose central directory's
+// manifest.xml comes later and lists other entries. Read once downloaded,
+// only what the central directory's manifest lists is delivered. Read as
+// it arrives, the entries the first manifest lists were delivered before
+// the central directory was seen: their bytes, verified against that
+// listing, stay, and the run records under each URI that the package's
+// own manifest does not list it (the run is partial), instead of calling
+// its entry skipped.
+func TestTwoManifests(t *testing.T) {
+	ctx := context.Background()
+	const first, own = "http://example.org/two/first", "http://example.org/two/own"
+	aBody := bytes.Repeat([]byte("only the first manifest lists these bytes "), 50)
+	bBody := bytes.Repeat([]byte("the package's own manifest lists these "), 50)
+	b := buildRaw(t, []rawFile{
+		{name: "a", body: aBody, method: zip.Store, listed: true, uri: first},
+		{name: unzip.ManifestName, body: manifestOf(t, []rawFile{{name: "b", body: bBody, listed: true, uri: own}}), method: zip.Store},
+		{name: "b", body: bBody, method: zip.Store},
+	})
+	// The central directory names the first manifest.xml otherwise.
+	i := bytes.Index(b, []byte{'P', 'K', 1, 2})
+	n := int(binary.LittleEndian.Uint16(b[i+28:]))
+	if string(b[i+46:i+46+n]) != unzip.ManifestName {
+		t.Fatalf("first record %q", b[i+46:i+46+n])
 	}
-	add(unzip.ManifestName, man.Bytes(), zip.Store, 0)
-	for _, f := range files {
-		add(f.name, f.body, f.method, f.mode)
+	b[i+46+7] = 'X'
+	dir := t.TempDir()
+	writeDump(t, dir, map[string][]byte{"p.zip": b})
+	srv := serve(t, dir)
+
+	for _, streaming := range []bool{false, true} {
+		t.Run(fmt.Sprint("streaming=", streaming), func(t *testing.T) {
+			h := newHarness(t)
+			rep := h.baseline(ctx, srv.URL+"resourcedump.xml", func(o *pipeline.Options) { o.DisableStreaming = !streaming })
+			held := h.held(ctx)
+			if !bytes.Equal(held[own], bBody) {
+				t.Errorf("%s not delivered: %s", own, rep.Summary())
+			}
+			var noted, skipped bool
+			for _, f := range rep.Failures {
+				noted = noted || f.URI == first && strings.Contains(f.Error, "own manifest.xml")
+			}
+			for _, s := range rep.Skips {
+				skipped = skipped || s.Entry == "a"
+			}
+			_, delivered := held[first]
+			switch {
+			case !streaming && (delivered || noted || !skipped || rep.Status != runreport.StatusOK):
+				t.Errorf("read once downloaded: %s delivered %v, noted %v, entry a skipped %v; want only skipped\n%s", first, delivered, noted, skipped, rep.Summary())
+			case streaming && (!bytes.Equal(held[first], aBody) || !noted || skipped || rep.Status != runreport.StatusPartial):
+				t.Errorf("read as it arrived: %s delivered %v, noted %v, entry a skipped %v; want delivered, noted, not skipped, partial\n%s", first, delivered, noted, skipped, rep.Summary())
+			}
+		})
 	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
 }
 
 // writeDump writes resourcedump.xml listing the packages (name → bytes)

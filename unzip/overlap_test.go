@@ -3,6 +3,7 @@ package unzip
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"testing"
 
@@ -81,4 +82,115 @@ func TestLocalNameMismatch(t *testing.T) {
 	if err != nil || string(b) != "alpha" {
 		t.Errorf("a: %q, %v", b, err)
 	}
+}
+
+// TestDataIntoTheNextHeader: an entry whose data, placed after its local
+// header's name and extra field, runs into the next entry's local header
+// or into the central directory shares bytes with it: reading it fails
+// with ErrOverlap (the central directory's sizes alone cannot tell, so
+// the archive opens), and the other entries read. One case hides a second
+// entry's local header inside the first's extra field, whose own extra
+// field leads to the first's data: two records, one entry's bytes.
+func TestDataIntoTheNextHeader(t *testing.T) {
+	data := bytes.Repeat([]byte("shared bytes "), 8)
+	crc := crc32.ChecksumIEEE(data)
+	var hidden bytes.Buffer
+	hidden.Write(storedLocalHeader(ManifestName, 0, crc32.ChecksumIEEE(manifestBody), len(manifestBody)))
+	hidden.Write(manifestBody)
+	const extraA = 2000
+	aOff := hidden.Len()
+	hidden.Write(storedLocalHeader("a", extraA, crc, len(data)))
+	extraStart := hidden.Len()
+	dataStart := extraStart + extraA
+	extra := make([]byte, extraA)
+	bOff := aOff + lenLocal + len(data) // past a's header and data, as the central directory's sizes place them
+	copy(extra[bOff-extraStart:], storedLocalHeader("b", dataStart-(bOff+lenLocal+1), crc, len(data)))
+	hidden.Write(extra)
+	hidden.Write(data)
+	cdStart := hidden.Len()
+	hidden.Write(storedCentralRecord(ManifestName, crc32.ChecksumIEEE(manifestBody), len(manifestBody), 0))
+	hidden.Write(storedCentralRecord("a", crc, len(data), aOff))
+	hidden.Write(storedCentralRecord("b", crc, len(data), bOff))
+	var end le
+	end.u32(sigEOCD)
+	end.u16(0)
+	end.u16(0)
+	end.u16(3)
+	end.u16(3)
+	end.u32(uint32(hidden.Len() - cdStart))
+	end.u32(uint32(cdStart))
+	end.u16(0)
+	hidden.Write(end.b.Bytes())
+
+	tests := []struct {
+		name    string
+		archive []byte
+		overlap string // the entry whose data runs into another's header
+	}{
+		{"a header in another's extra field", hidden.Bytes(), "a"},
+		{"data into the central directory", withManifest(rawEntry{name: "a", body: bytes.Repeat([]byte("into the directory "), 100),
+			method: zip.Deflate, creator: creatorUnix, ext: 0o100644 << 16,
+			patch: func(h *rawHeader) { h.csize += 40 }}).build(t), "a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := Open(bytes.NewReader(tc.archive), int64(len(tc.archive)), Limits{})
+			wantErr(t, err, nil)
+			f, err := a.Lookup(tc.overlap)
+			wantErr(t, err, nil)
+			_, err = f.Open()
+			wantErr(t, err, ErrOverlap)
+			_, err = f.DataOffset()
+			wantErr(t, err, ErrOverlap)
+			m, err := a.Lookup(ManifestName)
+			wantErr(t, err, nil)
+			if b, err := readAll(t, m); err != nil || !bytes.Equal(b, manifestBody) {
+				t.Errorf("manifest = %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// storedLocalHeader is a stored entry's local header, announcing an extra
+// field of extraLen bytes the caller writes.
+func storedLocalHeader(name string, extraLen int, crc uint32, size int) []byte {
+	var w le
+	w.u32(sigLocal)
+	w.u16(20)
+	w.u16(0x800)
+	w.u16(0) // stored
+	w.u16(0)
+	w.u16(0)
+	w.u32(crc)
+	w.u32(uint32(size))
+	w.u32(uint32(size))
+	w.u16(uint16(len(name)))
+	w.u16(uint16(extraLen))
+	w.b.WriteString(name)
+	return w.b.Bytes()
+}
+
+// storedCentralRecord is a stored entry's central-directory record, its
+// local header at off.
+func storedCentralRecord(name string, crc uint32, size int, off int) []byte {
+	var w le
+	w.u32(sigDirHeader)
+	w.u16(3<<8 | 20)
+	w.u16(20)
+	w.u16(0x800)
+	w.u16(0)
+	w.u16(0)
+	w.u16(0)
+	w.u32(crc)
+	w.u32(uint32(size))
+	w.u32(uint32(size))
+	w.u16(uint16(len(name)))
+	w.u16(0)
+	w.u16(0)
+	w.u16(0)
+	w.u16(0)
+	w.u32(0o100644 << 16)
+	w.u32(uint32(off))
+	w.b.WriteString(name)
+	return w.b.Bytes()
 }

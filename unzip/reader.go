@@ -119,16 +119,16 @@ func (f *File) Open() (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	if off > a.size || f.CompressedSize > a.size-off {
-		return nil, errclass.Permanentf("unzip: entry %q: %w: data extends past the end of the archive", f.Name, ErrFormat)
-	}
 	sr := io.NewSectionReader(a.ra, off, f.CompressedSize)
 	return openEntry(f.Name, f.Method, f.Size, f.CRC32, sr, nil, a.lim.MaxRatio, &a.pool), nil
 }
 
 // DataOffset reads the entry's local header, which must name the entry,
 // and returns where its data starts in the archive. It fails as Open does
-// when the header is missing or names another entry.
+// when the header is missing or names another entry or the data extends
+// past the end of the archive, and with ErrOverlap
+// when the header's name and extra field carry the data into the next
+// entry's local header or the central directory.
 func (f *File) DataOffset() (int64, error) {
 	if f.header < 0 || f.header > f.a.size-lenLocal {
 		return 0, errclass.Permanentf("unzip: entry %q: %w: local header offset out of range", f.Name, ErrFormat)
@@ -140,6 +140,13 @@ func (f *File) DataOffset() (int64, error) {
 			return 0, fmt.Errorf("unzip: entry %q: reading local header: %w", f.Name, se.err)
 		}
 		return 0, errclass.Permanentf("unzip: entry %q: local header: %w", f.Name, err)
+	}
+	if off > f.a.size || f.CompressedSize > f.a.size-off {
+		return 0, errclass.Permanentf("unzip: entry %q: %w: data extends past the end of the archive", f.Name, ErrFormat)
+	}
+	if next := f.a.next(f.header); f.CompressedSize > next-off {
+		return 0, errclass.Permanentf("unzip: entry %q: %w: its data, at offset %d, runs past offset %d, where the next entry or the central directory starts",
+			f.Name, ErrOverlap, off, next)
 	}
 	return off, nil
 }

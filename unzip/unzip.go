@@ -182,6 +182,7 @@ type Archive struct {
 	hash func(name string) uint64 // of the names in index
 
 	index      []indexEntry    // non-directory records, sorted by name hash, then offset
+	starts     []int64         // where each such record's local header starts, and the central directory, in order
 	refs       []atomic.Uint64 // bitset over index: referenced by Lookup
 	manifest   File            // the top-level manifest.xml
 	manifestAt int             // position of manifest.xml in index
@@ -341,6 +342,12 @@ func (a *Archive) scan() error {
 	if err := overlaps(spans); err != nil {
 		return err
 	}
+	a.starts = make([]int64, 0, len(spans)+1)
+	for _, sp := range spans {
+		a.starts = append(a.starts, sp.start)
+	}
+	a.starts = append(a.starts, d.start)
+	slices.Sort(a.starts)
 	if limit := max(a.lim.MaxRatio*float64(a.size), TotalRatioExemptSize); total.hi != 0 || float64(total.lo) > limit {
 		return errclass.Permanentf("%w: the entries declare %d bytes in all, more than %g times the package's %d bytes",
 			ErrRatio, total.lo, a.lim.MaxRatio, a.size)
@@ -370,6 +377,21 @@ func (a *Archive) scan() error {
 // span is the bytes of one entry in the archive: its local header (the
 // fixed part) and its compressed data, [start, end).
 type span struct{ start, end int64 }
+
+// next returns where the next thing after the local header at off starts:
+// another entry's local header or the central directory. An entry's data
+// ends before it: the local header's name and extra field, unknown until
+// the entry is read, may not carry its data into another entry's.
+func (a *Archive) next(off int64) int64 {
+	i, found := slices.BinarySearch(a.starts, off)
+	if found {
+		i++
+	}
+	if i == len(a.starts) {
+		return a.size
+	}
+	return a.starts[i]
+}
 
 // overlaps fails with ErrOverlap when two spans share bytes: several
 // records that point at the same compressed bytes make a small package

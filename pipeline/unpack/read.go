@@ -435,6 +435,9 @@ func (rd *Reader) readManifest(ctx context.Context, h Host, j source.Package, en
 		if st != nil && rd.settle(ctx, h, &j, arch, st, rec) {
 			continue
 		}
+		if st != nil && st.byURI[rec.URI] != nil {
+			st.byURI[rec.URI].redone = true
+		}
 		from := arch
 		if st != nil && st.readsHole(arch, rec.Path) {
 			// Its data went to a worker from memory (direct.go).
@@ -474,7 +477,30 @@ func (rd *Reader) readManifest(ctx context.Context, h Host, j source.Package, en
 	if broken {
 		return nil
 	}
+	if st != nil {
+		rd.unlisted(ctx, h, j, arch, st)
+	}
 	return rd.packageDone(ctx, h, j, arch, want == nil)
+}
+
+// unlisted records, under its URI, each entry phase 1 delivered as the
+// manifest.xml at the package's start listed it, that the archive's own
+// manifest.xml (the central directory's, read by phase 2) does not list
+// so, nor lists its URI: a package with two manifests. Its bytes were
+// verified against the listing they were delivered by, and stay; the
+// failure says so, and the entry is not reported skipped as well.
+func (rd *Reader) unlisted(ctx context.Context, h Host, j source.Package, arch *unzip.Archive, st *streamState) {
+	for _, se := range st.order {
+		if !se.handed || se.settled || se.redone {
+			continue
+		}
+		_, _ = arch.Lookup(se.path) // referenced: reported here, not as skipped
+		h.Fail(ctx, Failure{Failure: runreport.Failure{URI: se.loc, Package: j.URL, Stage: "manifest", Permanent: true,
+			Error: fmt.Sprintf("entry %q was delivered as it arrived, as the manifest.xml at the start of the package listed it; the package's own manifest.xml (its central directory's) does not list it so", se.path)},
+			Set: j.ResourceSet, Hold: j.At, Kind: Note})
+		rd.Log.Warn("an entry delivered as it arrived is not listed so by the package's own manifest.xml; its bytes verified against the listing they came with and stay delivered",
+			"package", j.URL, "uri", se.loc, "entry", se.path)
+	}
 }
 
 // packageDone ends package j, read in full from arch: when every entry was

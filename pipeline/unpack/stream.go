@@ -260,8 +260,9 @@ type Streamed struct {
 	// handed: given to the workers in phase 1 (and not left to phase 2
 	// by them). settled: phase 2 met it in the manifest. Both are the
 	// package goroutine's, but for the worker that leaves the entry to
-	// phase 2 before the package goroutine waits for it.
-	handed, settled bool
+	// phase 2 before the package goroutine waits for it. redone: phase 2
+	// delivered its URI again, as the archive's manifest.xml lists it.
+	handed, settled, redone bool
 }
 
 // Leave reports whether the failure err of the entry is left to phase 2,
