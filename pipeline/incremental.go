@@ -31,8 +31,7 @@ var ErrNoCheckpoint = source.ErrNoCheckpoint
 // records by datestamp): created and updated resources are written,
 // deleted ones removed from every sink. Only packages holding a winning
 // change not held already are downloaded. The outcome does not depend on
-// the order in which packages are read. Checkpoints advance as seed 003
-// says: to the range's end (or the newest change seen, for an open dump),
+// the order in which packages are read. Checkpoints advance to the range's end (or the newest change seen, for an open dump),
 // held back at the earliest temporary failure.
 func Incremental(ctx context.Context, opts Options, rng Range) (*runreport.Report, error) {
 	opts, cleanup, err := prepare(opts)
@@ -105,6 +104,13 @@ func (r *run) unheld(ctx context.Context, j source.Package) (map[string]*source.
 	return want, nil
 }
 
+// deleteSuperseded reports whether delete c of a resource the state holds
+// as prev changes nothing: a newer change is applied, or this very delete
+// already was.
+func deleteSuperseded(prev state.Resource, c *source.Record) bool {
+	return !prev.ChangeTime.IsZero() && (prev.ChangeTime.After(c.ChangeTime) || (prev.Deleted && prev.ChangeTime.Equal(c.ChangeTime)))
+}
+
 // deleteRecord removes a resource whose winning change is a delete from
 // every sink.
 func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) result {
@@ -112,8 +118,7 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) res
 	if err != nil {
 		return result{fatal: err}
 	}
-	if had && !prev.ChangeTime.IsZero() && (prev.ChangeTime.After(c.ChangeTime) || (prev.Deleted && prev.ChangeTime.Equal(c.ChangeTime))) {
-		// A newer change is applied, or this very delete already was.
+	if had && deleteSuperseded(prev, c) {
 		return r.superseded(c.URI)
 	}
 	rec := state.Resource{URI: c.URI, Source: r.opts.SourceKey, ResourceSet: c.ResourceSet, Length: -1, ChangeTime: c.ChangeTime,

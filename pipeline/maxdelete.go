@@ -123,12 +123,12 @@ func (g *deleteGuard) check() error {
 }
 
 // wouldDelete reports whether record rec deletes a resource the state
-// holds (a delete of what is not held, or deleted already, changes
-// nothing).
+// holds (a delete of what is not held, or deleted already, or older than
+// the change held, changes nothing).
 func (r *run) wouldDelete(ctx context.Context, rec *source.Record) (bool, error) {
 	prev, had, err := r.opts.Store.Resource(ctx, r.opts.SourceKey, rec.URI)
 	if err != nil {
 		return false, err
 	}
-	return had && !prev.Deleted, nil
+	return had && !prev.Deleted && !deleteSuperseded(prev, rec), nil
 }

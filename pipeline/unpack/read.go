@@ -532,12 +532,22 @@ func isWinner(want map[string]*source.Record, rec *source.Record, seq int64) boo
 
 // packageHold returns the change time a temporary failure of package j,
 // read for want (nil: every entry), holds its set's checkpoint at: a
-// change package's from, a snapshot package's at.
+// change package's from, or the earliest change of want if earlier (a
+// package may list a change before its from); a snapshot package's at.
 func packageHold(j source.Package, want map[string]*source.Record) time.Time {
-	if want != nil {
-		return j.From
+	if want == nil {
+		return j.At
 	}
-	return j.At
+	hold := j.From
+	if hold.IsZero() {
+		return hold // no advance
+	}
+	for _, w := range want {
+		if !w.ChangeTime.IsZero() && w.ChangeTime.Before(hold) {
+			hold = w.ChangeTime
+		}
+	}
+	return hold
 }
 
 // waitGroup waits for wg, or for ctx to end.

@@ -108,6 +108,7 @@ func (w *walk) planChanges(ctx context.Context) error {
 func (w *walk) readChanges(ctx context.Context, p *changeplan.Plan, i int) (err error) {
 	j := &w.pending[i]
 	cp := w.sets[j.ResourceSet]
+	gap := w.gaps[i] // zero, or where the capability preferred covers
 	pkgFail := func(stage string, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -180,15 +181,15 @@ func (w *walk) readChanges(ctx context.Context, p *changeplan.Plan, i int) (err 
 			}
 			return pkgFail("manifest", fmt.Errorf("manifest: %w", err))
 		}
+		if t := e.ChangeTime(); !t.IsZero() && (t.Before(cp.From) || t.After(cp.Until) || !gap.IsZero() && !t.Before(gap)) {
+			continue // not a change this document is read for, whatever is wrong with it
+		}
 		if err := checkChange(e, !j.List); err != nil {
 			// At its own time when it gives one.
 			retry := entryRetry(e.Loc, e.Metadata.Change, j.ResourceSet, j.URL, cmp.Or(e.ChangeTime(), j.Until, w.now))
 			if err := entryFail(seq, e.Loc, err, retry); err != nil {
 				return err
 			}
-			continue
-		}
-		if t := e.ChangeTime(); t.Before(cp.From) || t.After(cp.Until) {
 			continue
 		}
 		rec := recordOf(e, j.ResourceSet, j.URL, j.At, w.ViaIdentity)

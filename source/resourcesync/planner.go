@@ -219,6 +219,62 @@ type walk struct {
 	// retries are the records of the sets met whose own failure is
 	// outstanding (an incremental task's), emitted after the plan.
 	retries []source.Record
+	// cover, while an incremental task walks the capability a Capability
+	// List offers, takes the from of its first (top) change document:
+	// where what it covers begins.
+	cover *coverage
+	// gap, while the walk reads the other capability for the changes
+	// the preferred one does not cover, is where those begin to be
+	// covered: only changes before it are read (gaps, one per pending).
+	gap  time.Time
+	gaps []time.Time
+}
+
+// coverage is where the changes a capability covers begin: its top
+// document's from, once seen.
+type coverage struct {
+	from time.Time
+	seen bool
+}
+
+// noteCover records the from of a change document's header as where the
+// walked capability's coverage begins, if it is the capability's first.
+func (w *walk) noteCover(h *manifest.Header) {
+	if w.cover != nil && !w.cover.seen {
+		w.cover.from, w.cover.seen = h.Metadata.From, true
+	}
+}
+
+// offered walks capability c of the Capability List capList, its entry e.
+// In an incremental task, when c's changes begin after the range's start
+// — a Change Dump kept for less time than the Change List — the changes
+// before are read from other, the other capability offered (nil: none;
+// the gap is logged).
+func (w *walk) offered(ctx context.Context, here *trail, c manifest.Capability, e, other *manifest.Entry, capList string) error {
+	if w.task.Mode != source.Incremental {
+		return w.child(ctx, here, e, capList)
+	}
+	cover := &coverage{}
+	w.cover = cover
+	err := w.child(ctx, here, e, capList)
+	w.cover = nil
+	if err != nil {
+		return err
+	}
+	cp := w.sets[capList]
+	if cp == nil || cover.from.IsZero() || !cover.from.After(cp.From) {
+		return nil
+	}
+	if other == nil {
+		w.Log.Warn("the changes the source publishes begin after the range's start; those between are not published",
+			"capability", capName(c), "document", e.Loc, "from", cover.from, "range_from", cp.From)
+		return nil
+	}
+	w.Log.Info("the changes of the capability begin after the range's start; those before are read from the other capability offered",
+		"capability", capName(c), "document", e.Loc, "from", cover.from, "range_from", cp.From, "other", other.Loc)
+	w.gap = cover.from
+	defer func() { w.gap = time.Time{} }()
+	return w.child(ctx, here, other, capList)
 }
 
 // set returns the checkpoint of resource set, resolving an incremental
@@ -316,6 +372,9 @@ func (w *walk) inRange(ctx context.Context, set string, from, until time.Time) (
 	if err != nil {
 		return false, err
 	}
+	if !w.gap.IsZero() && !from.IsZero() && !from.Before(w.gap) {
+		return false, nil // covered by the capability preferred
+	}
 	return source.Intersects(from, until, cp.From, cp.Until), nil
 }
 
@@ -350,6 +409,7 @@ func (w *walk) pkg(ctx context.Context, j source.Package) error {
 	}
 	if w.task.Mode == source.Incremental {
 		w.pending = append(w.pending, j)
+		w.gaps = append(w.gaps, w.gap)
 		return nil
 	}
 	if err := w.noteAt(ctx, j.ResourceSet, j.At); err != nil {
@@ -543,9 +603,13 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 		if w.PreferList {
 			order = []manifest.Capability{w.list, w.want}
 		}
-		for _, c := range order {
+		for i, c := range order {
 			if e, ok := offers[c]; ok && c != "" {
-				return w.child(ctx, here, e, docURL)
+				var other *manifest.Entry
+				if i == 0 && order[1] != "" {
+					other = offers[order[1]]
+				}
+				return w.offered(ctx, here, c, e, other, docURL)
 			}
 		}
 		if w.list != "" {
@@ -586,6 +650,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 		if w.list != manifest.ChangeList {
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
+		w.noteCover(&h)
 		if h.IsIndex() {
 			return w.walkIndex(ctx, rd, resourceSet, here)
 		}
@@ -600,6 +665,7 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 		if h.Metadata.Capability != w.want {
 			return errclass.Permanentf("%s: a %s document, expected a %s", docURL, capName(h.Metadata.Capability), capName(w.want))
 		}
+		w.noteCover(&h)
 		if h.IsIndex() {
 			if w.task.Mode == source.Baseline && h.Metadata.Capability == manifest.ResourceDump {
 				// As a Resource List Index's at.
