@@ -46,8 +46,8 @@ type Setting struct {
 	Name string
 	// Key is the key in files ("": Name with '_' for '-').
 	Key string
-	// Aliases are other keys a file may give it by (the first name seed
-	// documents used, say); giving two that differ is an error.
+	// Aliases are other keys a file may give it by (an earlier name
+	// of the setting, say); giving two that differ is an error.
 	Aliases []string
 	// Short is the flag's one-letter form ("": none).
 	Short string

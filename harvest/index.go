@@ -31,7 +31,7 @@ type IndexReport struct {
 // holds of j's source, each read from the copy one of j's other sinks keeps
 // (a sink.Inventory: fs, s3, es with its bodies) and verified against the
 // length and strongest digest the state records, with no request to the
-// source: seed 003's harvesting and indexing kept independent. It rebuilds
+// source: harvesting and indexing kept independent. It rebuilds
 // a search index that was dropped, and fills a sink added to a site later.
 // A resource no sink holds a matching copy of is counted missing (the next
 // harvest, or an audit with repair, fetches it); the targets are written in

@@ -1,7 +1,7 @@
 // Package es is the Elasticsearch sink: it keeps the current state of every
 // resource as one document of a resource index, and appends one document per
 // Put or Delete to a change index, after the ResourceSync-in-Elasticsearch
-// design the project was seeded with. It speaks the Elasticsearch REST API
+// state model. It speaks the Elasticsearch REST API
 // (_bulk, _doc, _search) and also works with ZincSearch's
 // Elasticsearch-compatible API (under "/es/").
 //
@@ -45,7 +45,7 @@
 //	about         a record's about containers (XML documents; not indexed)
 //	dc_*          an oai_dc record's Dublin Core elements (see sink.DublinCore)
 //
-// The seed's "ln" field holds the resource's links (rel, href, mime).
+// The model's "ln" field holds the resource's links (rel, href, mime).
 // "location" is a plain object, not "nested": ZincSearch has no nested type.
 //
 // A change document (_id = rev) has uri, uri_b64, resource_set, location,

@@ -48,7 +48,8 @@ func uriFields(uri string) (text, b64 string) {
 	return strings.ToValidUTF8(uri, "\uFFFD"), base64.StdEncoding.EncodeToString([]byte(uri))
 }
 
-// location is the seed's location object.
+// location is the document's location object (the resource's location
+// in the Elasticsearch state model).
 type location struct {
 	Value string `json:"value"`
 	Type  string `json:"type"`
@@ -70,7 +71,7 @@ type resourceDoc struct {
 	Timestamp   string   `json:"timestamp"`
 	Rev         string   `json:"rev"`
 	Text        *string  `json:"text,omitempty"`
-	// Ln are the resource's links (seed 001's "ln").
+	// Ln are the resource's links (the state model's "ln").
 	Ln []link `json:"ln,omitempty"`
 	// Sets and About are what a protocol says of the record (see
 	// sink.Resource).

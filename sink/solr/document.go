@@ -148,7 +148,7 @@ func (s *Solr) readDocument(ctx context.Context, r *sink.Resource, body io.Reade
 		Mime:   term("mime", r.Type),
 		Text:   c.textValue(s.opts.TextMaxBytes),
 		Body:   c.body,
-		// The resource set and links of seed 001's resource model.
+		// The resource set and links of the Elasticsearch state model's resource.
 		ResourceSet: term("resource_set", r.ResourceSet),
 	}
 	if loc := strings.ToValidUTF8(r.URI, "\uFFFD"); len(loc) <= maxTermBytes {

@@ -1,4 +1,4 @@
-// Package harvestlist is the planner of seed 004's own protocol: a site
+// Package harvestlist is the planner of the Metacat-style harvest list: a site
 // publishes a harvest list (the Metacat harvester's harvestList.xsd: a
 // harvestList root in the namespace Namespace holding document elements,
 // each a docid — scope, identifier, revision — with its documentType and
