@@ -613,7 +613,7 @@ func (s *FS) Get(ctx context.Context, uri string) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, errclass.Retryablef("fs: get %s: %w", short(uri), err)
 	}
-	f, err := s.root.Open(Encode(uri))
+	f, err := s.root.OpenFile(Encode(uri), os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		if isNotExist(err) {
 			return nil, fmt.Errorf("fs: get %s: %w", short(uri), iofs.ErrNotExist)
@@ -727,7 +727,8 @@ func (s *FS) createTemp() (string, *tmpFile, error) {
 
 // fsError classifies a filesystem error: permanent when the name of this
 // one URI is at fault (too long, rejected by the filesystem, or something
-// foreign in the way of its path), fatal (the sink cannot go on) otherwise.
+// foreign in the way of its path: a file, or a symbolic link the root
+// does not follow out of it), fatal (the sink cannot go on) otherwise.
 func (s *FS) fsError(op, uri string, err error) error {
 	switch {
 	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EILSEQ),
@@ -736,7 +737,28 @@ func (s *FS) fsError(op, uri string, err error) error {
 		errors.Is(err, iofs.ErrExist):
 		return errclass.Permanentf("fs sink %s: %s %s: %w", s.dir, op, short(uri), err)
 	}
+	if link := s.linkInTheWay(Encode(uri)); link != "" {
+		return errclass.Permanentf("fs sink %s: %s %s: a symbolic link in the way, %s: %w", s.dir, op, short(uri), link, err)
+	}
 	return errclass.Fatalf("fs sink %s: %s %s: %w", s.dir, op, short(uri), err)
+}
+
+// linkInTheWay returns the first of rel's directories, or rel, below the
+// root, that is a symbolic link (the sink makes none), or "".
+func (s *FS) linkInTheWay(rel string) string {
+	for i := range len(rel) + 1 {
+		if i < len(rel) && rel[i] != '/' {
+			continue
+		}
+		st, err := s.root.Lstat(rel[:i])
+		if err != nil {
+			return ""
+		}
+		if st.Mode()&iofs.ModeSymlink != 0 {
+			return rel[:i]
+		}
+	}
+	return ""
 }
 
 // isNotExist reports whether err means a path is absent, also when a file

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -610,31 +611,187 @@ func TestManyDirectoriesConcurrently(t *testing.T) {
 	}
 }
 
-// TestSwappedDirectoryStaysInside: a directory the sink renamed into
-// before, swapped for a symbolic link leading outside DIR, does not lead
-// the next Put outside.
-func TestSwappedDirectoryStaysInside(t *testing.T) {
+// TestMovedDirectory: a directory the sink renamed into before, then
+// moved out of DIR (to a backup), renamed within it, or swapped for a
+// symbolic link leading outside, does not take the next Put of a file of
+// that directory: nothing lands outside DIR, and a Put that succeeds is
+// at its path, where Get finds it; the link in the way fails the Put,
+// permanently (its URI's own failure).
+func TestMovedDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		move func(t *testing.T, hdir, dir, outside string)
+	}{
+		{"moved out of DIR", func(t *testing.T, hdir, _, outside string) {
+			if err := os.Rename(hdir, filepath.Join(outside, "backup")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"renamed within DIR", func(t *testing.T, hdir, _, _ string) {
+			if err := os.Rename(hdir, hdir+".old"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"swapped for a link outside", func(t *testing.T, hdir, dir, outside string) {
+			if err := os.Rename(hdir, filepath.Join(dir, "moved")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, hdir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			outside := filepath.Join(parent, "outside")
+			dir := filepath.Join(parent, "mirror")
+			if err := os.MkdirAll(outside, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			s := newFS(t, dir, Options{})
+			defer s.Close(t.Context())
+			ctx := t.Context()
+			if err := s.Put(ctx, &sink.Resource{URI: "http://h/a"}, strings.NewReader("a")); err != nil {
+				t.Fatal(err)
+			}
+			tc.move(t, filepath.Dir(s.Path("http://h/a")), dir, outside)
+			// What is outside DIR, the directory moved there included.
+			outsideFiles := func() []string {
+				var names []string
+				filepath.WalkDir(outside, func(p string, _ iofs.DirEntry, _ error) error {
+					names = append(names, p)
+					return nil
+				})
+				return names
+			}
+			before := outsideFiles()
+			err := s.Put(ctx, &sink.Resource{URI: "http://h/b"}, strings.NewReader("b"))
+			if after := outsideFiles(); !slices.Equal(after, before) {
+				t.Errorf("outside DIR: %v, before the Put %v", after, before)
+			}
+			if err != nil {
+				if c := errclass.Of(err); c != errclass.Permanent || tc.name != "swapped for a link outside" {
+					t.Errorf("Put: %v (%v)", err, c)
+				}
+				return
+			}
+			rc, err := s.Get(ctx, "http://h/b")
+			if err != nil {
+				t.Fatalf("Put succeeded, then Get: %v", err)
+			}
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			if string(b) != "b" {
+				t.Errorf("Get = %q", b)
+			}
+		})
+	}
+}
+
+// TestLastmodPastNanoseconds: a lastmod beyond what nanoseconds since 1970
+// hold (past 2262) is the file's modification time as well, or the latest
+// the file system keeps: never a time wrapped around to 1901.
+func TestLastmodPastNanoseconds(t *testing.T) {
+	s := newFS(t, t.TempDir(), Options{})
+	defer s.Close(t.Context())
+	late := time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		uri     string
+		lastmod time.Time
+	}{
+		{"http://h/2300", late},
+		{"http://h/never", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)},
+	} {
+		if err := s.Put(t.Context(), &sink.Resource{URI: tc.uri, Lastmod: tc.lastmod}, strings.NewReader("x")); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		st, err := os.Stat(s.Path(tc.uri))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.ModTime(); tc.lastmod.Equal(late) && !got.Equal(late) || got.Before(late) {
+			t.Errorf("lastmod %s: the file's modification time is %s", tc.lastmod, got.UTC())
+		}
+	}
+}
+
+// TestGetOfAFifo: Get of a path where something else planted a FIFO
+// answers that the sink does not hold the URI, instead of waiting for a
+// writer to open the FIFO.
+func TestGetOfAFifo(t *testing.T) {
+	s := newFS(t, t.TempDir(), Options{})
+	defer s.Close(t.Context())
+	const uri = "http://h/fifo"
+	p := s.Path(uri)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		rc, err := s.Get(t.Context(), uri)
+		if err == nil {
+			rc.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, iofs.ErrNotExist) {
+			t.Errorf("Get of a FIFO: %v, want fs.ErrNotExist", err)
+		}
+	case <-time.After(time.Minute):
+		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close() // lets the blocked open return
+		}
+		<-done
+		t.Errorf("Get of a FIFO waited for a writer")
+	}
+}
+
+// TestForeignLinkInTheWay: a symbolic link leading out of DIR, planted
+// where a URI's directory or file goes, is something foreign in the way
+// of that URI, as a file there is: Put, Get and Delete of it fail
+// permanently (that URI's own failure; the others go on), and nothing is
+// written outside DIR.
+func TestForeignLinkInTheWay(t *testing.T) {
 	parent := t.TempDir()
-	outside := filepath.Join(parent, "outside")
 	dir := filepath.Join(parent, "mirror")
+	outside := filepath.Join(parent, "outside")
 	if err := os.MkdirAll(outside, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	s := newFS(t, dir, Options{})
 	defer s.Close(t.Context())
-	ctx := t.Context()
-	if err := s.Put(ctx, &sink.Resource{URI: "http://h/a"}, strings.NewReader("a")); err != nil {
+	if err := os.Symlink(outside, filepath.Join(dir, "linked")); err != nil {
 		t.Fatal(err)
 	}
-	hdir := filepath.Dir(s.Path("http://h/a"))
-	if err := os.Rename(hdir, filepath.Join(dir, "moved")); err != nil {
+	if err := s.Put(t.Context(), &sink.Resource{URI: "http://h/f"}, strings.NewReader("f")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(outside, hdir); err != nil {
+	if err := os.Remove(s.Path("http://h/f")); err != nil {
 		t.Fatal(err)
 	}
-	_ = s.Put(ctx, &sink.Resource{URI: "http://h/b"}, strings.NewReader("b")) // wherever it lands, not outside
-	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
-		t.Errorf("outside DIR now holds %d entries", len(entries))
+	if err := os.Symlink(filepath.Join(outside, "f"), s.Path("http://h/f")); err != nil {
+		t.Fatal(err)
+	}
+	for _, uri := range []string{"linked://h/a", "http://h/f"} {
+		err := s.Put(t.Context(), &sink.Resource{URI: uri}, strings.NewReader("x"))
+		if c := errclass.Of(err); c != errclass.Permanent && uri != "http://h/f" {
+			t.Errorf("Put of %s below a foreign link: %v (%v), want permanent", uri, err, c)
+		}
+		if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+			t.Fatalf("written outside DIR: %v", entries)
+		}
+		if rc, err := s.Get(t.Context(), uri); err == nil {
+			rc.Close()
+		} else if errclass.IsFatal(err) {
+			t.Errorf("Get of %s: %v is fatal", uri, err)
+		}
+		if err := s.Delete(t.Context(), uri); errclass.IsFatal(err) {
+			t.Errorf("Delete of %s: %v is fatal", uri, err)
+		}
 	}
 }

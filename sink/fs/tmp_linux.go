@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rsharvest/rsharvest/internal/flock"
 )
@@ -28,10 +31,19 @@ import (
 // of both paths from the root, component by component.
 type tmpFiles struct {
 	dir  *os.File // the temporary directory
+	top  *os.File // the root directory, to look a held directory up from
 	path string   // the temporary directory's path, for messages
 
 	mu   sync.Mutex
-	dirs map[string]*os.File // destination directories by path below the root ("." for the root)
+	dirs map[string]dirHandle // destination directories by path below the root ("." for the root)
+}
+
+// dirHandle is a held destination directory, with its identity when
+// opened: a handle is used only while its path still leads to it (a
+// directory moved away, within the root or out of it, is not written).
+type dirHandle struct {
+	f        *os.File
+	dev, ino uint64
 }
 
 // maxDirHandles bounds the destination directory handles kept open.
@@ -56,7 +68,12 @@ func openTmpFiles(root *os.Root, sinkDir, rel string) (*tmpFiles, error) {
 		}
 		return nil, err
 	}
-	return &tmpFiles{dir: d, path: filepath.Join(sinkDir, filepath.FromSlash(rel)), dirs: map[string]*os.File{}}, nil
+	top, err := root.Open(".")
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return &tmpFiles{dir: d, top: top, path: filepath.Join(sinkDir, filepath.FromSlash(rel)), dirs: map[string]dirHandle{}}, nil
 }
 
 // rename moves the temporary file tmp (its path below root) to rel, a
@@ -84,33 +101,71 @@ func (t *tmpFiles) rename(root *os.Root, tmp, rel string) error {
 }
 
 // dirHandle returns the handle on dir, opening it through root when it is
-// not held; past maxDirHandles another is closed first.
+// not held, or no longer what dir leads to (one fstatat from the root);
+// past maxDirHandles another is closed first.
 func (t *tmpFiles) dirHandle(root *os.Root, dir string) (*os.File, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if d, ok := t.dirs[dir]; ok {
-		return d, nil
+	if h, ok := t.dirs[dir]; ok {
+		if dev, ino, err := t.identity(dir); err == nil && dev == h.dev && ino == h.ino {
+			return h.f, nil
+		}
+		_ = h.f.Close() // moved, or replaced: opened again through root
+		delete(t.dirs, dir)
 	}
 	d, err := root.Open(dir)
 	if err != nil {
 		return nil, err
 	}
+	st, err := d.Stat()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		d.Close()
+		return nil, fmt.Errorf("%s: no device and inode", dir)
+	}
 	for k, old := range t.dirs {
 		if len(t.dirs) < maxDirHandles {
 			break
 		}
-		_ = old.Close() // a rename using it holds its descriptor until done
+		_ = old.f.Close() // a rename using it holds its descriptor until done
 		delete(t.dirs, k)
 	}
-	t.dirs[dir] = d
+	t.dirs[dir] = dirHandle{f: d, dev: uint64(sys.Dev), ino: sys.Ino}
 	return d, nil
+}
+
+// identity returns the device and inode of what dir, below the root,
+// leads to now.
+func (t *tmpFiles) identity(dir string) (dev, ino uint64, err error) {
+	rc, err := t.top.SyscallConn()
+	if err != nil {
+		return 0, 0, err
+	}
+	var st unix.Stat_t
+	var callErr error
+	err = rc.Control(func(fd uintptr) {
+		for {
+			callErr = unix.Fstatat(int(fd), dir, &st, 0)
+			if !errors.Is(callErr, unix.EINTR) {
+				return
+			}
+		}
+	})
+	if err = cmp.Or(err, callErr); err != nil {
+		return 0, 0, err
+	}
+	return uint64(st.Dev), st.Ino, nil
 }
 
 // forget closes the handle d on dir, if it is still the one held.
 func (t *tmpFiles) forget(dir string, d *os.File) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.dirs[dir] == d {
+	if h, ok := t.dirs[dir]; ok && h.f == d {
 		_ = d.Close()
 		delete(t.dirs, dir)
 	}
@@ -125,8 +180,8 @@ var errHandleClosed = errors.New("directory handle closed")
 func (t *tmpFiles) forgetAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for k, d := range t.dirs {
-		_ = d.Close()
+	for k, h := range t.dirs {
+		_ = h.f.Close()
 		delete(t.dirs, k)
 	}
 }
@@ -163,6 +218,10 @@ func renameat(from *os.File, name string, to *os.File, base string) error {
 	}
 	return callErr
 }
+
+// openNonblock opens what may be a FIFO planted at a file's path without
+// waiting for a writer (a regular file reads as without it).
+const openNonblock = syscall.O_NONBLOCK
 
 // lockDir takes an exclusive flock on the open directory d without
 // blocking: false means another process holds it (its sink is open). The
@@ -266,16 +325,18 @@ func (t *tmpFiles) closeFile(f *tmpFile, name string, mtime time.Time) error {
 // close releases the temporary directory and the directory handles.
 func (t *tmpFiles) close() error {
 	t.forgetAll()
-	return t.dir.Close()
+	return errors.Join(t.top.Close(), t.dir.Close())
 }
 
 // futimes sets the access and modification times of the open file fd to
 // mtime with utimensat(fd, NULL, times, 0), which is what futimens(3)
 // does; the syscall package has no futimens, and its Futimes goes through
-// /proc/self/fd, which a container may not mount. The times are converted
-// as os.Chtimes converts them.
+// /proc/self/fd, which a container may not mount. The time is given in
+// seconds and nanoseconds, so that one past 2262 (beyond UnixNano) is set
+// as it is, or as the latest the file system keeps.
 func futimes(fd int, mtime time.Time) error {
-	ts := [2]syscall.Timespec{syscall.NsecToTimespec(mtime.UnixNano()), syscall.NsecToTimespec(mtime.UnixNano())}
+	at := syscall.Timespec{Sec: mtime.Unix(), Nsec: int64(mtime.Nanosecond())}
+	ts := [2]syscall.Timespec{at, at}
 	for {
 		_, _, errno := syscall.Syscall6(syscall.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
 		switch errno {

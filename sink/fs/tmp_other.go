@@ -4,6 +4,7 @@ package fs
 
 import (
 	"errors"
+	"math"
 	"os"
 	"time"
 )
@@ -42,8 +43,14 @@ func (t *tmpFiles) closeFile(f *tmpFile, name string, mtime time.Time) error {
 	if err := f.Close(); err != nil || mtime.IsZero() {
 		return err
 	}
+	// os.Chtimes goes through UnixNano: keep within what it represents.
+	mtime = min(max(mtime, time.Unix(0, math.MinInt64)), time.Unix(0, math.MaxInt64))
 	return t.root.Chtimes(name, mtime, mtime)
 }
+
+// openNonblock is 0: a FIFO planted at a file's path makes Get wait for
+// a writer on this system.
+const openNonblock = 0
 
 // close releases the temporary directory.
 func (t *tmpFiles) close() error { return t.root.Close() }
