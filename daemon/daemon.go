@@ -86,7 +86,7 @@ type Options struct {
 	// Daily, when set, runs once a day (the composite report to the
 	// administrator).
 	Daily func(ctx context.Context) error
-	// SitesConcurrency is how many sites are harvested at once (default 2).
+	// SitesConcurrency is how many sites are harvested at once (default 1).
 	SitesConcurrency int
 	// Tick is how often the registry is read for due sites (default 1m).
 	Tick time.Duration
@@ -213,14 +213,24 @@ func (scheduleArgs) Kind() string { return "rsharvest_schedule" }
 // queueHarvest is the queue of harvest jobs.
 const queueHarvest = "harvest"
 
+// queueDaily is the queue of the daily job: apart from the schedule's, so
+// that a slow report (a mail server that takes minutes to give up) holds
+// up no due site.
+const queueDaily = "daily"
+
 // ErrSchemaInUse is wrapped by Run's error when another daemon holds
 // Options.JobsSchema.
 var ErrSchemaInUse = state.ErrSchemaInUse
 
 // Run runs the schedule until ctx ends, then stops: running harvests
 // have their contexts cancelled and end, recording what they did. It
-// returns nil after a stop that ctx asked for.
-func Run(ctx context.Context, opts Options) error {
+// returns nil after a stop that ctx asked for, also one while it starts.
+func Run(ctx context.Context, opts Options) (err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			err = nil // a step of the start stopped by the stop asked for
+		}
+	}()
 	if opts.Store == nil || opts.Harvest == nil {
 		return errclass.Fatalf("daemon: a store and a harvest function are required")
 	}
@@ -340,11 +350,13 @@ func run[TTx any](ctx context.Context, opts Options, driver riverdriver.Driver[T
 		// daemon restarted within a day would otherwise never send one
 		// (a day's report is claimed once, by its date).
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(24*time.Hour),
-			func() (river.JobArgs, *river.InsertOpts) { return dailyArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+			func() (river.JobArgs, *river.InsertOpts) { return dailyArgs{}, &river.InsertOpts{Queue: queueDaily} },
+			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	client, err := river.NewClient(driver, &river.Config{
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: 1},
+			queueDaily:         {MaxWorkers: 1},
 			queueHarvest:       {MaxWorkers: opts.SitesConcurrency},
 			queueUnits:         {MaxWorkers: cmp.Or(opts.UnitsConcurrency, opts.SitesConcurrency)},
 		},
@@ -461,8 +473,17 @@ func (d *daemon[TTx]) schedule(ctx context.Context, _ *river.Job[scheduleArgs]) 
 		if err != nil {
 			return fmt.Errorf("daemon: queue site %s: %w", s.Name, err)
 		}
-		if !res.UniqueSkippedAsDuplicate {
+		switch job := res.Job; {
+		case !res.UniqueSkippedAsDuplicate:
 			d.log.Info("site due: harvest queued", "site", s.Name)
+		case job != nil && (job.State == rivertype.JobStateRetryable || job.State == rivertype.JobStateScheduled) && job.ScheduledAt.After(time.Now()):
+			// Its job waits for River's backoff after a temporary
+			// failure, and the site is due now (an operator asked for
+			// it, or its registry's retry came first): at once.
+			if _, err := d.client.JobRetry(ctx, job.ID); err != nil {
+				return fmt.Errorf("daemon: queue site %s: %w", s.Name, err)
+			}
+			d.log.Info("site due: its waiting harvest brought forward", "site", s.Name)
 		}
 	}
 	return nil

@@ -203,7 +203,8 @@ func (h *Harvester) One(ctx context.Context, s *site.Site, spoolDir string, rs *
 // that grows with the failed or interrupted harvests in a row
 // (site.Site.RetryAfter), rather than at its next period. They are counted
 // from the harvest log, and from s's own backoff when the harvest failed
-// before its run began (ran false): it has no run.
+// before its run began (ran false): it has no run. A next harvest set
+// while it ran (an edit, or a harvest asked for) stands.
 func (h *Harvester) retrySoon(ctx context.Context, s *site.Site, started time.Time, ran bool) error {
 	runs, err := h.Store.RunsSince(ctx, time.Time{}, s.Name)
 	if err != nil {
@@ -219,7 +220,7 @@ func (h *Harvester) retrySoon(ctx context.Context, s *site.Site, started time.Ti
 	if !ran {
 		failures = max(failures, s.RetriesBefore()) + 1
 	}
-	return h.Store.SetSiteNext(ctx, s.Name, s.RetryAfter(started, max(failures, 1), time.Local))
+	return h.Store.RetrySite(ctx, s.Name, s.RetryAfter(started, max(failures, 1), time.Local), s.Next)
 }
 
 // Status is a site harvest's status: its run's (failed when the run did

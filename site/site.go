@@ -79,6 +79,10 @@ func (s *Site) RetryAfter(last time.Time, failures int, loc *time.Location) time
 		period = FirstRetry // no next time: retried, not harvested at once
 	}
 	for i := 1; i < failures && wait < period; i++ {
+		if wait > period/2 {
+			wait = period // doubled, it would pass the period (or overflow)
+			break
+		}
 		wait *= 2
 	}
 	return last.Add(min(wait, period))
@@ -103,10 +107,13 @@ func (s *Site) RetriesBefore() int {
 	if !s.LastFailed() || !s.Next.After(s.Last) {
 		return 0
 	}
-	n, wait := 1, FirstRetry
-	for wait < s.Next.Sub(s.Last) {
-		wait *= 2
+	n, wait, gap := 1, FirstRetry, s.Next.Sub(s.Last)
+	for wait < gap {
 		n++
+		if wait > gap/2 {
+			break // doubled, it would pass the gap (or overflow)
+		}
+		wait *= 2
 	}
 	return n
 }
@@ -127,7 +134,7 @@ type Store interface {
 	SetSiteNext(ctx context.Context, name string, next time.Time) error
 	SetSitePaused(ctx context.Context, name string, paused bool) error
 	DueSites(ctx context.Context, now time.Time) ([]state.Site, error)
-	SetSitesDue(ctx context.Context, due map[string]time.Time, read time.Time) error
+	SetSitesDue(ctx context.Context, due []state.DueTime) error
 }
 
 var _ Store = (*state.Store)(nil)
@@ -161,13 +168,12 @@ func (r Registry) Sites(ctx context.Context) ([]*Site, error) {
 // with nothing due nothing is read (ten thousand sites cost one index
 // look-up, not ten thousand definitions read).
 func (r Registry) Due(ctx context.Context, now time.Time, loc *time.Location) ([]*Site, error) {
-	read := time.Now() // the clock the rows' changes are stamped by, not now's
 	rows, err := r.Store.DueSites(ctx, now)
 	if err != nil {
 		return nil, err
 	}
 	var out []*Site
-	later := map[string]time.Time{}
+	var later []state.DueTime
 	for _, row := range rows {
 		s, err := FromRow(row)
 		if err != nil {
@@ -176,21 +182,24 @@ func (r Registry) Due(ctx context.Context, now time.Time, loc *time.Location) ([
 		if s.Due(now, loc) {
 			out = append(out, s)
 		} else {
-			later[s.Name] = s.NextHarvest(loc)
+			later = append(later, state.DueTime{Name: s.Name, At: s.NextHarvest(loc), Updated: row.Updated})
 		}
 	}
-	return out, r.Store.SetSitesDue(ctx, later, read)
+	return out, r.Store.SetSitesDue(ctx, later)
 }
 
 // Refresh records site name's next harvest (see Due), after a change of
 // where its harvests stand.
 func (r Registry) Refresh(ctx context.Context, name string, loc *time.Location) error {
-	read := time.Now()
-	s, err := r.Site(ctx, name)
+	row, err := r.Store.Site(ctx, name)
 	if err != nil {
 		return err
 	}
-	return r.Store.SetSitesDue(ctx, map[string]time.Time{name: s.NextHarvest(loc)}, read)
+	s, err := FromRow(row)
+	if err != nil {
+		return err
+	}
+	return r.Store.SetSitesDue(ctx, []state.DueTime{{Name: name, At: s.NextHarvest(loc), Updated: row.Updated}})
 }
 
 // Site returns site name; its error wraps state.ErrNoSite when there is

@@ -372,7 +372,7 @@ WHERE r.mode = 'baseline' AND r.status IN ('ok', 'partial') AND json_valid(r.rep
 		// 26: a change keeps its resource's link to the original (via).
 		`ALTER TABLE changes ADD COLUMN links TEXT;`,
 		// 27: ten thousand sites: each site's next harvest as the registry
-		// computed it (see SetSiteDue), and the indexes the status page and
+		// computed it (see SetSitesDue), and the indexes the status page and
 		// the due sites are read by.
 		registryIndexes,
 		// 28: the runs whose details the harvest log keeps (see PruneLog).

@@ -75,6 +75,25 @@ func (s *Store) SiteHarvested(ctx context.Context, name string, last time.Time, 
 	return s.updateSite(ctx, name, "next = CASE WHEN next > ? THEN next END, due = NULL, last = ?, last_status = ?, last_run_id = ?", at, at, status, nullID(runID))
 }
 
+// RetrySite makes site name, whose harvest failed or was interrupted, due
+// again at at: unless its explicit next harvest is no longer read, the one
+// read before that harvest began (zero: none), but one set since (an edit
+// of the site, or a harvest asked for, while the harvest ran), which is
+// kept.
+func (s *Store) RetrySite(ctx context.Context, name string, at, read time.Time) error {
+	next, err := encodeTime(at)
+	if err != nil {
+		return fatal("site", err)
+	}
+	var was any = "" // no next was set: any now is one set since
+	if !read.IsZero() {
+		if was, err = encodeTime(read); err != nil {
+			return fatal("site", err)
+		}
+	}
+	return s.updateSite(ctx, name, "next = CASE WHEN next IS NOT NULL AND next <> ? THEN next ELSE ? END, due = NULL", was, next)
+}
+
 func (s *Store) updateSite(ctx context.Context, name, set string, args ...any) error {
 	args = append(args, time.Now().UTC().Format(timeLayout), name)
 	res, err := s.w.ExecContext(ctx, "UPDATE sites SET "+set+", updated = ? WHERE name = ?", args...)
@@ -167,32 +186,40 @@ func scanSite(sc scanner, st *Site, more ...any) error {
 	return nil
 }
 
+// DueTime is a site's next harvest as the registry computed it from the
+// site's row as read: Updated is the row's Updated then.
+type DueTime struct {
+	Name    string
+	At      time.Time
+	Updated time.Time
+}
+
 // SetSitesDue records, in one transaction, each site's next harvest as
-// the registry computes it from its schedule, by name (zero: unknown,
-// computed again at the next look for due sites), from the rows it read
-// at read (this machine's clock). Every change of a site's definition,
-// last harvest or explicit next harvest makes it unknown; a site changed
-// since read is left so (its time was computed from what it no longer
-// is).
-func (s *Store) SetSitesDue(ctx context.Context, due map[string]time.Time, read time.Time) error {
+// the registry computes it from its schedule (zero: unknown, computed
+// again at the next look for due sites). Every change of a site's
+// definition, last harvest or explicit next harvest makes it unknown; a
+// site whose row changed since it was read (its updated is no longer the
+// one read, whatever the clocks) is left so: its time was computed from
+// what it no longer is.
+func (s *Store) SetSitesDue(ctx context.Context, due []DueTime) error {
 	if len(due) == 0 {
 		return nil
-	}
-	seen, err := encodeTime(read.UTC())
-	if err != nil {
-		return fatal("site", err)
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return fatal("site", err)
 	}
 	defer tx.Rollback()
-	for name, t := range due {
-		at, err := encodeTime(t)
+	for _, d := range due {
+		at, err := encodeTime(d.At)
 		if err != nil {
 			return fatal("site", err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE sites SET due = ? WHERE name = ? AND updated <= ?", at, name, seen); err != nil {
+		read, err := encodeTime(d.Updated.UTC())
+		if err != nil {
+			return fatal("site", err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE sites SET due = ? WHERE name = ? AND updated = ?", at, d.Name, read); err != nil {
 			return fatal("site", err)
 		}
 	}
@@ -203,7 +230,7 @@ func (s *Store) SetSitesDue(ctx context.Context, due map[string]time.Time, read 
 }
 
 // DueSites returns the sites not paused whose next harvest, as recorded
-// (SetSiteDue), is at now or before, or is not known: the candidates the
+// (SetSitesDue), is at now or before, or is not known: the candidates the
 // registry checks against their schedules. Through an index: with nothing
 // due, nothing is read.
 func (s *Store) DueSites(ctx context.Context, now time.Time) ([]Site, error) {
@@ -234,7 +261,7 @@ var SiteStates = []string{SiteFailing, SiteRunning, SiteDue, SitePaused, SiteOK}
 // SiteQuery is a page of the registry: the sites whose name holds Search
 // ("": all), in State ("": any), ordered by state (failing, running,
 // due, paused, ok) then name, Limit of them from Offset. A site is due
-// when its next harvest, as recorded (SetSiteDue) at Now, has come or is
+// when its next harvest, as recorded (SetSitesDue) at Now, has come or is
 // not known.
 type SiteQuery struct {
 	Search, State string

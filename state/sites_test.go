@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -106,4 +107,61 @@ func TestEventsAndRunsSince(t *testing.T) {
 		}
 	}
 	wantFatal(t, s.AddEvent(ctx, Event{}))
+}
+
+// TestDueTimeOfAChangedRow: an operator's change of a site (here "harvest
+// now", its next set to now) stamped before the schedule reads the
+// candidates, but committed after (it waited for the writer, held by a
+// harvest's commit), is not overwritten by the due time the schedule
+// computed from the row as it was: the site stays a candidate.
+func TestDueTimeOfAChangedRow(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	if err := s.PutSite(ctx, Site{Name: "a", Definition: "name: a\n"}); err != nil {
+		t.Fatal(err)
+	}
+	last := time.Now().Add(-time.Hour)
+	if err := s.SiteHarvested(ctx, "a", last, "ok", 0); err != nil { // due unknown: a candidate
+		t.Fatal(err)
+	}
+	tx, err := s.beginWrite(ctx) // a harvest's commit holds the writer
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := s.w.Stats().WaitCount
+	now := time.Now()
+	acted := make(chan error, 1)
+	go func() { acted <- s.SetSiteNext(ctx, "a", now) }()
+	for s.w.Stats().WaitCount == waits {
+		select {
+		case err := <-acted:
+			t.Fatalf("SetSiteNext did not wait for the writer: %v", err)
+		default:
+			runtime.Gosched()
+		}
+	}
+	rows, err := s.DueSites(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || !rows[0].Next.IsZero() {
+		t.Fatalf("candidates %+v", rows)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acted; err != nil {
+		t.Fatal(err)
+	}
+	// The due time computed from the row read: a day after its last.
+	if err := s.SetSitesDue(ctx, []DueTime{{Name: "a", At: last.Add(24 * time.Hour), Updated: rows[0].Updated}}); err != nil {
+		t.Fatal(err)
+	}
+	due, err := s.DueSites(ctx, now.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 1 {
+		t.Errorf("site a, asked to be harvested now while the schedule read it, is not a candidate")
+	}
 }

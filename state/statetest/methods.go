@@ -904,6 +904,25 @@ func testSites[S Snapshot](t *testing.T, h Harness[S]) {
 	if err != nil || !reflect.DeepEqual(a, want) {
 		t.Errorf("after SiteHarvested, Site = %+v, %v; want %+v (next cleared)", a, err, want)
 	}
+	// A retry after a failed harvest sets the next harvest, over none or
+	// the one read before the harvest (an earlier retry's), but not over
+	// one set since (while that harvest ran).
+	must(t, st.RetrySite(ctx, "a", at(5), time.Time{}))
+	if a, err := st.Site(ctx, "a"); err != nil || !a.Next.Equal(at(5)) {
+		t.Errorf("after RetrySite, Site = %+v, %v; want next at 5", a, err)
+	}
+	must(t, st.RetrySite(ctx, "a", at(7), at(5)))
+	if a, err := st.Site(ctx, "a"); err != nil || !a.Next.Equal(at(7)) {
+		t.Errorf("after RetrySite over the next read, Site = %+v, %v; want next at 7", a, err)
+	}
+	must(t, st.SetSiteNext(ctx, "a", at(3)))
+	for _, read := range []time.Time{{}, at(7)} {
+		must(t, st.RetrySite(ctx, "a", at(9), read))
+		if a, err := st.Site(ctx, "a"); err != nil || !a.Next.Equal(at(3)) {
+			t.Errorf("after RetrySite (next read %v) with a next set since, Site = %+v, %v; want the next kept", read, a, err)
+		}
+	}
+	must(t, st.SetSiteNext(ctx, "a", time.Time{}))
 	must(t, st.SetSitePaused(ctx, "a", true))
 	if a, err := st.Site(ctx, "a"); err != nil || !a.Paused {
 		t.Errorf("after SetSitePaused(true), Site = %+v, %v", a, err)
@@ -928,6 +947,7 @@ func testSites[S Snapshot](t *testing.T, h Harness[S]) {
 	}{
 		{"SetSiteNext(unknown)", st.SetSiteNext(ctx, "z", at(1))},
 		{"SiteHarvested(unknown)", st.SiteHarvested(ctx, "z", at(1), "ok", 0)},
+		{"RetrySite(unknown)", st.RetrySite(ctx, "z", at(2), at(1))},
 		{"RemoveSite(unknown)", st.RemoveSite(ctx, "z")},
 	} {
 		if !errors.Is(tc.err, state.ErrNoSite) {
@@ -1291,12 +1311,17 @@ func testRegistryPages[S Snapshot](t *testing.T, h Harness[S]) {
 	must(t, err)
 	must(t, st.SetSitePaused(ctx, "d-paused", true))
 	// Harvested: their next harvest unknown until recorded.
-	must(t, st.SetSitesDue(ctx, map[string]time.Time{"a-fail": at(50), "b-run": at(200), "c-due": at(99), "d-paused": at(10), "e-ok": at(200)}, time.Now()))
+	dueOf := func(name string, next time.Time) state.DueTime {
+		row, err := st.Site(ctx, name)
+		must(t, err)
+		return state.DueTime{Name: name, At: next, Updated: row.Updated}
+	}
+	must(t, st.SetSitesDue(ctx, []state.DueTime{dueOf("a-fail", at(50)), dueOf("b-run", at(200)), dueOf("c-due", at(99)), dueOf("d-paused", at(10)), dueOf("e-ok", at(200))}))
 	// A due time computed from a row read before a change is not
 	// recorded: f-unknown's explicit next, set meanwhile, stands.
-	read := time.Now()
+	read := dueOf("f-unknown", at(500))
 	must(t, st.SetSiteNext(ctx, "f-unknown", at(60)))
-	must(t, st.SetSitesDue(ctx, map[string]time.Time{"f-unknown": at(500)}, read))
+	must(t, st.SetSitesDue(ctx, []state.DueTime{read}))
 	due, err := st.DueSites(ctx, now)
 	must(t, err)
 	var names []string

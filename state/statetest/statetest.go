@@ -95,13 +95,14 @@ type Store[S Snapshot] interface {
 	// The site registry.
 	PutSite(ctx context.Context, site state.Site) error
 	SetSiteNext(ctx context.Context, name string, next time.Time) error
+	RetrySite(ctx context.Context, name string, at, read time.Time) error
 	SetSitePaused(ctx context.Context, name string, paused bool) error
 	SiteHarvested(ctx context.Context, name string, last time.Time, status string, runID int64) error
 	RemoveSite(ctx context.Context, name string) error
 	Site(ctx context.Context, name string) (state.Site, error)
 	Sites(ctx context.Context) ([]state.Site, error)
 	DueSites(ctx context.Context, now time.Time) ([]state.Site, error)
-	SetSitesDue(ctx context.Context, due map[string]time.Time, read time.Time) error
+	SetSitesDue(ctx context.Context, due []state.DueTime) error
 	SitePage(ctx context.Context, q state.SiteQuery) (state.SitePage, error)
 	SiteRuns(ctx context.Context, site string, before int64, limit int) ([]state.Run, error)
 	RunningRun(ctx context.Context, site string) (state.Run, bool, error)
