@@ -70,7 +70,11 @@ Exit 0 when every site harvested succeeded, 1 otherwise, 2 for an unknown site o
 			}
 			defer st.Close()
 			sites, err := harvest.Chosen(ctx, site.Registry{Store: st}, args, due, time.Now())
-			if err != nil {
+			if errors.Is(err, site.ErrUnreadable) {
+				// The others due are harvested; the run ends partial.
+				fmt.Fprintln(a.stderr, "rsharvest:", err)
+				defer func() { a.code = max(a.code, ExitPartial) }()
+			} else if err != nil {
 				return noSite(err)
 			}
 			if len(sites) == 0 {

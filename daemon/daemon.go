@@ -465,7 +465,10 @@ type daemon[TTx any] struct {
 // the jobs of dead workers on its own tick: see rescueTurn.)
 func (d *daemon[TTx]) schedule(ctx context.Context, _ *river.Job[scheduleArgs]) error {
 	sites, err := site.Registry{Store: d.opts.Store}.Due(ctx, d.opts.Now(), d.opts.Loc)
-	if err != nil {
+	if errors.Is(err, site.ErrUnreadable) {
+		// The others are harvested; these are looked at again each tick.
+		d.log.Warn("sites not harvested: their definitions cannot be read here", "error", err)
+	} else if err != nil {
 		return err
 	}
 	for _, s := range sites {

@@ -169,3 +169,28 @@ func TestHarvestNowWhileRetryWaits(t *testing.T) {
 		t.Errorf("harvest now of site a, whose job waits for River's backoff: not harvested")
 	}
 }
+
+// TestUnreadableSiteBesideOthers: a site whose definition cannot be read
+// here keeps no other due site from being harvested.
+func TestUnreadableSiteBesideOthers(t *testing.T) {
+	st := storeWithSites(t, map[string]string{"a": "every 1d", "b": "CRON_TZ=Nowhere/Atlantis 0 3 * * *"})
+	harvested := make(chan string, 10)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(runCtx, daemon.Options{Store: st, Tick: 100 * time.Millisecond,
+			Harvest: func(ctx context.Context, s *site.Site) error {
+				harvested <- s.Name
+				return st.SiteHarvested(context.WithoutCancel(ctx), s.Name, time.Now(), "ok", 0)
+			}})
+	}()
+	defer func() { stop(); <-done }()
+	select {
+	case name := <-harvested:
+		if name != "a" {
+			t.Errorf("harvested %s", name)
+		}
+	case <-time.After(time.Minute):
+		t.Errorf("site a, due beside an unreadable site, not harvested")
+	}
+}

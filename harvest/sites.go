@@ -65,7 +65,8 @@ func InUse(err error) bool {
 
 // Chosen returns the registry sites named — an unknown name's error wraps
 // state.ErrNoSite, a name given twice is harvested once — or, with due,
-// every site due at now.
+// every site due at now (and the error of those that cannot be read,
+// wrapping site.ErrUnreadable: see site.Registry.Due).
 func Chosen(ctx context.Context, reg site.Registry, names []string, due bool, now time.Time) ([]*site.Site, error) {
 	if !due {
 		var out []*site.Site

@@ -166,7 +166,9 @@ func (r Registry) Sites(ctx context.Context) ([]*Site, error) {
 // whose recorded next harvest has come or is not known), those their
 // schedules make due; the next harvest of the others is recorded, so that
 // with nothing due nothing is read (ten thousand sites cost one index
-// look-up, not ten thousand definitions read).
+// look-up, not ten thousand definitions read). A candidate whose
+// definition cannot be read here is left out, and named in the error,
+// which wraps ErrUnreadable: the sites due are returned with it.
 func (r Registry) Due(ctx context.Context, now time.Time, loc *time.Location) ([]*Site, error) {
 	rows, err := r.Store.DueSites(ctx, now)
 	if err != nil {
@@ -174,10 +176,12 @@ func (r Registry) Due(ctx context.Context, now time.Time, loc *time.Location) ([
 	}
 	var out []*Site
 	var later []state.DueTime
+	var unreadable []error
 	for _, row := range rows {
 		s, err := FromRow(row)
 		if err != nil {
-			return nil, err
+			unreadable = append(unreadable, fmt.Errorf("%w: %s: %w", ErrUnreadable, row.Name, err))
+			continue
 		}
 		if s.Due(now, loc) {
 			out = append(out, s)
@@ -185,8 +189,13 @@ func (r Registry) Due(ctx context.Context, now time.Time, loc *time.Location) ([
 			later = append(later, state.DueTime{Name: s.Name, At: s.NextHarvest(loc), Updated: row.Updated})
 		}
 	}
-	return out, r.Store.SetSitesDue(ctx, later)
+	return out, errors.Join(r.Store.SetSitesDue(ctx, later), errors.Join(unreadable...))
 }
+
+// ErrUnreadable is wrapped by Due's error for each site whose definition
+// cannot be read here (a schedule's zone this machine lacks, say): the
+// sites due are returned all the same.
+var ErrUnreadable = errors.New("site cannot be read")
 
 // Refresh records site name's next harvest (see Due), after a change of
 // where its harvests stand.

@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,5 +136,30 @@ func TestRetriesBefore(t *testing.T) {
 		if got := s.RetriesBefore(); got != tc.want {
 			t.Errorf("%s, next %v after: %d, want %d", tc.status, tc.next, got, tc.want)
 		}
+	}
+}
+
+// TestDueBesideAnUnreadableSite: a site whose stored definition cannot be
+// read here (a schedule this machine cannot parse) keeps no other site
+// from being due: Due returns the others, and an error naming it.
+func TestDueBesideAnUnreadableSite(t *testing.T) {
+	ctx := context.Background()
+	st, err := state.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for name, schedule := range map[string]string{"good": "every 1d", "bad": "CRON_TZ=Nowhere/Atlantis 0 3 * * *"} {
+		def := "name: " + name + "\nsource: http://127.0.0.1:1/\nsinks: [fs:/tmp/x]\nschedule: " + schedule + "\n"
+		if err := st.PutSite(ctx, state.Site{Name: name, Definition: def}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due, err := Registry{Store: st}.Due(ctx, time.Now(), time.UTC)
+	if len(due) != 1 || due[0].Name != "good" {
+		t.Errorf("due %v, want the good site", due)
+	}
+	if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "bad") {
+		t.Errorf("error %v, want one naming the unreadable site", err)
 	}
 }
