@@ -119,6 +119,7 @@ func Redact(spec string) string {
 	if !ok {
 		return spec
 	}
+	rest = maskUserInfo(rest)
 	u, err := url.Parse(rest)
 	if err != nil {
 		return scheme + ":…"
@@ -139,6 +140,25 @@ func Redact(spec string) string {
 		u.RawQuery = q.Encode()
 	}
 	return scheme + ":" + u.String()
+}
+
+// maskUserInfo replaces with "…" what comes before the last "@" of a URL's
+// authority and path ("//" to the query), or of a URL given without "//"
+// (USER:PASSWORD@HOST/…) up to its path: user info, also a password with
+// an unescaped "/" that a URL parser would take for a port and a path.
+func maskUserInfo(s string) string {
+	start, end := 0, 0
+	if i := strings.Index(s, "//"); i >= 0 {
+		start = i + 2
+		end = start + strings.IndexAny(s[start:]+"?", "?#")
+	} else {
+		end = strings.IndexAny(s+"/", "/?#")
+	}
+	at := strings.LastIndex(s[start:end], "@")
+	if at < 0 {
+		return s
+	}
+	return s[:start] + "…" + s[start+at:]
 }
 
 func (reg Registry) schemes() string {

@@ -117,24 +117,39 @@ func (s *ES) fullLocked() bool {
 func (s *ES) flush(ctx context.Context, onlyIfFull bool) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	s.mu.Lock()
-	if len(s.pending.actions) == 0 || onlyIfFull && !s.fullLocked() {
+	for {
+		s.mu.Lock()
+		if len(s.pending.actions) == 0 || onlyIfFull && !s.fullLocked() {
+			s.mu.Unlock()
+			return
+		}
+		acts := s.takeBatchLocked()
 		s.mu.Unlock()
-		return
-	}
-	acts := s.pending.actions
-	s.pending.reset()
-	s.mu.Unlock()
 
-	now := time.Now().UTC()
-	for _, a := range acts {
-		a.stamp(now)
+		failed := s.send(ctx, acts)
+		if s.flavor == FlavorZinc {
+			s.waitVisible(ctx, acts, failed)
+		}
+		s.record(failed)
 	}
-	failed := s.send(ctx, acts)
-	if s.flavor == FlavorZinc {
-		s.waitVisible(ctx, acts, failed)
+}
+
+// takeBatchLocked takes from the queue the actions of one request: the
+// first, and those after it while the request stays within BatchSize
+// actions and BatchBytes (callers that queued while a request was on the
+// wire may have filled the queue past them).
+func (s *ES) takeBatchLocked() []*action {
+	all := s.pending.actions
+	n, size := 1, all[0].size()
+	for n < len(all) && n < s.opts.BatchSize && size+all[n].size() <= s.opts.BatchBytes {
+		size += all[n].size()
+		n++
 	}
-	s.record(failed)
+	s.pending.reset()
+	for _, a := range all[n:] {
+		s.pending.add(a)
+	}
+	return all[:n:n]
 }
 
 // failure is an action that failed, with the classified reason.
@@ -154,7 +169,7 @@ func (s *ES) record(failed []failure) {
 	defer s.mu.Unlock()
 	var others []failure
 	for _, f := range failed {
-		s.failures = append(s.failures, Failure{URI: f.a.uri, Op: f.a.kind, Err: f.err})
+		s.failures = append(s.failures, Failure{URI: f.a.uri, Op: f.a.kind, Err: f.err, deleted: f.a.change != nil && f.a.change.Change == "deleted"})
 		switch errclass.Of(f.err) {
 		case errclass.Permanent:
 			s.log.Warn("document rejected", "op", f.a.kind, "uri", f.a.uri, "err", f.err)
@@ -216,6 +231,12 @@ func (s *ES) send(ctx context.Context, acts []*action) []failure {
 			return errclass.Retryablef("%w (gave up after %d retries)", err, s.opts.Retries)
 		},
 	}, func() error {
+		// Changes are stamped when they are sent, at each attempt: one
+		// that becomes visible later than another's is stamped later.
+		now := time.Now().UTC()
+		for _, a := range acts {
+			a.stamp(now)
+		}
 		res := s.bulk(ctx, acts)
 		retryAfter = res.retryAfter
 		switch {
@@ -313,6 +334,9 @@ func (s *ES) bulk(ctx context.Context, acts []*action) bulkResult {
 		switch {
 		case item.Status >= 200 && item.Status < 300:
 		case a.op == "delete" && item.Status == http.StatusNotFound:
+		case item.Status == http.StatusUnauthorized || item.Status == http.StatusForbidden:
+			res.rejected = append(res.rejected, failure{a, errclass.Fatalf("es sink %s: %s %s: HTTP %d: %s (the credentials may not write the index)",
+				s.base, a.kind, short(a.uri), item.Status, itemReason(item.Error))})
 		case retryableStatus(item.Status):
 			res.retry = append(res.retry, a)
 			if res.retryErr == nil {

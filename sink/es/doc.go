@@ -60,10 +60,13 @@
 // queues its actions. Nothing of a Put whose body fails is queued. Queued
 // actions are sent in one _bulk request when the batch holds Options.
 // BatchSize actions or Options.BatchBytes bytes (by the call that filled it,
-// which therefore waits for the request), before Get and Walk, and at Close.
-// Batches are sent one at a time, in order; a later action on the same
-// resource replaces a queued one. So Put and Delete returning nil means
-// "queued", not "indexed":
+// which therefore waits for the request), before Get and Walk (which wait
+// for it no longer than their ctx allows), and at Close. A request holds at
+// most BatchSize actions and BatchBytes bytes (but for one action larger
+// alone). Batches are sent one at a time, in order; a later action on the
+// same resource replaces a queued one. A change document is stamped with
+// the time its request is sent, again at each retry. So Put and Delete
+// returning nil means "queued", not "indexed":
 //
 //   - An item the server rejects with a 4xx status is a permanent failure of
 //     that document alone; the others of its request are applied.
@@ -73,12 +76,14 @@
 //   - A whole request rejected with another 4xx (413 too large, 400) or with
 //     a top-level error is split in halves and each half resent, until the
 //     offending action is alone and fails permanently.
-//   - 401 and 403 are fatal.
+//   - 401 and 403, of a request or of one item, are fatal.
 //
-// Every failed action is logged and listed by Failed. A flush failure that
-// is not a per-document rejection is also returned, once, by the Put or
-// Delete that sent the batch, or else by the next one (a fatal one by every
-// later call). Close returns an error when any action failed, classified
+// Every failed action is logged and listed by Failed, and returned by the
+// next Flush as a failure of its resource (a failed change document too: the
+// pipeline then writes the resource and its change again). A flush failure
+// that is not a per-document rejection, and that no Flush returned, is also
+// returned, once, by the Put or Delete that sent the batch, or else by the
+// next one (a fatal one by every later call). Close returns an error when any action failed, classified
 // fatal, else retryable, else permanent. A batch being sent is not cut short
 // when the ctx of the call sending it ends: it holds other calls' actions.
 //

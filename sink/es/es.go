@@ -129,6 +129,8 @@ type Failure struct {
 	// Err says why; it is classified permanent (rejected by the server),
 	// retryable (retries ran out) or fatal (credentials refused).
 	Err error
+	// deleted: the change document recorded a delete.
+	deleted bool
 }
 
 // ES is the Elasticsearch sink. Its methods are safe for concurrent use.
@@ -175,12 +177,14 @@ func parseSpec(arg string) (Options, error) {
 	var opts Options
 	u, err := url.Parse(arg)
 	if err != nil {
-		// A *url.Error quotes the whole URL, credentials included.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return opts, errclass.Fatalf("es sink: invalid URL: %v", err)
+		// Its message quotes the URL, or the part it could not read: a
+		// password with a character to escape, say.
+		return opts, errclass.Fatalf("es sink: invalid URL, want http://[USER:PASSWORD@]HOST:PORT[/PREFIX]/INDEX (a password's characters such as / and @ percent-encoded)")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Contains(u.Path, "@") {
+		// Without "//", USER:PASSWORD@HOST reads as a scheme and an
+		// opaque rest; an "@" in the path is a password's "/" unescaped.
+		return opts, errclass.Fatalf("es sink: invalid URL, want http://[USER:PASSWORD@]HOST:PORT[/PREFIX]/INDEX (a password's characters such as / and @ percent-encoded)")
 	}
 	if u.User != nil {
 		opts.Username = u.User.Username()
@@ -399,20 +403,23 @@ func (s *ES) Failed() []Failure {
 }
 
 // Flush sends what is queued and returns the actions that failed since the
-// previous Flush (sink.Batcher). Failures of change documents are left out:
-// the resource documents are what the pipeline records.
+// previous Flush (sink.Batcher): a failed change document as a failure of
+// its resource's Put or Delete, so that the pipeline writes both again.
+// What it returns is not returned again by the next Put or Delete.
 func (s *ES) Flush(ctx context.Context) []sink.Failed {
 	s.flush(ctx, false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []sink.Failed
+	seen := map[string]bool{}
 	for _, f := range s.failures[s.reported:] {
-		if f.Op == "change" {
-			continue
+		if !seen[f.URI] { // a resource's document and its change: one failure
+			seen[f.URI] = true
+			out = append(out, sink.Failed{URI: f.URI, Delete: f.Op == "delete" || f.deleted, Err: f.Err})
 		}
-		out = append(out, sink.Failed{URI: f.URI, Delete: f.Op == "delete", Err: f.Err})
 	}
 	s.reported = len(s.failures)
+	s.deferred = nil // reported here (a fatal error stays)
 	return out
 }
 

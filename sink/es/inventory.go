@@ -115,7 +115,9 @@ func (s *ES) Get(ctx context.Context, uri string) (io.ReadCloser, error) {
 	if err := s.readable(); err != nil {
 		return nil, err
 	}
-	s.flush(context.WithoutCancel(ctx), false)
+	if err := s.flushWithin(ctx); err != nil {
+		return nil, fmt.Errorf("es sink: get %s: %w", short(uri), err)
+	}
 	doc, found, err := s.getDoc(ctx, docID(uri))
 	if err != nil {
 		return nil, fmt.Errorf("es sink: get %s: %w", short(uri), err)
@@ -197,7 +199,9 @@ func (s *ES) Walk(ctx context.Context, fn func(uri string) error) error {
 	if err := s.readable(); err != nil {
 		return err
 	}
-	s.flush(context.WithoutCancel(ctx), false)
+	if err := s.flushWithin(ctx); err != nil {
+		return err
+	}
 	zinc := s.flavor == FlavorZinc
 	if !zinc {
 		resp, err := s.do(ctx, http.MethodPost, "/"+escapeSegment(s.opts.Index)+"/_refresh", nil, "", nil)
@@ -253,5 +257,22 @@ func (s *ES) Walk(ctx context.Context, fn func(uri string) error) error {
 			return nil
 		}
 		from += len(hits)
+	}
+}
+
+// flushWithin sends what is queued, as a read must see it, and waits for
+// that no longer than ctx allows: the batch holds other callers' actions,
+// so its sending goes on (its failures recorded) once ctx has ended.
+func (s *ES) flushWithin(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.flush(context.WithoutCancel(ctx), false)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return errclass.Retryablef("waiting for the queued writes: %w", ctx.Err())
 	}
 }
