@@ -119,10 +119,19 @@ func Redact(spec string) string {
 	if !ok {
 		return spec
 	}
-	rest = maskUserInfo(rest)
 	u, err := url.Parse(rest)
 	if err != nil {
 		return scheme + ":…"
+	}
+	if strings.Contains(u.Opaque, "@") || strings.Contains(u.Path, "@") {
+		// USER:PASSWORD@HOST without "//", or a password's "/" not
+		// escaped: what the parser did not take for user info.
+		if m := maskUserInfo(rest); m != rest {
+			if i := strings.IndexAny(m, "?#"); i >= 0 {
+				m = m[:i] + "?…"
+			}
+			return scheme + ":" + m
+		}
 	}
 	if u.User != nil {
 		u.User = url.User("…")
@@ -146,6 +155,8 @@ func Redact(spec string) string {
 // authority and path ("//" to the query), or of a URL given without "//"
 // (USER:PASSWORD@HOST/…) up to its path: user info, also a password with
 // an unescaped "/" that a URL parser would take for a port and a path.
+// Without a ":" before the "@" there is no password: a path with an "@"
+// (a directory named so) is left as it is.
 func maskUserInfo(s string) string {
 	start, end := 0, 0
 	if i := strings.Index(s, "//"); i >= 0 {
@@ -155,7 +166,7 @@ func maskUserInfo(s string) string {
 		end = strings.IndexAny(s+"/", "/?#")
 	}
 	at := strings.LastIndex(s[start:end], "@")
-	if at < 0 {
+	if at < 0 || !strings.Contains(s[start:start+at], ":") {
 		return s
 	}
 	return s[:start] + "…" + s[start+at:]
