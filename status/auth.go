@@ -82,13 +82,16 @@ const (
 )
 
 // failures limits each client's failed authentications. It remembers at
-// most maxClients clients, forgetting the one heard from least recently
-// when a new one comes: a flood of one-off addresses cannot wipe out the
-// allowance of a client that keeps failing.
+// most maxClients clients, forgetting, when a new one comes, the one heard
+// from least recently if its allowance is whole again; else the newcomer
+// shares one allowance with every other newcomer (overflow) until room is
+// made: a flood of one-off addresses can neither wipe out the allowance of
+// a client that keeps failing nor win fresh allowances of its own.
 type failures struct {
-	mu    sync.Mutex
-	by    map[string]*list.Element // of *client, in order
-	order list.List                // most recently heard first
+	mu       sync.Mutex
+	by       map[string]*list.Element // of *client, in order
+	order    list.List                // most recently heard first
+	overflow *rate.Limiter
 }
 
 type client struct {
@@ -96,29 +99,47 @@ type client struct {
 	lim  *rate.Limiter
 }
 
-func (f *failures) limiter(r *http.Request) *rate.Limiter {
+// limiters returns the allowances a request's client spends a failure
+// of: its address's; for IPv6, its /64 (RFC 4291's interface ids: it may
+// take any address of it) and its /48 (an ordinary site's allocation,
+// whose 65,536 /64s would otherwise each win an allowance).
+func (f *failures) limiters(r *http.Request) []*rate.Limiter {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	// An IPv6 client holds a whole /64 (RFC 4291's interface ids): it
-	// is counted by its prefix, not by each address it may take.
+	keys := []string{host}
 	if a, err := netip.ParseAddr(host); err == nil && a.Unmap().Is6() {
-		if p, err := a.Prefix(64); err == nil {
-			host = p.String()
+		keys = keys[:0]
+		for _, bits := range []int{64, 48} {
+			if p, err := a.Prefix(bits); err == nil {
+				keys = append(keys, p.String())
+			}
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	out := make([]*rate.Limiter, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, f.limiterLocked(k))
+	}
+	return out
+}
+
+func (f *failures) limiterLocked(host string) *rate.Limiter {
 	if e, ok := f.by[host]; ok {
 		f.order.MoveToFront(e)
 		return e.Value.(*client).lim
 	}
 	if f.by == nil {
 		f.by = map[string]*list.Element{}
+		f.overflow = rate.NewLimiter(rate.Every(failureEvery), failureBurst)
 	}
 	if len(f.by) >= maxClients {
 		oldest := f.order.Back()
+		if oldest.Value.(*client).lim.Tokens() < failureBurst {
+			return f.overflow // the oldest still remembers failures
+		}
 		f.order.Remove(oldest)
 		delete(f.by, oldest.Value.(*client).host)
 	}
@@ -132,18 +153,35 @@ func (f *failures) limiter(r *http.Request) *rate.Limiter {
 // who asked (who).
 func (p *pages) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		lim := p.failures.limiter(r)
-		if lim.Tokens() < 1 {
-			w.Header().Set("Retry-After", "6")
-			http.Error(w, "too many failed attempts: try again later", http.StatusTooManyRequests)
-			return
+		// A failure is reserved before the credentials are compared, so
+		// that attempts made at once cannot all pass one last allowance;
+		// a success gives it back.
+		// (Given back as at the moment it was taken: a reservation already
+		// due is not given back later.)
+		now := time.Now()
+		var held []*rate.Reservation
+		giveBack := func() {
+			for _, res := range held {
+				res.CancelAt(now)
+			}
+		}
+		for _, lim := range p.failures.limiters(r) {
+			res := lim.ReserveN(now, 1)
+			held = append(held, res)
+			if !res.OK() || res.DelayFrom(now) > 0 {
+				giveBack()
+				w.Header().Set("Retry-After", "6")
+				http.Error(w, "too many failed attempts: try again later", http.StatusTooManyRequests)
+				return
+			}
 		}
 		id, ok := match(r, p.opts.Operator, roleOperator)
 		if !ok {
 			id, ok = match(r, p.opts.Viewer, roleViewer)
 		}
-		if !ok {
-			lim.Allow() // one failure spent
+		if ok {
+			giveBack()
+		} else {
 			if p.opts.Operator.User != "" || p.opts.Viewer.User != "" {
 				w.Header().Set("WWW-Authenticate", `Basic realm="rsharvest"`)
 			}

@@ -15,18 +15,18 @@ func TestFailuresRemembered(t *testing.T) {
 	req := func(host string) *rateRequest { return &rateRequest{host} }
 	attacker := req("192.0.2.1")
 	for range failureBurst {
-		f.limiter(attacker.r()).Allow()
+		f.limiters(attacker.r())[0].Allow()
 	}
-	if f.limiter(attacker.r()).Tokens() >= 1 {
+	if f.limiters(attacker.r())[0].Tokens() >= 1 {
 		t.Fatal("the attacker's allowance is not spent")
 	}
 	for i := range 3 * maxClients {
-		f.limiter(req(fmt.Sprintf("198.51.%d.%d", i/250, i%250)).r())
+		f.limiters(req(fmt.Sprintf("198.51.%d.%d", i/250, i%250)).r())
 		if i%100 == 0 {
-			f.limiter(attacker.r()) // still at it
+			f.limiters(attacker.r()) // still at it
 		}
 	}
-	if f.limiter(attacker.r()).Tokens() >= 1 {
+	if f.limiters(attacker.r())[0].Tokens() >= 1 {
 		t.Error("a flood of one-off addresses wiped out the attacker's spent allowance")
 	}
 	if len(f.by) > maxClients || f.order.Len() != len(f.by) {

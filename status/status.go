@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"html/template"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -31,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
@@ -92,15 +94,27 @@ func Handler(opts Options) (http.Handler, error) {
 	if _, err := rand.Read(p.secret); err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{p: p}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	process := prometheus.NewRegistry()
+	process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	scrapes := make(chan struct{}, 2) // scrapes at once: more wait, or end with their requests
+	metrics := func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case scrapes <- struct{}{}:
+			defer func() { <-scrapes }()
+		case <-r.Context().Done():
+			return
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(&collector{p: p, ctx: r.Context()})
+		promhttp.HandlerFor(prometheus.Gatherers{process, reg}, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", health)
 	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		_, _ = w.Write([]byte(style))
 	})
-	mux.Handle("GET /metrics", p.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	mux.Handle("GET /metrics", p.auth(http.HandlerFunc(metrics)))
 	mux.Handle("GET /{$}", p.auth(http.HandlerFunc(p.sites)))
 	mux.Handle("GET /site/{name}", p.auth(http.HandlerFunc(p.site)))
 	mux.Handle("GET /run/{id}", p.auth(http.HandlerFunc(p.run)))
@@ -158,6 +172,9 @@ type siteView struct {
 	// Running is a harvest of the site under way, begun since its last
 	// one, with its counts so far (nil: none).
 	Running *runView
+	// Unreadable says why the site's stored definition cannot be read
+	// here ("": it can): the page lists it by name, with the reason.
+	Unreadable string
 }
 
 // view returns s as the pages show it: its harvest under way (running:
@@ -233,7 +250,11 @@ func (p *pages) siteViews(ctx context.Context, q sitesQuery) ([]siteView, state.
 	for _, row := range page.Sites {
 		s, err := site.FromRow(row.Site)
 		if err != nil {
-			return nil, page, err
+			// One site this machine cannot read (a schedule's zone it
+			// lacks) keeps the page of the others.
+			out = append(out, siteView{Site: &site.Site{Site: config.Site{Name: row.Name}, Last: row.Last, LastStatus: row.LastStatus, Paused: row.Paused},
+				Unreadable: err.Error()})
+			continue
 		}
 		v, err := p.view(ctx, s, row.State == state.SiteRunning)
 		if err != nil {
@@ -253,7 +274,7 @@ func (p *pages) sites(w http.ResponseWriter, r *http.Request) {
 		q.State = ""
 	}
 	q.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
-	q.Page = max(q.Page, 1)
+	q.Page = min(max(q.Page, 1), math.MaxInt/pageSize) // (page-1)*pageSize never overflows
 	views, page, err := p.siteViews(r.Context(), q)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -505,7 +526,7 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 <p id="pages">page {{.Nav.Page}} of {{.Nav.Pages}}{{with .Nav.Prev}} · <a id="prev" href="{{.}}">previous</a>{{end}}{{with .Nav.Next}} · <a id="next" href="{{.}}">next</a>{{end}}</p>
 <table id="sites"><tr><th>site</th><th>schedule</th><th>last harvest</th><th>status</th><th>written</th><th>deleted</th><th>failed</th><th>next harvest</th></tr>
 {{range .Sites}}<tr class="site" data-site="{{.Name}}"><td><a href="/site/{{.Name}}">{{.Name}}</a></td><td>{{.When}}</td><td>{{ago .Last}}</td>
-{{if .Running}}<td>{{template "running" .Running}}</td>{{else}}<td class="{{.LastStatus}}">{{if .LastStatus}}{{.LastStatus}}{{else}}-{{end}}{{with .LastRun}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}{{end}}</td>{{end}}
+{{if .Unreadable}}<td class="failed"><span class="error">cannot be read here: {{.Unreadable}}</span></td>{{else if .Running}}<td>{{template "running" .Running}}</td>{{else}}<td class="{{.LastStatus}}">{{if .LastStatus}}{{.LastStatus}}{{else}}-{{end}}{{with .LastRun}}{{if .Error}} <span class="error">{{.Error}}</span>{{end}}{{end}}</td>{{end}}
 <td>{{with .LastRun}}{{.Written}}{{end}}</td><td>{{with .LastRun}}{{.Deleted}}{{end}}</td><td>{{with .LastRun}}{{.Failed}}{{end}}</td><td>{{if .Paused}}<span class="paused">paused</span>{{else}}{{when .Next}}{{end}}</td></tr>
 {{end}}</table>
 <h2>Workers</h2>{{if .Workers}}<table id="workers"><tr><th>host</th><th>pid</th><th>command</th><th>since</th><th>doing</th></tr>
@@ -538,7 +559,12 @@ var pageT = template.Must(template.New("").Funcs(map[string]any{
 
 // collector reports the harvests' metrics, read from the state at each
 // scrape.
-type collector struct{ p *pages }
+// collector collects the registry's series for one scrape, within ctx
+// (the scrape's request: a scrape given up ends its reads).
+type collector struct {
+	p   *pages
+	ctx context.Context
+}
 
 var (
 	descRuns      = prometheus.NewDesc("rsharvest_site_runs_total", "Harvests of a site, by their status.", []string{"site", "status"}, nil)
@@ -573,7 +599,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	ctx := context.Background()
+	ctx := c.ctx
 	workers, err := c.p.workers(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descWorkers, err)
@@ -721,7 +747,7 @@ func (c *collector) totals(ctx context.Context, ch chan<- prometheus.Metric) ([]
 		}
 		s, err := site.FromRow(row)
 		if err != nil {
-			return err
+			return nil // a site this machine cannot read has no series of its own
 		}
 		v, err := c.p.view(ctx, s, true)
 		own = append(own, v)
