@@ -237,6 +237,15 @@ func FromRow(row state.Site) (*Site, error) {
 	return s, nil
 }
 
+// Unreadable is site row as far as it can be shown when its definition
+// cannot be read here (FromRow failed): its name, and where its harvests
+// stand; no schedule, source or sinks.
+func Unreadable(row state.Site) *Site {
+	s := &Site{Next: row.Next, Last: row.Last, LastStatus: row.LastStatus, LastRunID: row.LastRunID, Paused: row.Paused}
+	s.Name = row.Name
+	return s
+}
+
 // Pause makes site name never due until Resume; it can still be
 // harvested by name.
 func (r Registry) Pause(ctx context.Context, name string) error {

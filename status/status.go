@@ -32,7 +32,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/rsharvest/rsharvest/config"
 	"github.com/rsharvest/rsharvest/internal/httpserve"
 	"github.com/rsharvest/rsharvest/runreport"
 	"github.com/rsharvest/rsharvest/site"
@@ -252,8 +251,7 @@ func (p *pages) siteViews(ctx context.Context, q sitesQuery) ([]siteView, state.
 		if err != nil {
 			// One site this machine cannot read (a schedule's zone it
 			// lacks) keeps the page of the others.
-			out = append(out, siteView{Site: &site.Site{Site: config.Site{Name: row.Name}, Last: row.Last, LastStatus: row.LastStatus, Paused: row.Paused},
-				Unreadable: err.Error()})
+			out = append(out, siteView{Site: site.Unreadable(row.Site), Unreadable: err.Error()})
 			continue
 		}
 		v, err := p.view(ctx, s, row.State == state.SiteRunning)
