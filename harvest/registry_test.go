@@ -136,37 +136,11 @@ func TestDaemonPausedSiteNotRetried(t *testing.T) {
 // runs, the site stays due at once when that harvest ends: SiteHarvested
 // clears only an explicit next harvest set before the harvest began.
 func TestEditDuringHarvestKeepsNext(t *testing.T) {
-	ctx := context.Background()
 	srv, _ := source(t)
 	target, _ := url.Parse(srv.URL)
 	proxy := httputil.NewSingleHostReverseProxy(target)
-	entered, release := make(chan struct{}), make(chan struct{})
-	var first sync.Once
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		first.Do(func() { close(entered); <-release })
-		proxy.ServeHTTP(w, r)
-	})}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-	src := "http://" + ln.Addr().String() + target.Path
-	st, reg := registry(t, `sites:
-  - name: demo
-    source: `+src+`
-    sinks: [fs:`+filepath.Join(t.TempDir(), "mirror")+`]
-    schedule: every 1d
-`)
-	h := &harvest.Harvester{Store: st, Sinks: sink.Registry{"fs": fs.Open}, Log: slog.New(slog.DiscardHandler)}
-	s, err := reg.Site(ctx, "demo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := h.One(ctx, s, "", nil, nil, nil); done <- err }()
-	<-entered
+	_, reg, done, release := heldHarvest(t, proxy, target.Path)
+	ctx := context.Background()
 	// The operator edits the site meanwhile (sites edit: due at once).
 	ns, err := reg.Site(ctx, "demo")
 	if err != nil {
@@ -178,7 +152,7 @@ func TestEditDuringHarvestKeepsNext(t *testing.T) {
 	if err := reg.Put(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	release()
 	if err := <-done; err != nil {
 		t.Fatalf("harvest: %v", err)
 	}
@@ -192,6 +166,43 @@ func TestEditDuringHarvestKeepsNext(t *testing.T) {
 	if next := after.NextHarvest(time.Local); next.After(edited.Add(time.Minute)) {
 		t.Errorf("site edited during a harvest of its old definition: next harvest %v, want the edit's (%v, due at once)", next, edited)
 	}
+}
+
+// heldHarvest starts a harvest of site "demo", whose source answer
+// serves at path on 127.0.0.1 but holds the first request until release
+// is called, and returns once that request came: the harvester, the
+// registry, and where the harvest's error comes.
+func heldHarvest(t *testing.T, answer http.Handler, path string) (*harvest.Harvester, site.Registry, <-chan error, func()) {
+	t.Helper()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first, freed sync.Once
+	free := func() { freed.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first.Do(func() { close(entered); <-release })
+		answer.ServeHTTP(w, r)
+	})}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	st, reg := registry(t, `sites:
+  - name: demo
+    source: http://`+ln.Addr().String()+path+`
+    sinks: [fs:`+filepath.Join(t.TempDir(), "mirror")+`]
+    schedule: every 1d
+`)
+	h := &harvest.Harvester{Store: st, Sinks: sink.Registry{"fs": fs.Open}, Log: slog.New(slog.DiscardHandler)}
+	s, err := reg.Site(context.Background(), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := h.One(context.Background(), s, "", nil, nil, nil); done <- err }()
+	<-entered
+	return h, reg, done, free
 }
 
 // rescueAfter is the daemons' RescueAfter in these tests: a harvest job

@@ -3,11 +3,9 @@ package harvest_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,39 +21,13 @@ import (
 // runs is kept when that harvest fails: the fixed source is tried without
 // waiting for the backoff of a failed harvest.
 func TestHarvestNowDuringFailingHarvest(t *testing.T) {
+	h, reg, done, release := heldHarvest(t, http.NotFoundHandler(), "/src/") // the source fails
 	ctx := context.Background()
-	entered, release := make(chan struct{}), make(chan struct{})
-	var first sync.Once
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		first.Do(func() { close(entered); <-release })
-		http.NotFound(w, r) // the source fails
-	})}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-	src := "http://" + ln.Addr().String() + "/src/"
-	st, reg := registry(t, `sites:
-  - name: demo
-    source: `+src+`
-    sinks: [fs:`+filepath.Join(t.TempDir(), "mirror")+`]
-    schedule: every 1d
-`)
-	h := &harvest.Harvester{Store: st, Sinks: sink.Registry{"fs": fs.Open}, Log: slog.New(slog.DiscardHandler)}
-	s, err := reg.Site(ctx, "demo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := h.One(ctx, s, "", nil, nil, nil); done <- err }()
-	<-entered
 	asked := time.Now().UTC()
 	if err := h.Act(ctx, site.Action{Site: "demo", Verb: site.ActHarvest, Who: "operator"}); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	release()
 	if err := <-done; err == nil {
 		t.Fatal("the harvest of a source answering 404 succeeded")
 	}

@@ -58,25 +58,8 @@ func listSource(t *testing.T, dir string, resources map[string]string, list []*m
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
 		os.WriteFile(filepath.Join(dir, p), []byte(body), 0o644)
 	}
-	write := func(name string, h manifest.Header, es []*manifest.Entry) {
-		var buf bytes.Buffer
-		w, err := manifest.NewWriter(&buf, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range es {
-			if err := w.Write(e); err != nil {
-				t.Fatal(err)
-			}
-		}
-		w.Close()
-		os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644)
-	}
-	md := func(c manifest.Capability) manifest.Metadata {
-		m := manifest.NewMetadata()
-		m.Capability = c
-		return m
-	}
+	write := func(name string, h manifest.Header, es []*manifest.Entry) { writeDoc(t, dir, name, h, es) }
+	md := capability
 	capEntry := func(name string, c manifest.Capability) *manifest.Entry {
 		return &manifest.Entry{Loc: hostile0 + name, Metadata: md(c)}
 	}

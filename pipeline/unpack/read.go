@@ -435,8 +435,10 @@ func (rd *Reader) readManifest(ctx context.Context, h Host, j source.Package, en
 		if st != nil && rd.settle(ctx, h, &j, arch, st, rec) {
 			continue
 		}
-		if st != nil && st.byURI[rec.URI] != nil {
-			st.byURI[rec.URI].redone = true
+		if st != nil {
+			if se := st.byURI[rec.URI]; se != nil {
+				se.redone = true // delivered again below, as the archive's manifest lists it
+			}
 		}
 		from := arch
 		if st != nil && st.readsHole(arch, rec.Path) {

@@ -175,15 +175,12 @@ func Open(ctx context.Context, arg string) (sink.Sink, error) {
 // parseSpec turns an Open argument into Options.
 func parseSpec(arg string) (Options, error) {
 	var opts Options
+	// The parser's message would quote the URL, or the part it could not
+	// read (a password with a character to escape, say). Without "//",
+	// USER:PASSWORD@HOST reads as a scheme and an opaque rest; an "@" in
+	// the path is a password's "/" unescaped.
 	u, err := url.Parse(arg)
-	if err != nil {
-		// Its message quotes the URL, or the part it could not read: a
-		// password with a character to escape, say.
-		return opts, errclass.Fatalf("es sink: invalid URL, want http://[USER:PASSWORD@]HOST:PORT[/PREFIX]/INDEX (a password's characters such as / and @ percent-encoded)")
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Contains(u.Path, "@") {
-		// Without "//", USER:PASSWORD@HOST reads as a scheme and an
-		// opaque rest; an "@" in the path is a password's "/" unescaped.
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Contains(u.Path, "@") {
 		return opts, errclass.Fatalf("es sink: invalid URL, want http://[USER:PASSWORD@]HOST:PORT[/PREFIX]/INDEX (a password's characters such as / and @ percent-encoded)")
 	}
 	if u.User != nil {
