@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rsharvest/rsharvest/errclass"
 	"github.com/rsharvest/rsharvest/fixity"
@@ -181,7 +182,7 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error
 					}
 				}
 			}
-			fl := runreport.Failure{URI: f.URI, Stage: "deliver", Error: fmt.Sprintf("sink %s: %v", s.name, f.Err), Permanent: errclass.IsPermanent(f.Err)}
+			fl := runreport.Failure{URI: f.URI, Stage: "deliver", Error: failureText(fmt.Sprintf("sink %s: %v", s.name, f.Err)), Permanent: errclass.IsPermanent(f.Err)}
 			var ct time.Time
 			if rec != nil {
 				fl.Package, ct = rec.Package, rec.ChangeTime
@@ -249,6 +250,7 @@ func (r *run) add(p *pending, res result) {
 	}
 	if res.failure != nil {
 		f := res.failure
+		f.Error = failureText(f.Error)
 		b.Failures = append(b.Failures, state.Failure{RunID: r.runID, URI: f.URI, Package: f.Package, Stage: f.Stage, Error: f.Error, Permanent: f.Permanent, ChangeTime: res.changeTime, At: now})
 		t.failures = append(t.failures, *f)
 		switch {
@@ -322,4 +324,22 @@ func (r *run) add(p *pending, res result) {
 			b.Resources = append(b.Resources, res.resource)
 		}
 	}
+}
+
+// maxFailureText is the most of a failure's error text the state and the
+// report keep: a source's or a sink's own message, quoted in it, can be
+// megabytes, and a run records up to one failure a resource.
+const maxFailureText = 4096
+
+// failureText is s cut to maxFailureText bytes, at a character's start,
+// ending with "…" when cut.
+func failureText(s string) string {
+	if len(s) <= maxFailureText {
+		return s
+	}
+	cut := maxFailureText - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
