@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -200,5 +203,40 @@ func TestConcurrentFailuresWithinBurst(t *testing.T) {
 	wg.Wait()
 	if guessed > failureBurst {
 		t.Errorf("%d of %d concurrent wrong guesses from one client answered 401, want at most %d (the rest 429)", guessed, n, failureBurst)
+	}
+}
+
+// TestConstMetricNotUTF8: a label value that is not UTF-8 (a machine's
+// host name is bytes, as is a state written by hand) neither panics the
+// scrape nor meets another value: its other bytes are escaped.
+func TestConstMetricNotUTF8(t *testing.T) {
+	for _, tc := range []struct{ host, want string }{
+		{"h1", `host="h1"`},
+		{"caf\xe9", `host="caf\\xe9"`},
+		{"caf\xe9-2", `host="caf\\xe9-2"`},
+		{"ok-é", `host="ok-é"`},
+	} {
+		var m prometheus.Metric
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("host %q: panicked: %v", tc.host, p)
+				}
+			}()
+			m = constMetric(descHarvests, prometheus.GaugeValue, 1, tc.host, "7")
+		}()
+		var out dto.Metric
+		if err := m.Write(&out); err != nil {
+			t.Fatalf("host %q: %v", tc.host, err)
+		}
+		got := ""
+		for _, l := range out.GetLabel() {
+			if l.GetName() == "host" {
+				got = `host="` + strings.ReplaceAll(l.GetValue(), `\`, `\\`) + `"`
+			}
+		}
+		if got != tc.want {
+			t.Errorf("host %q: label %s, want %s", tc.host, got, tc.want)
+		}
 	}
 }

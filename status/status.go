@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -588,6 +589,25 @@ var (
 	descLastStart  = prometheus.NewDesc("rsharvest_last_harvest_start_timestamp_seconds", "When the newest harvest of the log began (Unix time).", nil, nil)
 )
 
+// constMetric is prometheus.MustNewConstMetric without its panic: a label
+// value that is not UTF-8 (a site's name in a state written by hand) is
+// given with its other bytes escaped as \xNN (site names are ASCII
+// without a backslash, so no two names meet), and any other refusal is
+// that series' error in the scrape.
+func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	for i, l := range labels {
+		if !utf8.ValidString(l) {
+			q := strconv.QuoteToGraphic(l)
+			labels[i] = q[1 : len(q)-1]
+		}
+	}
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
+}
+
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRuns, descResources, descBytes, descDuration, descNext, descSuccess, descRunning, descLast,
 		descPlanned, descDone, descWorkers, descHarvests, descUnits, descRunUnits, descJobs,
@@ -603,7 +623,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(descWorkers, err)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(descWorkers, prometheus.GaugeValue, float64(len(workers)))
+	ch <- constMetric(descWorkers, prometheus.GaugeValue, float64(len(workers)))
 	for _, w := range workers {
 		sites, sources, units := 0, 0, 0
 		for _, d := range w.Doing {
@@ -616,8 +636,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				sources++
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(descHarvests, prometheus.GaugeValue, float64(cmp.Or(sites, sources)), w.Host, strconv.Itoa(w.PID))
-		ch <- prometheus.MustNewConstMetric(descUnits, prometheus.GaugeValue, float64(units), w.Host, strconv.Itoa(w.PID))
+		ch <- constMetric(descHarvests, prometheus.GaugeValue, float64(cmp.Or(sites, sources)), w.Host, strconv.Itoa(w.PID))
+		ch <- constMetric(descUnits, prometheus.GaugeValue, float64(units), w.Host, strconv.Itoa(w.PID))
 	}
 	if c.p.opts.Queue != nil {
 		counts, err := c.p.opts.Queue.Counts(ctx)
@@ -626,7 +646,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		for st, n := range counts {
-			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(n), st)
+			ch <- constMetric(descJobs, prometheus.GaugeValue, float64(n), st)
 		}
 	}
 	views, err := c.totals(ctx, ch)
@@ -656,35 +676,35 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			written, deleted, unchanged, failed, bytes = written+float64(rv.Written), deleted+float64(rv.Deleted), unchanged+float64(rv.Unchanged), failed+float64(rv.Failed), bytes+float64(rv.Bytes)
 		}
 		for status, n := range byStatus {
-			ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, n, v.Name, status)
+			ch <- constMetric(descRuns, prometheus.CounterValue, n, v.Name, status)
 		}
 		for outcome, n := range map[string]float64{"written": written, "deleted": deleted, "unchanged": unchanged, "failed": failed} {
-			ch <- prometheus.MustNewConstMetric(descResources, prometheus.CounterValue, n, v.Name, outcome)
+			ch <- constMetric(descResources, prometheus.CounterValue, n, v.Name, outcome)
 		}
-		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, bytes, v.Name)
-		ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, running, v.Name)
+		ch <- constMetric(descBytes, prometheus.CounterValue, bytes, v.Name)
+		ch <- constMetric(descRunning, prometheus.GaugeValue, running, v.Name)
 		if r := v.Running; r != nil {
-			ch <- prometheus.MustNewConstMetric(descPlanned, prometheus.GaugeValue, float64(r.Planned), v.Name)
-			ch <- prometheus.MustNewConstMetric(descDone, prometheus.GaugeValue, float64(r.Done), v.Name)
+			ch <- constMetric(descPlanned, prometheus.GaugeValue, float64(r.Planned), v.Name)
+			ch <- constMetric(descDone, prometheus.GaugeValue, float64(r.Done), v.Name)
 			if r.Units > 0 {
-				ch <- prometheus.MustNewConstMetric(descRunUnits, prometheus.GaugeValue, float64(r.Units), v.Name, "all")
-				ch <- prometheus.MustNewConstMetric(descRunUnits, prometheus.GaugeValue, float64(r.UnitsDone), v.Name, "done")
+				ch <- constMetric(descRunUnits, prometheus.GaugeValue, float64(r.Units), v.Name, "all")
+				ch <- constMetric(descRunUnits, prometheus.GaugeValue, float64(r.UnitsDone), v.Name, "done")
 			}
 		}
 		if !success.IsZero() {
-			ch <- prometheus.MustNewConstMetric(descSuccess, prometheus.GaugeValue, float64(success.Unix()), v.Name)
+			ch <- constMetric(descSuccess, prometheus.GaugeValue, float64(success.Unix()), v.Name)
 		}
 		if r := v.LastRun; r != nil && !r.Finished.IsZero() {
-			ch <- prometheus.MustNewConstMetric(descDuration, prometheus.GaugeValue, r.Finished.Sub(r.Started).Seconds(), v.Name)
+			ch <- constMetric(descDuration, prometheus.GaugeValue, r.Finished.Sub(r.Started).Seconds(), v.Name)
 			for outcome, n := range map[string]int64{"written": r.Written, "deleted": r.Deleted, "unchanged": r.Unchanged, "failed": r.Failed} {
-				ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, float64(n), v.Name, outcome)
+				ch <- constMetric(descLast, prometheus.GaugeValue, float64(n), v.Name, outcome)
 			}
 		}
 		next := 0.0
 		if !v.Next.IsZero() {
 			next = float64(v.Next.Unix())
 		}
-		ch <- prometheus.MustNewConstMetric(descNext, prometheus.GaugeValue, next, v.Name)
+		ch <- constMetric(descNext, prometheus.GaugeValue, next, v.Name)
 	}
 }
 
@@ -715,7 +735,7 @@ func (c *collector) totals(ctx context.Context, ch chan<- prometheus.Metric) ([]
 		return nil, err
 	}
 	for status, n := range runs {
-		ch <- prometheus.MustNewConstMetric(descRunsAll, prometheus.CounterValue, float64(n), status)
+		ch <- constMetric(descRunsAll, prometheus.CounterValue, float64(n), status)
 	}
 	page, err := st.SitePage(ctx, state.SiteQuery{Limit: 1, Now: time.Now()})
 	if err != nil {
@@ -723,7 +743,7 @@ func (c *collector) totals(ctx context.Context, ch chan<- prometheus.Metric) ([]
 	}
 	all := 0
 	for _, s := range state.SiteStates {
-		ch <- prometheus.MustNewConstMetric(descSites, prometheus.GaugeValue, float64(page.Counts[s]), s)
+		ch <- constMetric(descSites, prometheus.GaugeValue, float64(page.Counts[s]), s)
 		all += page.Counts[s]
 	}
 	limit := cmp.Or(c.p.opts.MetricsSites, DefaultMetricsSites)
@@ -755,7 +775,7 @@ func (c *collector) totals(ctx context.Context, ch chan<- prometheus.Metric) ([]
 		return nil, err
 	}
 	for k, n := range sums {
-		ch <- prometheus.MustNewConstMetric(descLastAll, prometheus.GaugeValue, float64(n), k[0], k[1])
+		ch <- constMetric(descLastAll, prometheus.GaugeValue, float64(n), k[0], k[1])
 	}
 	failing := 0
 	if n := page.Counts[state.SiteFailing]; n > 0 {
@@ -773,11 +793,11 @@ func (c *collector) totals(ctx context.Context, ch chan<- prometheus.Metric) ([]
 			}
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(descFailingRow, prometheus.GaugeValue, float64(failing), strconv.Itoa(failingRuns))
+	ch <- constMetric(descFailingRow, prometheus.GaugeValue, float64(failing), strconv.Itoa(failingRuns))
 	if newest, err := st.Runs(ctx, 1); err != nil {
 		return nil, err
 	} else if len(newest) == 1 {
-		ch <- prometheus.MustNewConstMetric(descLastStart, prometheus.GaugeValue, float64(newest[0].Started.Unix()))
+		ch <- constMetric(descLastStart, prometheus.GaugeValue, float64(newest[0].Started.Unix()))
 	}
 	return own, nil
 }
