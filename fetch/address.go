@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +44,10 @@ var metadataAddrs = [...]netip.Addr{
 	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack, DigitalOcean, …
 	netip.MustParseAddr("169.254.170.2"),   // AWS ECS task metadata
 	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+	netip.MustParseAddr("169.254.170.23"),  // AWS EKS Pod Identity agent
 	netip.MustParseAddr("fd00:ec2::254"),   // AWS over IPv6
+	netip.MustParseAddr("fd00:ec2::23"),    // AWS EKS Pod Identity agent over IPv6
+	netip.MustParseAddr("fd20:ce::254"),    // Google Cloud over IPv6
 }
 
 // cgnat is RFC 6598's shared address space, kept with the private ranges.
@@ -65,7 +69,7 @@ var (
 // (2002::/16) — is classed as that IPv4 address; a local NAT64
 // translator's (64:ff9b:1::/48) as private.
 func ClassOf(a netip.Addr) AddressClass {
-	a = a.Unmap()
+	a = a.Unmap().WithZone("") // a zone names an interface, not another address
 	if a.Is6() {
 		b := a.As16()
 		switch {
@@ -245,6 +249,9 @@ func (g *guard) dial(ctx context.Context, network, addr string) (net.Conn, error
 		}
 	}
 	proxy := g.isProxy(addr)
+	if !g.p.Allow && !proxy {
+		addrs = publicOnly(addrs)
+	}
 	var refused *RefusedError
 	var last error
 	for _, a := range addrs {
@@ -292,12 +299,28 @@ func (g *guard) proxy(req *http.Request) (*url.URL, error) {
 		return nil, err
 	}
 	for _, a := range addrs {
-		if r := g.refuses(req.Context(), host, a); r != nil {
+		r := g.refuses(req.Context(), host, a)
+		if r == nil && !g.p.Allow && len(publicOnly(addrs)) < len(addrs) && ClassOf(a) != ClassPublic {
+			// Allowed for a local source, but the name has a public
+			// address too: it is public, and the proxy may dial this one.
+			r = &RefusedError{Host: host, Addr: a, Class: ClassOf(a), Mixed: true}
+		}
+		if r != nil {
 			r.Proxied = true
 			return nil, errclass.NewPermanent(r)
 		}
 	}
 	return u, nil
+}
+
+// publicOnly returns the public addresses of addrs when it has any (a name
+// with a public address is public: its other addresses are never
+// dialled), else addrs.
+func publicOnly(addrs []netip.Addr) []netip.Addr {
+	if !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return ClassOf(a) == ClassPublic }) {
+		return addrs
+	}
+	return slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return ClassOf(a) != ClassPublic })
 }
 
 // isProxy reports whether addr (host:port) is a proxy the guard chose.
@@ -351,6 +374,9 @@ type RefusedError struct {
 	// Proxied: the request would have gone through a proxy, which
 	// resolves the name again (see AddressPolicy).
 	Proxied bool
+	// Mixed: the address is of a class the source allows, but its name
+	// has a public address too, so the name is public.
+	Mixed bool
 }
 
 // Error names the host, its address, the rule and the flag that lifts it.
@@ -363,8 +389,12 @@ func (e *RefusedError) Error() string {
 	if e.Proxied {
 		how = "not asked of the proxy"
 	}
-	return fmt.Sprintf("%s: %s is %s address and the source is not served from one; %s (--allow-private-addresses allows it)",
-		ErrAddressRefused, who, article(string(e.Class)), how)
+	why := "the source is not served from one"
+	if e.Mixed {
+		why = "the name has a public address too, so it is public"
+	}
+	return fmt.Sprintf("%s: %s is %s address and %s; %s (--allow-private-addresses allows it)",
+		ErrAddressRefused, who, article(string(e.Class)), why, how)
 }
 
 // Unwrap returns ErrAddressRefused.
