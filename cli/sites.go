@@ -399,7 +399,7 @@ func urlArgs(cmd, use string) cobra.PositionalArgs {
 			return err
 		}
 		if u, err := url.Parse(args[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("%s: %q is not an absolute http(s) URL", cmd, args[0])
+			return usagef("%s: %q is not an absolute http(s) URL", cmd, state.SourceKey(args[0]))
 		}
 		return nil
 	}

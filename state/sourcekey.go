@@ -80,7 +80,10 @@ func SameSource(a, b string) bool {
 // withoutPassword returns raw, a URL that may not parse, without the
 // password of its user info: what comes before the last '@' ahead of any
 // query or fragment (a password may hold '/' or '@'), from its first ':'
-// on.
+// on. When no '@' comes before a '?' or '#' but a ':' does, the '?' or
+// '#' is taken for part of a password ("user:se#cret@host/"), and the
+// user info ends at the last '@': a URL that does not parse may lose more
+// than its password, never show it.
 func withoutPassword(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if ok {
@@ -93,6 +96,9 @@ func withoutPassword(raw string) string {
 		end = len(rest)
 	}
 	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 && strings.Contains(rest[:end], ":") {
+		at = strings.LastIndex(rest, "@")
+	}
 	if at < 0 {
 		return raw
 	}

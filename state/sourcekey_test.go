@@ -35,6 +35,9 @@ func TestSourceKey(t *testing.T) {
 		"https://bob:a@b#c@host/x?q=@":         "https://bob@b/#c@host/x?q=@",
 		"example.org/oai":                      "example.org/oai",
 		"alice:hunter2pw@host/x":               "alice@host/x",
+		"http://alice:se#cret@127.0.0.1:1/x":   "http://alice@127.0.0.1:1/x",
+		"http://alice:se?cret@Host/x?q=1":      "http://alice@host/x?q=1",
+		"http://host:bad/p?mail=a@b":           "http://host@b/",
 	} {
 		if got := SourceKey(raw); got != want {
 			t.Errorf("SourceKey(%s) = %s, want %s", raw, got, want)
