@@ -183,7 +183,11 @@ func (g *guard) sourceClasses(ctx context.Context) map[AddressClass]bool {
 		if err != nil || u.Hostname() == "" {
 			return
 		}
-		as, _ := g.resolve(ctx, u.Hostname())
+		host := u.Hostname()
+		if ascii, err := idna.Lookup.ToASCII(host); err == nil {
+			host = ascii // the name as a request dials it
+		}
+		as, _ := g.resolve(ctx, host)
 		local := map[AddressClass]bool{}
 		for _, a := range as {
 			c := ClassOf(a)
@@ -198,7 +202,7 @@ func (g *guard) sourceClasses(ctx context.Context) map[AddressClass]bool {
 			g.allowed[c] = true
 		}
 		if len(local) > 0 {
-			g.srcHost, g.srcAddrs = hostName(u.Hostname()), as
+			g.srcHost, g.srcAddrs = hostName(host), as
 		}
 	})
 	return g.allowed

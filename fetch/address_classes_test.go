@@ -122,3 +122,24 @@ func TestMixedNameStaysPublic(t *testing.T) {
 		}
 	})
 }
+
+// TestInternationalSourceName: a local source whose name is not ASCII is
+// looked up as a request dials it (its ASCII form), so that it is local:
+// its own resources are fetched.
+func TestInternationalSourceName(t *testing.T) {
+	srv := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "inside") })
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	res := stubResolver{"xn--bcher-kva.example": {netip.MustParseAddr("127.0.0.1")}}
+	n := &network{route: map[netip.Addr]string{}}
+	src := fmt.Sprintf("http://bücher.example:%d/", port)
+	c := New(Options{Retries: -1, Addresses: &AddressPolicy{Source: src, Resolver: res, Dial: n.dial}})
+	body, err := c.Open(t.Context(), src+"x")
+	if err != nil {
+		t.Fatalf("Open of the local source's own resource: %v (dialled %v)", err, n.dials())
+	}
+	b, _ := io.ReadAll(body)
+	body.Close()
+	if string(b) != "inside" {
+		t.Errorf("body %q", b)
+	}
+}
