@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -377,6 +378,8 @@ func (sk *s3CrashSink) auditOnce(t *testing.T) (map[string]crashSums, error) {
 		}
 		uri, ok := sk.tg.keys[obj.Key]
 		switch {
+		case path.Base(obj.Key) == "!rsharvest-sink":
+			continue // the sink's marker (see sink/s3's package documentation)
 		case !ok:
 			t.Fatalf("bucket %s: key %q is not the key of any URI of the source", sk.bucket, obj.Key)
 		case uri == "":

@@ -19,6 +19,8 @@ func TestRedact(t *testing.T) {
 		{"es:http://elastic:4711/s3cret@127.0.0.1:9200/res", "", "s3cret"},
 		{"es:http://elastic:s3cr/et@127.0.0.1:9200/res", "", "s3cr"},
 		{"s3:http://127.0.0.1:9000/bucket?secret_key=s3cret&region=x", "", "s3cret"},
+		{"s3://bucket/p?endpoint=AKIA:s3cret@127.0.0.1:9000&secure=false", "s3://bucket/p?endpoint=%E2%80%A6%40127.0.0.1%3A9000&secure=false", "s3cret"},
+		{"s3://bucket/p?endpoint=127.0.0.1:9000", "s3://bucket/p?endpoint=127.0.0.1:9000", ""},
 		{"fs:/data/mirror", "fs:/data/mirror", ""},
 		{"fs:backup@2024/mirror", "fs:backup@2024/mirror", ""},
 		{"fs:/srv/user@host/mirror", "fs:/srv/user@host/mirror", ""},

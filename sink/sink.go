@@ -111,8 +111,9 @@ func (reg Registry) Open(ctx context.Context, spec string) (Sink, error) {
 	return s, nil
 }
 
-// Redact returns a sink spec without credentials — URL user info and query
-// parameters whose names suggest secrets are replaced by "…" — for
+// Redact returns a sink spec without credentials — URL user info, query
+// parameters whose names suggest secrets and what looks like user info in
+// a parameter's value (USER:PASSWORD@HOST) are replaced by "…" — for
 // messages, logs and the state store.
 func Redact(spec string) string {
 	scheme, rest, ok := strings.Cut(spec, ":")
@@ -138,11 +139,19 @@ func Redact(spec string) string {
 	}
 	q := u.Query()
 	changed := false
-	for k := range q {
+	for k, vs := range q {
 		lk := strings.ToLower(k)
 		if strings.Contains(lk, "secret") || strings.Contains(lk, "password") || strings.Contains(lk, "token") || strings.Contains(lk, "key") {
 			q.Set(k, "…")
 			changed = true
+			continue
+		}
+		for i, v := range vs {
+			// USER:PASSWORD@HOST given as a value (an endpoint).
+			if at := strings.LastIndex(v, "@"); at > 0 && strings.Contains(v[:at], ":") {
+				vs[i] = "…" + v[at:]
+				changed = true
+			}
 		}
 	}
 	if changed {

@@ -160,7 +160,21 @@ func New(dir string, opts Options) (*FS, error) {
 		_ = root.Close()
 		return nil, err
 	}
+	if err := s.mark(); err != nil {
+		_ = s.tmp.close()
+		_ = root.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// mark makes the sink's mark (tmpDir/sinkMark), when it is not there: the
+// Walk of a sink whose directory holds this one skips it.
+func (s *FS) mark() error {
+	if err := s.root.Mkdir(tmpDir+"/"+sinkMark, 0o700); err != nil && !errors.Is(err, iofs.ErrExist) {
+		return errclass.Fatalf("fs sink %s: making its mark: %w", s.dir, err)
+	}
+	return nil
 }
 
 // tmpSafe is a host name as a piece of a temporary name: letters, digits,
@@ -232,6 +246,9 @@ func (s *FS) removeStaleTmp() error {
 	removed, live := 0, 0
 	for _, e := range entries {
 		rel := tmpDir + "/" + e.Name()
+		if e.Name() == sinkMark {
+			continue
+		}
 		if !e.IsDir() {
 			if err := s.root.Remove(rel); err != nil && !isNotExist(err) {
 				return err
@@ -632,7 +649,9 @@ func (s *FS) Get(ctx context.Context, uri string) (io.ReadCloser, error) {
 }
 
 // Walk calls fn with the URI of every file the sink holds, directory by
-// directory in order of the names. It skips the temporary directory, and logs and skips files
+// directory in order of the names. It skips the temporary directory, the
+// directory of another sink under this one's (one holding its mark, see
+// sinkMark), and logs and skips files
 // whose paths Decode rejects (put there by something else) and anything
 // that is not a regular file or a directory. Directories removed while the
 // walk runs are skipped. An error from fn stops the walk and is returned as
@@ -656,6 +675,12 @@ func (s *FS) walkDir(ctx context.Context, r *os.Root, rel string, fn func(uri st
 	_ = f.Close()
 	if err != nil && !(rel != "" && isNotExist(err)) {
 		return s.fsError("walk", rel, err)
+	}
+	if rel != "" && slices.ContainsFunc(entries, func(e iofs.DirEntry) bool { return e.Name() == tmpDir && e.IsDir() }) {
+		if info, err := r.Stat(tmpDir + "/" + sinkMark); err == nil && info.IsDir() {
+			s.log.Info("skipping another sink's directory, under this one's", "dir", rel)
+			return nil
+		}
 	}
 	slices.SortFunc(entries, func(a, b iofs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {

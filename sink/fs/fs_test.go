@@ -571,7 +571,7 @@ func TestTempOfLiveProcessKept(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	entries, err := os.ReadDir(filepath.Join(dir, tmpDir))
+	entries, err := tmpLeft(dir)
 	if err != nil || len(entries) != 0 {
 		t.Errorf("after both closed the temporary directory holds %v (%v)", entries, err)
 	}
@@ -793,5 +793,23 @@ func TestForeignLinkInTheWay(t *testing.T) {
 		if err := s.Delete(t.Context(), uri); errclass.IsFatal(err) {
 			t.Errorf("Delete of %s: %v is fatal", uri, err)
 		}
+	}
+}
+
+// TestNestedSinksApart: a sink whose directory is under another sink's
+// (two sites' mirrors, one inside the other) is not walked by the outer
+// sink as files of its own ("site2://http/…"), so an audit's repair,
+// which deletes what a sink holds beyond the state, leaves it alone.
+func TestNestedSinksApart(t *testing.T) {
+	dir := t.TempDir()
+	outer := newFS(t, dir, Options{})
+	inner := newFS(t, filepath.Join(dir, "site2"), Options{})
+	put(t, inner, "http://example.com/x", "inner's body")
+	put(t, outer, "http://example.com/y", "outer's body")
+	if got := walk(t, outer); !slices.Equal(got, []string{"http://example.com/y"}) {
+		t.Errorf("Walk of the outer sink = %q, want only its own resource", got)
+	}
+	if got := walk(t, inner); !slices.Equal(got, []string{"http://example.com/x"}) {
+		t.Errorf("Walk of the inner sink = %q", got)
 	}
 }

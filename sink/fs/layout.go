@@ -27,6 +27,13 @@ const (
 	// tmpDir holds files being written. It starts with ".", which neither a
 	// scheme nor otherDir does, so no URI maps into it.
 	tmpDir = ".rsharvest-tmp"
+	// sinkMark is the directory each sink makes in its tmpDir when it
+	// opens: a directory holding tmpDir/sinkMark, under a sink's own, is
+	// another sink's, which Walk skips. A URI's path may have a directory
+	// named as tmpDir below the root, but no path Encode writes has a name
+	// beginning "%r" (an escape is "%XX", hexadecimal; a cut is at an
+	// escape's start).
+	sinkMark = "%rsharvest-sink"
 
 	// maxName is the longest file or directory name written (the limit of
 	// ext4, XFS, btrfs, tmpfs, APFS and NTFS).

@@ -35,7 +35,8 @@
 //
 // A key longer than 1024 bytes (the S3 limit), or one that MinIO would
 // refuse or store under another name (a segment that is "." or ".." once
-// surrounding spaces are trimmed, as in "http://h/ ../x"), is replaced by
+// surrounding spaces are trimmed, as in "http://h/ ../x", or one ending in
+// "__XLDIR__", the name MinIO keeps directory objects under), is replaced by
 //
 //	PREFIX/_long/<hex SHA-256 of the URI>
 //
@@ -47,6 +48,11 @@
 // never leave an object whose URI is lost. Walk decodes plain keys, and
 // reads the URI object of each hashed one; keys it does not recognise are
 // logged and skipped.
+//
+// Each sink writes, when it opens, the object PREFIX/!rsharvest-sink (a
+// name no URI's key has, listed before any of the sink's objects): the
+// Walk of a sink at a prefix above it skips the objects under it, so that
+// an audit's repair of the one never deletes the other's.
 //
 // # Objects
 //

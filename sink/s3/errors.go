@@ -17,7 +17,7 @@ import (
 func sinkWide(code string) bool {
 	switch code {
 	case "NoSuchBucket", "InvalidBucketName", "InvalidAccessKeyId", "SignatureDoesNotMatch",
-		"InvalidToken", "AccountProblem", "AllAccessDisabled", "XMinioStorageFull":
+		"InvalidToken", "ExpiredToken", "AccountProblem", "AllAccessDisabled", "XMinioStorageFull":
 		return true
 	}
 	return false
@@ -29,7 +29,7 @@ func retryableCode(code string) bool {
 	switch code {
 	case "RequestTimeout", "RequestTimeTooSkewed", "SlowDown", "SlowDownRead", "SlowDownWrite",
 		"Throttling", "ThrottlingException", "RequestLimitExceeded", "RequestThrottled",
-		"InternalError", "ServiceUnavailable", "ExpiredToken", "XMinioServerNotInitialized",
+		"InternalError", "ServiceUnavailable", "XMinioServerNotInitialized",
 		"XMinioBucketMetadataNotInitialized", "XMinioBackendDown":
 		return true
 	}

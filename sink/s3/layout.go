@@ -26,6 +26,17 @@ const (
 	// maxPrefix bounds the key prefix so that every hashed key and its URI
 	// object fit in maxKey.
 	maxPrefix = 512
+	// sinkMarker is the object each sink writes at its prefix when it
+	// opens: a sink at a prefix under another's is skipped by the other's
+	// Walk. No key of a URI ends in it (a URI's last segment begins with
+	// "@"), and it sorts before every first segment a sink writes (a
+	// scheme, "_other", "_long" or an escape's "%"), so a listing meets a
+	// sink's marker before its objects.
+	sinkMarker = "!rsharvest-sink"
+	// dirSuffix ends the names MinIO keeps its directory objects under:
+	// it lists a name ending so as a directory ("KEY/"), and a segment
+	// ending so is not stored as it is.
+	dirSuffix = "__XLDIR__"
 )
 
 // objectKey returns the key of uri's object under prefix (empty, or ending
@@ -104,7 +115,8 @@ func storable(key string) bool {
 	}
 	for seg := range strings.SplitSeq(key, "/") {
 		trimmed := trimSpaceBytes(seg)
-		if seg == "" || trimmed == "." || trimmed == ".." {
+		if seg == "" || trimmed == "." || trimmed == ".." ||
+			len(seg) >= len(dirSuffix) && strings.EqualFold(seg[len(seg)-len(dirSuffix):], dirSuffix) {
 			return false
 		}
 	}

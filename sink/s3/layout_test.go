@@ -26,6 +26,7 @@ func layoutURIs() []string {
 		h+strings.Repeat("k", 1024-len("http/example.com/@")),   // a key of exactly 1024 bytes
 		h+strings.Repeat("k", 1024-len("http/example.com/@")+1), // one byte more
 		h+strings.Repeat("日本", 200),
+		h+"a__XLDIR__", h+"d__XLDIR__/b", h+"e__xldir__", // names MinIO lists as directories
 	)
 }
 

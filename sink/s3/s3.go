@@ -146,6 +146,9 @@ func New(ctx context.Context, opts Options) (*S3, error) {
 		return nil, errclass.Fatalf("s3 sink %s: invalid bucket name %q", name, opts.Bucket)
 	case opts.Endpoint == "":
 		return nil, errclass.Fatalf("s3 sink %s: no endpoint", name)
+	case strings.Contains(opts.Endpoint, "@"):
+		// Not quoted: what comes before the "@" may be credentials.
+		return nil, errclass.Fatalf("s3 sink %s: endpoint: want HOST[:PORT], without credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)", name)
 	case strings.Contains(opts.Endpoint, "/"):
 		return nil, errclass.Fatalf("s3 sink %s: endpoint %q: want HOST[:PORT], without scheme or path", name, opts.Endpoint)
 	case opts.Concurrency < 0:
@@ -203,7 +206,22 @@ func New(ctx context.Context, opts Options) (*S3, error) {
 		tr.CloseIdleConnections()
 		return nil, err
 	}
+	s.mark(ctx)
 	return s, nil
+}
+
+// mark writes the sink's marker at its prefix (see sinkMarker), so that
+// the Walk of a sink at a prefix above it skips its objects. A sink whose
+// credentials may not write (an audit's) goes on without it, warned.
+func (s *S3) mark(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	const body = "the objects under this prefix are a sink of rsharvest\n"
+	_, err := s.client.PutObject(ctx, s.bucket, s.prefix+sinkMarker, strings.NewReader(body), int64(len(body)),
+		minio.PutObjectOptions{ContentType: "text/plain; charset=utf-8"})
+	if err != nil {
+		s.log.Warn("cannot write the sink's marker: a sink at a prefix above this one will list its objects as its own", "key", s.prefix+sinkMarker, "err", err)
+	}
 }
 
 // check makes sure the endpoint answers and the bucket exists.
@@ -490,7 +508,9 @@ func (s *S3) Get(ctx context.Context, uri string) (io.ReadCloser, error) {
 
 // Walk calls fn with the URI of every object the sink holds, in key order.
 // It lists the keys under the prefix,
-// decodes plain keys and reads the URI object of each hashed key. Objects
+// decodes plain keys and reads the URI object of each hashed key. The
+// objects of another sink at a prefix under this one's (its marker, see
+// sinkMarker, met first) are skipped. Objects
 // it does not recognise are logged and skipped, as are hashed objects
 // whose URI object is missing or does not match. An error from fn stops
 // the walk and is returned as it is.
@@ -501,9 +521,20 @@ func (s *S3) Walk(ctx context.Context, fn func(uri string) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the listing when fn stops the walk
 	objects := s.reads.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, Recursive: true})
+	nested := "" // the prefix of another sink under this one's, being skipped
 	for obj := range objects {
 		if obj.Err != nil {
 			return classify(ctx, s.name+": walk", obj.Err)
+		}
+		switch {
+		case nested != "" && strings.HasPrefix(obj.Key, nested):
+			continue
+		case obj.Key == s.prefix+sinkMarker:
+			continue
+		case strings.HasSuffix(obj.Key, "/"+sinkMarker):
+			nested = strings.TrimSuffix(obj.Key, sinkMarker)
+			s.log.Info("skipping another sink's objects, at a prefix under this one's", "prefix", nested)
+			continue
 		}
 		kind, uri, err := parseKey(s.prefix, obj.Key)
 		switch kind {

@@ -478,6 +478,9 @@ func TestBucketRemoved(t *testing.T) {
 	srv := minioFor(t)
 	bucket := srv.newBucket(t)
 	s := open(t, srv.options(bucket, ""))
+	if err := srv.admin.RemoveObject(t.Context(), bucket, sinkMarker, minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := srv.admin.RemoveBucket(t.Context(), bucket); err != nil {
 		t.Fatal(err)
 	}
