@@ -212,7 +212,7 @@ Began:       {{when .Run.Started}}, took {{took .Run.Started .Run.Finished}}
 {{- with .Run.Versions}}{{if or .Inserted .Updated .Held}}
 Documents:   {{.Inserted}} inserted, {{.Updated}} updated, {{.Held}} held at their version{{end}}{{end}}
 {{- range .Documents}}
-  - {{printable .URI}}: {{.Outcome}}{{if .Previous}} {{.Previous}} → {{.Version}}{{else}} at {{.Version}}{{end}}
+  - {{printable .URI}}: {{.Outcome}}{{if .Previous}} {{printable .Previous}} → {{printable .Version}}{{else}} at {{printable .Version}}{{end}}
 {{- end}}
 {{- if .MoreDocuments}}
   … and {{.MoreDocuments}} more
@@ -361,7 +361,7 @@ func (r *Sender) Harvest(ctx context.Context, h *Harvest) error {
 	if err != nil {
 		return err
 	}
-	name := fmt.Sprintf("site-%s-%s", h.Site, h.Run.Started.UTC().Format("20060102T150405Z"))
+	name := fmt.Sprintf("site-%s-%s", h.Site, h.Run.Started.UTC().Format("20060102T150405.000000000Z"))
 	if h.Run.RunID > 0 {
 		name = fmt.Sprintf("site-%s-run%d", h.Site, h.Run.RunID)
 	}

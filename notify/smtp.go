@@ -73,7 +73,11 @@ func (m *SMTP) Send(ctx context.Context, to []string, subject, text, html string
 	if cfg == nil {
 		cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
-	opts := []mail.Option{mail.WithPort(port), mail.WithTimeout(30 * time.Second), mail.WithTLSConfig(cfg)}
+	timeout := m.Timeout
+	if timeout <= 0 {
+		timeout = DefaultSMTPTimeout
+	}
+	opts := []mail.Option{mail.WithPort(port), mail.WithTimeout(timeout), mail.WithTLSConfig(cfg)}
 	implicitTLS := false
 	switch m.TLS {
 	case "", "starttls":
@@ -88,13 +92,9 @@ func (m *SMTP) Send(ctx context.Context, to []string, subject, text, html string
 	default:
 		return errclass.Permanentf("smtp: TLS %q: want starttls, tls or none", m.TLS)
 	}
-	timeout := m.Timeout
-	if timeout <= 0 {
-		timeout = DefaultSMTPTimeout
-	}
-	// go-mail's own timeout covers the dial only: the connection itself
-	// carries the deadline of the whole exchange, and is closed when ctx
-	// ends.
+	// The connection carries the deadline of the whole exchange, which
+	// go-mail's own (set again at each step) cannot move later, and is
+	// closed when ctx ends.
 	var mu sync.Mutex
 	var stops []func() bool // the AfterFuncs of the connections dialled
 	defer func() {
@@ -110,7 +110,8 @@ func (m *SMTP) Send(ctx context.Context, to []string, subject, text, html string
 		if err != nil {
 			return nil, err
 		}
-		_ = conn.SetDeadline(time.Now().Add(timeout))
+		conn = &deadlineConn{Conn: conn, end: time.Now().Add(timeout)}
+		_ = conn.SetDeadline(time.Time{})
 		mu.Lock()
 		stops = append(stops, context.AfterFunc(ctx, func() { conn.Close() }))
 		mu.Unlock()
@@ -142,10 +143,41 @@ func (m *SMTP) Send(ctx context.Context, to []string, subject, text, html string
 	msg.Subject(subject)
 	msg.SetBodyString(mail.TypeTextPlain, text)
 	msg.AddAlternativeString(mail.TypeTextHTML, html)
-	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
+	client, err := c.DialToSMTPClientWithContext(ctx)
+	if err != nil {
 		return errclass.Retryablef("smtp %s: %w", m.Addr, err)
 	}
+	if err := c.SendWithSMTPClient(client, msg); err != nil {
+		_ = c.CloseWithSMTPClient(client)
+		return errclass.Retryablef("smtp %s: %w", m.Addr, err)
+	}
+	// The server took the message (it answered the data): a connection
+	// lost at QUIT does not make it unsent, which would send it again.
+	_ = c.CloseWithSMTPClient(client)
 	return nil
+}
+
+// deadlineConn is a connection whose deadlines are never later than end:
+// the deadline of a message's whole exchange, which go-mail, setting its
+// own at each step, cannot extend.
+type deadlineConn struct {
+	net.Conn
+	end time.Time
+}
+
+func (c *deadlineConn) clamp(t time.Time) time.Time {
+	if t.IsZero() || t.After(c.end) {
+		return c.end
+	}
+	return t
+}
+
+func (c *deadlineConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.clamp(t)) }
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error { return c.Conn.SetReadDeadline(c.clamp(t)) }
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.clamp(t))
 }
 
 // String names the server, for messages.
