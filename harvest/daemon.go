@@ -71,13 +71,6 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watching sync.WaitGroup
 	watching.Go(func() { h.watchActions(watchCtx, last, cmp.Or(o.ActionPoll, time.Second), wake) })
-	// The harvest log thinned once a day (see PruneLog): now, beside the
-	// schedule, and with the daily report.
-	watching.Go(func() {
-		if err := h.PruneLog(watchCtx, time.Now()); err != nil && watchCtx.Err() == nil {
-			log.Warn("the harvest log could not be pruned; it is tried again tomorrow", "error", err)
-		}
-	})
 	defer func() {
 		stopWatch()
 		watching.Wait()
@@ -122,12 +115,7 @@ func (h *Harvester) Daemon(ctx context.Context, o DaemonOptions) error {
 		r, err := spread.One(ctx, s, o.SpoolDir, o.Reports, o.Done, publish)
 		return Retry(r.Status, err)
 	}
-	d.Daily = func(ctx context.Context) error {
-		if err := h.PruneLog(ctx, time.Now()); err != nil {
-			log.Warn("the harvest log could not be pruned; it is tried again tomorrow", "error", err)
-		}
-		return Daily(ctx, h.Store, o.Reports, time.Now())
-	}
+	d.Daily = func(ctx context.Context) error { return h.daily(ctx, o.Reports, time.Now()) }
 	runErr := daemon.Run(ctx, d)
 	msg := "stopped"
 	if runErr != nil {
@@ -163,4 +151,15 @@ func (h *Harvester) watchActions(ctx context.Context, last int64, poll time.Dura
 			}
 		}
 	}
+}
+
+// daily is the daemon's daily job, at its start and then every 24 hours:
+// the daily report, then the day's thinning of the harvest log (see
+// PruneLog), in that order, so that the report is made of whole runs.
+func (h *Harvester) daily(ctx context.Context, rs *notify.Sender, now time.Time) error {
+	err := Daily(ctx, h.Store, rs, now)
+	if perr := h.PruneLog(ctx, now); perr != nil {
+		h.log().Warn("the harvest log could not be pruned; it is tried again tomorrow", "error", perr)
+	}
+	return err
 }

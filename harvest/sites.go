@@ -279,15 +279,43 @@ func SiteReport(ctx context.Context, st *state.Store, s *site.Site, started time
 	return r, nil
 }
 
-// Daily sends the composite report of the day's harvests (those begun in
-// the 24 hours up to now) through rs, once per day.
+// dailyEnd begins the key, in the reports sent, that records the end of
+// the window a daily report covered (in dailyEndLayout, which sorts).
+const (
+	dailyEnd       = "daily-end:"
+	dailyEndLayout = "2006-01-02T15:04:05.000000000Z"
+	// maxDailyWindow bounds how far back a daily report reaches, after a
+	// daemon stopped for days.
+	maxDailyWindow = 7 * 24 * time.Hour
+)
+
+// Daily sends, through rs, the composite report of the harvests begun
+// since the end of the last one (at most a week back; 24 hours before now
+// for the first), once a date (UTC): a daemon restarted on a date whose
+// report went out sends none, and the next covers from that report's end,
+// so that no harvest is left out of every report, nor told twice.
 func Daily(ctx context.Context, st *state.Store, rs *notify.Sender, now time.Time) error {
-	runs, err := st.RunsSince(ctx, now.Add(-24*time.Hour), "")
+	since := now.Add(-24 * time.Hour)
+	last, ok, err := st.LastReport(ctx, dailyEnd)
+	if err != nil {
+		return err
+	}
+	if t, err := time.Parse(dailyEndLayout, strings.TrimPrefix(last, dailyEnd)); ok && err == nil && !t.After(now) {
+		if t.Format(time.DateOnly) == now.UTC().Format(time.DateOnly) {
+			return nil // the date's report went out
+		}
+		since = t
+		if w := now.Add(-maxDailyWindow); since.Before(w) {
+			since = w
+		}
+	}
+	runs, err := st.RunsSince(ctx, since, "")
 	if err != nil {
 		return err
 	}
 	reg := site.Registry{Store: st}
-	a := notify.Composite{Key: "day:" + now.UTC().Format("2006-01-02"), Title: "harvests of the day up to " + now.UTC().Format("2006-01-02 15:04 UTC")}
+	a := notify.Composite{Key: "day:" + now.UTC().Format(time.DateOnly),
+		Title: "harvests from " + since.UTC().Format("2006-01-02 15:04") + " to " + now.UTC().Format("2006-01-02 15:04 UTC")}
 	for _, run := range runs {
 		if run.Site == "" || run.Status == state.StatusRunning {
 			continue
@@ -306,7 +334,7 @@ func Daily(ctx context.Context, st *state.Store, rs *notify.Sender, now time.Tim
 	}
 	// The harvests that failed before their run began have no run: their
 	// events say them.
-	events, err := st.EventsOf(ctx, now.Add(-24*time.Hour), harvestlog.NotBegun)
+	events, err := st.EventsOf(ctx, since, harvestlog.NotBegun)
 	if err != nil {
 		return err
 	}
@@ -330,7 +358,12 @@ func Daily(ctx context.Context, st *state.Store, rs *notify.Sender, now time.Tim
 	if err := rs.Composite(ctx, &a); err != nil {
 		return fmt.Errorf("daily report: %w", err)
 	}
-	return nil
+	key := dailyEnd + now.UTC().Format(dailyEndLayout)
+	claimed, err := st.ClaimReport(ctx, key)
+	if err == nil && claimed {
+		err = st.ReportSent(ctx, key)
+	}
+	return err
 }
 
 // RunReport is the report a run recorded, decoded; a run that recorded

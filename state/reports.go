@@ -2,6 +2,8 @@ package state
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"time"
 )
 
@@ -39,4 +41,20 @@ func (s *Store) ReleaseReport(ctx context.Context, key string) error {
 		return fatal("release report", err)
 	}
 	return nil
+}
+
+// LastReport returns the greatest key, in the order the store sorts text,
+// of the reports sent whose keys begin with prefix (false when there is
+// none). Keys that end in a time of one fixed-width layout sort by it, so
+// the greatest is the newest. prefix holds no "%" nor "_".
+func (s *Store) LastReport(ctx context.Context, prefix string) (string, bool, error) {
+	var key string
+	err := s.r.QueryRowContext(ctx, "SELECT key FROM reports_sent WHERE key LIKE ? AND state = 'sent' ORDER BY key DESC LIMIT 1", prefix+"%").Scan(&key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fatal("last report", err)
+	}
+	return key, true, nil
 }

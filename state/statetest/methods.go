@@ -1009,6 +1009,24 @@ func testReports[S Snapshot](t *testing.T, h Harness[S]) {
 	if _, err := st.ClaimReport(ctx, ""); err == nil {
 		t.Error("ClaimReport(\"\"): no error")
 	}
+	// The newest of the keys sent under a prefix, by a time that sorts.
+	for _, k := range []string{"end:2026-11-28T10:00:00Z", "end:2026-11-29T09:00:00Z", "end:2026-11-30T08:00:00Z", "endless", "ends:2099"} {
+		must(t, func() error {
+			if _, err := st.ClaimReport(ctx, k); err != nil {
+				return err
+			}
+			if k == "end:2026-11-30T08:00:00Z" {
+				return nil // claimed, not sent
+			}
+			return st.ReportSent(ctx, k)
+		}())
+	}
+	if got, ok, err := st.LastReport(ctx, "end:"); err != nil || !ok || got != "end:2026-11-29T09:00:00Z" {
+		t.Errorf("LastReport(end:) = %q, %v, %v; want the newest sent", got, ok, err)
+	}
+	if got, ok, err := st.LastReport(ctx, "none:"); err != nil || ok {
+		t.Errorf("LastReport(none:) = %q, %v, %v; want none", got, ok, err)
+	}
 }
 
 // testJobDB: the job engine's pool writes to the store's file (or, kept in

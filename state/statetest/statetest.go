@@ -113,6 +113,7 @@ type Store[S Snapshot] interface {
 	ClaimReport(ctx context.Context, key string) (bool, error)
 	ReportSent(ctx context.Context, key string) error
 	ReleaseReport(ctx context.Context, key string) error
+	LastReport(ctx context.Context, prefix string) (string, bool, error)
 
 	// Tasks spread over workers.
 	CreateTask(ctx context.Context, t state.Task, parts []string, plan func(int) ([]byte, error), also func(context.Context, *sql.Tx, int64) error) (int64, error)
