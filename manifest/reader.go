@@ -73,6 +73,9 @@ type EntryError struct {
 	// ("" otherwise): what a reader that asks for the resource again needs
 	// to know, a deletion above all.
 	Change Change
+	// Time is the entry's change time (rs:md datetime, else lastmod), if
+	// it was read: what orders it among the changes of its resource.
+	Time time.Time
 	// Err says what is wrong.
 	Err error
 }
@@ -490,7 +493,7 @@ func (r *Reader) readEntry(start xml.StartElement) (*Entry, error) {
 		note(errors.New("no <loc>"))
 	}
 	if bad != nil {
-		return nil, &EntryError{Index: index, Loc: e.Loc, Change: e.Metadata.Change, Err: errclass.Permanentf("line %d: %w", line, bad)}
+		return nil, &EntryError{Index: index, Loc: e.Loc, Change: e.Metadata.Change, Time: e.ChangeTime(), Err: errclass.Permanentf("line %d: %w", line, bad)}
 	}
 	return e, nil
 }
@@ -578,34 +581,40 @@ const (
 // ParseDatetimeLenient), with a warning; one that cannot be read at all is
 // an error when strict, and is otherwise dropped with a warning.
 func (r *Reader) parseMetadata(attrs []xml.Attr, m *Metadata, strict bool) error {
+	// Every attribute is read, a bad one's error returned at the end: an
+	// entry that fails still says its change and its time.
 	var seen uint32
+	var bad error
 	for _, a := range attrs {
 		if a.Name.Space != "" {
 			continue
 		}
-		var bit uint32
+		bit := metadataBit(a.Name.Local)
+		switch {
+		case bit == 0:
+			continue
+		case seen&bit != 0:
+			if bad == nil {
+				bad = errclass.Permanentf("attribute %s given twice", a.Name.Local)
+			}
+			continue // the first stands
+		}
+		seen |= bit
 		var err error
 		switch a.Name.Local {
 		case "capability":
-			bit = attrCapability
 			m.Capability = Capability(strings.TrimSpace(a.Value))
 		case "at":
-			bit = attrAt
 			m.At, err = r.datetime("at", a.Value, strict)
 		case "completed":
-			bit = attrCompleted
 			m.Completed, err = r.datetime("completed", a.Value, strict)
 		case "from":
-			bit = attrFrom
 			m.From, err = r.datetime("from", a.Value, strict)
 		case "until":
-			bit = attrUntil
 			m.Until, err = r.datetime("until", a.Value, strict)
 		case "datetime":
-			bit = attrDatetime
 			m.Datetime, err = r.datetime("datetime", a.Value, strict)
 		case "change":
-			bit = attrChange
 			m.Change = Change(strings.TrimSpace(a.Value))
 			switch m.Change {
 			case Created, Updated, Deleted:
@@ -613,35 +622,56 @@ func (r *Reader) parseMetadata(attrs []xml.Attr, m *Metadata, strict bool) error
 				r.warn(warnChange, "unknown change value", "change", trunc(string(m.Change), 64))
 			}
 		case "encoding":
-			bit = attrEncoding
 			m.Encoding = strings.TrimSpace(a.Value)
 		case "hash":
-			bit = attrHash
 			m.Hashes, err = r.parseHashes(a.Value)
 		case "length":
-			bit = attrLength
 			m.Length, err = parseLength(a.Value)
 		case "path":
-			bit = attrPath
 			m.Path = a.Value
 			if m.Path != "" && !strings.HasPrefix(m.Path, "/") {
 				r.warn(warnPath, "rs:md path without a leading slash", "path", trunc(m.Path, 200))
 			}
 		case "type":
-			bit = attrType
 			m.Type = strings.TrimSpace(a.Value)
-		default:
-			continue
 		}
-		if seen&bit != 0 {
-			return errclass.Permanentf("attribute %s given twice", a.Name.Local)
-		}
-		seen |= bit
-		if err != nil {
-			return fmt.Errorf("%s: %w", a.Name.Local, err)
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("%s: %w", a.Name.Local, err)
 		}
 	}
-	return nil
+	return bad
+}
+
+// metadataBit is the bit of the rs:md attribute name among those read (0
+// for another).
+func metadataBit(name string) uint32 {
+	switch name {
+	case "capability":
+		return attrCapability
+	case "at":
+		return attrAt
+	case "completed":
+		return attrCompleted
+	case "from":
+		return attrFrom
+	case "until":
+		return attrUntil
+	case "datetime":
+		return attrDatetime
+	case "change":
+		return attrChange
+	case "encoding":
+		return attrEncoding
+	case "hash":
+		return attrHash
+	case "length":
+		return attrLength
+	case "path":
+		return attrPath
+	case "type":
+		return attrType
+	}
+	return 0
 }
 
 // changeTimes reports whether the document's datetimes order changes (a

@@ -166,11 +166,14 @@ func (w *walk) readChanges(ctx context.Context, p *changeplan.Plan, i int) (err 
 			}
 			var ee *manifest.EntryError
 			if errors.As(err, &ee) {
-				// Its time, unread, is at most the package's end (now for
-				// an open one): what it says wins over the older changes
-				// held, and a later package's change of the resource wins
-				// over it.
-				retry := entryRetry(ee.Loc, ee.Change, j.ResourceSet, j.URL, cmp.Or(j.Until, w.now))
+				if t := ee.Time; !t.IsZero() && (t.Before(cp.From) || t.After(cp.Until) || !gap.IsZero() && !t.Before(gap)) {
+					continue // as below: not a change this document is read for
+				}
+				// At its own time when it was read; else at most the
+				// package's end (now for an open one): what it says wins
+				// over the older changes held, and a later package's
+				// change of the resource wins over it.
+				retry := entryRetry(ee.Loc, ee.Change, j.ResourceSet, j.URL, cmp.Or(ee.Time, j.Until, w.now))
 				if err := entryFail(seq, orNone(ee.Loc, j.URL), err, retry); err != nil {
 					return err
 				}

@@ -349,11 +349,17 @@ func (w *walk) retry(ctx context.Context, covered func(uri string) (bool, error)
 	return nil
 }
 
-// noteAt lowers a baseline's checkpoint of set to snapshot time at.
+// noteAt lowers a baseline's checkpoint of set to snapshot time at, never
+// past now: a snapshot dated in the future (a producer's clock) would
+// otherwise have the next runs read an empty range until then.
 func (w *walk) noteAt(ctx context.Context, set string, at time.Time) error {
 	cp, err := w.set(ctx, set)
 	if err != nil {
 		return err
+	}
+	if at.After(w.now) {
+		w.Log.Warn("snapshot dated in the future; the checkpoint is now instead", "resource_set", set, "at", at, "now", w.now)
+		at = w.now
 	}
 	if !at.IsZero() && (cp.Next.IsZero() || at.Before(cp.Next)) {
 		cp.Next, cp.Baseline = at, at
@@ -374,6 +380,12 @@ func (w *walk) inRange(ctx context.Context, set string, from, until time.Time) (
 	}
 	if !w.gap.IsZero() && !from.IsZero() && !from.Before(w.gap) {
 		return false, nil // covered by the capability preferred
+	}
+	if !from.IsZero() && !until.IsZero() && until.Before(from) {
+		// Bounds that say nothing: it is read, its entries judged by
+		// their own times.
+		w.Log.Warn("a document's until is before its from; read whatever the range", "resource_set", set, "from", from, "until", until)
+		return true, nil
 	}
 	return source.Intersects(from, until, cp.From, cp.Until), nil
 }
@@ -543,6 +555,10 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 	if w.survey != nil && here.depth > 0 {
 		return w.surveyed(ctx, rd, here)
 	}
+	if c := h.Metadata.Capability; here.depth == 0 && w.task.Set != "" && c != manifest.Description && !MatchesSet(w.task.Set, docURL) {
+		// The source is one resource set's document: --set must name it.
+		return errclass.Fatalf("%s: no resource set (capability list) named %q: the source is the %s of another", docURL, w.task.Set, capName(c))
+	}
 	switch h.Metadata.Capability {
 	case manifest.Description:
 		var firstBroken error
@@ -554,11 +570,17 @@ func (w *walk) walk(ctx context.Context, docURL, resourceSet string, here *trail
 				err = firstBroken // not one set could be read: the source could not be
 			}
 		}()
+		listed := map[string]bool{}
 		return w.eachEntry(ctx, docURL, "", false, rd, func(e *manifest.Entry) error {
 			if c := e.Metadata.Capability; c != "" && c != manifest.CapabilityList {
 				w.Log.Warn("source description entry is not a capability list; skipped", "document", docURL, "entry", e.Loc, "capability", c)
 				return nil
 			}
+			if listed[e.Loc] {
+				w.Log.Warn("capability list listed twice; read once", "document", docURL, "entry", e.Loc)
+				return nil
+			}
+			listed[e.Loc] = true
 			if w.task.Set != "" && !MatchesSet(w.task.Set, e.Loc) {
 				return nil
 			}
