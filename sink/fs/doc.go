@@ -74,7 +74,9 @@
 // sink is open and removed by Close. When a sink is opened, the
 // directories whose lock is free — their process ended, by a crash or
 // kill -9 too — are removed with what they hold; those of running
-// processes are left alone. With Options.Fsync the file is synced before
+// processes are left alone. The sink's mark, the empty directory
+// DIR/.rsharvest-tmp/%rsharvest-sink, stays: the Walk of a sink whose
+// directory holds this one skips it (two sites' mirrors may nest). With Options.Fsync the file is synced before
 // and its directory after the rename, with the parents of the directories
 // created for it (and a Delete's directory after it), which adds safety
 // against power loss at the cost of speed. Delete removes the file and
