@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rsharvest/rsharvest/config"
@@ -283,11 +284,36 @@ func (h *Harvester) Audit(ctx context.Context, j Job, repair bool) (*pipeline.Au
 	}
 	opts.Fence = fence
 	defer closeSinks(context.WithoutCancel(ctx))
+	if repair {
+		if err := h.repairable(ctx, j, opts.SourceKey); err != nil {
+			return nil, err
+		}
+	}
 	ar, err := pipeline.Audit(ctx, opts, repair)
 	if err != nil {
 		return ar, fmt.Errorf("audit: %w", err)
 	}
 	return ar, nil
+}
+
+// repairable refuses a repair of j whose state records nothing of the
+// source under key (the key of j's source in j's sinks): every resource
+// the sinks hold would look extra, and every change since the snapshot
+// would be rolled back — the sinks named otherwise than the source was
+// harvested into them ("fs:DIR/" for "fs:DIR"), or another state file.
+func (h *Harvester) repairable(ctx context.Context, j Job, key string) error {
+	n, err := h.Store.CountResources(ctx, key, true)
+	if err != nil || n > 0 {
+		return err
+	}
+	hint, src := "", state.SourceKey(j.Source)
+	if held, err := h.Store.Holders(ctx, src); err != nil {
+		return err
+	} else if len(held) > 0 {
+		hint = " (this state holds it in " + strings.Join(held, ", ") + ")"
+	}
+	return &InvalidError{fmt.Errorf("audit --repair: this state records nothing of %s held in %s%s: a repair would take all they hold for extra; "+
+		"name the sinks as the source was harvested into them, with its state file, or harvest it first", src, strings.Join(RedactSpecs(j.Sinks), ", "), hint)}
 }
 
 // Site harvests registry site s as Run in mode Sync does, with the site's

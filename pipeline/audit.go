@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,12 @@ type SinkAudit struct {
 	// missing, extra nor mismatched, and a repair leaves them as they are.
 	Newer    int64    `json:"newer"`
 	NewerURI []string `json:"newer_uris,omitempty"`
+	// Others counts what the sink holds that the state records of other
+	// sources (harvested into the same sink): neither extra nor removed.
+	Others int64 `json:"other_sources,omitempty"`
+	// Unchecked counts the resources held whose body the sink does not
+	// keep (an es index without store_body): present, not hashed.
+	Unchecked int64 `json:"unchecked,omitempty"`
 }
 
 // AuditReport is the outcome of an audit: what the source lists against
@@ -53,9 +60,12 @@ type AuditReport struct {
 	// the source's listing could not be read (Problems): what only that
 	// part lists would have looked extra.
 	KeptExtra bool `json:"kept_extra,omitempty"`
-	// NotRepaired counts mismatched resources a repair left as they are:
-	// the state holds a version newer than the snapshot, which the next
-	// harvest (or index) restores.
+	// NotRepaired counts the missing or mismatched resources that the
+	// state holds at a version newer than the snapshot: a repair from the
+	// snapshot would roll them back, so it asks the next harvest for
+	// them again instead (their state forgotten, each kept as a retry),
+	// which fetches the source's current version. Until then the
+	// differences remain.
 	NotRepaired int64 `json:"not_repaired,omitempty"`
 	// DryRun says the repair was only told to Options.Preview: nothing
 	// was removed or fetched.
@@ -84,7 +94,14 @@ func (a *AuditReport) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "audit of %s: %d resources listed by the source\n", a.Source, a.Listed)
 	for _, s := range a.Sinks {
-		fmt.Fprintf(&b, "  %s: %d held, %d missing, %d extra, %d mismatched, %d newer than the snapshot\n", s.Sink, s.Held, s.Missing, s.Extra, s.Mismatched, s.Newer)
+		fmt.Fprintf(&b, "  %s: %d held, %d missing, %d extra, %d mismatched, %d newer than the snapshot", s.Sink, s.Held, s.Missing, s.Extra, s.Mismatched, s.Newer)
+		if s.Others > 0 {
+			fmt.Fprintf(&b, ", %d of other sources", s.Others)
+		}
+		if s.Unchecked > 0 {
+			fmt.Fprintf(&b, ", %d not hashed (the sink keeps no body)", s.Unchecked)
+		}
+		b.WriteString("\n")
 		for _, l := range []struct {
 			what string
 			uris []string
@@ -101,7 +118,11 @@ func (a *AuditReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "repair: no extra resource removed: part of the source's listing could not be read\n")
 	}
 	if a.NotRepaired > 0 {
-		fmt.Fprintf(&b, "repair: %d mismatched resources held at a version newer than the snapshot left to the next harvest\n", a.NotRepaired)
+		what := "are asked for again by the next harvest (at the source's current version)"
+		if a.Repair == nil && !a.DryRun {
+			what = "a repair has the next harvest ask for again"
+		}
+		fmt.Fprintf(&b, "%d missing or mismatched resources held at a version newer than the snapshot: %s\n", a.NotRepaired, what)
 	}
 	switch {
 	case a.DryRun:
@@ -156,7 +177,22 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		return nil, err
 	}
 	newer := r.newerThanSnapshot(opts)
-	var forget, extras []string
+	others, err := r.heldByOthers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var forget, extras, unlisted []string
+	// requeue are resources held at a version newer than the snapshot that
+	// a sink lacks or holds damaged (see AuditReport.NotRepaired).
+	var requeue []state.Resource
+	requeued := map[string]bool{}
+	ask := func(rec state.Resource) {
+		if !requeued[rec.URI] {
+			requeued[rec.URI] = true
+			requeue = append(requeue, rec)
+			ar.NotRepaired++
+		}
+	}
 	extraIn := map[string][]boundSink{}
 	mismatched := map[string]bool{}
 	for _, s := range r.sinks {
@@ -176,6 +212,15 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 					sa.noteNewer(uri) // created after the snapshot
 					return inv.MarkHeld(ctx, uri, s.name)
 				}
+				if theirs, err := others(ctx, uri); err != nil {
+					return err
+				} else if theirs {
+					// Another source's, in the same sink: not this
+					// audit's to count or remove.
+					sa.Held--
+					sa.Others++
+					return nil
+				}
 				sa.Extra++
 				if len(sa.ExtraURI) < maxAuditList {
 					sa.ExtraURI = append(sa.ExtraURI, uri)
@@ -187,6 +232,10 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 				return inv.MarkHeld(ctx, uri, s.name)
 			}
 			if err := verifyHeld(ctx, s.Sink.(sink.Inventory), uri, r.checked(fixity.Expect{Length: l.Length, Hashes: l.Hashes})); err != nil {
+				if errors.Is(err, errors.ErrUnsupported) {
+					sa.Unchecked++ // a sink that keeps no body: present
+					return inv.MarkHeld(ctx, uri, s.name)
+				}
 				if !errors.Is(err, fixity.ErrMismatch) {
 					return fmt.Errorf("audit: reading %s from %s: %w", uri, s.name, err)
 				}
@@ -213,9 +262,8 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 				}
 				if n && !rec.Deleted {
 					// The state's version is newer than the snapshot: a
-					// repair from the snapshot would roll it back. Left
-					// to the next harvest (or index), as a missing one is.
-					ar.NotRepaired++
+					// repair from the snapshot would roll it back.
+					ask(rec)
 					return nil
 				}
 				forget = append(forget, uri)
@@ -238,15 +286,40 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 				sa.noteNewer(l.URI) // deleted after the snapshot
 				return nil
 			}
-			sa.Missing++
-			if len(sa.MissingURI) < maxAuditList {
-				sa.MissingURI = append(sa.MissingURI, l.URI)
+			sa.noteMissing(l.URI)
+			if n {
+				// Held at a version newer than the snapshot's: fetching
+				// the snapshot's would roll it back.
+				ask(rec)
+				return nil
 			}
-			if !n {
-				// Fetched again from the snapshot. One held at a version
-				// newer than the snapshot's is not: that would roll it
-				// back (the next harvest, or index, restores it).
-				forget = append(forget, l.URI)
+			forget = append(forget, l.URI) // fetched again from the snapshot
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		// What the state holds of the source that the listing does not
+		// name (created after the snapshot, or no longer listed), and the
+		// sink lacks.
+		if err := opts.Store.WalkResources(ctx, opts.SourceKey, func(rec state.Resource) error {
+			if rec.Deleted {
+				return nil
+			}
+			if _, listed, err := inv.Lookup(ctx, rec.URI); err != nil || listed {
+				return err
+			}
+			if held, err := inv.Held(ctx, rec.URI, s.name); err != nil || held {
+				return err
+			}
+			_, n, err := newer(ctx, rec.URI)
+			if err != nil {
+				return err
+			}
+			sa.noteMissing(rec.URI)
+			if n {
+				ask(rec) // created after the snapshot
+			} else {
+				unlisted = append(unlisted, rec.URI) // no longer listed, nor held: forgotten
 			}
 			return nil
 		}); err != nil {
@@ -254,10 +327,10 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		}
 		ar.Sinks = append(ar.Sinks, sa)
 	}
-	if repair && len(ar.Problems) > 0 && len(extras) > 0 {
+	if repair && len(ar.Problems) > 0 && len(extras)+len(unlisted) > 0 {
 		// What only the part that failed lists looks extra: a harvest
 		// looks for what is no longer listed only after a whole listing.
-		ar.KeptExtra, extras = true, nil
+		ar.KeptExtra, extras, unlisted = len(extras) > 0, nil, nil
 	}
 	var limitErr error
 	if repair && opts.MaxDelete.IsSet() && len(extras) > 0 {
@@ -282,6 +355,9 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		for _, uri := range forget {
 			r.preview(Preview{Action: PreviewFetch, URI: uri, Length: -1})
 		}
+		for _, rec := range requeue {
+			r.preview(Preview{Action: PreviewFetch, URI: rec.URI + " (by the next harvest, at the source's current version)", Length: -1})
+		}
 		if limitErr != nil {
 			return ar, limitErr
 		}
@@ -291,7 +367,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		// are done leaves them holding what the state does not, which
 		// the next audit finds extra again — never the state claiming
 		// what no sink holds.
-		if err := opts.Store.ForgetResources(ctx, opts.SourceKey, append(forget, extras...)); err != nil {
+		if err := opts.Store.ForgetResources(ctx, opts.SourceKey, slices.Concat(forget, extras, unlisted)); err != nil {
 			return nil, err
 		}
 		for _, uri := range extras {
@@ -316,9 +392,67 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		if err != nil {
 			return ar, err
 		}
+		if err := r.askAgain(ctx, requeue); err != nil {
+			return ar, err
+		}
 	}
 	ar.Finished = time.Now().UTC()
 	return ar, nil
+}
+
+// noteMissing counts uri missing.
+func (sa *SinkAudit) noteMissing(uri string) {
+	sa.Missing++
+	if len(sa.MissingURI) < maxAuditList {
+		sa.MissingURI = append(sa.MissingURI, uri)
+	}
+}
+
+// heldByOthers returns the test of whether the state records uri as a
+// resource of another source held in the run's sinks (see
+// state.OtherSources): one sink may hold several sources.
+func (r *run) heldByOthers(ctx context.Context) (func(ctx context.Context, uri string) (bool, error), error) {
+	names := make([]string, len(r.sinks))
+	for i, s := range r.sinks {
+		names[i] = s.name
+	}
+	srcs, err := r.opts.Store.OtherSources(ctx, r.opts.SourceKey, names)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, uri string) (bool, error) {
+		for _, src := range srcs {
+			rec, ok, err := r.opts.Store.Resource(ctx, src, uri)
+			if err != nil {
+				return false, err
+			}
+			if ok && !rec.Deleted {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, nil
+}
+
+// askAgain has the next harvest fetch recs again at the source's current
+// version (see AuditReport.NotRepaired): each kept as a retry first, then
+// its record forgotten, so that a repair stopped between leaves the retry
+// (which finds the record unchanged) rather than a record no retry
+// restores.
+func (r *run) askAgain(ctx context.Context, recs []state.Resource) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	b := state.Batch{Retries: make([]state.Retry, 0, len(recs))}
+	uris := make([]string, 0, len(recs))
+	for _, rec := range recs {
+		b.Retries = append(b.Retries, r.retryOf(&source.Record{URI: rec.URI, ResourceSet: rec.ResourceSet, Listed: rec.Package, Length: -1, ChangeTime: rec.ChangeTime}))
+		uris = append(uris, rec.URI)
+	}
+	if err := r.opts.Store.Commit(ctx, b); err != nil {
+		return fmt.Errorf("repair: asking for %d resources again: %w", len(recs), err)
+	}
+	return r.opts.Store.ForgetResources(ctx, r.opts.SourceKey, uris)
 }
 
 // noteNewer counts uri newer than the snapshot.

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rsharvest/rsharvest/bench"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
+	"github.com/rsharvest/rsharvest/state"
 )
 
 // TestRepairPartialListing: when part of the source's listing cannot
@@ -124,10 +126,10 @@ func TestRepairMaxDelete(t *testing.T) {
 
 // TestRepairMismatchedNewer: a resource updated after the snapshot (by an
 // incremental run) whose held body is then damaged is counted mismatched,
-// and the repair leaves it to the next harvest, as it does a missing one
-// newer than the snapshot: fetching it from the snapshot would roll it
+// and the repair has the next harvest fetch it again, as it does a missing
+// one newer than the snapshot: fetching it from the snapshot would roll it
 // back to the version the later change replaced ("audit --repair never
-// writes an older version").
+// writes an older version"). The next harvest restores the version held.
 func TestRepairMismatchedNewer(t *testing.T) {
 	ctx := t.Context()
 	src := t.TempDir()
@@ -170,8 +172,19 @@ func TestRepairMismatchedNewer(t *testing.T) {
 	if body, ok := h.held(ctx)[victim]; ok && bytes.Equal(body, old[victim]) {
 		t.Errorf("the repair rolled %s back to the snapshot's version (%d bytes; the version held was %d bytes)", victim, len(old[victim]), len(now[victim]))
 	}
-	if rec, ok, err := h.store.Resource(ctx, srv.URL, victim); err != nil || !ok || !rec.ChangeTime.Equal(before.ChangeTime) {
-		t.Errorf("the state's record of %s: change time %v, was %v (held %v, %v)", victim, rec.ChangeTime, before.ChangeTime, ok, err)
+	if retries, err := h.store.Retries(ctx, srv.URL, before.ResourceSet); err != nil || !slices.ContainsFunc(retries, func(r state.Retry) bool {
+		return r.URI == victim && r.ChangeTime.Equal(before.ChangeTime)
+	}) {
+		t.Errorf("the repair left no retry of %s at its change time %v (%v)", victim, before.ChangeTime, err)
+	}
+	if ar.NotRepaired != 1 {
+		t.Errorf("NotRepaired = %d, want 1", ar.NotRepaired)
+	}
+	if rep := h.incremental(ctx, srv.URL, pipeline.Range{}); rep.Status != runreport.StatusOK {
+		t.Errorf("the next harvest: %s", rep.Summary())
+	}
+	if body := h.held(ctx)[victim]; !bytes.Equal(body, now[victim]) {
+		t.Errorf("after the next harvest %s holds %d bytes, want the current version's %d", victim, len(body), len(now[victim]))
 	}
 	if t.Failed() {
 		t.Logf("%.2000s", out.String())

@@ -30,6 +30,8 @@ type Store interface {
 	CountResources(ctx context.Context, source string, includeDeleted bool) (int64, error)
 	WalkResources(ctx context.Context, source string, fn func(state.Resource) error) error
 	ForgetResources(ctx context.Context, source string, uris []string) error
+	// The other sources held in some of the same sinks (an audit's).
+	OtherSources(ctx context.Context, source string, sinks []string) ([]string, error)
 	// Where each resource set stands, for the planner (source.Holdings).
 	Checkpoint(ctx context.Context, source, set string) (state.Checkpoint, bool, error)
 	Progress(ctx context.Context, source, set string) (map[string]string, error)

@@ -95,6 +95,19 @@ func (inv *Inventory) MarkHeld(ctx context.Context, uri, sink string) error {
 	return nil
 }
 
+// Held reports whether sink holds uri (MarkHeld).
+func (inv *Inventory) Held(ctx context.Context, uri, sink string) (bool, error) {
+	var one int
+	err := inv.db.QueryRowContext(ctx, `SELECT 1 FROM held WHERE uri = ? AND sink = ?`, uri, sink).Scan(&one)
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	if err != nil {
+		return false, errclass.Fatalf("inventory: %w", err)
+	}
+	return true, nil
+}
+
 // Missing calls fn with every listed resource that sink does not hold, in
 // URI order.
 func (inv *Inventory) Missing(ctx context.Context, sink string, fn func(Listed) error) error {

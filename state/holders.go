@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"slices"
+	"strings"
 )
 
 // Holders returns the sinks (by their names, as a run's report gives
@@ -32,4 +33,23 @@ func (s *Store) AddHolders(ctx context.Context, source string, sinks []string) e
 		return fatal("holders", err)
 	}
 	return nil
+}
+
+// OtherSources returns the sources other than source whose resources the
+// state records as held in any of sinks (by name), and those it records no
+// holders of (harvested before they were kept), sorted: the sources an
+// audit of source must not take the resources of, in those sinks, for
+// its own.
+func (s *Store) OtherSources(ctx context.Context, source string, sinks []string) ([]string, error) {
+	q := "SELECT DISTINCT source FROM resources WHERE source <> ? AND source NOT IN (SELECT source FROM holders)"
+	args := []any{source}
+	if len(sinks) > 0 {
+		q += " UNION SELECT DISTINCT source FROM holders WHERE source <> ? AND sink IN (?" + strings.Repeat(", ?", len(sinks)-1) + ")"
+		args = append(args, source)
+		for _, n := range sinks {
+			args = append(args, n)
+		}
+	}
+	out, err := column[string](ctx, s.r, "other sources", q+" ORDER BY 1", args...)
+	return out, err
 }

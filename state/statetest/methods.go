@@ -1304,6 +1304,28 @@ func testHolders[S Snapshot](t *testing.T, h Harness[S]) {
 	if got, err := st.Holders(ctx, srcB); err != nil || !slices.Equal(got, []string{"fs:/z"}) {
 		t.Errorf("Holders(%s) = %q, %v", srcB, got, err)
 	}
+	// The other sources held in some of a set of sinks, and those whose
+	// holders were never recorded.
+	const srcC, srcD = "http://c.example/", "http://d.example/"
+	must(t, st.AddHolders(ctx, srcC, []string{"fs:/a", "fs:/c"}))
+	must(t, st.PutResources(ctx, []state.Resource{
+		{URI: "u1", Source: srcA, Length: 1, Outcome: state.OutcomeWritten},
+		{URI: "u1", Source: srcD, Length: 1, Outcome: state.OutcomeWritten}, // no holders recorded
+	}))
+	for _, tc := range []struct {
+		source string
+		sinks  []string
+		want   []string
+	}{
+		{srcA, []string{"fs:/a"}, []string{srcC, srcD}},
+		{srcA, []string{"fs:/z", "fs:/c"}, []string{srcB, srcC, srcD}},
+		{srcC, []string{"fs:/a"}, []string{srcA, srcD}},
+		{srcA, nil, []string{srcD}},
+	} {
+		if got, err := st.OtherSources(ctx, tc.source, tc.sinks); err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("OtherSources(%s, %q) = %q, %v; want %q", tc.source, tc.sinks, got, err, tc.want)
+		}
+	}
 }
 
 // testRegistryPages: the registry's reads at scale — the due candidates
