@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -23,14 +24,22 @@ func (a *app) stateCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
+			var problems []string
 			st, err := a.openStateToRead(ctx, file)
-			if err != nil {
+			switch {
+			case errors.Is(err, state.ErrNotStateFile) && !state.IsPostgres(file):
+				// Refused as damaged (or not a database): the check of the
+				// plain file says what is wrong.
+				if problems, _ = state.CheckFile(ctx, file); len(problems) == 0 {
+					return err
+				}
+			case err != nil:
 				return err
-			}
-			defer st.Close()
-			problems, err := st.Check(ctx, false)
-			if err != nil {
-				return err
+			default:
+				defer st.Close()
+				if problems, err = st.Check(ctx, false); err != nil {
+					return err
+				}
 			}
 			if err := state.Damaged(file, problems); err != nil {
 				for _, p := range problems {

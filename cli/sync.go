@@ -185,13 +185,14 @@ func (a *app) printPreview() func(harvest.Preview) {
 		if p.Site != "" {
 			fmt.Fprintf(a.stdout, "site %s: ", p.Site)
 		}
+		uri := runreport.Printable(p.URI) // a source's name: escaped
 		switch {
 		case p.Action == harvest.PreviewDelete:
-			fmt.Fprintf(a.stdout, "would delete %s\n", p.URI)
+			fmt.Fprintf(a.stdout, "would delete %s\n", uri)
 		case p.Length < 0:
-			fmt.Fprintf(a.stdout, "would %s %s\n", p.Action, p.URI)
+			fmt.Fprintf(a.stdout, "would %s %s\n", p.Action, uri)
 		default:
-			fmt.Fprintf(a.stdout, "would %s %s (%d bytes)\n", p.Action, p.URI, p.Length)
+			fmt.Fprintf(a.stdout, "would %s %s (%d bytes)\n", p.Action, uri, p.Length)
 		}
 	}
 }

@@ -3,9 +3,12 @@ package state
 import (
 	"context"
 	"errors"
+	"net/url"
+	"path/filepath"
 	"strings"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/sqlitefile"
 )
 
 // ErrDamaged is wrapped by the error of a state file SQLite's check finds
@@ -58,3 +61,38 @@ func damaged(path string, problems []string) error {
 
 // Damaged is the error of Check's problems for the state at path, or nil.
 func Damaged(path string, problems []string) error { return damaged(path, problems) }
+
+// CheckFile runs SQLite's integrity check on the state file at path
+// opened read-only as a plain database, without reading the store's
+// schema: what the check says of a file Open refuses as damaged. A file
+// SQLite cannot read at all gives its error as the one problem.
+func CheckFile(ctx context.Context, path string) ([]string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sqlitefile.Open(abs, url.Values{"mode": {"ro"}}, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "PRAGMA integrity_check(100)")
+	if err != nil {
+		return []string{err.Error()}, nil
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return append(problems, err.Error()), nil
+		}
+		if line != "ok" {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	return problems, nil
+}
