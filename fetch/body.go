@@ -80,7 +80,12 @@ type Body struct {
 	// ifNoneMatch and ifModifiedSince make the first request conditional.
 	ifNoneMatch, ifModifiedSince string
 	// form, when not empty, is POSTed (see OpenForm).
-	form      string
+	form string
+	// strict: bytes returned are never continued from another response
+	// without a strong validator (an ETag not weak, or a Last-Modified
+	// date) that shows one representation: a download that lists no
+	// digest to catch a splice (see Client.Download).
+	strict    bool
 	validator string   // If-Range value, "" for none
 	ranges    bool     // resume with Range requests
 	total     int64    // expected representation length, -1 unknown
@@ -332,11 +337,16 @@ func (b *Body) resume() error {
 	if b.resumes+b.restarts >= b.c.maxResumes {
 		return errclass.Retryablef("giving up after %d resumes: %w", b.resumes+b.restarts, b.interrupt)
 	}
-	if b.ranges && b.off > 0 {
+	wait := b.budget.Backoff(nil)
+	switch {
+	case b.ranges && b.off > 0:
 		b.resumes++
 		b.c.resumes.Add(1)
+	case b.off == 0:
+		// Nothing to resume from: the request is sent again, a retry.
+		b.c.retried.Add(1)
+		b.c.retrying(b.reqURL, b.budget.Attempts(), wait, b.interrupt)
 	}
-	wait := b.budget.Backoff(nil)
 	b.c.log.Info("resuming transfer", "url", b.reqURL, "offset", b.off, "ranged", b.ranges, "wait", wait)
 	return b.connect(wait)
 }
@@ -410,7 +420,8 @@ func (b *Body) try() error {
 		// Drain a little so the connection can be reused, then drop it;
 		// a body that stalls is given up as any other.
 		drain := time.AfterFunc(b.c.opts.StallTimeout, func() { cancel(errStalled) })
-		io.CopyN(io.Discard, resp.Body, 64<<10)
+		drained, _ := io.CopyN(io.Discard, resp.Body, 64<<10)
+		b.c.bytes.Add(drained) // received, discarded
 		drain.Stop()
 		resp.Body.Close()
 		cancel(nil)
@@ -483,6 +494,8 @@ func (b *Body) accept(resp *http.Response, ranged bool) (int64, error) {
 			return 0, nil
 		}
 		switch {
+		case b.strict && b.off > 0 && b.validator == "":
+			return 0, b.changed(final, "sent again without a strong validator (%q) to show it is the same", validatorIn(h))
 		case !b.sameValidator(h, false):
 			return 0, b.changed(final, "validator %q became %q", b.validatorOf(), validatorIn(h))
 		case resp.ContentLength >= 0 && b.total >= 0 && resp.ContentLength != b.total:
@@ -494,7 +507,9 @@ func (b *Body) accept(resp *http.Response, ranged bool) (int64, error) {
 			b.c.log.Info("server sent the whole representation again, discarding its prefix", "url", final, "skip", b.off)
 		}
 		return b.off, nil
-	case code == http.StatusNotModified && !b.started && (b.ifNoneMatch != "" || b.ifModifiedSince != ""):
+	case code == http.StatusNotModified && !b.started && (resp.Request.Header.Get("If-None-Match") != "" || resp.Request.Header.Get("If-Modified-Since") != ""):
+		// Asked conditionally by this request (a redirect drops the
+		// conditions: see checkRedirect).
 		return 0, errclass.NewPermanent(fmt.Errorf("GET %s: %w", final, ErrNotModified))
 	case code == http.StatusRequestedRangeNotSatisfiable && ranged:
 		return 0, b.changed(final, "range from %d not satisfiable", b.off)
@@ -521,7 +536,7 @@ func (b *Body) first(resp *http.Response) {
 		b.validator, b.ranges = b.ETag, true
 	case b.LastModified != "":
 		b.validator, b.ranges = b.LastModified, true
-	case acceptRanges == "bytes":
+	case acceptRanges == "bytes" && !b.strict:
 		b.ranges = true
 	}
 }
@@ -585,9 +600,10 @@ func (b *Body) readAttempt(p []byte) (int, error) {
 				return 0, terr
 			}
 		}
+		skipped := false
 		if a.skip > 0 {
 			a.skip -= int64(n)
-			n = 0
+			skipped, n = n > 0, 0
 		} else if n > 0 {
 			if b.total >= 0 && b.off+int64(n) > b.total {
 				return 0, errclass.Permanentf("GET %s: body longer than its Content-Length %d", b.URL, b.total)
@@ -597,6 +613,9 @@ func (b *Body) readAttempt(p []byte) (int, error) {
 		switch {
 		case err == nil && n > 0:
 			return n, nil
+		case err == nil && skipped:
+			empty = 0 // bytes came, and were discarded: progress
+			continue
 		case err == nil:
 			if empty++; empty > maxEmptyReads {
 				return 0, b.interrupted(io.ErrNoProgress)

@@ -40,6 +40,13 @@ const DefaultMaxDocumentSize = 256 << 20
 // the document, so a compression bomb cannot fill a disk. A corrupt
 // compressed stream is a permanent error naming the document.
 func DecodeDocument(r io.Reader, docURL, contentEncoding string, max int64) (io.Reader, error) {
+	if max > 0 {
+		// The bytes sent count too: a compressed stream that inflates to
+		// little or nothing (endless empty blocks) is cut off as well.
+		// A document's compressed form is at most a little longer than
+		// the document.
+		r = &sentCap{r: r, url: docURL, left: max + sentSlack}
+	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	head, err := br.Peek(sniffLen)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -159,9 +166,35 @@ func (d *documentReader) Read(p []byte) (int, error) {
 		return 0, d.err
 	}
 	if err != nil && err != io.EOF && d.how != "" {
-		d.err = decodeError(d.url, d.how, err)
+		d.err = err
+		if !errors.Is(err, ErrTooLarge) {
+			d.err = decodeError(d.url, d.how, err)
+		}
 		return n, d.err
 	}
+	return n, err
+}
+
+// sentSlack is how much more than its cap a document's compressed form
+// may take (headers, and blocks stored as they are).
+const sentSlack = 64 << 10
+
+// sentCap is the body of a document as sent, cut off past left bytes.
+type sentCap struct {
+	r    io.Reader
+	url  string
+	left int64
+}
+
+func (c *sentCap) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errclass.Permanentf("document %s: %w: sent more than its limit allows", c.url, ErrTooLarge)
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
 	return n, err
 }
 

@@ -45,9 +45,13 @@ type Validators struct {
 // IsZero reports whether neither validator is known.
 func (v Validators) IsZero() bool { return v.ETag == "" && v.LastModified == "" }
 
-// Download streams url into dst, which must be open for writing (and
-// seeking): dst is truncated and written from offset 0, so on success it
-// holds exactly the representation. The digests want expects (and those in
+// Download streams url into dst, which must be open for reading and
+// writing (and seeking; parts are read back to hash them): dst is
+// truncated and written from offset 0, so on success it holds exactly the
+// representation. Without a digest in want to catch a splice, an
+// interrupted transfer is continued only from a response that a strong
+// validator (an ETag not weak, or a Last-Modified date) shows to be the
+// same representation; otherwise it starts over. The digests want expects (and those in
 // Options.Compute) are computed in the same pass. When the representation
 // changes mid-transfer (ErrChanged), dst is truncated and the download
 // starts over, at most Retries times; after that the retryable ErrChanged
@@ -159,6 +163,10 @@ func (c *Client) downloadOnce(ctx context.Context, url string, dst Destination, 
 		return err
 	}
 	b.ifNoneMatch, b.ifModifiedSince = held.ETag, held.LastModified
+	// Without a digest to catch a splice, an interrupted transfer is not
+	// continued from a response that no strong validator shows to be the
+	// same representation: it starts over (ErrChanged).
+	b.strict = want.Hashes.IsZero()
 	v := fixity.NewVerifier(want, c.opts.Compute)
 	defer func() {
 		b.Close()

@@ -342,6 +342,9 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > MaxRedirects {
 		return errclass.Permanentf("stopped after %d redirects", MaxRedirects)
 	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return errclass.Permanentf("redirected to a URL that is not http(s): %s", req.URL.Redacted())
+	}
 	allowed := c.headersFor(req.URL)
 	for k, vs := range c.opts.Header {
 		if allowed {

@@ -29,8 +29,8 @@ type part struct {
 	// off is the next byte to write: bytes [start, off) are in dst.
 	off atomic.Int64
 	// Touched only by the part's goroutine; read after it ends.
-	attempts, resumes int
-	contentType, etag string
+	attempts, resumes                                int
+	contentType, etag, lastModified, contentEncoding string
 }
 
 // partProgress reports the contiguous prefix of dst written by the parts.
@@ -70,7 +70,8 @@ func (pp *partProgress) prefix() int64 {
 // downloadParts makes one pass of Download in Options.RangeParts parts. It
 // returns errOneStream when the representation is not suitable, an error
 // wrapping ErrChanged or ErrNoRange when a part found it changed or not
-// served by Range (the caller starts over in one stream), and otherwise
+// served by Range (the caller starts over in one stream), the probe's own
+// error when it failed temporarily (its retries spent), and otherwise
 // what downloadOnce would: nil once dst holds the verified representation.
 func (c *Client) downloadParts(ctx context.Context, rawURL string, dst *os.File, want fixity.Expect, buf []byte, res *Result, progress Progress) error {
 	size, validator, ranges, err := c.Probe(ctx, rawURL)
@@ -79,7 +80,12 @@ func (c *Client) downloadParts(ctx context.Context, rawURL string, dst *os.File,
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		c.log.Debug("range probe failed; downloading in one stream", "url", rawURL, "err", err)
+		if errclass.IsRetryable(err) {
+			// Temporary, its retries spent (or a long Retry-After): one
+			// stream would meet it again, its own retries on top.
+			return err
+		}
+		c.log.Debug("range probe refused; downloading in one stream", "url", rawURL, "err", err)
 		return errOneStream
 	}
 	if !ranges || validator == "" || size < 2*c.opts.RangePartMin {
@@ -133,6 +139,7 @@ func (c *Client) downloadParts(ctx context.Context, rawURL string, dst *os.File,
 		return err
 	}
 	res.ContentType, res.ETag = parts[0].contentType, parts[0].etag
+	res.LastModified, res.ContentEncoding = parts[0].lastModified, parts[0].contentEncoding
 	// The digests, from the bytes just written (still in the page cache).
 	v := fixity.NewVerifier(want, c.opts.Compute)
 	_, err = io.CopyBuffer(v, io.NewSectionReader(dst, 0, size), buf)
@@ -211,6 +218,7 @@ func (c *Client) partOnce(ctx context.Context, rawURL, host string, dst *os.File
 		return err
 	}
 	p.contentType, p.etag = resp.Header.Get("Content-Type"), resp.Header.Get("ETag")
+	p.lastModified, p.contentEncoding = resp.Header.Get("Last-Modified"), resp.Header.Get("Content-Encoding")
 	for off < p.end {
 		got, rerr := c.readFull(actx, cancel, resp.Body, buf[:min(int64(len(buf)), p.end-off)])
 		if got > 0 {
