@@ -307,6 +307,13 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 					if err := v.Decode(here, set.FileKey(), set.Bind(&job).Encode()); err != nil {
 						return usageError{err}
 					}
+					if m, ok := v.(config.Merger); ok && s.Setting(set.FileKey()) != nil {
+						// The site's values the flags do not name stay
+						// (headers: by name), as a config file's do.
+						if err := m.DecodeUnder(here, set.FileKey(), s.Setting(set.FileKey())); err != nil {
+							return usageError{err}
+						}
+					}
 					s.Set(set.FileKey(), v.Encode())
 				}
 				switch {
@@ -336,6 +343,11 @@ func (a *app) siteEditCommand(verb string, registry func(context.Context, bool, 
 					ns.Next = t
 				}
 				if err := registryHarvester(reg).CheckSinks(ctx, &ns.Site); err != nil {
+					var e *config.Error
+					if errors.As(err, &e) {
+						// Not at a position in the text the flags made.
+						return &harvest.InvalidError{Err: fmt.Errorf("sites %s: %w", verb, e.Err)}
+					}
 					return err
 				}
 				if err := reg.Put(ctx, ns); err != nil {

@@ -165,9 +165,10 @@ func (c *Context) headers(key string, v *yaml.Node) (map[string]string, error) {
 }
 
 // checkKeys refuses, at their line and column, a key that is not a
-// string, a merge key, a duplicate key and an unknown one (with the
-// closest known key suggested); it records where each key is.
-func (c *Context) checkKeys(root *yaml.Node, known []string) error {
+// string, a merge key, a duplicate key, one of elsewhere (a setting not
+// taken here, said so, not taken for a misspelling) and an unknown one
+// (with the closest known key suggested); it records where each key is.
+func (c *Context) checkKeys(root *yaml.Node, known, elsewhere []string) error {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k := resolve(root.Content[i])
 		switch first, dup := c.keys[k.Value]; {
@@ -177,6 +178,8 @@ func (c *Context) checkKeys(root *yaml.Node, known []string) error {
 			return c.Errorf(k, "merge keys (<<) are not supported")
 		case dup:
 			return c.Errorf(k, "duplicate key %q (first at line %d)", k.Value, first.Line)
+		case !slices.Contains(known, k.Value) && slices.Contains(elsewhere, k.Value):
+			return c.Errorf(k, "key %q is a setting not taken here (known keys: %s)", k.Value, strings.Join(known, ", "))
 		case !slices.Contains(known, k.Value):
 			if s := Suggest(k.Value, known); s != "" {
 				return c.Errorf(k, "unknown key %q (did you mean %q?)", k.Value, s)
@@ -204,7 +207,7 @@ func (t Table) DecodeMapping(c *Context, root *yaml.Node, where Where, extra []s
 	if root.Kind != yaml.MappingNode {
 		return c.Errorf(root, "want a mapping of keys to values, not %s", describe(root))
 	}
-	if err := c.checkKeys(root, append(t.keys(where), extra...)); err != nil {
+	if err := c.checkKeys(root, append(t.keys(where), extra...), append(t.keys(AsFlag|InFile|InSite|OfRun), ProcessKeys()...)); err != nil {
 		return err
 	}
 	given := map[*Setting]*yaml.Node{} // setting → the key it was first given by
@@ -262,9 +265,18 @@ func valueOf(root *yaml.Node, key string) *yaml.Node {
 // sameValue reports whether a and b give one value: equal scalars, or
 // lists or mappings of the same values in the same order.
 func sameValue(a, b *yaml.Node) bool {
+	return sameNode(a, b, map[[2]*yaml.Node]bool{})
+}
+
+// sameNode is sameValue remembering the pairs compared (done): aliases
+// make a tree a graph, whose paths may be exponentially many.
+func sameNode(a, b *yaml.Node, done map[[2]*yaml.Node]bool) bool {
 	a, b = resolve(a), resolve(b)
 	if a == nil || b == nil || a.Kind != b.Kind {
 		return false
+	}
+	if a == b {
+		return true
 	}
 	if a.Kind == yaml.ScalarNode {
 		return a.Value == b.Value
@@ -272,12 +284,19 @@ func sameValue(a, b *yaml.Node) bool {
 	if (a.Kind != yaml.SequenceNode && a.Kind != yaml.MappingNode) || len(a.Content) != len(b.Content) {
 		return false
 	}
+	pair := [2]*yaml.Node{a, b}
+	if same, ok := done[pair]; ok {
+		return same
+	}
+	same := true
 	for i := range a.Content {
-		if !sameValue(a.Content[i], b.Content[i]) {
-			return false
+		if !sameNode(a.Content[i], b.Content[i], done) {
+			same = false
+			break
 		}
 	}
-	return true
+	done[pair] = same
+	return same
 }
 
 // Doc is a config file (--config) read and parsed: Apply sets the values

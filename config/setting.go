@@ -36,6 +36,14 @@ const Harvest = AsFlag | InFile | InSite
 // harvest's may, and over a site's for one run (OfRun).
 const Tuning = Harvest | OfRun
 
+// ProcessKeys are the file keys of the settings of the process that runs
+// harvests (the command's own: its state file, reports, logging), which
+// a config file may give and a site may not: a site that gives one is
+// told it is not taken there rather than pointed to a look-alike key.
+func ProcessKeys() []string {
+	return []string{"state", "report", "progress", "wait_lock", "log_level", "log_format", "verbose", "progress_bars", "quiet"}
+}
+
 // Setting is one row of the settings table: a setting declared once, from
 // which the flags of every command that takes it, the keys of config and
 // registry files and the reference in the documentation are made. Its

@@ -160,7 +160,7 @@ func DecodeSites(r io.Reader, name string, t Table, targets func() []any) ([]Sit
 	if root.Kind != yaml.MappingNode {
 		return nil, c.Errorf(root, "want a mapping with the key sites, not %s", describe(root))
 	}
-	if err := c.checkKeys(root, []string{"sites"}); err != nil {
+	if err := c.checkKeys(root, []string{"sites"}, nil); err != nil {
 		return nil, err
 	}
 	if len(root.Content) == 0 {

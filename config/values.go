@@ -19,8 +19,10 @@ import (
 var lookupEnv = os.LookupEnv
 
 // The kinds of Value a setting's variable may be. Each reads a flag's
-// text and a file's node by the same rules, and says what is wrong with a
-// bad one.
+// text and a file's node by the same rules — but for a file's YAML, which
+// also reads a number as YAML writes one (0x10, 1_000) and a duration as
+// its seconds, and a boolean flag, which takes what the flag package
+// takes (1, t) — and says what is wrong with a bad one.
 
 // Str is a string: any scalar of a file (so `state: 2024` is "2024").
 func Str(p *string) Value { return &strValue{p: p} }

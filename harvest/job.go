@@ -242,11 +242,11 @@ func (j *Job) Validate() error {
 			}
 		}
 	}
-	if j.Concurrency < 1 || j.Workers < 1 {
-		return invalidf("--concurrency and --workers must be at least 1")
+	if j.Concurrency < 1 || j.Workers < 1 || j.Concurrency > maxInFlight || j.Workers > maxInFlight {
+		return invalidf("--concurrency and --workers must be from 1 to %d", maxInFlight)
 	}
-	if j.RangeParts < 1 {
-		return invalidf("--range-parts must be at least 1")
+	if j.RangeParts < 1 || j.RangeParts > maxInFlight {
+		return invalidf("--range-parts must be from 1 to %d", maxInFlight)
 	}
 	if j.MaxDocumentSize == 0 || j.MaxDocumentSize < -1 {
 		return invalidf("--max-document-size must be a number of bytes, or -1 for no cap")
@@ -396,6 +396,11 @@ func (j *Job) settings() source.Settings {
 // Key is the name of the job's source in the state store: SourceKey, else
 // the source's identity (state.SourceKey: its URL normalised, without a
 // password).
+// maxInFlight bounds --concurrency, --workers and --range-parts: each
+// sizes buffers and goroutines, and a typo of a few more digits must be
+// refused, not taken for memory.
+const maxInFlight = 1024
+
 func (j *Job) Key() string {
 	if j.SourceKey != "" {
 		return j.SourceKey

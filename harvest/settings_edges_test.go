@@ -107,3 +107,23 @@ func TestBandwidthOverflow(t *testing.T) {
 }
 
 func newFlagSet() *pflag.FlagSet { return pflag.NewFlagSet("flags", pflag.ContinueOnError) }
+
+// TestInFlightBounded: --concurrency, --workers and --range-parts size
+// buffers and goroutines: a value of a few digits too many is refused, not
+// taken for memory.
+func TestInFlightBounded(t *testing.T) {
+	for _, args := range [][]string{
+		{"--concurrency", "4611686018427387904"},
+		{"--workers", "100000"},
+		{"--range-parts", "5000"},
+	} {
+		j := jobFromFlags(t, append(args, "--source", "http://s.example/", "--sink", "fs:/tmp/x")...)
+		if err := j.Validate(); err == nil || !strings.Contains(err.Error(), "1024") {
+			t.Errorf("%v: Validate = %v, want the bound refused", args, err)
+		}
+	}
+	j := jobFromFlags(t, "--concurrency", "1024", "--workers", "1024", "--source", "http://s.example/", "--sink", "fs:/tmp/x")
+	if err := j.Validate(); err != nil {
+		t.Errorf("the bound itself: %v", err)
+	}
+}

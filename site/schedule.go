@@ -47,7 +47,9 @@ func parseSchedule(s string) (Schedule, error) {
 		n, _ := strconv.Atoi(m[1])
 		return Schedule{text: text, n: n, unit: m[2]}, nil
 	}
-	if strings.HasPrefix(text, "every") {
+	if strings.HasPrefix(text, "every") || strings.Contains(text, "@every") {
+		// "@every DURATION", the cron library's, takes a zero or a
+		// negative period (a harvest back to back): every N is the way.
 		return Schedule{}, fmt.Errorf("schedule %q: want every N followed by h, d, w or mo (every 1d, every 2w, every 1mo)", s)
 	}
 	c, err := cron.ParseStandard(text)
