@@ -27,9 +27,9 @@ func (a *app) stateCommand() *cobra.Command {
 			var problems []string
 			st, err := a.openStateToRead(ctx, file)
 			switch {
-			case errors.Is(err, state.ErrNotStateFile) && !state.IsPostgres(file):
-				// Refused as damaged (or not a database): the check of the
-				// plain file says what is wrong.
+			case errors.Is(err, state.ErrDamaged) && !state.IsPostgres(file):
+				// Refused as damaged: the check of the plain file says
+				// what is wrong.
 				if problems, _ = state.CheckFile(ctx, file); len(problems) == 0 {
 					return err
 				}

@@ -103,7 +103,7 @@ func TestDecodeSitesErrors(t *testing.T) {
 	}{
 		{"unknown top-level key", "site: []\n", `sites.yaml:1:1: unknown key "site" (did you mean "sites"?)`},
 		{"unknown key in a site", site("    schedul: x\n"), `sites.yaml:6:5: site "a": unknown key "schedul" (did you mean "schedule"?)`},
-		{"a process key in a site", site("    state: x.db\n"), `sites.yaml:6:5: site "a": unknown key "state"`},
+		{"a process key in a site", site("    state: x.db\n"), `sites.yaml:6:5: site "a": key "state" is a setting not taken here`},
 		{"bad value", site("    concurrency: many\n"), `sites.yaml:6:18: site "a": concurrency: want an integer`},
 		{"duplicate", site("  - name: a\n    source: http://b/\n    sinks: [fs:/b]\n    schedule: every 1d\n"), `sites.yaml:6:5: site "a": given twice (first at line 2)`},
 		{"no source", "sites:\n  - name: a\n    sinks: [fs:/a]\n    schedule: every 1d\n", `sites.yaml:2:5: site "a": no source`},

@@ -414,11 +414,22 @@ func notStateFile(err error) error {
 		case 26: // SQLITE_NOTADB
 			return fmt.Errorf("%w (not an SQLite database)", ErrNotStateFile)
 		case 11: // SQLITE_CORRUPT
-			return fmt.Errorf("%w (the database is damaged: rsharvest state check says more)", ErrNotStateFile)
+			return damagedFile{}
 		}
 	}
 	return err
 }
+
+// damagedFile is the error of a file SQLite finds damaged as it opens:
+// not a state store it can read (ErrNotStateFile), and damaged
+// (ErrDamaged), which state check looks at as a plain database.
+type damagedFile struct{}
+
+func (damagedFile) Error() string {
+	return ErrNotStateFile.Error() + " (the database is damaged: rsharvest state check says more)"
+}
+
+func (damagedFile) Unwrap() []error { return []error{ErrNotStateFile, ErrDamaged} }
 
 func (s *Store) prepare(ctx context.Context) error {
 	for _, p := range []struct {
