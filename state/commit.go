@@ -888,8 +888,12 @@ func changeArgs(dst []any, c *ChangeRecord, tt *timeTexts) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lastmod: %w", err)
 	}
+	links, err := linksArg(c.Links)
+	if err != nil {
+		return nil, err
+	}
 	return append(dst, c.URI, c.Change, dt, nullID(c.RunID), c.Package, c.Source, stamp(c.Recorded), c.Length,
-		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type, lm, linksArg(c.Links)), nil
+		encodeDigest(c.Hashes.MD5), encodeDigest(c.Hashes.SHA1), encodeDigest(c.Hashes.SHA256), encodeOther(c.Hashes), c.Type, lm, links), nil
 }
 
 // stampChanges sets the stamp (ChangeRecord.Recorded) of a commit's
@@ -1196,6 +1200,7 @@ func commitRetries(ctx context.Context, tx *sql.Tx, b *Batch, now time.Time) err
 	// run that finds an older change superseded resolves the older
 	// retries, never one of a newer change.
 	return execEach(ctx, tx, `DELETE FROM retries WHERE source = ? AND uri = ?
+		AND EXISTS (SELECT 1 FROM resources r WHERE r.source = retries.source AND r.uri = retries.uri)
 		AND coalesce(change_time, '') <= coalesce((SELECT change_time FROM resources r WHERE r.source = retries.source AND r.uri = retries.uri), '')`,
 		len(b.Resolved), func(i int) ([]any, error) {
 			return []any{b.Resolved[i].Source, b.Resolved[i].URI}, nil

@@ -57,6 +57,9 @@ func (s *Store) PutDocument(ctx context.Context, d Document) error {
 	if d.Updated.IsZero() {
 		d.Updated = time.Now()
 	}
+	if err := checkYear(d.Updated); err != nil {
+		return fatal("document", err)
+	}
 	if d.Body == nil {
 		d.Body = []byte{}
 	}

@@ -148,8 +148,9 @@ func (l *Lease) Release() error {
 // this one is, for the next to read). Leases are what keep two harvests
 // of one site or one source apart, in one process or on several machines.
 //
-// A store kept in a file takes its leases in this process (the file's
-// lock, OpenExclusive, keeps other processes out). One kept in PostgreSQL
+// A store kept in a file takes its leases in this Store (the file's lock,
+// OpenExclusive, keeps other processes out; a process opens its state
+// once: a second Store on the same file does not see the first's leases). One kept in PostgreSQL
 // takes a session advisory lock of the database on a connection of its
 // own, recorded in the table leases: the server releases it when the
 // connection closes — Release, or the process dies, or its connection is

@@ -55,6 +55,9 @@ func (s *Store) SetPackagesDone(ctx context.Context, ps []PackageRecord) error {
 		if p.Updated.IsZero() {
 			p.Updated = time.Now()
 		}
+		if err := checkYear(p.Updated); err != nil {
+			return fatal("package", err)
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO packages (url, sinks, fingerprint, resources, run_id, updated) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (url, sinks) DO UPDATE SET fingerprint = excluded.fingerprint, resources = excluded.resources,
 			run_id = excluded.run_id, updated = excluded.updated`,

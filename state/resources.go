@@ -151,20 +151,39 @@ func resourceArgs(dst []any, r *Resource, now time.Time, tt *timeTexts) ([]any, 
 	if err != nil {
 		return nil, err
 	}
+	links, err := linksArg(r.Links)
+	if err != nil {
+		return nil, err
+	}
 	return append(dst,
 		r.URI, r.Source, r.ResourceSet, r.Length,
 		encodeDigest(r.Hashes.MD5), encodeDigest(r.Hashes.SHA1), encodeDigest(r.Hashes.SHA256), encodeOther(r.Hashes),
 		r.Type, ts[0], ts[1], r.Package, r.Outcome, boolInt(r.Deleted), nullID(r.RunID), ts[2],
-		r.ETag, r.LastModified, linksArg(r.Links), r.Verified, nullString(r.Version),
+		r.ETag, r.LastModified, links, r.Verified, nullString(r.Version),
 	), nil
 }
 
-func linksArg(ls []Link) any {
+// linksArg is the column value of links ls: JSON, each time in UTC (as
+// every time comes back), a time outside the years 0000-9999 refused.
+func linksArg(ls []Link) (any, error) {
 	if len(ls) == 0 {
-		return nil
+		return nil, nil
 	}
-	b, _ := json.Marshal(ls)
-	return string(b)
+	out := make([]Link, len(ls))
+	for i, l := range ls {
+		if !l.Modified.IsZero() {
+			if err := checkYear(l.Modified); err != nil {
+				return nil, fmt.Errorf("link %s: %w", l.Href, err)
+			}
+			l.Modified = l.Modified.UTC()
+		}
+		out[i] = l
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
 }
 
 func scanResource(sc scanner) (Resource, error) {

@@ -99,6 +99,9 @@ type Store struct {
 	pgConfig *pgx.ConnConfig
 	w        *sql.DB // one connection: every write, serialised
 	r        *sql.DB // read-only connections: lookups, lists, walks
+	// allowReadable: a file other users may read is opened (Open's
+	// AllowReadable).
+	allowReadable bool
 
 	getResource      *sql.Stmt   // on r
 	upsertResource   multiInsert // on w
@@ -160,7 +163,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err := sqliteHeader(abs); err != nil {
 		return nil, errclass.Fatalf("state: open %s: %w", path, err)
 	}
-	s := &Store{path: path, clock: time.Now, dialect: sqliteDialect()}
+	s := &Store{path: path, clock: time.Now, dialect: sqliteDialect(), allowReadable: optionsOf(opts).allowReadable}
 	if err := s.open(ctx, abs); err != nil {
 		s.closeAll()
 		return nil, errclass.Fatalf("state: open %s: %w", path, err)
@@ -312,8 +315,12 @@ func (s *Store) open(ctx context.Context, abs string) error {
 	}
 	s.w = w
 
-	if err := s.checkIdentity(ctx); err != nil {
+	id, err := s.checkIdentity(ctx)
+	if err != nil {
 		return notStateFile(err)
+	}
+	if err := s.checkPrivate(abs, id); err != nil {
+		return err
 	}
 	if err := s.setWAL(ctx); err != nil {
 		return err
@@ -345,17 +352,42 @@ func (s *Store) open(ctx context.Context, abs string) error {
 
 // checkIdentity rejects files that are not SQLite databases or that belong
 // to another application, reading only.
-func (s *Store) checkIdentity(ctx context.Context) error {
+func (s *Store) checkIdentity(ctx context.Context) (int64, error) {
 	// One statement, so both figures come from one snapshot: another
 	// process may be creating the schema meanwhile.
 	var id, objects int64
 	if err := s.w.QueryRowContext(ctx, "SELECT (SELECT application_id FROM pragma_application_id()), (SELECT count(*) FROM sqlite_schema)").Scan(&id, &objects); err != nil {
-		return err
+		return 0, err
 	}
 	if id == applicationID || (id == 0 && objects == 0) {
+		return id, nil
+	}
+	return 0, fmt.Errorf("%w (application id %#x, %d schema objects)", ErrNotStateFile, id, objects)
+}
+
+// checkPrivate applies the rule of privateFile with the application id the
+// database itself gives (id, from checkIdentity), which the file's header
+// may not hold yet (in WAL mode it is in the log until a checkpoint): a
+// state store other users may read is refused, and an empty database
+// about to be made one is made private first.
+func (s *Store) checkPrivate(abs string, id int64) error {
+	fi, err := os.Stat(abs)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 || s.allowReadable {
 		return nil
 	}
-	return fmt.Errorf("%w (application id %#x, %d schema objects)", ErrNotStateFile, id, objects)
+	if id == applicationID {
+		if fi.Mode().Perm()&0o044 == 0 {
+			return nil
+		}
+		return errclass.Fatalf("state: %s: %w (mode %04o): it holds the registry's credentials; make it private (chmod 600 %s), or open it anyway with --allow-readable-state",
+			abs, ErrReadable, fi.Mode().Perm(), abs)
+	}
+	for _, p := range []string{abs, abs + "-wal", abs + "-shm", abs + "-journal"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fileError(p, err)
+		}
+	}
+	return nil
 }
 
 // setWAL puts the database in WAL mode. Processes opening a fresh file at
