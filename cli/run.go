@@ -192,7 +192,7 @@ func (a *app) openSitesState(ctx context.Context, file string, waitLock time.Dur
 	if err != nil || st.PostgresURL() != "" {
 		return st, err
 	}
-	if n, err := st.MarkInterrupted(ctx, time.Now().UTC(), ""); err != nil {
+	if n, err := st.MarkInterrupted(ctx, time.Now().UTC(), "", nil); err != nil {
 		st.Close()
 		return nil, err
 	} else if n > 0 {

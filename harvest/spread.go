@@ -90,14 +90,16 @@ func (h *Harvester) divide(ctx context.Context, m Mode, j Job, opts pipeline.Opt
 		return state.Task{}, false, err
 	}
 	now := time.Now().UTC()
-	if _, err := h.Store.MarkInterrupted(ctx, now, j.Source); err != nil {
+	// Fenced by the source's lease: Divide may have taken long enough for
+	// another machine to take it (a connection cut meanwhile).
+	if _, err := h.Store.MarkInterrupted(ctx, now, j.Source, opts.Fence); err != nil {
 		return state.Task{}, false, err
 	}
 	runID, err := h.Store.BeginRun(ctx, state.Run{Mode: string(mode), Source: j.Source, Site: j.Site, Started: now})
 	if err != nil {
 		return state.Task{}, false, err
 	}
-	t := state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Checkpoints: d.Checkpoints, Created: now, Fresh: held == 0,
+	t := state.Task{Source: j.Key(), Site: j.Site, Mode: string(mode), RunID: runID, Fence: opts.Fence, Checkpoints: d.Checkpoints, Created: now, Fresh: held == 0,
 		Slots: h.slots(ctx, j)} // as many units at once as workers alive, each at its share
 	t.ID, err = h.Store.CreateTask(ctx, t, d.Parts, d.Plan, func(ctx context.Context, tx *sql.Tx, id int64) error {
 		units := make([]daemon.Unit, len(d.Parts))

@@ -367,7 +367,7 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		// are done leaves them holding what the state does not, which
 		// the next audit finds extra again — never the state claiming
 		// what no sink holds.
-		if err := opts.Store.ForgetResources(ctx, opts.SourceKey, slices.Concat(forget, extras, unlisted)); err != nil {
+		if err := opts.Store.ForgetResources(ctx, opts.SourceKey, slices.Concat(forget, extras, unlisted), opts.Fence); err != nil {
 			return nil, err
 		}
 		for _, uri := range extras {
@@ -443,7 +443,7 @@ func (r *run) askAgain(ctx context.Context, recs []state.Resource) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	b := state.Batch{Retries: make([]state.Retry, 0, len(recs))}
+	b := state.Batch{Retries: make([]state.Retry, 0, len(recs)), Fence: r.opts.Fence}
 	uris := make([]string, 0, len(recs))
 	for _, rec := range recs {
 		b.Retries = append(b.Retries, r.retryOf(&source.Record{URI: rec.URI, ResourceSet: rec.ResourceSet, Listed: rec.Package, Length: -1, ChangeTime: rec.ChangeTime}))
@@ -452,7 +452,7 @@ func (r *run) askAgain(ctx context.Context, recs []state.Resource) error {
 	if err := r.opts.Store.Commit(ctx, b); err != nil {
 		return fmt.Errorf("repair: asking for %d resources again: %w", len(recs), err)
 	}
-	return r.opts.Store.ForgetResources(ctx, r.opts.SourceKey, uris)
+	return r.opts.Store.ForgetResources(ctx, r.opts.SourceKey, uris, r.opts.Fence)
 }
 
 // noteNewer counts uri newer than the snapshot.

@@ -168,7 +168,7 @@ func (r *run) settleBatches(ctx context.Context, b *state.Batch, t *tally) error
 						was = &held
 					}
 				}
-				if err := r.opts.Store.ForgetResources(ctx, r.opts.SourceKey, []string{f.URI}); err != nil {
+				if err := r.opts.Store.ForgetResources(ctx, r.opts.SourceKey, []string{f.URI}, r.opts.Fence); err != nil {
 					return err
 				}
 				if r.lateFailed == nil {

@@ -103,9 +103,11 @@ func (dryStore) BeginRun(context.Context, state.Run) (int64, error) { return 0, 
 func (dryStore) FinishRun(context.Context, int64, time.Time, string, []byte) error {
 	return nil
 }
-func (dryStore) RunProgress(context.Context, int64, []byte) error                  { return nil }
-func (dryStore) MarkInterrupted(context.Context, time.Time, string) (int64, error) { return 0, nil }
-func (dryStore) Commit(context.Context, state.Batch) error                         { return nil }
-func (dryStore) ForgetResources(context.Context, string, []string) error           { return nil }
-func (dryStore) SetPackagesDone(context.Context, []state.PackageRecord) error      { return nil }
-func (dryStore) PutDocument(context.Context, state.Document) error                 { return nil }
+func (dryStore) RunProgress(context.Context, int64, []byte) error { return nil }
+func (dryStore) MarkInterrupted(context.Context, time.Time, string, *state.Lease) (int64, error) {
+	return 0, nil
+}
+func (dryStore) Commit(context.Context, state.Batch) error                             { return nil }
+func (dryStore) ForgetResources(context.Context, string, []string, *state.Lease) error { return nil }
+func (dryStore) SetPackagesDone(context.Context, []state.PackageRecord) error          { return nil }
+func (dryStore) PutDocument(context.Context, state.Document) error                     { return nil }

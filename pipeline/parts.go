@@ -208,7 +208,7 @@ func CloseTask(ctx context.Context, opts Options, t state.Task) (*runreport.Repo
 		return nil, err
 	}
 	now := time.Now().UTC()
-	if n, err := opts.Store.MarkInterrupted(ctx, now, opts.Source); err != nil {
+	if n, err := opts.Store.MarkInterrupted(ctx, now, opts.Source, opts.Fence); err != nil {
 		return nil, err
 	} else if n > 1 {
 		r.log.Warn("parts of the task were begun by workers that stopped; others did them", "task", t.ID, "runs", n-1)

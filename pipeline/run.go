@@ -355,7 +355,7 @@ func (r *run) begin(ctx context.Context, rep *runreport.Report) error {
 		if r.opts.StoreShared {
 			only = r.opts.Source
 		}
-		n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started, only)
+		n, err := r.opts.Store.MarkInterrupted(ctx, rep.Started, only, r.opts.Fence)
 		if err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ type Store interface {
 	BeginRun(ctx context.Context, r state.Run) (int64, error)
 	FinishRun(ctx context.Context, id int64, finished time.Time, status string, report []byte) error
 	RunProgress(ctx context.Context, id int64, report []byte) error
-	MarkInterrupted(ctx context.Context, now time.Time, source string) (int64, error)
+	MarkInterrupted(ctx context.Context, now time.Time, source string, fence *state.Lease) (int64, error)
 	FailedPackages(ctx context.Context, runID int64) (map[string]bool, bool, error)
 	Run(ctx context.Context, id int64) (state.Run, error)
 	// The parts of a task spread over workers (see CloseTask).
@@ -29,7 +29,7 @@ type Store interface {
 	Deliveries(ctx context.Context, source, uri string) ([]state.Delivery, error)
 	CountResources(ctx context.Context, source string, includeDeleted bool) (int64, error)
 	WalkResources(ctx context.Context, source string, fn func(state.Resource) error) error
-	ForgetResources(ctx context.Context, source string, uris []string) error
+	ForgetResources(ctx context.Context, source string, uris []string, fence *state.Lease) error
 	// The other sources held in some of the same sinks (an audit's).
 	OtherSources(ctx context.Context, source string, sinks []string) ([]string, error)
 	// Where each resource set stands, for the planner (source.Holdings).

@@ -160,13 +160,17 @@ func (inv *Inventory) Close() error {
 
 // ForgetResources removes the records of uris from source, so that the
 // next sync fetches them again (audit repair), and every package record
-// with them.
-func (s *Store) ForgetResources(ctx context.Context, source string, uris []string) error {
+// with them. fence, when not nil, is the source's lease the caller holds
+// (see MarkInterrupted): one another harvest has taken since refuses it.
+func (s *Store) ForgetResources(ctx context.Context, source string, uris []string, fence *Lease) error {
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return fatal("forget", err)
 	}
 	defer tx.Rollback()
+	if err := s.fenced(ctx, tx, fence); err != nil {
+		return fatal("forget", err)
+	}
 	if len(uris) > 0 {
 		// A package record stands for its resources' records.
 		if _, err := tx.ExecContext(ctx, "DELETE FROM packages"); err != nil {

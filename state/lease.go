@@ -135,6 +135,22 @@ func (s *Store) held(ctx context.Context, tx *sql.Tx, l *Lease) (bool, error) {
 	return n == 1, err
 }
 
+// fenced is nil when l is nil or still the lease its key names (see held),
+// and otherwise an error wrapping ErrLeaseLost.
+func (s *Store) fenced(ctx context.Context, tx *sql.Tx, l *Lease) error {
+	if l == nil {
+		return nil
+	}
+	ok, err := s.held(ctx, tx, l)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("%s: %w", l.key, ErrLeaseLost)
+	}
+	return nil
+}
+
 // Release gives the lease up. Calling it again is a no-op.
 func (l *Lease) Release() error {
 	l.once.Do(func() { l.err = l.release() })

@@ -205,19 +205,32 @@ const StatusInterrupted = "interrupted"
 // MarkInterrupted closes the runs of source ("": of every source) still
 // recorded as running as interrupted: the caller knows their processes
 // died — it holds the state file's lock (one process uses a file at a
-// time), or the source's lease (SourceLease). It returns how many there
-// were.
-func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, source string) (int64, error) {
+// time), or the source's lease (SourceLease), which it gives as fence
+// (nil: none): a lease another harvest has taken since refuses it with an
+// error wrapping ErrLeaseLost, as Batch.Fence does. It returns how many
+// there were.
+func (s *Store) MarkInterrupted(ctx context.Context, now time.Time, source string, fence *Lease) (int64, error) {
 	fin, err := encodeTime(now)
 	if err != nil {
 		return 0, fatal("mark interrupted", err)
 	}
-	res, err := s.w.ExecContext(ctx, "UPDATE runs SET status = ?, finished = ? WHERE status = ? AND (? = '' OR source = ?)",
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return 0, fatal("mark interrupted", err)
+	}
+	defer tx.Rollback()
+	if err := s.fenced(ctx, tx, fence); err != nil {
+		return 0, fatal("mark interrupted", err)
+	}
+	res, err := tx.ExecContext(ctx, "UPDATE runs SET status = ?, finished = ? WHERE status = ? AND (? = '' OR source = ?)",
 		StatusInterrupted, fin, StatusRunning, source, source)
 	if err != nil {
 		return 0, fatal("mark interrupted", err)
 	}
 	n, _ := res.RowsAffected()
+	if err := tx.Commit(); err != nil {
+		return 0, fatal("mark interrupted", err)
+	}
 	return n, nil
 }
 

@@ -544,11 +544,15 @@ func fatal(op string, err error) error {
 // connectionLost reports whether err says that the connection to the
 // PostgreSQL server was lost or could not be made: a network error, a
 // connection cut in the middle of a reply, or the server's own connection
-// exceptions (SQLSTATE class 08) and shutdowns (57P01–57P03).
+// exceptions (SQLSTATE class 08), want of resources (class 53: too many
+// clients) and shutdowns (57P01–57P03).
 func connectionLost(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+		// 08: connection; 53: insufficient resources (too many clients,
+		// out of memory or disk: a passing state of the server); 57P0x:
+		// the server shut down or not yet up.
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "53") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error

@@ -925,7 +925,7 @@ func TestMarkInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.MarkInterrupted(ctx, time.Now(), "")
+	n, err := s.MarkInterrupted(ctx, time.Now(), "", nil)
 	if err != nil || n != 1 {
 		t.Fatalf("marked %d (%v)", n, err)
 	}
@@ -1003,7 +1003,7 @@ func TestResourcesBelongToSources(t *testing.T) {
 	if err := s.Commit(ctx, Batch{Delivered: []Key{{Source: a.Source, URI: a.URI}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ForgetResources(ctx, a.Source, []string{a.URI}); err != nil {
+	if err := s.ForgetResources(ctx, a.Source, []string{a.URI}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := s.Resource(ctx, a.Source, a.URI); ok {

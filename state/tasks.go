@@ -22,6 +22,10 @@ type Task struct {
 	Mode string
 	// RunID is the run that stands for the whole task in the harvest log.
 	RunID int64
+	// Fence, when not nil, is the source's lease of the harvest that
+	// creates the task (CreateTask): one another harvest has taken since
+	// refuses the task. Not stored.
+	Fence *Lease
 	// Checkpoints are where the task leaves its resource sets when every
 	// part succeeds, as its planner said (JSON, the caller's).
 	Checkpoints []byte
@@ -93,6 +97,9 @@ func (s *Store) CreateTask(ctx context.Context, t Task, parts []string, plan fun
 			_ = tx.Rollback()
 		}
 	}()
+	if err := s.fenced(ctx, tx, t.Fence); err != nil {
+		return 0, fatal("create task", err)
+	}
 	now := s.clock().UTC()
 	if err := tx.QueryRowContext(ctx,
 		"INSERT INTO tasks (source, site, mode, run_id, checkpoints, created, closed, fresh, slots) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING id",

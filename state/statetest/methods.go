@@ -198,17 +198,17 @@ func testRuns[S Snapshot](t *testing.T, h Harness[S]) {
 
 	// Only id2 is still running (id3 is queued, id1 finished); only
 	// its source's runs are marked when a source is named.
-	if n, err := st.MarkInterrupted(ctx, at(3), srcA); err != nil || n != 0 {
+	if n, err := st.MarkInterrupted(ctx, at(3), srcA, nil); err != nil || n != 0 {
 		t.Errorf("MarkInterrupted(%s) = %d, %v; want 0", srcA, n, err)
 	}
-	n, err := st.MarkInterrupted(ctx, at(3), srcB)
+	n, err := st.MarkInterrupted(ctx, at(3), srcB, nil)
 	if err != nil || n != 1 {
 		t.Errorf("MarkInterrupted(%s) = %d, %v; want 1", srcB, n, err)
 	}
 	if got, err := st.Run(ctx, id2); err != nil || got.Status != state.StatusInterrupted || !got.Finished.Equal(at(3)) {
 		t.Errorf("interrupted Run(%d) = %+v, %v", id2, got, err)
 	}
-	if n, err := st.MarkInterrupted(ctx, at(3), ""); err != nil || n != 0 {
+	if n, err := st.MarkInterrupted(ctx, at(3), "", nil); err != nil || n != 0 {
 		t.Errorf("MarkInterrupted again = %d, %v; want 0", n, err)
 	}
 }
@@ -767,11 +767,11 @@ func testResources[S Snapshot](t *testing.T, h Harness[S]) {
 	// every package record; another source's same URI stays.
 	must(t, st.Commit(ctx, state.Batch{Deliveries: []state.Delivery{{Source: srcA, URI: "u2", Sink: "s1", Length: 3}, {Source: srcB, URI: "u1", Sink: "s1", Length: 2}}}))
 	must(t, st.SetPackagesDone(ctx, []state.PackageRecord{{URL: "p.zip", Sinks: "s", Fingerprint: "f", Resources: 1}}))
-	must(t, st.ForgetResources(ctx, srcA, nil)) // nothing named: nothing forgotten
+	must(t, st.ForgetResources(ctx, srcA, nil, nil)) // nothing named: nothing forgotten
 	if _, ok, _ := st.PackageDone(ctx, "p.zip", "s"); !ok {
 		t.Error("ForgetResources(none) forgot the package records")
 	}
-	must(t, st.ForgetResources(ctx, srcA, []string{"u2", "u1", "missing"}))
+	must(t, st.ForgetResources(ctx, srcA, []string{"u2", "u1", "missing"}, nil))
 	if got := walk(""); got != srcB+"u1" {
 		t.Errorf("after ForgetResources, WalkResources = %s, want %su1", got, srcB)
 	}

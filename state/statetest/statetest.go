@@ -56,7 +56,7 @@ type Store[S Snapshot] interface {
 	Run(ctx context.Context, id int64) (state.Run, error)
 	Runs(ctx context.Context, limit int) ([]state.Run, error)
 	RunsSince(ctx context.Context, since time.Time, site string) ([]state.Run, error)
-	MarkInterrupted(ctx context.Context, now time.Time, source string) (int64, error)
+	MarkInterrupted(ctx context.Context, now time.Time, source string, fence *state.Lease) (int64, error)
 	AddEvent(ctx context.Context, e state.Event) error
 	Events(ctx context.Context, since time.Time, site string) ([]state.Event, error)
 	EventsOf(ctx context.Context, since time.Time, operation string) ([]state.Event, error)
@@ -85,7 +85,7 @@ type Store[S Snapshot] interface {
 	PutResources(ctx context.Context, rs []state.Resource) error
 	CountResources(ctx context.Context, source string, includeDeleted bool) (int64, error)
 	WalkResources(ctx context.Context, source string, fn func(state.Resource) error) error
-	ForgetResources(ctx context.Context, source string, uris []string) error
+	ForgetResources(ctx context.Context, source string, uris []string, fence *state.Lease) error
 
 	// Packages and documents.
 	PackageDone(ctx context.Context, url, sinks string) (state.PackageRecord, bool, error)

@@ -228,7 +228,7 @@ func testViewStandsStill[S Snapshot](t *testing.T, h Harness[S]) {
 				})
 			}
 			if err == nil {
-				err = st.ForgetResources(ctx, workSource, []string{"own/0/0"})
+				err = st.ForgetResources(ctx, workSource, []string{"own/0/0"}, nil)
 			}
 			if err == nil {
 				err = st.PutResources(ctx, []state.Resource{{URI: "n", Source: srcB, Length: 1, Outcome: state.OutcomeWritten}})
