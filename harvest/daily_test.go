@@ -25,12 +25,7 @@ import (
 // with its count.
 func TestDailyReportBeforeThinning(t *testing.T) {
 	ctx := t.Context()
-	st, _ := registry(t, `sites:
-  - name: a
-    source: http://127.0.0.1:1/rs/
-    sinks: [fs:`+filepath.Join(t.TempDir(), "mirror")+`]
-    schedule: every 1h
-`)
+	st := hourlySite(t)
 	now := time.Now().UTC()
 	for i, r := range []runreport.Report{
 		{Mode: "incremental", Status: "failed", Error: "sink fs:/srv/a: no space left on device"},
@@ -72,12 +67,7 @@ func TestDailyReportBeforeThinning(t *testing.T) {
 // 05:00 is told, once.
 func TestDailyRestartSameDate(t *testing.T) {
 	ctx := t.Context()
-	st, _ := registry(t, `sites:
-  - name: a
-    source: http://127.0.0.1:1/rs/
-    sinks: [fs:`+filepath.Join(t.TempDir(), "mirror")+`]
-    schedule: every 1h
-`)
+	st := hourlySite(t)
 	day := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
 	addRun := func(at time.Duration, status string) {
 		started := day.Add(at)
@@ -107,6 +97,18 @@ func TestDailyRestartSameDate(t *testing.T) {
 	if n := strings.Count(strings.Join(m.texts, "\n"), "harvest at five"); n != 1 || len(m.texts) != 2 {
 		t.Errorf("%d daily reports mailed, %d telling of the harvest that failed at 05:00; want 2 and 1:\n%s", len(m.texts), n, strings.Join(m.texts, "\n----\n"))
 	}
+}
+
+// hourlySite is a registry of one site, a, harvested every hour.
+func hourlySite(t *testing.T) *state.Store {
+	t.Helper()
+	st, _ := registry(t, `sites:
+  - name: a
+    source: http://127.0.0.1:1/rs/
+    sinks: [fs:`+filepath.Join(t.TempDir(), "mirror")+`]
+    schedule: every 1h
+`)
+	return st
 }
 
 type recordMailer struct{ texts []string }

@@ -27,6 +27,21 @@ func serveWith(t *testing.T, h http.Handler, lim limits) string {
 	return addr
 }
 
+// send dials addr and writes request, raw; the connection closes with the
+// test.
+func send(t *testing.T, addr, request string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // closedByServer reads c until the server closes it, failing the test if
 // it stays open for hang.
 func closedByServer(t *testing.T, c net.Conn, what string) {
@@ -56,14 +71,7 @@ func TestSlowClientsCut(t *testing.T) {
 			_, err := io.ReadAll(r.Body)
 			got <- err
 		}), short())
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc"); err != nil {
-			t.Fatal(err)
-		}
+		c := send(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
 		select {
 		case err := <-got:
 			if err == nil {
@@ -76,14 +84,7 @@ func TestSlowClientsCut(t *testing.T) {
 	})
 	t.Run("idle", func(t *testing.T) {
 		addr := serveWith(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }), short())
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
+		c := send(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil || resp.StatusCode != http.StatusOK || resp.Close {
 			t.Fatalf("first request: %v %v, want 200 kept alive", resp, err)
@@ -102,14 +103,7 @@ func TestSlowClientsCut(t *testing.T) {
 			}
 			got <- nil
 		}), short())
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
+		send(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		select {
 		case err := <-got:
 			if err == nil {
