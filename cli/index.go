@@ -33,6 +33,9 @@ matching copy of is counted missing; the next harvest, or "audit --repair", fetc
 			}
 			ctx := c.Context()
 			log := a.logger()
+			if err := stateHeld(stateFile); err != nil {
+				return err // what index reads is held in the state: it creates none
+			}
 			st, err := a.openSitesState(ctx, stateFile, waitLock, c.CommandPath(), log)
 			if err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -197,5 +198,18 @@ func TestSinkAddedLater(t *testing.T) {
 		if b[uri] != body {
 			t.Errorf("%s differs in the sink added", uri)
 		}
+	}
+}
+
+// TestIndexCreatesNoState: index reads what a state holds: given a state
+// file that does not exist (a typo), it says so (exit 2) and creates none.
+func TestIndexCreatesNoState(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "typo.db")
+	code, out, stderr := run(t, "index", "--site", "a", "--sink", "fs:"+filepath.Join(t.TempDir(), "m"), "--state", db)
+	if code != ExitUsage || !strings.Contains(stderr, "no state file") {
+		t.Errorf("index with no state file: exit %d, want 2 saying so\n%s%s", code, out, stderr)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Errorf("index created the state file %s", db)
 	}
 }

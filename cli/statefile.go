@@ -93,16 +93,27 @@ func (a *app) stateOptions(file string) []state.Option {
 // a missing file is a usage error, never created, and so is an empty one
 // (which opening would make a state store).
 func (a *app) openStateToRead(ctx context.Context, file string) (*state.Store, error) {
-	if !state.IsPostgres(file) {
-		fi, err := os.Stat(file)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return nil, usagef("no state file at %s: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
-		case err == nil && fi.Size() == 0 && fi.Mode().IsRegular():
-			return nil, usagef("the state file %s is empty: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
-		}
+	if err := stateHeld(file); err != nil {
+		return nil, err
 	}
 	return state.Open(ctx, file, a.stateOptions(file)...)
+}
+
+// stateHeld is a usage error when file, not a PostgreSQL URL, is missing
+// or empty: nothing was harvested with it, and a command that reads what
+// it holds must not create it.
+func stateHeld(file string) error {
+	if state.IsPostgres(file) {
+		return nil
+	}
+	fi, err := os.Stat(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usagef("no state file at %s: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
+	case err == nil && fi.Size() == 0 && fi.Mode().IsRegular():
+		return usagef("the state file %s is empty: nothing was harvested with it (give --state FILE, or set $RSHARVEST_STATE)", file)
+	}
+	return nil
 }
 
 // siteJob is the job of registry site name in st; an unknown name is a
