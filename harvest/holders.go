@@ -77,6 +77,15 @@ func (h *Harvester) recordHolders(ctx context.Context, j Job, added []string, re
 		}
 		return
 	}
+	// A holder this harvest left out has not had what changed: given back
+	// to the job, it is a sink added, filled again.
+	if left := slices.DeleteFunc(slices.Clone(holders), func(n string) bool { return slices.Contains(RedactSpecs(j.Sinks), n) }); len(left) > 0 {
+		if err := h.Store.RemoveHolders(ctx, j.Key(), left); err != nil {
+			log.Warn("the sinks left out of the harvest could not be recorded as such", "sinks", left, "error", err)
+		} else {
+			log.Info("sinks left out of this harvest no longer count as holding the source; given back, they are filled again", "sinks", left)
+		}
+	}
 	if len(added) == 0 {
 		return
 	}

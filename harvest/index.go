@@ -78,12 +78,29 @@ func (h *Harvester) index(ctx context.Context, j Job, targets []string) (IndexRe
 	if err != nil {
 		return rep, &InvalidError{err}
 	}
+	names := RedactSpecs(targets)
 	err = h.Store.WalkResources(ctx, j.Key(), func(r state.Resource) error {
 		if r.Deleted || (r.Outcome != state.OutcomeWritten && r.Outcome != state.OutcomeUnchanged) {
 			return nil
 		}
 		rep.Held++
-		ok, err := indexOne(ctx, copies, tgts, &r)
+		// A target with a delivery of its own took another version than
+		// the record's (a newer one the others failed), or deleted it:
+		// the record's version is not its to be given.
+		ds, err := h.Store.Deliveries(ctx, j.Key(), r.URI)
+		if err != nil {
+			return err
+		}
+		to := tgts
+		if len(ds) > 0 {
+			to = nil
+			for i, t := range tgts {
+				if !slices.ContainsFunc(ds, func(d state.Delivery) bool { return d.Sink == names[i] }) {
+					to = append(to, t)
+				}
+			}
+		}
+		ok, err := indexOne(ctx, copies, to, &r)
 		if err != nil {
 			return err
 		}

@@ -260,6 +260,7 @@ func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h 
 		res.Links = append(res.Links, sink.Link{Rel: l.Rel, Href: l.Href, Type: l.Type})
 	}
 	var took []state.Delivery
+	var failed error // a sink's failure: the others are given the resource all the same
 	sources = r.withHeldCopy(h, e.URI, sources)
 	for _, s := range r.sinks {
 		if h.already[s.name] {
@@ -276,20 +277,27 @@ func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h 
 			return r.entryFailed(ctx, j, rec, h.had, "validate", err) // the same bytes for every sink
 		}
 		if err != nil {
-			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 {
+			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 || errclass.IsFatal(err) || ctx.Err() != nil {
 				return r.entryFailed(ctx, j, rec, h.had, "deliver", err)
 			}
-			out := r.entryFailed(ctx, j, rec, h.had, "deliver", fmt.Errorf("sink %s: %w", s.name, err))
-			for _, o := range r.sinks {
-				if h.already[o.name] {
-					took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.URI, Sink: o.name, Length: want.Length, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
-				}
+			if failed == nil || errclass.IsRetryable(err) && !errclass.IsRetryable(failed) {
+				// A temporary failure wins: it holds the checkpoint.
+				failed = fmt.Errorf("sink %s: %w", s.name, err)
 			}
-			out.deliveries = took
-			return out
+			continue
 		}
 		rec.Length = n
 		took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.URI, Sink: s.name, Length: n, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
+	}
+	if failed != nil {
+		out := r.entryFailed(ctx, j, rec, h.had, "deliver", failed)
+		for _, o := range r.sinks {
+			if h.already[o.name] {
+				took = append(took, state.Delivery{Source: r.opts.SourceKey, URI: e.URI, Sink: o.name, Length: want.Length, Hashes: want.Hashes, ChangeTime: rec.ChangeTime})
+			}
+		}
+		out.deliveries = took
+		return out
 	}
 	rec.Outcome = state.OutcomeWritten
 	rec.Verified = verifiedBy(want, j.stream != nil || j.arch != nil)

@@ -123,20 +123,34 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) res
 	}
 	rec := state.Resource{URI: c.URI, Source: r.opts.SourceKey, ResourceSet: c.ResourceSet, Length: -1, ChangeTime: c.ChangeTime,
 		Package: c.Listed, RunID: r.runID, Outcome: state.OutcomeDeleted, Deleted: true}
+	var failed error // a sink's failure: the others delete it all the same
+	var gone []state.Delivery
 	for _, s := range r.sinks {
 		if err := r.deleteFrom(ctx, s, c.URI); err != nil {
 			if errclass.IsFatal(err) {
 				return result{fatal: err}
 			}
-			f := runreport.Failure{URI: c.URI, Package: c.Listed, Stage: "deliver", Error: err.Error(), Permanent: errclass.IsPermanent(err)}
-			res := result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.ChangeTime}
-			if f.Permanent {
-				res.retry = c // the next run deletes it again
-			} else {
-				r.noteHold(c.ResourceSet, c.ChangeTime, ep)
+			if failed == nil || errclass.IsRetryable(err) && !errclass.IsRetryable(failed) {
+				failed = err // a temporary failure wins: it holds the checkpoint
 			}
-			return res
+			continue
 		}
+		// This sink holds no version now: a delivery without length nor
+		// digest, which holds nothing (see holds), for when another fails.
+		gone = append(gone, state.Delivery{Source: r.opts.SourceKey, URI: c.URI, Sink: s.name, Length: -1, ChangeTime: c.ChangeTime})
+	}
+	if failed != nil {
+		f := runreport.Failure{URI: c.URI, Package: c.Listed, Stage: "deliver", Error: failed.Error(), Permanent: errclass.IsPermanent(failed)}
+		res := result{outcome: outFailed, hadRecord: true, failure: &f, changeTime: c.ChangeTime}
+		if len(r.sinks) > 1 && had && !prev.Deleted {
+			res.deliveries = gone
+		}
+		if f.Permanent {
+			res.retry = c // the next run deletes it again
+		} else {
+			r.noteHold(c.ResourceSet, c.ChangeTime, ep)
+		}
+		return res
 	}
 	// A delete of what the destination never held, or holds deleted
 	// already, changes nothing there: it is recorded (so that an older

@@ -35,6 +35,23 @@ func (s *Store) AddHolders(ctx context.Context, source string, sinks []string) e
 	return nil
 }
 
+// RemoveHolders records that sinks no longer hold what the state records
+// of source (a harvest of it ran without them: what changed since is not
+// theirs).
+func (s *Store) RemoveHolders(ctx context.Context, source string, sinks []string) error {
+	if len(sinks) == 0 {
+		return nil
+	}
+	args := []any{source}
+	for _, n := range sinks {
+		args = append(args, n)
+	}
+	if _, err := s.w.ExecContext(ctx, "DELETE FROM holders WHERE source = ? AND sink IN (?"+strings.Repeat(", ?", len(sinks)-1)+")", args...); err != nil {
+		return fatal("holders", err)
+	}
+	return nil
+}
+
 // OtherSources returns the sources other than source whose resources the
 // state records as held in any of sinks (by name), and those it records no
 // holders of (harvested before they were kept), sorted: the sources an

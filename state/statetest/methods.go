@@ -1304,6 +1304,12 @@ func testHolders[S Snapshot](t *testing.T, h Harness[S]) {
 	if got, err := st.Holders(ctx, srcB); err != nil || !slices.Equal(got, []string{"fs:/z"}) {
 		t.Errorf("Holders(%s) = %q, %v", srcB, got, err)
 	}
+	// A sink left out of a harvest holds the source no more.
+	must(t, st.RemoveHolders(ctx, srcA, []string{"fs:/a", "fs:/none"}))
+	if got, err := st.Holders(ctx, srcA); err != nil || !slices.Equal(got, []string{"es:http://x/i", "fs:/b"}) {
+		t.Errorf("Holders(%s) after RemoveHolders = %q, %v", srcA, got, err)
+	}
+	must(t, st.AddHolders(ctx, srcA, []string{"fs:/a"}))
 	// The other sources held in some of a set of sinks, and those whose
 	// holders were never recorded.
 	const srcC, srcD = "http://c.example/", "http://d.example/"

@@ -75,6 +75,7 @@ type Store[S Snapshot] interface {
 	Holders(ctx context.Context, source string) ([]string, error)
 	AddHolders(ctx context.Context, source string, sinks []string) error
 	OtherSources(ctx context.Context, source string, sinks []string) ([]string, error)
+	RemoveHolders(ctx context.Context, source string, sinks []string) error
 	Progress(ctx context.Context, source, set string) (map[string]string, error)
 	Retries(ctx context.Context, source, set string) ([]state.Retry, error)
 	Deliveries(ctx context.Context, source, uri string) ([]state.Delivery, error)
