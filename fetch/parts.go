@@ -71,7 +71,8 @@ func (pp *partProgress) prefix() int64 {
 // returns errOneStream when the representation is not suitable, an error
 // wrapping ErrChanged or ErrNoRange when a part found it changed or not
 // served by Range (the caller starts over in one stream), the probe's own
-// error when it failed temporarily (its retries spent), and otherwise
+// error when the server asked to be left alone (429, 503, a Retry-After;
+// its retries spent), and otherwise
 // what downloadOnce would: nil once dst holds the verified representation.
 func (c *Client) downloadParts(ctx context.Context, rawURL string, dst *os.File, want fixity.Expect, buf []byte, res *Result, progress Progress) error {
 	size, validator, ranges, err := c.Probe(ctx, rawURL)
@@ -80,12 +81,16 @@ func (c *Client) downloadParts(ctx context.Context, rawURL string, dst *os.File,
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		if errclass.IsRetryable(err) {
-			// Temporary, its retries spent (or a long Retry-After): one
-			// stream would meet it again, its own retries on top.
+		var se *StatusError
+		if errors.As(err, &se) && (se.StatusCode == http.StatusTooManyRequests || se.StatusCode == http.StatusServiceUnavailable || se.RetryAfter > 0) {
+			// The server asks to be left alone for now (its retries
+			// spent, or a long Retry-After): one stream would be asked
+			// the same, with its own retries on top.
 			return err
 		}
-		c.log.Debug("range probe refused; downloading in one stream", "url", rawURL, "err", err)
+		// Another failure may be the Range request's own (a server whose
+		// Range handling breaks): one stream may well succeed.
+		c.log.Debug("range probe failed; downloading in one stream", "url", rawURL, "err", err)
 		return errOneStream
 	}
 	if !ranges || validator == "" || size < 2*c.opts.RangePartMin {
