@@ -280,6 +280,12 @@ func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h 
 			if errors.Is(err, fixity.ErrMismatch) || len(r.sinks) == 1 || errclass.IsFatal(err) || ctx.Err() != nil {
 				return r.entryFailed(ctx, j, rec, h.had, "deliver", err)
 			}
+			if errors.As(err, new(*sourceFailed)) {
+				// The bytes could not be read: every sink after would meet
+				// that too (another request each), so none is tried.
+				failed = err
+				break
+			}
 			if failed == nil || errclass.IsRetryable(err) && !errclass.IsRetryable(failed) {
 				// A temporary failure wins: it holds the checkpoint.
 				failed = fmt.Errorf("sink %s: %w", s.name, err)
@@ -504,10 +510,13 @@ func (r *run) put(ctx context.Context, s boundSink, res *sink.Resource, f entryO
 		b.check = func(ct string) (*docCheck, error) { return r.checkFor(docType, ct) }
 	}
 	if err := b.reopen(); err != nil {
-		return 0, nil, err
+		return 0, nil, &sourceFailed{err}
 	}
 	defer b.Close()
 	if err := s.Put(ctx, res, b); err != nil {
+		if b.failed != nil {
+			return 0, nil, &sourceFailed{err}
+		}
 		return 0, nil, err
 	}
 	if !b.vr.Verified() {
@@ -537,12 +546,26 @@ type entryBody struct {
 	// streams (given the response's media type); ck is the one running.
 	check func(contentType string) (*docCheck, error)
 	ck    *docCheck
+	// failed is the last failure to read the bytes from where they come
+	// (not the sink's own), nil when none.
+	failed error
 }
 
 var _ io.ReadSeeker = (*entryBody)(nil)
 
+// sourceFailed wraps a failure to read an entry's bytes from where they
+// come (a GET, a package), as opposed to a sink's own failure: every sink
+// would meet it.
+type sourceFailed struct{ err error }
+
+func (e *sourceFailed) Error() string { return e.err.Error() }
+func (e *sourceFailed) Unwrap() error { return e.err }
+
 func (b *entryBody) Read(p []byte) (int, error) {
 	n, err := b.vr.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed = err
+	}
 	if b.ck != nil {
 		b.ck.write(p[:n])
 		if err == io.EOF {
@@ -566,6 +589,7 @@ func (b *entryBody) reopen() error {
 	b.Close()
 	rc, err := b.open.Open(b.ctx)
 	if err != nil {
+		b.failed = err
 		return err
 	}
 	b.rc, b.vr = rc, fixity.NewReader(rc, b.want, fixity.Compute{SHA256: true})
