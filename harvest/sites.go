@@ -289,11 +289,12 @@ const (
 	maxDailyWindow = 7 * 24 * time.Hour
 )
 
-// Daily sends, through rs, the composite report of the harvests begun
-// since the end of the last one (at most a week back; 24 hours before now
-// for the first), once a date (UTC): a daemon restarted on a date whose
-// report went out sends none, and the next covers from that report's end,
-// so that no harvest is left out of every report, nor told twice.
+// Daily sends, through rs, the composite report of the harvests that
+// ended since the end of the last one (at most a week back; 24 hours
+// before now for the first), once a date (UTC): a daemon restarted on a
+// date whose report went out sends none, and the next covers from that
+// report's end, so that no harvest is left out of every report (one
+// running at a report is in the next), nor told twice.
 func Daily(ctx context.Context, st *state.Store, rs *notify.Sender, now time.Time) error {
 	since := now.Add(-24 * time.Hour)
 	last, ok, err := st.LastReport(ctx, dailyEnd)
@@ -309,7 +310,9 @@ func Daily(ctx context.Context, st *state.Store, rs *notify.Sender, now time.Tim
 			since = w
 		}
 	}
-	runs, err := st.RunsSince(ctx, since, "")
+	// By their end: a harvest still running at the last report is in
+	// this one.
+	runs, err := st.RunsFinishedSince(ctx, since)
 	if err != nil {
 		return err
 	}

@@ -151,6 +151,12 @@ func (s *Store) RunsSince(ctx context.Context, since time.Time, site string) ([]
 	return s.runs(ctx, selectRun+" WHERE started >= ? AND (? = '' OR site = ?) ORDER BY started, id", from, site, site)
 }
 
+// RunsFinishedSince returns the runs that finished at since or later
+// (none still running), oldest start first.
+func (s *Store) RunsFinishedSince(ctx context.Context, since time.Time) ([]Run, error) {
+	return s.runs(ctx, selectRun+" WHERE finished >= ? ORDER BY started, id", sinceArg(since))
+}
+
 func (s *Store) runs(ctx context.Context, query string, args ...any) ([]Run, error) {
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {

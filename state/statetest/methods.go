@@ -190,6 +190,8 @@ func testRuns[S Snapshot](t *testing.T, h Harness[S]) {
 		{"RunsSince(at(2))", ids(st.RunsSince(ctx, at(2), "")), []int64{id3, id2}},
 		{"RunsSince(zero, a)", ids(st.RunsSince(ctx, time.Time{}, "a")), []int64{id1}},
 		{"RunsSince(zero, none)", ids(st.RunsSince(ctx, time.Time{}, "none")), nil},
+		{"RunsFinishedSince(at(3))", ids(st.RunsFinishedSince(ctx, at(3))), []int64{id1}}, // id1 ended at(3); the others run
+		{"RunsFinishedSince(at(4))", ids(st.RunsFinishedSince(ctx, at(4))), nil},
 	} {
 		if want := strings.Trim(fmt.Sprint(tc.want), "[]"); tc.got != want {
 			t.Errorf("%s = %s, want %s", tc.name, tc.got, want)

@@ -56,6 +56,7 @@ type Store[S Snapshot] interface {
 	Run(ctx context.Context, id int64) (state.Run, error)
 	Runs(ctx context.Context, limit int) ([]state.Run, error)
 	RunsSince(ctx context.Context, since time.Time, site string) ([]state.Run, error)
+	RunsFinishedSince(ctx context.Context, since time.Time) ([]state.Run, error)
 	MarkInterrupted(ctx context.Context, now time.Time, source string, fence *state.Lease) (int64, error)
 	AddEvent(ctx context.Context, e state.Event) error
 	Events(ctx context.Context, since time.Time, site string) ([]state.Event, error)
