@@ -219,7 +219,8 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 					// audit's to count or remove.
 					sa.Held--
 					sa.Others++
-					return nil
+					return inv.MarkHeld(ctx, uri, s.name) // held: no record of it is missing
+
 				}
 				sa.Extra++
 				if len(sa.ExtraURI) < maxAuditList {
@@ -302,8 +303,8 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 		// name (created after the snapshot, or no longer listed), and the
 		// sink lacks.
 		if err := opts.Store.WalkResources(ctx, opts.SourceKey, func(rec state.Resource) error {
-			if rec.Deleted {
-				return nil
+			if rec.Deleted || (rec.Outcome != state.OutcomeWritten && rec.Outcome != state.OutcomeUnchanged) {
+				return nil // held by no sink: a failure, or a delete
 			}
 			if _, listed, err := inv.Lookup(ctx, rec.URI); err != nil || listed {
 				return err
