@@ -9,8 +9,11 @@ import (
 	"testing"
 
 	"github.com/rsharvest/rsharvest/bench"
+	"github.com/rsharvest/rsharvest/manifest"
 	"github.com/rsharvest/rsharvest/pipeline"
 	"github.com/rsharvest/rsharvest/runreport"
+	"github.com/rsharvest/rsharvest/sink"
+	"github.com/rsharvest/rsharvest/sink/sinkfault"
 	"github.com/rsharvest/rsharvest/state"
 )
 
@@ -188,5 +191,38 @@ func TestRepairMismatchedNewer(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("%.2000s", out.String())
+	}
+}
+
+// TestAuditPassesOverFailedRecords: a resource that failed (its record
+// holds nothing) and that the source no longer lists is not counted
+// missing by an audit: no sink was ever to hold it.
+func TestAuditPassesOverFailedRecords(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	listSource(t, dir, map[string]string{"r/x.txt": "x v1", "r/y.txt": "y v1"},
+		[]*manifest.Entry{listEntry(t, "r/x.txt", "x v1"), listEntry(t, "r/y.txt", "y v1")}, nil)
+	srv := serve(t, dir)
+	source := srv.URL + "capabilitylist.xml"
+	h := newHarness(t)
+	refuseX := sinkfault.New(h.sink, sinkfault.Options{Rules: []sinkfault.Rule{sinkfault.Only(sinkfault.OpPut, func(c sinkfault.Call) error {
+		if strings.HasSuffix(c.URI, "/r/x.txt") {
+			return sinkfault.Permanent("x refused")
+		}
+		return nil
+	})}})
+	h.baseline(ctx, source, func(o *pipeline.Options) { o.Sinks = []sink.Sink{refuseX} })
+	if rec, ok, _ := recordOf(ctx, h.store, srv.URL+"r/x.txt"); !ok || rec.Outcome != "failed" {
+		t.Fatalf("x's record after its refusal: %+v, %v; want failed", rec, ok)
+	}
+	listSource(t, dir, map[string]string{"r/y.txt": "y v1"}, []*manifest.Entry{listEntry(t, "r/y.txt", "y v1")}, nil)
+	ar, err := pipeline.Audit(ctx, h.options(source), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ar.Sinks {
+		if s.Missing != 0 {
+			t.Errorf("%s: %d missing (%v), want none: x failed, and is no longer listed", s.Sink, s.Missing, s.MissingURI)
+		}
 	}
 }
