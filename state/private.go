@@ -83,8 +83,7 @@ func privateFile(path string, allow bool) error {
 		return nil
 	}
 	if fi.Mode().Perm()&0o044 != 0 && !allow && isStateFile(path) {
-		return errclass.Fatalf("state: %s: %w (mode %04o): it holds the registry's credentials; make it private (chmod 600 %s), or open it anyway with --allow-readable-state",
-			path, ErrReadable, fi.Mode().Perm(), path)
+		return readableError(path, fi.Mode().Perm())
 	}
 	if fi.Mode().Perm()&0o077 == 0 {
 		// The journal files of a file made private after they were
@@ -96,6 +95,13 @@ func privateFile(path string, allow bool) error {
 		}
 	}
 	return nil
+}
+
+// readableError is the refusal of the state store at path, which other
+// users may read (mode perm).
+func readableError(path string, perm fs.FileMode) error {
+	return errclass.Fatalf("state: %s: %w (mode %04o): it holds the registry's credentials; make it private (chmod 600 %s), or open it anyway with --allow-readable-state",
+		path, ErrReadable, perm, path)
 }
 
 // isStateFile reports whether the file at path begins as an SQLite

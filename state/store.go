@@ -379,8 +379,7 @@ func (s *Store) checkPrivate(abs string, id int64) error {
 		if fi.Mode().Perm()&0o044 == 0 {
 			return nil
 		}
-		return errclass.Fatalf("state: %s: %w (mode %04o): it holds the registry's credentials; make it private (chmod 600 %s), or open it anyway with --allow-readable-state",
-			abs, ErrReadable, fi.Mode().Perm(), abs)
+		return readableError(abs, fi.Mode().Perm())
 	}
 	for _, p := range []string{abs, abs + "-wal", abs + "-shm", abs + "-journal"} {
 		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
