@@ -286,10 +286,7 @@ func (r *run) deliverAll(ctx context.Context, j entryJob, rec state.Resource, h 
 				failed = err
 				break
 			}
-			if failed == nil || errclass.IsRetryable(err) && !errclass.IsRetryable(failed) {
-				// A temporary failure wins: it holds the checkpoint.
-				failed = fmt.Errorf("sink %s: %w", s.name, err)
-			}
+			failed = sinksFailure(failed, fmt.Errorf("sink %s: %w", s.name, err))
 			continue
 		}
 		rec.Length = n
@@ -552,6 +549,16 @@ type entryBody struct {
 }
 
 var _ io.ReadSeeker = (*entryBody)(nil)
+
+// sinksFailure is the failure of an entry that sinks failed, given the
+// one so far (nil: none) and the next: the first, unless the next is
+// temporary and it is not — a temporary failure holds the checkpoint.
+func sinksFailure(failed, next error) error {
+	if failed == nil || errclass.IsRetryable(next) && !errclass.IsRetryable(failed) {
+		return next
+	}
+	return failed
+}
 
 // sourceFailed wraps a failure to read an entry's bytes from where they
 // come (a GET, a package), as opposed to a sink's own failure: every sink

@@ -130,9 +130,7 @@ func (r *run) deleteRecord(ctx context.Context, c *source.Record, ep *epoch) res
 			if errclass.IsFatal(err) {
 				return result{fatal: err}
 			}
-			if failed == nil || errclass.IsRetryable(err) && !errclass.IsRetryable(failed) {
-				failed = err // a temporary failure wins: it holds the checkpoint
-			}
+			failed = sinksFailure(failed, err)
 			continue
 		}
 		// This sink holds no version now: a delivery without length nor
