@@ -79,7 +79,8 @@ func (h *Harvester) recordHolders(ctx context.Context, j Job, added []string, re
 	}
 	// A holder this harvest left out has not had what changed: given back
 	// to the job, it is a sink added, filled again.
-	if left := slices.DeleteFunc(slices.Clone(holders), func(n string) bool { return slices.Contains(RedactSpecs(j.Sinks), n) }); len(left) > 0 {
+	names := RedactSpecs(j.Sinks)
+	if left := slices.DeleteFunc(slices.Clone(holders), func(n string) bool { return slices.Contains(names, n) }); len(left) > 0 {
 		if err := h.Store.RemoveHolders(ctx, j.Key(), left); err != nil {
 			log.Warn("the sinks left out of the harvest could not be recorded as such", "sinks", left, "error", err)
 		} else {
