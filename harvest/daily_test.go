@@ -82,13 +82,7 @@ func TestDailyRestartSameDate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := &recordMailer{}
-	rs := &notify.Sender{Mail: m, Admin: "admin@aggregator.example", Store: st}
-	daily := func(at time.Duration) {
-		if err := harvest.Daily(ctx, st, rs, day.Add(at)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m, daily := mailedDaily(t, st, day)
 	addRun(30*time.Minute, "ok")
 	daily(time.Hour) // the daemon starts at 01:00
 	addRun(5*time.Hour, "failed")
@@ -111,9 +105,47 @@ func hourlySite(t *testing.T) *state.Store {
 	return st
 }
 
+// mailedDaily is the daily report of st mailed to a recordMailer, made
+// at a time from day.
+func mailedDaily(t *testing.T, st *state.Store, day time.Time) (*recordMailer, func(at time.Duration)) {
+	t.Helper()
+	m := &recordMailer{}
+	rs := &notify.Sender{Mail: m, Admin: "admin@aggregator.example", Store: st}
+	return m, func(at time.Duration) {
+		if err := harvest.Daily(t.Context(), st, rs, day.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 type recordMailer struct{ texts []string }
 
 func (m *recordMailer) Send(_ context.Context, _ []string, _, text, _ string) error {
 	m.texts = append(m.texts, text)
 	return nil
+}
+
+// TestDailyHarvestRunningAtReport: a harvest still running when a daily
+// report goes out is in the next one (reports take harvests by their end),
+// once.
+func TestDailyHarvestRunningAtReport(t *testing.T) {
+	ctx := t.Context()
+	st := hourlySite(t)
+	day := time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)
+	m, daily := mailedDaily(t, st, day)
+	started := day.Add(50 * time.Minute)
+	id, err := st.BeginRun(ctx, state.Run{Mode: "incremental", Source: "http://127.0.0.1:1/rs/", Site: "a", Started: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	daily(time.Hour) // 01:00: the harvest begun at 00:50 is still running
+	rep := runreport.Report{RunID: id, Mode: "incremental", Status: "failed", Started: started, Finished: day.Add(2 * time.Hour), Error: "harvest at ten to one: refused"}
+	b, _ := json.Marshal(&rep)
+	if err := st.FinishRun(ctx, id, rep.Finished, rep.Status, b); err != nil {
+		t.Fatal(err)
+	}
+	daily(25 * time.Hour) // the next day
+	if n := strings.Count(strings.Join(m.texts, "\n"), "ten to one"); n != 1 {
+		t.Errorf("the harvest running at the first report is told by %d daily reports, want 1:\n%s", n, strings.Join(m.texts, "\n----\n"))
+	}
 }
