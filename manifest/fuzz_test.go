@@ -10,6 +10,7 @@ import (
 	"golang.org/x/text/encoding/unicode"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/xmlcap/xmlcaptest"
 )
 
 func FuzzReader(f *testing.F) {
@@ -58,6 +59,7 @@ func FuzzReader(f *testing.F) {
 		f.Add([]byte(d))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		xmlcaptest.Agree(t, data)
 		for _, opts := range []Options{{}, {MaxTokenSize: 64, MaxDepth: 4, MaxEntries: 3}} {
 			checkReader(t, data, opts)
 		}

@@ -27,6 +27,7 @@ var allowed = []struct {
 	{"internal/sqlitefile", nil},
 	{"internal/browsertest", nil},
 	{"internal/xmlcap", nil},
+	{"internal/xmlcap/xmlcaptest", []string{"internal/xmlcap"}},
 	{"internal/retry", []string{"errclass"}},
 	{"fixity", []string{"errclass"}},
 	{"manifest", []string{"errclass", "fixity", "internal/xmlcap"}},

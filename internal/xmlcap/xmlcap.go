@@ -38,21 +38,36 @@ var (
 
 // Decoder is an encoding/xml Decoder whose memory is bounded by its limits,
 // not by the document: no token it returns is larger than its token limit
-// (its input is handed over byte by byte and cut past the limit, so a
+// (its input is handed over as it is read and cut past the limit, so a
 // 200 MB attribute costs no more than the limit), and no element nests
 // deeper than its depth limit (the decoder's stack of open elements). Every
 // parser of a document a source sends reads through one: ResourceSync
 // documents (manifest.Reader), OAI-PMH responses, harvest lists, and the
 // documents a validated delivery checks.
 //
-// Token and Skip are the Decoder's own; the other methods are the embedded
-// xml.Decoder's, and reading tokens through them would not be bounded.
+// A strict Decoder (the default) returns the tokens encoding/xml's Token
+// returns, and the same errors, but reads most of a document with a faster
+// tokenizer, github.com/orisano/gosax: start and end tags, text and
+// comments whose every byte it can check as encoding/xml would (see
+// fast.go); whatever else comes — a declaration, a processing instruction,
+// CDATA, a DOCTYPE, a character reference, a name outside ASCII, anything
+// malformed — encoding/xml's own tokenizer reads, from the same byte. A
+// differential fuzz test (xmlcaptest.Agree, over the parsers' corpora)
+// holds the two equal. A document whose declaration names another encoding
+// than UTF-8 is read by encoding/xml alone, as is everything a Decoder set
+// non-strict reads.
+//
+// Token, Skip, InputOffset and InputPos are the Decoder's own; the other
+// methods are the embedded xml.Decoder's, and reading tokens through them
+// would be neither bounded nor right.
 type Decoder struct {
 	*xml.Decoder
 	in       *capReader
+	src      *splice
 	maxToken int64
 	maxDepth int
 	depth    int
+	fastState
 }
 
 // NewDecoder returns a strict Decoder reading r, whose tokens are at most
@@ -68,10 +83,11 @@ func NewDecoder(r io.Reader, maxToken, maxDepth int) *Decoder {
 		maxDepth = DefaultMaxDepth
 	}
 	in := newCapReader(r, int64(maxToken))
-	dec := xml.NewDecoder(in)
+	src := &splice{c: in}
+	dec := xml.NewDecoder(src)
 	dec.Strict = true
 	dec.CharsetReader = CharsetReader
-	return &Decoder{Decoder: dec, in: in, maxToken: int64(maxToken), maxDepth: maxDepth}
+	return &Decoder{Decoder: dec, in: in, src: src, maxToken: int64(maxToken), maxDepth: maxDepth}
 }
 
 // Token returns the next token as xml.Decoder.Token does, or an error
@@ -79,7 +95,16 @@ func NewDecoder(r io.Reader, maxToken, maxDepth int) *Decoder {
 // underlying reader is returned as that reader returned it (see
 // SourceErr), io.EOF at the end of the input.
 func (d *Decoder) Token() (xml.Token, error) {
-	tok, err := d.Decoder.Token()
+	if !d.started {
+		d.start()
+	}
+	var tok xml.Token
+	var err error
+	if d.strict {
+		tok, err = d.strictToken()
+	} else {
+		tok, err = d.Decoder.Token()
+	}
 	if err != nil {
 		switch {
 		case err == io.EOF:
@@ -91,7 +116,13 @@ func (d *Decoder) Token() (xml.Token, error) {
 		}
 		return nil, err
 	}
-	d.in.mark(d.Decoder.InputOffset())
+	if d.fast {
+		// The fast tokenizer reads ahead up to a buffer's worth: what it
+		// holds is bounded by the limit and that slack together.
+		d.in.mark(fastSlack)
+	} else {
+		d.in.mark(0)
+	}
 	switch tok.(type) {
 	case xml.StartElement:
 		d.depth++
@@ -122,14 +153,56 @@ func (d *Decoder) Skip() error {
 	return nil
 }
 
+// InputOffset is the offset in the input of the end of the last token
+// read, as xml.Decoder.InputOffset.
+func (d *Decoder) InputOffset() int64 { return d.Decoder.InputOffset() + d.fastOff }
+
+// InputPos is the line of the end of the last token read, as
+// xml.Decoder.InputPos gives it, and a column that is exact only while
+// encoding/xml's own tokenizer reads the document's first line.
+func (d *Decoder) InputPos() (line, column int) {
+	l, c := d.Decoder.InputPos()
+	return l + d.fastLines, c
+}
+
 // SourceErr is the error of the underlying reader that stopped the
 // decoder (other than io.EOF), or nil.
 func (d *Decoder) SourceErr() error { return d.in.err }
 
-// capReader hands the decoder its input byte by byte (so the decoder adds
-// no buffering of its own) and fails once the decoder has consumed more
-// than max bytes past the mark, which the Reader moves to the decoder's
-// offset after every token. A token can thus never grow beyond max bytes.
+// splice is the input both tokenizers read: bytes handed back by the fast
+// tokenizer when encoding/xml takes over (read first), then the capped
+// input.
+type splice struct {
+	pending []byte
+	c       *capReader
+}
+
+// ReadByte implements io.ByteReader: encoding/xml reads a byte at a time
+// from a reader that has it, so that it never reads past a token.
+func (s *splice) ReadByte() (byte, error) {
+	if len(s.pending) > 0 {
+		b := s.pending[0]
+		s.pending = s.pending[1:]
+		return b, nil
+	}
+	return s.c.ReadByte()
+}
+
+// Read implements io.Reader.
+func (s *splice) Read(p []byte) (int, error) {
+	if len(s.pending) > 0 {
+		n := copy(p, s.pending)
+		s.pending = s.pending[n:]
+		return n, nil
+	}
+	return s.c.Read(p)
+}
+
+// capReader hands the decoder its input (byte by byte to encoding/xml, so
+// that it adds no buffering of its own) and fails once more than max bytes
+// (and the fast tokenizer's slack, while it reads) have been taken since
+// the last token was returned: a token can thus never grow beyond max
+// bytes, nor what is held for one beyond max and the slack.
 type capReader struct {
 	r        io.Reader
 	buf      []byte
@@ -147,7 +220,8 @@ func newCapReader(r io.Reader, max int64) *capReader {
 	return c
 }
 
-func (c *capReader) mark(offset int64) { c.limit = offset + c.max }
+// mark starts a new token: at most max+slack bytes more may be taken.
+func (c *capReader) mark(slack int64) { c.limit = c.n + c.max + slack }
 
 // ReadByte implements io.ByteReader.
 func (c *capReader) ReadByte() (byte, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rsharvest/rsharvest/errclass"
+	"github.com/rsharvest/rsharvest/internal/xmlcap/xmlcaptest"
 	"github.com/rsharvest/rsharvest/source/harvestlist"
 )
 
@@ -83,6 +84,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(`<harvestList xmlns="urn:other"/>`)
 	f.Add(listHead + "<document><docid><scope>a</scope>")
 	f.Fuzz(func(t *testing.T, list string) {
+		xmlcaptest.Agree(t, []byte(list))
 		_ = harvestlist.Read(strings.NewReader(list), func(d harvestlist.Document) error {
 			u, err := url.Parse(d.URL)
 			if d.Scope == "" || d.Revision < 0 || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
