@@ -20,7 +20,7 @@ func (a *app) stateCommand() *cobra.Command {
 	var file string
 	check := &cobra.Command{
 		Use:   "check",
-		Short: "Check the state file with SQLite's integrity check (every page and index): prints ok, or what is wrong (exit 2)",
+		Short: "Check the state file with SQLite's integrity check (every page and index): prints ok, or what is wrong (exit 2); a state kept in PostgreSQL is its server's to check",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
@@ -35,6 +35,12 @@ func (a *app) stateCommand() *cobra.Command {
 				}
 			case err != nil:
 				return err
+			case state.IsPostgres(file):
+				// SQLite's check has nothing to read there: say so,
+				// rather than "ok" of what was not checked.
+				st.Close()
+				fmt.Fprintln(a.stdout, "not checked: the state is kept in PostgreSQL, whose server checks its own data (amcheck, pg_checksums); this command checks a state file")
+				return nil
 			default:
 				defer st.Close()
 				if problems, err = st.Check(ctx, false); err != nil {

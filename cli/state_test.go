@@ -20,3 +20,16 @@ func TestStateCheck(t *testing.T) {
 		t.Errorf("state check: exit %d\n%s%s", code, out, stderr)
 	}
 }
+
+// TestStateCheckPostgres: state check of a state kept in PostgreSQL says
+// it checked nothing, rather than ok.
+func TestStateCheckPostgres(t *testing.T) {
+	url := startPostgres(t)
+	if code, out, stderr := run(t, "sites", "list", "--state", url); code != ExitOK {
+		t.Fatalf("sites list: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := run(t, "state", "check", "--state", url)
+	if code != ExitOK || strings.TrimSpace(out) == "ok" || !strings.Contains(out, "not checked") {
+		t.Errorf("state check of a PostgreSQL state: exit %d\n%s%s", code, out, stderr)
+	}
+}
