@@ -40,6 +40,7 @@ func TestSites(t *testing.T) {
     source: http://127.0.0.1:1/.well-known/resourcesync
     sinks: [fs:mirror/b]
     schedule: "0 3 * * *"
+    rate: 2
 `)
 	tests := []struct {
 		args []string
@@ -52,6 +53,7 @@ func TestSites(t *testing.T) {
 		{[]string{"sites", "apply", good}, ExitOK, []string{"0 added, 0 changed, 0 removed, 2 unchanged"}, []string{"added a"}},
 		{[]string{"sites", "list"}, ExitOK, []string{"a", "every 1d", "now", "http://127.0.0.1:1/oai", "b", "0 3 * * *"}, nil},
 		{[]string{"sites", "show", "a"}, ExitOK, []string{"name: a", "schedule: every 1d", "fs:" + filepath.Join(dir, "mirror/a"), "Authorization: …", "- physics", "# next harvest: now"}, []string{"s3cret"}},
+		{[]string{"sites", "show", "b"}, ExitOK, []string{"name: b", "rate: 2\n"}, []string{"!!float"}}, // a whole rate written plainly
 		{[]string{"sites", "list", "--json"}, ExitOK, []string{`"name": "a"`, `"sets": [`, `"next_harvest": "now"`}, []string{"s3cret"}},
 		{[]string{"sites", "add", "c", "--source", "http://127.0.0.1:1/c", "--sink", "fs:" + filepath.Join(dir, "c"), "--every", "2w", "--contact", "c@c.example"}, ExitOK, []string{"added c: every 2w"}, nil},
 		{[]string{"sites", "add", "c", "--source", "http://x/", "--sink", "fs:" + filepath.Join(dir, "c"), "--every", "1d"}, ExitUsage, []string{`site "c" exists`}, nil},

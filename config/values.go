@@ -378,7 +378,15 @@ func (v *floatValue) Decode(c *Context, key string, n *yaml.Node) error {
 	return nil
 }
 
-func (v *floatValue) Encode() *yaml.Node { return scalar("!!float", v.String()) }
+// Encode writes the value as YAML reads it back: a whole number plainly
+// (2, not !!float 2), which Decode takes as well.
+func (v *floatValue) Encode() *yaml.Node {
+	s := v.String()
+	if strings.ContainsAny(s, ".eEnN") {
+		return scalar("!!float", s)
+	}
+	return scalar("!!int", s)
+}
 
 // Duration is a Go duration ("30s", "2m"); a file may also give a number
 // of seconds.
