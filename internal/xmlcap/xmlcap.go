@@ -1,6 +1,7 @@
-// Package xmlcap is an encoding/xml decoder whose memory is bounded by its
-// limits, not by the document it reads: the one way this module reads XML
-// a source sends.
+// Package xmlcap is an XML decoder returning encoding/xml's tokens, whose
+// memory is bounded by its limits, not by the document it reads: the way
+// this module reads the XML a source sends (OAI-PMH responses aside: see
+// Decoder).
 package xmlcap
 
 import (
@@ -40,10 +41,11 @@ var (
 // not by the document: no token it returns is larger than its token limit
 // (its input is handed over as it is read and cut past the limit, so a
 // 200 MB attribute costs no more than the limit), and no element nests
-// deeper than its depth limit (the decoder's stack of open elements). Every
-// parser of a document a source sends reads through one: ResourceSync
-// documents (manifest.Reader), OAI-PMH responses, harvest lists, and the
-// documents a validated delivery checks.
+// deeper than its depth limit (the decoder's stack of open elements).
+// ResourceSync documents (manifest.Reader), harvest lists and the documents
+// a validated delivery checks are read through one; OAI-PMH responses,
+// whose readers copy each record's bytes as they pass, are read by
+// encoding/xml under the same limits and errors (source/oaipmh).
 //
 // A strict Decoder (the default) returns the tokens encoding/xml's Token
 // returns, and the same errors, but reads most of a document with a faster
