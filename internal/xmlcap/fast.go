@@ -10,9 +10,16 @@ import (
 	"github.com/orisano/gosax"
 )
 
-// fastSlack is what the fast tokenizer may read ahead of a token: its
-// buffer, filled from the capped input's own buffer of the same size.
+// fastSlack bounds what the fast tokenizer holds of a token that is not
+// yet complete: a longer one is encoding/xml's to read (see tee).
 const fastSlack = 64 << 10
+
+// fastChunk is the most gosax is handed in one read: what it may have read
+// ahead of the token it returns, and so what is read twice when
+// encoding/xml takes over. encoding/xml reads at least as much before
+// gosax takes over again (see rawToken), so that a document that makes
+// them alternate costs no more than twice its reading.
+const fastChunk = 4 << 10
 
 const (
 	xmlURL      = "http://www.w3.org/XML/1998/namespace"
@@ -29,7 +36,8 @@ type fastState struct {
 	transcoded bool // the declaration named an encoding read through a decoder
 	err        error
 
-	fast      bool // gosax reads now
+	fast      bool  // gosax reads now
+	stdFrom   int64 // encoding/xml's offset when it last took over, -1 before
 	sax       *gosax.Reader
 	tee       *tee
 	fastOff   int64 // bytes the fast tokenizer consumed
@@ -204,8 +212,9 @@ func (d *Decoder) rawToken() (xml.Token, error) {
 	switch tok.(type) {
 	case xml.EndElement, xml.Comment, xml.ProcInst, xml.Directive:
 		// encoding/xml has read through the token's '>' and holds no
-		// byte back: gosax may go on from here.
-		if !d.transcoded {
+		// byte back: gosax may go on from here, unless encoding/xml took
+		// over less than fastChunk ago (see fastChunk).
+		if !d.transcoded && (d.stdFrom < 0 || d.Decoder.InputOffset()-d.stdFrom >= fastChunk) {
 			d.toFast()
 		}
 	}
@@ -215,27 +224,25 @@ func (d *Decoder) rawToken() (xml.Token, error) {
 // toFast hands the input to gosax.
 func (d *Decoder) toFast() {
 	if d.sax == nil {
-		d.tee = &tee{src: d.src}
+		d.tee = &tee{src: d.in}
 		d.sax = gosax.NewReaderSize(d.tee, fastSlack)
 	} else {
 		d.tee.reset()
 		d.sax.Reset(d.tee)
 	}
 	d.fast = true
+	d.in.mark(fastSlack)
 }
 
 // toStd hands the input back to encoding/xml, from the first byte gosax
-// read that no token consumed.
+// read that no token consumed: the token encoding/xml reads now begins
+// there, under the limit alone.
 func (d *Decoder) toStd() {
 	d.fast = false
-	rest := d.tee.unconsumed()
-	p := make([]byte, 0, len(rest)+len(d.src.pending))
-	p = append(append(p, rest...), d.src.pending...)
-	d.src.pending = p
+	d.in.pushBack(d.tee.unconsumed())
 	d.tee.reset()
-	// The token encoding/xml reads now begins with what is handed back:
-	// it may take no more than the limit in all, no slack.
-	d.in.limit = d.in.n + d.in.max - int64(len(p))
+	d.in.mark(0)
+	d.stdFrom = d.Decoder.InputOffset()
 }
 
 // fastToken returns the next raw token read by gosax, or nil (and no
@@ -244,18 +251,12 @@ func (d *Decoder) toStd() {
 func (d *Decoder) fastToken() (xml.Token, error) {
 	ev, err := d.sax.Event()
 	if err != nil {
-		switch {
-		case d.in.err != nil:
-			return nil, d.in.err
-		case err == errTokenTooLarge:
-			return nil, err
-		}
-		return nil, nil // a truncated or unknown <…: encoding/xml says what is wrong
+		// A truncated or unknown <…, a token past what gosax may hold,
+		// the limit, the source's error: encoding/xml reads again what
+		// gosax read ahead, and meets each where it comes.
+		return nil, nil
 	}
 	b := ev.Bytes
-	if int64(len(b)) > d.maxToken {
-		return nil, errTokenTooLarge
-	}
 	var tok xml.Token
 	switch ev.Type() {
 	case gosax.EventEOF:
@@ -277,6 +278,9 @@ func (d *Decoder) fastToken() (xml.Token, error) {
 	}
 	if tok == nil {
 		return nil, nil
+	}
+	if int64(len(b)) > d.maxToken {
+		return nil, errTokenTooLarge
 	}
 	d.fastOff += int64(len(b))
 	d.fastLines += bytes.Count(b, []byte{'\n'})
@@ -502,12 +506,12 @@ var nameStart, nameByte, plain = func() (s, n, p [256]bool) {
 	return
 }()
 
-// tee is gosax's input: it keeps what gosax took and no token consumed
-// yet, to hand back to encoding/xml. It refuses to hold more than
-// fastSlack of it: a token that long is encoding/xml's to read, which
-// holds no copy of what it has read.
+// tee is gosax's input: it hands gosax at most fastChunk at a time, and
+// keeps what gosax took and no token consumed yet, to hand back to
+// encoding/xml. It refuses to hold more than fastSlack of it: a token that
+// long is encoding/xml's to read, which holds no second copy of it.
 type tee struct {
-	src *splice
+	src *capReader
 	buf []byte
 	pos int
 }
@@ -518,6 +522,9 @@ var errLongToken = errors.New("xmlcap: a token for encoding/xml to read")
 func (t *tee) Read(p []byte) (int, error) {
 	if len(t.buf)-t.pos >= fastSlack {
 		return 0, errLongToken
+	}
+	if len(p) > fastChunk {
+		p = p[:fastChunk]
 	}
 	n, err := t.src.Read(p)
 	t.buf = append(t.buf, p[:n]...)

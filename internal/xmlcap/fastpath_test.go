@@ -27,7 +27,7 @@ func TestFastPathTaken(t *testing.T) {
 		fast   float64 // the least share of the input gosax reads
 	}{
 		{"manifest", doc, true, 0.99},
-		{"an encoding/xml document halfway", strings.Replace(doc, "<url>", "<url><![CDATA[x]]>", 500), true, 0.8},
+		{"an encoding/xml document halfway", strings.Replace(doc, "<url>", "<url><![CDATA[x]]>", 500), true, 0.4},
 		{"Latin-1", strings.Replace(doc, "UTF-8", "ISO-8859-1", 1), true, 0},
 		{"not strict", doc, false, 0},
 	}

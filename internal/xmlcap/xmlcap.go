@@ -65,7 +65,6 @@ var (
 type Decoder struct {
 	*xml.Decoder
 	in       *capReader
-	src      *splice
 	maxToken int64
 	maxDepth int
 	depth    int
@@ -85,11 +84,10 @@ func NewDecoder(r io.Reader, maxToken, maxDepth int) *Decoder {
 		maxDepth = DefaultMaxDepth
 	}
 	in := newCapReader(r, int64(maxToken))
-	src := &splice{c: in}
-	dec := xml.NewDecoder(src)
+	dec := xml.NewDecoder(in)
 	dec.Strict = true
 	dec.CharsetReader = CharsetReader
-	return &Decoder{Decoder: dec, in: in, src: src, maxToken: int64(maxToken), maxDepth: maxDepth}
+	return &Decoder{Decoder: dec, in: in, maxToken: int64(maxToken), maxDepth: maxDepth, fastState: fastState{stdFrom: -1}}
 }
 
 // Token returns the next token as xml.Decoder.Token does, or an error
@@ -111,7 +109,7 @@ func (d *Decoder) Token() (xml.Token, error) {
 		switch {
 		case err == io.EOF:
 			return nil, io.EOF
-		case d.in.err != nil:
+		case d.in.err != nil && errors.Is(err, d.in.err):
 			return nil, d.in.err
 		case errors.Is(err, errTokenTooLarge):
 			return nil, fmt.Errorf("%w: more than %d bytes", ErrTokenTooLarge, d.maxToken)
@@ -171,40 +169,13 @@ func (d *Decoder) InputPos() (line, column int) {
 // decoder (other than io.EOF), or nil.
 func (d *Decoder) SourceErr() error { return d.in.err }
 
-// splice is the input both tokenizers read: bytes handed back by the fast
-// tokenizer when encoding/xml takes over (read first), then the capped
-// input.
-type splice struct {
-	pending []byte
-	c       *capReader
-}
-
-// ReadByte implements io.ByteReader: encoding/xml reads a byte at a time
-// from a reader that has it, so that it never reads past a token.
-func (s *splice) ReadByte() (byte, error) {
-	if len(s.pending) > 0 {
-		b := s.pending[0]
-		s.pending = s.pending[1:]
-		return b, nil
-	}
-	return s.c.ReadByte()
-}
-
-// Read implements io.Reader.
-func (s *splice) Read(p []byte) (int, error) {
-	if len(s.pending) > 0 {
-		n := copy(p, s.pending)
-		s.pending = s.pending[n:]
-		return n, nil
-	}
-	return s.c.Read(p)
-}
-
 // capReader hands the decoder its input (byte by byte to encoding/xml, so
 // that it adds no buffering of its own) and fails once more than max bytes
 // (and the fast tokenizer's slack, while it reads) have been taken since
 // the last token was returned: a token can thus never grow beyond max
-// bytes, nor what is held for one beyond max and the slack.
+// bytes, nor what is held for one beyond max and the slack. Bytes the fast
+// tokenizer read and hands back (pushBack) are handed out, and counted,
+// again.
 type capReader struct {
 	r        io.Reader
 	buf      []byte
@@ -224,6 +195,21 @@ func newCapReader(r io.Reader, max int64) *capReader {
 
 // mark starts a new token: at most max+slack bytes more may be taken.
 func (c *capReader) mark(slack int64) { c.limit = c.n + c.max + slack }
+
+// pushBack puts b, the last len(b) bytes handed out, back in front of
+// what is still to be read. They are normally still in the buffer, just
+// before pos; when a fill came in between, the buffer is rebuilt, which
+// happens at most once a fill.
+func (c *capReader) pushBack(b []byte) {
+	if len(b) <= c.pos {
+		c.pos -= len(b)
+		return
+	}
+	nb := make([]byte, max(len(b)+c.end-c.pos, len(c.buf)))
+	k := copy(nb, b)
+	k += copy(nb[k:], c.buf[c.pos:c.end])
+	c.buf, c.pos, c.end = nb, 0, k
+}
 
 // ReadByte implements io.ByteReader.
 func (c *capReader) ReadByte() (byte, error) {
