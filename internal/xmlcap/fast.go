@@ -225,7 +225,7 @@ func (d *Decoder) rawToken() (xml.Token, error) {
 func (d *Decoder) toFast() {
 	if d.sax == nil {
 		d.tee = &tee{src: d.in}
-		d.sax = gosax.NewReaderSize(d.tee, fastSlack)
+		d.sax = gosax.NewReaderSize(d.tee, 2*fastChunk) // grown by gosax for a longer token
 	} else {
 		d.tee.reset()
 		d.sax.Reset(d.tee)
