@@ -77,8 +77,9 @@
 //
 // Put streams the body with one PutObject call: with the resource's length
 // when it is known (a single PUT up to the part size, a multipart upload
-// beyond), or as a multipart upload of part-size buffers when it is not, so
-// memory stays within partsize × concurrency. An object appears only when
+// beyond, its parts made larger, by whole MiB, for a body that would need
+// more than S3's 10,000 of them), or as a multipart upload of part-size
+// buffers when it is not, so memory stays within partsize × concurrency. An object appears only when
 // its upload completes, which cannot happen before the body has ended:
 // the last byte of the body is held back until the body has returned
 // io.EOF with the expected length and ctx was still live, so a body error,

@@ -17,7 +17,8 @@ import (
 func sinkWide(code string) bool {
 	switch code {
 	case "NoSuchBucket", "InvalidBucketName", "InvalidAccessKeyId", "SignatureDoesNotMatch",
-		"InvalidToken", "ExpiredToken", "AccountProblem", "AllAccessDisabled", "XMinioStorageFull":
+		"InvalidToken", "ExpiredToken", "AccountProblem", "AllAccessDisabled", "XMinioStorageFull",
+		"XMinioAdminBucketQuotaExceeded":
 		return true
 	}
 	return false

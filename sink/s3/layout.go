@@ -26,6 +26,9 @@ const (
 	// maxPrefix bounds the key prefix so that every hashed key and its URI
 	// object fit in maxKey.
 	maxPrefix = 512
+	// maxSegment is the longest segment of a key MinIO stores (a file
+	// name on its disks), as fs.Encode keeps every segment of a URI's key.
+	maxSegment = 255
 	// sinkMarker is the object each sink writes at its prefix when it
 	// opens: a sink at a prefix under another's is skipped by the other's
 	// Walk. No key of a URI ends in it (a URI's last segment begins with
@@ -151,6 +154,11 @@ func cleanPrefix(p string) (string, error) {
 		return "", fmt.Errorf("prefix is %d bytes long, want at most %d", len(p), maxPrefix)
 	case !storable(strings.TrimSuffix(p, "/")):
 		return "", errors.New(`prefix must be valid UTF-8 without NUL, empty, "." or ".." segments`)
+	}
+	for seg := range strings.SplitSeq(strings.TrimSuffix(p, "/"), "/") {
+		if len(seg) > maxSegment {
+			return "", fmt.Errorf("prefix has a segment of %d bytes, want at most %d (what S3 servers store)", len(seg), maxSegment)
+		}
 	}
 	return p, nil
 }

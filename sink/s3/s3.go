@@ -405,6 +405,29 @@ func (s *S3) putURI(ctx context.Context, key, uri string) error {
 	return nil
 }
 
+// maxParts is the most parts S3 takes in one multipart upload.
+const maxParts = 10000
+
+// partSize is the part size for a body of the given length (-1: unknown):
+// the sink's, or, for a body that would need more than maxParts of them,
+// the least whole number of MiB that fits it in maxParts (at most
+// MaxPartSize: S3's 5 TiB objects).
+func partSize(size, length int64) int64 {
+	if length <= size*maxParts {
+		return size
+	}
+	need := (length + maxParts - 1) / maxParts
+	need = (need + 1<<20 - 1) &^ (1<<20 - 1)
+	return min(need, MaxPartSize)
+}
+
+// String names the sink (its spec, without credentials), so that a sink
+// printed or logged shows no secret.
+func (s *S3) String() string { return s.name }
+
+// GoString is String, for %#v: Options holds the credentials.
+func (o Options) GoString() string { return o.String() }
+
 // putOptions returns the upload options for r: content type, metadata and
 // part size. The metadata keeps within what S3 allows of it in all
 // (maxUserMeta): the digests, length and lastmod first, then the URI (the
@@ -439,7 +462,7 @@ func (s *S3) putOptions(r *sink.Resource) minio.PutObjectOptions {
 	}
 	opts := minio.PutObjectOptions{
 		UserMetadata: meta,
-		PartSize:     uint64(s.opts.PartSize),
+		PartSize:     uint64(partSize(s.opts.PartSize, r.Length)),
 	}
 	if validHeaderValue(r.Type) {
 		opts.ContentType = r.Type
