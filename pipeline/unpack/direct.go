@@ -344,6 +344,18 @@ func (d *direct) claim(ctx context.Context, e unzip.LocalEntry) (*claimed, error
 		p, err := d.take(ctx, n-int64(len(c.data)))
 		if err != nil {
 			c.release()
+			if !errors.Is(err, errRestarted) {
+				// The download ended, or failed, inside the entry: what
+				// was taken of it goes to the spool file, as if it had
+				// not been claimed, for phase 2 to read (a restart empties
+				// the file, and its offsets begin again).
+				if werr := d.spill(c.header, e.HeaderOffset); werr != nil {
+					return nil, werr
+				}
+				if werr := d.spill(c.data, e.DataOffset); werr != nil {
+					return nil, werr
+				}
+			}
 			return nil, err
 		}
 		c.data = append(c.data, p...)
