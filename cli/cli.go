@@ -285,5 +285,39 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(flagError)
 	root.Flags().Bool("version", false, "print the version") // no -v: that is --verbose
 	root.AddCommand(a.baselineCommand(), a.incrementalCommand(), a.syncEverydayCommand(), a.auditCommand(), a.indexCommand(), a.lsCommand(), a.catCommand(), a.discoverCommand(), a.oaiCommand(), a.sitesCommand(), a.runCommand(), a.daemonCommand(), a.logCommand(), a.publishCommand(), a.stateCommand(), a.benchCommand(), a.genCommand(), a.serveCommand(), a.demoCommand(), a.docsCommand(), a.versionCommand())
+	refuseUnknownSubcommands(root)
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				return usagef("no help on %q: not a command (see rsharvest --help)", strings.Join(args, " "))
+			}
+			return cmd.Help()
+		},
+	})
 	return root
+}
+
+// refuseUnknownSubcommands makes every group of commands below c (sites,
+// state, oai, …) refuse an argument that is none of its commands, as the
+// root does, with a usage error: cobra would print the group's help and
+// succeed, and a misspelt command in a crontab would never fail.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		if sub.HasSubCommands() && sub.Run == nil && sub.RunE == nil {
+			sub.Args = func(g *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return nil
+				}
+				if s := g.SuggestionsFor(args[0]); len(s) > 0 {
+					return usagef("unknown command %q for %s: did you mean %s?", args[0], g.CommandPath(), strings.Join(s, " or "))
+				}
+				return usagef("unknown command %q for %s (see %s --help)", args[0], g.CommandPath(), g.CommandPath())
+			}
+			sub.RunE = func(g *cobra.Command, _ []string) error { return g.Help() }
+		}
+		refuseUnknownSubcommands(sub)
+	}
 }

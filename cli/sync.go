@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -116,6 +118,11 @@ func (a *app) runSync(ctx context.Context, mode harvest.Mode, f syncFlags) (*run
 	if f.store == nil { // a command's own run, not one of several sites'
 		logBuild(log)
 	}
+	if f.Report != "" {
+		if err := writableFile(f.Report); err != nil {
+			return nil, usagef("--report: %v", err)
+		}
+	}
 	open := a.runStore
 	if f.dryRun {
 		open = a.dryRunStore
@@ -225,4 +232,19 @@ func (a *app) applyConfig(c *cobra.Command, f *syncFlags) error {
 		}
 	}
 	return f.validate()
+}
+
+// writableFile checks, before a run, that a file can be written at path
+// (its directory exists and takes a new file; path is no directory), so
+// that a report is not found unwritable only after the harvest.
+func writableFile(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".rsharvest-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

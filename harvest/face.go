@@ -60,10 +60,14 @@ const (
 func ClassOf(ctx context.Context, err error) Class {
 	var se *pipeline.SourceError
 	switch {
+	case ctx.Err() != nil:
+		// Interrupted, whatever it stopped: opening a sink (whose error
+		// reads as an invalid one) included.
+		return Interrupted
 	case IsInvalid(err), errors.Is(err, state.ErrNotStateFile), errors.Is(err, state.ErrReadable), errors.Is(err, state.ErrDamaged),
 		errors.Is(err, state.ErrLocked), errors.Is(err, pipeline.ErrNoCheckpoint):
 		return Invalid
-	case ctx.Err() != nil, errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled):
 		return Interrupted
 	case errors.As(err, &se):
 		return Unreadable

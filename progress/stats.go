@@ -9,6 +9,7 @@ import (
 
 	"github.com/rsharvest/rsharvest/fetch"
 	"github.com/rsharvest/rsharvest/pipeline"
+	"github.com/rsharvest/rsharvest/runreport"
 )
 
 // stats is what the display shows, read from a run's counters at one
@@ -263,17 +264,22 @@ func (b *retryBoard) line(now time.Time, width int) string {
 // others counts further requests being retried. When the line is wider
 // than width columns (width > 0), the middle of the URL gives way first.
 func retryLine(r fetch.Retry, others, width int) string {
-	tail := fmt.Sprintf(": %s (attempt %d of %d, next in %s)", r.Reason(), r.Attempt, r.Attempts, formatWait(r.Wait))
+	tail := fmt.Sprintf(": %s (attempt %d of %d, next in %s)", runreport.Printable(r.Reason()), r.Attempt, r.Attempts, formatWait(r.Wait))
 	if others > 0 {
 		tail += fmt.Sprintf("; %d more retrying", others)
 	}
 	const head = "retrying "
-	u := r.URL
-	if width > 0 {
-		room := width - 1 - utf8.RuneCountInString(head+tail)
-		u = shortenURL(u, max(room, 24))
+	u := runreport.Printable(r.URL)
+	if width <= 0 {
+		return head + u + tail
 	}
-	return head + u + tail
+	room := width - 1 - utf8.RuneCountInString(head+tail)
+	line := head + shortenURL(u, max(room, 24)) + tail
+	if rs := []rune(line); len(rs) > width-1 {
+		// A long reason: the row is cut, never wider than the terminal.
+		line = string(rs[:max(width-2, 0)]) + "…"
+	}
+	return line
 }
 
 // shortenURL shortens u to at most n runes by replacing part of its path

@@ -71,7 +71,7 @@ var allowed = []struct {
 	{"bench/harness", []string{"bench", "fetch", "pipeline", "sink", "sink/fs", "source", "source/resourcesync", "state", "unzip", "errclass", "fixity", "manifest", "runreport"}},
 	{"bench", []string{"errclass", "fixity", "manifest"}},
 	{"harvestlog", []string{"state", "runreport"}},
-	{"progress", []string{"fetch", "pipeline"}},
+	{"progress", []string{"fetch", "pipeline", "runreport"}},
 	// The command line is a face: it reaches the executor, the sinks and
 	// the protocols only through harvest.
 	{"cli", []string{"bench", "bench/harness", "config", "daemon", "harvest", "harvestlog", "internal/httpserve", "manifest", "progress", "publish", "publish/publisher", "notify", "runreport", "sink", "site", "state", "status", "unzip"}},
