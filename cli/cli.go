@@ -183,6 +183,29 @@ func (a *app) display() *progress.Display {
 	return a.shown
 }
 
+// printableAttr makes a log record's string or error value that holds a
+// C1 control (which JSON leaves as it is) printable as the summary does
+// (runreport.Printable); other values are left as they are.
+func printableAttr(_ []string, a slog.Attr) slog.Attr {
+	var s string
+	switch a.Value.Kind() {
+	case slog.KindString:
+		s = a.Value.String()
+	case slog.KindAny:
+		err, ok := a.Value.Any().(error)
+		if !ok {
+			return a
+		}
+		s = err.Error()
+	default:
+		return a
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r >= 0x80 && r <= 0x9f }) {
+		a.Value = slog.StringValue(runreport.Printable(s))
+	}
+	return a
+}
+
 func (a *app) logger() *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
@@ -193,6 +216,10 @@ func (a *app) logger() *slog.Logger {
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if a.logFormat == "json" {
+		// JSON escapes C0 controls only: what a source names (a URI, an
+		// error quoting one) may hold C1 controls, which would reach a
+		// terminal raw. The text handler quotes them itself.
+		opts.ReplaceAttr = printableAttr
 		return slog.New(slog.NewJSONHandler(a.display().Writer(), opts))
 	}
 	return slog.New(slog.NewTextHandler(a.display().Writer(), opts))

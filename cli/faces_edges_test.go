@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -79,5 +80,55 @@ func TestUnwritableReportRefused(t *testing.T) {
 	}
 	if code != ExitUsage {
 		t.Errorf("exit %d, want %d (an unwritable --report refused before the harvest):\n%s%s", code, ExitUsage, out, stderr)
+	}
+}
+
+// controlSource serves a tiny ResourceSync source on loopback: a
+// capability list naming one resource list, which names the resources
+// locs (paths below the server's root, as written in the XML: entities
+// allowed). Requests for a path starting with "/bad" answer status.
+func controlSource(t *testing.T, locs []string, status int) *httptest.Server {
+	t.Helper()
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		base := srv.URL + "/"
+		switch {
+		case r.URL.Path == "/capabilitylist.xml":
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="capabilitylist"/>
+  <url><loc>%sresourcelist.xml</loc><rs:md capability="resourcelist"/></url>
+</urlset>`, base)
+		case r.URL.Path == "/resourcelist.xml":
+			var b strings.Builder
+			for _, l := range locs {
+				fmt.Fprintf(&b, `<url><loc>%s%s</loc><lastmod>2025-12-18T07:33:38Z</lastmod><rs:md length="5"/></url>`, base, l)
+			}
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="resourcelist" at="2026-01-01T00:00:00Z" completed="2026-01-01T00:00:00Z"/>
+%s
+</urlset>`, b.String())
+		case strings.HasPrefix(r.URL.Path, "/bad"):
+			w.WriteHeader(status)
+		default:
+			w.Write([]byte("hello"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestJSONLogEscapesControls: a URI a source names may hold C1 controls
+// (XML allows &#x9b;, the 8-bit CSI); with --log-format json on standard
+// error, the records naming it escape them, as the summary and the text
+// log do.
+func TestJSONLogEscapesControls(t *testing.T) {
+	srv := controlSource(t, []string{"ok.txt", "bad&#x9b;2J&#x9b;31mX.txt"}, http.StatusServiceUnavailable)
+	dir := t.TempDir()
+	code, out, stderr := run(t, "baseline", "--source", srv.URL+"/capabilitylist.xml", "--sink", "fs:"+filepath.Join(dir, "m"),
+		"--state", filepath.Join(dir, "s.db"), "--progress", "none", "--log-format", "json", "--retries", "1")
+	if strings.Contains(stderr, "\u009b") || strings.Contains(out, "\u009b") {
+		t.Errorf("exit %d; a raw C1 CSI reached the terminal:\nstdout: %q\nstderr: %q", code, out, stderr)
 	}
 }
