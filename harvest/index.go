@@ -19,7 +19,10 @@ const maxIndexMissing = 100
 // IndexReport is what Index did.
 type IndexReport struct {
 	// Held is how many resources the state holds of the job's source;
-	// Written how many were written to every target.
+	// Written how many were written to every target that takes them (a
+	// target holding a version of its own, another than the record's, is
+	// not given the record's: a resource every target holds so is counted
+	// in neither Written nor Missing).
 	Held, Written int64
 	// Missing counts the resources no sink of the job holds a matching
 	// copy of, and names the first of them.
@@ -99,6 +102,9 @@ func (h *Harvester) index(ctx context.Context, j Job, targets []string) (IndexRe
 					to = append(to, t)
 				}
 			}
+		}
+		if len(to) == 0 {
+			return nil // every target holds a version of its own
 		}
 		ok, err := indexOne(ctx, copies, to, &r)
 		if err != nil {

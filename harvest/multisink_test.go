@@ -164,6 +164,11 @@ func TestFillKeepsNewerVersion(t *testing.T) {
 	if got := sinkBodies(t, c)[x]; !bytes.Equal(got, after[x]) {
 		t.Errorf("after the harvest that wrote %s to c and the fill of c, c holds %d bytes of an older version (want the %d of the version it was given)", x, len(got), len(after[x]))
 	}
+	// An index into a and c, which both took the newer version of x, gives
+	// neither the record's and counts x neither written nor missing.
+	if ix, err := h.Index(ctx, j, []string{"fs:" + a, "fs:" + c}); err != nil || ix.Written != ix.Held-1 || ix.Missing != 0 {
+		t.Errorf("index into a and c: %v %+v, want every resource but %s written", err, ix, x)
+	}
 	refuse.Store(false)
 	if rep, err := h.Run(ctx, harvest.Sync, j); err != nil || rep.Status != runreport.StatusOK {
 		t.Fatalf("harvest with b mended: %v %+v", err, rep)

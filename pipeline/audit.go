@@ -220,7 +220,6 @@ func Audit(ctx context.Context, opts Options, repair bool) (*AuditReport, error)
 					sa.Held--
 					sa.Others++
 					return inv.MarkHeld(ctx, uri, s.name) // held: no record of it is missing
-
 				}
 				sa.Extra++
 				if len(sa.ExtraURI) < maxAuditList {
